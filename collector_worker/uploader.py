@@ -1,0 +1,84 @@
+"""Background upload of chunks: encode, write atomically to the store, then report, while envs keep stepping.
+
+The queue is bounded (backpressure instead of unbounded memory). A chunk id is fixed before the first try,
+so a report retried after a timeout is recognised by the coordinator and never counted twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import uuid
+from dataclasses import dataclass
+
+from collector_worker.rollout import Chunk
+from shared.client import CoordinatorRejected, CoordinatorUnavailable, Stopped
+from shared.codec import encode_chunk
+from shared.layout import chunk_path
+from shared.session import WorkerSession
+from shared.store import LocalStore
+from shared.wire import ChunkAck, ChunkReport, EpisodeStat
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Pending:
+    chunk: Chunk
+    task_id: str
+    policy_version: int
+
+
+class Uploader:
+    def __init__(self, session: WorkerSession, store: LocalStore, depth: int = 2) -> None:
+        self.session = session
+        self.store = store
+        self.queue: queue.Queue[Pending | None] = queue.Queue(maxsize=depth)
+        self.acked = 0
+        self.rejected = 0
+        self._thread = threading.Thread(target=self._loop, name="uploader", daemon=True)
+        self._thread.start()
+
+    def submit(self, pending: Pending) -> None:
+        self.queue.put(pending)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Flush what is queued (so acknowledged work is not dropped on a clean stop), then end the thread."""
+        self.queue.put(None)
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while (item := self.queue.get()) is not None:
+            try:
+                self._upload(item)
+            except Stopped:
+                return
+            except CoordinatorUnavailable as exc:
+                log.error("%s", exc)
+                self.session.fatal = exc
+                self.session.stop_event.set()
+                return
+
+    def _upload(self, item: Pending) -> None:
+        chunk_id = uuid.uuid4().hex
+        path = chunk_path(item.task_id, chunk_id)
+        data = encode_chunk(item.chunk.arrays, {"task_id": item.task_id, "chunk_id": chunk_id,
+                                                "policy_version": item.policy_version})
+        sha = self.store.put(path, data)
+        report = ChunkReport(
+            chunk_id=chunk_id, worker_id=self.session.worker_id, task_id=item.task_id, payload_path=path,
+            sha256=sha, size_bytes=len(data), env_steps=item.chunk.env_steps,
+            episodes=[EpisodeStat(ret=r, length=n) for r, n in item.chunk.episodes],
+            policy_version=item.policy_version,
+        )
+        try:
+            ack = self.session.client.call("POST", "/v1/chunks", ChunkAck, report)
+        except CoordinatorRejected as exc:
+            # The coordinator will never accept this chunk (e.g. its task is gone): drop the orphan file.
+            log.warning("chunk %s rejected: %s", chunk_id, exc)
+            self.store.delete(path)
+            self.rejected += 1
+            return
+        self.acked += 1
+        self.session.update(ack.directive)

@@ -1,0 +1,40 @@
+"""Domain errors with their HTTP status, mapped to JSON in one place (coordinator.main)."""
+
+from __future__ import annotations
+
+
+class CoordinatorError(Exception):
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(CoordinatorError):
+    status = 404
+    code = "not_found"
+
+
+class UnknownWorker(NotFound):
+    code = "unknown_worker"
+
+
+class Conflict(CoordinatorError):
+    status = 409
+    code = "conflict"
+
+
+class NotEnoughData(Conflict):
+    code = "not_enough_data"
+
+
+class Invalid(CoordinatorError):
+    status = 422
+    code = "invalid"
+
+
+class Forbidden(CoordinatorError):
+    status = 403
+    code = "forbidden"

@@ -1,0 +1,120 @@
+"""Build the coordinator app: load the run, mount routers, map errors to JSON, run the housekeeping tick."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from coordinator.errors import CoordinatorError
+from coordinator.limits import BodySizeLimit
+from coordinator.metrics import MetricsRecorder
+from coordinator.overrides import parse_overrides
+from coordinator.routes import data, evaluations, health, policies, run, workers
+from coordinator.run import Run
+from coordinator.settings import CoordinatorSettings
+from shared.config import dump_run_config, load_run_config
+from shared.layout import RunLayout
+from shared.store import LocalStore
+from shared.tokens import load_tokens_file
+from shared.wire import ErrorBody
+
+log = logging.getLogger("rlfleet.coordinator")
+_ERRORS = {400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 413: ErrorBody,
+           422: ErrorBody}
+
+
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(ErrorBody(error=code, message=message).model_dump(), status_code=status, headers=headers)
+
+
+def _describe(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:10]:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+async def _tick_loop(app: FastAPI) -> None:
+    run_: Run = app.state.run
+    recorder: MetricsRecorder = app.state.recorder
+    finished = False
+    while True:
+        await asyncio.sleep(app.state.settings.tick_seconds)
+        try:
+            run_.tick()
+            status = run_.status()
+            await asyncio.to_thread(recorder.record, status)
+            await asyncio.to_thread(recorder.record_evaluations, run_.evaluation_history())
+            if status.run_state != "running" and not finished:
+                finished = True
+                log.info("run %s: %s (%s)", status.run_name, status.run_state, status.run_message)
+                await asyncio.to_thread(recorder.finish, status)
+        except Exception:  # the tick must survive a full disk or a plotting error; the API keeps serving
+            log.exception("housekeeping tick failed")
+
+
+def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
+    settings = settings or CoordinatorSettings()
+    config = load_run_config(settings.config, parse_overrides(settings.overrides))
+    tokens = load_tokens_file(settings.tokens_file)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        layout = RunLayout(settings.data_dir, config.name)
+        layout.run_dir.mkdir(parents=True, exist_ok=True)
+        layout.config_file.write_text(dump_run_config(config))
+        app.state.run = Run(
+            config, LocalStore(layout.store_root), lease_seconds=settings.lease_seconds,
+            sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
+        )
+        app.state.recorder = MetricsRecorder(layout)
+        ticker = asyncio.create_task(_tick_loop(app))
+        log.info("run %s ready: data in %s", config.name, layout.run_dir)
+        try:
+            yield
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+            status = app.state.run.status()
+            with contextlib.suppress(Exception):
+                app.state.recorder.record_evaluations(app.state.run.evaluation_history())
+                app.state.recorder.finish(status)
+            app.state.recorder.close()
+
+    app = FastAPI(
+        title="rlfleet coordinator",
+        version="1",
+        summary="Owns a distributed RL run: workers, tasks, replay metadata, policies, evaluations.",
+        lifespan=lifespan,
+        responses={code: {"model": model} for code, model in _ERRORS.items()},
+    )
+    app.state.settings = settings
+    app.state.tokens = tokens
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    for module in (workers, data, policies, evaluations, run, health):
+        app.include_router(module.router)
+
+    @app.exception_handler(CoordinatorError)
+    async def _domain(_: Request, exc: CoordinatorError) -> JSONResponse:
+        return _error(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(422, "invalid", _describe(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}.get(
+            exc.status_code, "http_error")
+        return _error(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
+
+    return app

@@ -1,0 +1,93 @@
+"""The run's learning curves: a metrics CSV row and TensorBoard scalars per tick, evaluations as they come.
+
+Written by the coordinator because it sees every counter, loss and evaluation; the workers stay stateless.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from shared.layout import RunLayout
+from shared.wire import Status
+
+METRIC_COLUMNS = [
+    "wall_seconds", "env_steps", "env_steps_per_second", "episodes", "chunks", "recent_return_mean",
+    "policy_version", "iteration", "transitions_trained", "samples_per_insert", "td_loss", "q_mean",
+    "eval_policy_version", "eval_mean", "eval_std", "buffer_transitions",
+]
+
+
+class MetricsRecorder:
+    def __init__(self, layout: RunLayout) -> None:
+        self.layout = layout
+        layout.run_dir.mkdir(parents=True, exist_ok=True)
+        new = not layout.metrics_csv.exists()
+        self._fh = open(layout.metrics_csv, "a", newline="")
+        self._csv = csv.DictWriter(self._fh, fieldnames=METRIC_COLUMNS)
+        if new:
+            self._csv.writeheader()
+        self._evals_seen = 0
+        from tensorboardX import SummaryWriter  # imported here: only the process that records needs it
+
+        self._tb = SummaryWriter(str(layout.tensorboard))
+
+    def record(self, status: Status) -> None:
+        ev = status.latest_evaluation
+        row = {
+            "wall_seconds": round(status.wall_seconds, 3),
+            "env_steps": status.env_steps,
+            "env_steps_per_second": round(status.env_steps_per_second, 1),
+            "episodes": status.episodes,
+            "chunks": status.chunks,
+            "recent_return_mean": status.recent_return_mean,
+            "policy_version": status.policy_version,
+            "iteration": status.learner.iteration,
+            "transitions_trained": status.learner.transitions_trained,
+            "samples_per_insert": round(status.learner.samples_per_insert, 3),
+            "td_loss": status.learner.losses.get("td_loss"),
+            "q_mean": status.learner.losses.get("q_mean"),
+            "eval_policy_version": ev.policy_version if ev else None,
+            "eval_mean": ev.mean if ev else None,
+            "eval_std": ev.std if ev else None,
+            "buffer_transitions": sum(b.transitions for b in status.buffers),
+        }
+        self._csv.writerow(row)
+        self._fh.flush()
+        step = status.env_steps
+        self._tb.add_scalar("charts/SPS", status.env_steps_per_second, step)
+        if status.recent_return_mean is not None:
+            self._tb.add_scalar("charts/episodic_return", status.recent_return_mean, step)
+        self._tb.add_scalar("charts/policy_version", status.policy_version, step)
+        self._tb.add_scalar("charts/samples_per_insert", status.learner.samples_per_insert, step)
+        for name, value in status.learner.losses.items():
+            self._tb.add_scalar(f"losses/{name}", value, step)
+
+    def record_evaluations(self, evaluations: list) -> None:
+        new = evaluations[self._evals_seen:]
+        if not new:
+            return
+        path = self.layout.evaluations_csv
+        first = not path.exists()
+        with open(path, "a", newline="") as fh:
+            writer = csv.writer(fh)
+            if first:
+                writer.writerow(["wall_seconds", "env_steps", "policy_version", "mean", "std", "episodes"])
+            for ev in new:
+                writer.writerow([round(ev.wall_seconds, 3), ev.env_steps, ev.policy_version, ev.mean, ev.std,
+                                 ev.episodes])
+                self._tb.add_scalar("eval/mean_return", ev.mean, ev.env_steps)
+        self._evals_seen = len(evaluations)
+
+    def finish(self, status: Status) -> None:
+        """Write the summary and the learning-curve PNG once the run has ended."""
+        self.record(status)
+        Path(self.layout.summary_json).write_text(status.model_dump_json(indent=2))
+        self._tb.flush()
+        from coordinator.curves import plot_learning_curve
+
+        plot_learning_curve(self.layout)
+
+    def close(self) -> None:
+        self._tb.close()
+        self._fh.close()

@@ -1,0 +1,46 @@
+"""Worker registry: self-registered workers holding leases that heartbeats renew."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+
+from shared.wire import WorkerKind
+
+
+@dataclass
+class Worker:
+    worker_id: str
+    kind: WorkerKind
+    name: str
+    lease_expires: float
+    last_seen: float
+    task_id: str | None = None
+
+
+class Registry:
+    def __init__(self, lease_seconds: float) -> None:
+        self.lease_seconds = lease_seconds
+        self.workers: dict[str, Worker] = {}
+        self._counter = 0
+
+    def register(self, kind: WorkerKind, name: str, now: float) -> Worker:
+        self._counter += 1
+        worker_id = f"{kind}-{self._counter}-{secrets.token_hex(3)}"
+        worker = Worker(worker_id, kind, name, now + self.lease_seconds, now)
+        self.workers[worker_id] = worker
+        return worker
+
+    def get(self, worker_id: str) -> Worker | None:
+        return self.workers.get(worker_id)
+
+    def renew(self, worker: Worker, now: float) -> None:
+        worker.last_seen = now
+        worker.lease_expires = now + self.lease_seconds
+
+    def expire(self, now: float) -> list[Worker]:
+        """Remove and return the workers whose lease ran out."""
+        gone = [w for w in self.workers.values() if w.lease_expires <= now]
+        for worker in gone:
+            del self.workers[worker.worker_id]
+        return gone

@@ -1,0 +1,28 @@
+"""Worker registration, lease heartbeats and task claims."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from coordinator.deps import AnyWorkerScope, RunDep
+from coordinator.errors import Forbidden
+from shared.wire import ClaimResponse, HeartbeatResponse, RegisterRequest, RegisterResponse
+
+router = APIRouter(prefix="/v1/workers", tags=["workers"])
+
+
+@router.post("", response_model=RegisterResponse, summary="Register a worker and receive a lease")
+def register(body: RegisterRequest, run: RunDep, scope: AnyWorkerScope) -> RegisterResponse:
+    if scope not in ("admin", body.kind):
+        raise Forbidden(f"a {scope!r} token cannot register a {body.kind}")
+    return run.register(body.kind, body.name)
+
+
+@router.post("/{worker_id}/heartbeat", response_model=HeartbeatResponse, summary="Renew the lease")
+def heartbeat(worker_id: str, run: RunDep, scope: AnyWorkerScope) -> HeartbeatResponse:
+    return run.heartbeat(worker_id, scope)
+
+
+@router.post("/{worker_id}/claim", response_model=ClaimResponse, summary="Claim (or re-read) this worker's task")
+def claim(worker_id: str, run: RunDep, scope: AnyWorkerScope) -> ClaimResponse:
+    return run.claim(worker_id, scope)

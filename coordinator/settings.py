@@ -1,0 +1,25 @@
+"""Coordinator settings, from the environment (prefix RLFLEET_) or the `rlfleet coordinator` options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class CoordinatorSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RLFLEET_", extra="ignore")
+
+    config: Path = Field(Path("configs/cartpole_dqn.yaml"), description="run config YAML")
+    overrides: str = Field("", description="config overrides 'a.b=1;seed=2' applied on top of the YAML")
+    data_dir: Path = Field(Path("data"), description="shared data directory holding runs/<name>/")
+    host: str = Field("127.0.0.1", description="bind address (0.0.0.0 inside a container)")
+    port: int = Field(8000, ge=0, le=65535)
+    tokens_file: Path = Field(Path("data/tokens.json"), description="JSON file of scoped bearer tokens")
+    open_reads: bool = Field(False, description="serve GET status/run/evaluations without a token")
+    lease_seconds: float = Field(10.0, gt=0, description="a worker silent this long loses its task")
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="larger request bodies get 413")
+    sample_wait_seconds: float = Field(1.0, ge=0, description="how long a sample call waits for data")
+    keep_policies: int = Field(8, ge=2, description="policy files kept in the store; older ones deleted")
+    tick_seconds: float = Field(1.0, gt=0, description="lease sweep and metrics interval")

@@ -1,0 +1,38 @@
+"""Greedy evaluation episodes split evenly over the envs.
+
+Each env plays exactly episodes/num_envs episodes, and every started episode is finished: stopping at the
+first N finished episodes overall would over-sample short ones and bias the mean downward for good policies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from torch import nn
+
+from shared.envs import make_vector_env
+from shared.nets import greedy_actions
+
+
+def evaluate(net: nn.Module, env_id: str, num_envs: int, episodes: int, seed: int) -> tuple[list[float], list[int]]:
+    per_env = episodes // num_envs
+    env = make_vector_env(env_id, num_envs)
+    try:
+        obs, _ = env.reset(seed=seed)
+        ret = np.zeros(num_envs)
+        length = np.zeros(num_envs, dtype=np.int64)
+        done_count = np.zeros(num_envs, dtype=np.int64)
+        returns: list[float] = []
+        lengths: list[int] = []
+        while (done_count < per_env).any():
+            obs, rew, term, trunc, _ = env.step(greedy_actions(net, obs).numpy())
+            ret += rew
+            length += 1
+            for i in np.flatnonzero(term | trunc):
+                if done_count[i] < per_env:
+                    returns.append(float(ret[i]))
+                    lengths.append(int(length[i]))
+                    done_count[i] += 1
+                ret[i], length[i] = 0.0, 0
+        return returns, lengths
+    finally:
+        env.close()

@@ -1,0 +1,1 @@
+"""The `rlfleet` command: each service's entry point, and `up`, which runs the compose services locally."""

@@ -1,0 +1,144 @@
+"""The `rlfleet` console script (typer)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator.")
+
+
+def _logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the useful ones
+
+
+@app.command()
+def up(
+    config: Annotated[Path, typer.Option(help="run config YAML")] = Path("configs/cartpole_dqn.yaml"),
+    collectors: Annotated[int | None, typer.Option(help="collector processes (like --scale collector=N)")] = None,
+    seed: Annotated[int | None, typer.Option(help="override the config's seed")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="config override key=value (repeatable)")] = None,
+    data_dir: Annotated[Path, typer.Option(help="where runs/<name>/ and tokens.json are kept")] = Path("data"),
+    port: Annotated[int, typer.Option(help="coordinator port on 127.0.0.1 (0 = any free port)")] = 8000,
+) -> None:
+    """Run every service of docker-compose.yml as a local process and train until solved or out of budget."""
+    from launcher.up import Up, UpOptions
+
+    overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
+    raise typer.Exit(Up(UpOptions(config=config, data_dir=data_dir, port=port, collectors=collectors,
+                                  overrides=overrides)).run())
+
+
+@app.command()
+def coordinator() -> None:
+    """Serve the coordinator (settings from RLFLEET_* variables; see coordinator/settings.py)."""
+    import uvicorn
+
+    from coordinator.main import create_app
+    from coordinator.settings import CoordinatorSettings
+
+    _logging()
+    settings = CoordinatorSettings()
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
+                timeout_graceful_shutdown=10)
+
+
+@app.command()
+def collector() -> None:
+    """Run a collector worker until the run ends."""
+    from collector_worker.main import run_collector
+    from shared.settings import WorkerSettings
+
+    _logging()
+    raise typer.Exit(run_collector(WorkerSettings()))
+
+
+@app.command()
+def learner() -> None:
+    """Run the learner worker until the run ends."""
+    from learner_worker.main import run_learner
+    from shared.settings import WorkerSettings
+
+    _logging()
+    raise typer.Exit(run_learner(WorkerSettings()))
+
+
+@app.command()
+def evaluator() -> None:
+    """Run the evaluator worker until the run ends."""
+    from evaluator.main import run_evaluator
+    from shared.settings import WorkerSettings
+
+    _logging()
+    raise typer.Exit(run_evaluator(WorkerSettings()))
+
+
+@app.command()
+def secrets(out: Annotated[Path, typer.Option(help="tokens file to create (kept if it exists)")]) -> None:
+    """Create the scoped bearer tokens file (mode 0600) unless it already exists."""
+    from shared.tokens import generate_tokens_file
+
+    generate_tokens_file(out)
+    typer.echo(f"tokens in {out}")
+
+
+@app.command()
+def health(url: str) -> None:
+    """Exit 0 if URL answers 200 within 3 s (the compose healthcheck; needs no curl in the image)."""
+    import httpx
+
+    try:
+        ok = httpx.get(url, timeout=3).status_code == 200
+    except httpx.HTTPError:
+        ok = False
+    raise typer.Exit(0 if ok else 1)
+
+
+@app.command()
+def status(
+    url: Annotated[str, typer.Option(envvar="RLFLEET_COORDINATOR_URL")] = "http://127.0.0.1:8000",
+    tokens_file: Annotated[Path, typer.Option(envvar="RLFLEET_TOKENS_FILE")] = Path("data/tokens.json"),
+    as_json: Annotated[bool, typer.Option("--json", help="print the raw status document")] = False,
+) -> None:
+    """Print the run's status."""
+    import httpx
+
+    from launcher.progress import describe
+    from shared.tokens import load_tokens_file
+    from shared.wire import Status
+
+    token = load_tokens_file(tokens_file)["read"] if tokens_file.exists() else ""
+    try:
+        resp = httpx.get(f"{url.rstrip('/')}/v1/status", headers={"Authorization": f"Bearer {token}"}, timeout=5)
+    except httpx.HTTPError as exc:
+        typer.echo(f"cannot reach the coordinator at {url}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if resp.status_code != 200:
+        typer.echo(f"HTTP {resp.status_code}: {resp.text}", err=True)
+        raise typer.Exit(2)
+    st = Status.model_validate_json(resp.content)
+    if as_json:
+        typer.echo(st.model_dump_json(indent=2))
+        return
+    typer.echo(f"run {st.run_name}: {st.run_state} ({st.run_message})")
+    typer.echo(describe(st))
+    for w in st.workers:
+        typer.echo(f"  {w.kind:9} {w.worker_id:24} task {w.task_id or '-':12} seen {w.last_seen_seconds_ago:.1f}s ago")
+
+
+@app.command()
+def plot(run_dir: Path) -> None:
+    """(Re)draw RUN_DIR/learning_curve.png from its metrics."""
+    from coordinator.curves import plot_learning_curve
+    from shared.layout import RunLayout
+
+    layout = RunLayout(run_dir.parent.parent, run_dir.name)
+    plot_learning_curve(layout)
+    typer.echo(str(layout.curve_png))

@@ -1,0 +1,57 @@
+"""Child processes of `rlfleet up`: started with their compose environment, logged to files, stopped politely."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.compose import LocalService
+
+
+@dataclass
+class Child:
+    name: str
+    service: str
+    proc: subprocess.Popen
+    log_path: Path
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.proc.poll()
+
+    def terminate(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def child_environment(service: LocalService) -> dict[str, str]:
+    """The host environment minus RLFLEET_* (a container sees only what compose declares), plus the service's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RLFLEET_")}
+    env.update(service.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start(service: LocalService, replica: int, logs: Path, cwd: Path) -> Child:
+    name = service.name if service.replicas == 1 else f"{service.name}-{replica + 1}"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"{name}.log"
+    env = child_environment(service)
+    env.setdefault("RLFLEET_WORKER_NAME", name)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(service.argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    return Child(name, service.name, proc, log_path)

@@ -1,0 +1,47 @@
+"""One-line progress of a run: redrawn in place on a terminal, a plain log line every few seconds otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from shared.wire import Status
+
+
+def describe(st: Status) -> str:
+    ev = st.latest_evaluation
+    best = st.best_evaluation
+    kinds = {k: sum(w.kind == k for w in st.workers) for k in ("collector", "learner", "evaluator")}
+    parts = [
+        f"{st.wall_seconds:6.1f}s",
+        f"steps {st.env_steps:,} ({st.env_steps_per_second:,.0f}/s)",
+        f"policy v{st.policy_version}",
+        f"iter {st.learner.iteration:,}",
+        f"train return {st.recent_return_mean:.1f}" if st.recent_return_mean is not None else "train return -",
+        f"eval {ev.mean:.1f} (best {best.mean:.1f})" if ev and best else "eval -",
+        f"workers {kinds['collector']}c/{kinds['learner']}l/{kinds['evaluator']}e",
+    ]
+    return " | ".join(parts)
+
+
+class Progress:
+    def __init__(self, out: TextIO = sys.stdout, interval: float = 5.0) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.interval = interval
+        self._last = 0.0
+
+    def show(self, st: Status) -> None:
+        line = describe(st)
+        if self.tty:
+            self.out.write("\r\033[K" + line)
+            self.out.flush()
+        elif time.monotonic() - self._last >= self.interval:
+            self._last = time.monotonic()
+            print(line, file=self.out, flush=True)
+
+    def done(self, message: str) -> None:
+        if self.tty:
+            self.out.write("\n")
+        print(message, file=self.out, flush=True)

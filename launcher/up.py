@@ -1,0 +1,181 @@
+"""`rlfleet up`: start the compose services as local processes in dependency order, watch the run, and
+exit 0 when it is solved, 1 when its budget runs out or it is stopped, 3 when a service fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from coordinator.overrides import parse_overrides
+from launcher.compose import LocalService, load_services
+from launcher.processes import Child, child_environment, start
+from launcher.progress import Progress
+from shared.config import load_run_config
+from shared.layout import RunLayout
+from shared.tokens import load_tokens_file
+from shared.wire import Status
+
+REPO = Path(__file__).resolve().parent.parent
+EXIT_SOLVED, EXIT_UNSOLVED, EXIT_FAILED = 0, 1, 3
+
+
+@dataclass
+class UpOptions:
+    config: Path
+    data_dir: Path = Path("data")
+    port: int = 8000
+    collectors: int | None = None
+    overrides: list[str] = field(default_factory=list)
+    compose_file: Path = REPO / "docker-compose.yml"
+    ready_timeout: float = 60.0
+    drain_timeout: float = 30.0
+
+
+class ServiceFailed(RuntimeError):
+    pass
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _healthy(service: LocalService) -> bool:
+    if service.healthcheck is None:
+        return True
+    done = subprocess.run(service.healthcheck, env=child_environment(service), capture_output=True, timeout=10)
+    return done.returncode == 0
+
+
+class Up:
+    def __init__(self, opts: UpOptions) -> None:
+        self.opts = opts
+        base = load_run_config(opts.config, parse_overrides(";".join(opts.overrides)))
+        self.run_name = f"{base.name}__s{base.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
+        self.data_dir = opts.data_dir.resolve()
+        self.port = opts.port or free_port()
+        self.layout = RunLayout(self.data_dir, self.run_name)
+        environ = {**os.environ, "RLFLEET_CONFIG": str(opts.config.resolve()), "RLFLEET_PORT": str(self.port),
+                   "RLFLEET_OVERRIDES": ";".join([*opts.overrides, f"name={self.run_name}"])}
+        self.services = load_services(opts.compose_file, environ, self.data_dir, REPO, self.port)
+        if opts.collectors is not None:
+            self.services["collector"].replicas = opts.collectors
+        self.children: list[Child] = []
+        self.progress = Progress()
+
+    # ----- starting ---------------------------------------------------------------------------------------
+    def _wait_for(self, dep: str, condition: str) -> None:
+        deadline = time.monotonic() + self.opts.ready_timeout
+        while time.monotonic() < deadline:
+            kids = [c for c in self.children if c.service == dep]
+            self._check_failures(allow_exit_zero={dep} if condition == "service_completed_successfully" else set())
+            if condition == "service_completed_successfully":
+                if kids and all(c.exit_code == 0 for c in kids):
+                    return
+            elif condition == "service_healthy":
+                if _healthy(self.services[dep]):
+                    return
+            else:
+                return
+            time.sleep(0.1)
+        raise ServiceFailed(f"{dep} did not become {condition.removeprefix('service_')} within "
+                            f"{self.opts.ready_timeout:.0f}s; see {self.layout.logs}/{dep}.log")
+
+    def start_all(self) -> None:
+        started: set[str] = set()
+        while len(started) < len(self.services):
+            ready = [s for s in self.services.values() if s.name not in started
+                     and all(d in started for d in s.depends_on)]
+            if not ready:
+                raise ServiceFailed(f"dependency cycle among {sorted(set(self.services) - started)}")
+            for service in ready:
+                for dep, condition in service.depends_on.items():
+                    self._wait_for(dep, condition)
+                for replica in range(service.replicas):
+                    self.children.append(start(service, replica, self.layout.logs, REPO))
+                started.add(service.name)
+
+    # ----- watching ---------------------------------------------------------------------------------------
+    def _check_failures(self, allow_exit_zero: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        for child in self.children:
+            code = child.exit_code
+            if code not in (None, 0):
+                raise ServiceFailed(f"{child.name} exited with code {code}; last lines of {child.log_path}:\n"
+                                    f"{child.log_tail()}")
+
+    def _status(self, http: httpx.Client) -> Status | None:
+        try:
+            resp = http.get("/v1/status")
+            return Status.model_validate_json(resp.content) if resp.status_code == 200 else None
+        except (httpx.TransportError, ValueError):
+            return None
+
+    def watch(self) -> Status:
+        token = load_tokens_file(self.data_dir / "tokens.json")["admin"]
+        with httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=5,
+                          headers={"Authorization": f"Bearer {token}"}) as http:
+            last: Status | None = None
+            try:
+                while True:
+                    self._check_failures()
+                    st = self._status(http)
+                    if st is not None:
+                        last = st
+                        self.progress.show(st)
+                        if st.run_state != "running":
+                            return st
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                http.post("/v1/run/stop", json={"reason": "interrupted by the user (Ctrl-C)"})
+                st = self._status(http)
+                if st is None and last is None:
+                    raise
+                return st or last  # type: ignore[return-value]
+
+    # ----- stopping ---------------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Workers exit by themselves once the run ends; give them time, then stop the coordinator last."""
+        workers = [c for c in self.children if c.service not in ("coordinator", "secrets")]
+        deadline = time.monotonic() + self.opts.drain_timeout
+        while time.monotonic() < deadline and any(c.exit_code is None for c in workers):
+            time.sleep(0.2)
+        for child in workers:
+            child.terminate()
+        for child in reversed(self.children):
+            child.terminate()
+            try:
+                child.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.proc.wait()
+
+    def run(self) -> int:
+        # SIGTERM (e.g. from `timeout` or a CI runner) gets the same orderly stop as Ctrl-C.
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        print(f"rlfleet run {self.run_name}: {self.layout.run_dir}", flush=True)
+        try:
+            self.start_all()
+            print(f"coordinator on http://127.0.0.1:{self.port} (docs at /docs); "
+                  f"{self.services['collector'].replicas} collectors", flush=True)
+            status = self.watch()
+        except ServiceFailed as exc:
+            self.progress.done(f"FAILED: {exc}")
+            self.shutdown()
+            return EXIT_FAILED
+        self.shutdown()
+        self.progress.done(f"run {status.run_state}: {status.run_message} after {status.env_steps:,} env steps "
+                           f"in {status.wall_seconds:.1f}s; curves in {self.layout.run_dir}")
+        return EXIT_SOLVED if status.run_state == "solved" else EXIT_UNSOLVED

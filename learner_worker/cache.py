@@ -1,0 +1,95 @@
+"""Decoded chunks kept in learner memory, with their n-step targets precomputed once per chunk.
+
+Each payload is read once (sha256 verified, decoded without pickle); afterwards a sampled reference costs a
+numpy gather. Least recently used chunks are dropped beyond `max_chunks`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from learner_worker.nstep import nstep_targets
+from shared.codec import PayloadError, decode_chunk
+from shared.store import IntegrityError, LocalStore
+from shared.wire import SampledChunk, SampleResponse
+
+log = logging.getLogger(__name__)
+FIELDS = ("obs", "actions", "returns", "boot_obs", "discount")
+
+
+@dataclass
+class Prepared:
+    obs: np.ndarray        # [M, d]
+    actions: np.ndarray    # [M]
+    returns: np.ndarray    # [M]
+    boot_obs: np.ndarray   # [M, d]
+    discount: np.ndarray   # [M]
+
+
+class ChunkCache:
+    def __init__(self, store: LocalStore, gamma: float, n_step: int, max_chunks: int) -> None:
+        self.store = store
+        self.gamma, self.n_step = gamma, n_step
+        self.max_chunks = max_chunks
+        self._chunks: OrderedDict[str, Prepared] = OrderedDict()
+        self.loaded = 0
+        self.missing = 0
+        self.corrupt = 0
+
+    def _prepare(self, ref: SampledChunk) -> Prepared | None:
+        try:
+            arrays, _ = decode_chunk(self.store.get(ref.payload_path, ref.sha256))
+            rewards, term, trunc = arrays["rewards"], arrays["terminated"], arrays["truncated"]
+            obs, next_obs, actions = arrays["obs"], arrays["next_obs"], arrays["actions"]
+            if obs.ndim != 3 or rewards.shape != obs.shape[:2] or next_obs.shape != obs.shape:
+                raise PayloadError(f"inconsistent shapes {obs.shape} / {rewards.shape} / {next_obs.shape}")
+        except FileNotFoundError:
+            self.missing += 1  # evicted between the sample and the load: skip its references
+            return None
+        except (IntegrityError, PayloadError, KeyError) as exc:
+            self.corrupt += 1
+            log.warning("skipping chunk %s: %s", ref.chunk_id, exc)
+            return None
+        returns, boot_obs, discount = nstep_targets(rewards, term, trunc, next_obs, self.gamma, self.n_step)
+        d = obs.shape[2]
+        self.loaded += 1
+        return Prepared(obs.reshape(-1, d), actions.reshape(-1), returns.reshape(-1),
+                        boot_obs.reshape(-1, d), discount.reshape(-1))
+
+    def get(self, ref: SampledChunk) -> Prepared | None:
+        prepared = self._chunks.get(ref.chunk_id)
+        if prepared is not None:
+            self._chunks.move_to_end(ref.chunk_id)
+            return prepared
+        prepared = self._prepare(ref)
+        if prepared is not None:
+            self._chunks[ref.chunk_id] = prepared
+            while len(self._chunks) > self.max_chunks:
+                self._chunks.popitem(last=False)
+        return prepared
+
+    def batches(self, sample: SampleResponse) -> list[dict[str, np.ndarray]]:
+        """Turn a sample reply into full batches; references into unreadable chunks are dropped."""
+        prepared = [self.get(ref) for ref in sample.chunks]
+        index = np.asarray(sample.chunk_index, np.int64)
+        offsets = np.asarray(sample.offsets, np.int64)
+        ok = np.array([p is not None for p in prepared], bool)
+        keep = ok[index] if len(prepared) else np.zeros(0, bool)
+        if not keep.all():
+            index, offsets = index[keep], offsets[keep]
+        out: dict[str, np.ndarray] = {}
+        order = np.argsort(index, kind="stable")
+        index, offsets = index[order], offsets[order]
+        bounds = np.flatnonzero(np.diff(index)) + 1
+        for name in FIELDS:
+            parts = [getattr(prepared[idx[0]], name)[off] for idx, off in
+                     zip(np.split(index, bounds), np.split(offsets, bounds), strict=True) if len(idx)]
+            out[name] = np.concatenate(parts) if parts else np.zeros(0)
+        total = len(index)
+        perm = np.random.default_rng().permutation(total)
+        size = sample.batch_size
+        return [{k: v[perm[i:i + size]] for k, v in out.items()} for i in range(0, total - size + 1, size)]

@@ -1,0 +1,64 @@
+"""DQN: double Q-learning with a target network, Huber loss and n-step targets.
+
+The batch already carries the n-step return and the bootstrap discount (gamma**k, or 0 after a
+termination), so the update reads: target = R + discount * Q_target(s', argmax_a Q_online(s', a)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from shared.config import DQNConfig
+from shared.nets import q_network
+
+
+class DQN:
+    def __init__(self, obs_dim: int, n_actions: int, cfg: DQNConfig, seed: int) -> None:
+        torch.manual_seed(seed)
+        self.cfg = cfg
+        self.online = q_network(obs_dim, n_actions, cfg.hidden)
+        self.target = q_network(obs_dim, n_actions, cfg.hidden)
+        self.target.load_state_dict(self.online.state_dict())
+        self.target.requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
+        self.updates = 0
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        obs = torch.from_numpy(batch["obs"])
+        actions = torch.from_numpy(batch["actions"]).long()
+        returns = torch.from_numpy(batch["returns"])
+        boot_obs = torch.from_numpy(batch["boot_obs"])
+        discount = torch.from_numpy(batch["discount"])
+        q = self.online(obs).gather(1, actions[:, None]).squeeze(1)
+        with torch.no_grad():
+            next_target = self.target(boot_obs)
+            if self.cfg.double_q:
+                best = self.online(boot_obs).argmax(dim=1, keepdim=True)
+                next_q = next_target.gather(1, best).squeeze(1)
+            else:
+                next_q = next_target.max(dim=1).values
+            target = returns + discount * next_q
+        loss = F.smooth_l1_loss(q, target)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % self.cfg.target_update_every == 0:
+            self.target.load_state_dict(self.online.state_dict())
+        return {"td_loss": float(loss), "q_mean": float(q.mean()), "grad_norm": float(grad_norm)}
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        return self.online.state_dict()
+
+    def state(self) -> dict:
+        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+
+    def load(self, state: dict) -> None:
+        self.online.load_state_dict(state["online"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])

@@ -1,0 +1,65 @@
+"""Where a run's files live under the data directory (the shared volume): one place for every path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    data_dir: Path
+    run_name: str
+
+    @property
+    def run_dir(self) -> Path:
+        return self.data_dir / "runs" / self.run_name
+
+    @property
+    def store_root(self) -> Path:
+        """Root of the payload store: chunk payloads and policy files, addressed by relative paths."""
+        return self.run_dir / "store"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    @property
+    def best(self) -> Path:
+        return self.run_dir / "best"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.run_dir / "tb"
+
+    @property
+    def logs(self) -> Path:
+        return self.run_dir / "logs"
+
+    @property
+    def config_file(self) -> Path:
+        return self.run_dir / "config.yaml"
+
+    @property
+    def metrics_csv(self) -> Path:
+        return self.run_dir / "metrics.csv"
+
+    @property
+    def evaluations_csv(self) -> Path:
+        return self.run_dir / "evaluations.csv"
+
+    @property
+    def curve_png(self) -> Path:
+        return self.run_dir / "learning_curve.png"
+
+    @property
+    def summary_json(self) -> Path:
+        return self.run_dir / "summary.json"
+
+
+def chunk_path(task_id: str, chunk_id: str) -> str:
+    return f"chunks/{task_id}/{chunk_id}.msgpack"
+
+
+def policy_path(version: int) -> str:
+    return f"policies/v{version:08d}.safetensors"

@@ -1,0 +1,116 @@
+"""One worker's relationship with the coordinator: registration, lease heartbeats, and the latest directive.
+
+The heartbeat runs in a daemon thread so a worker busy stepping envs or training never loses its lease. If
+the coordinator no longer knows the worker (its lease expired, or the coordinator restarted), the session
+registers again and bumps `generation`, telling the main loop to claim a task afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from shared.client import CoordinatorClient, CoordinatorRejected, CoordinatorUnavailable, Stopped
+from shared.wire import (
+    ClaimResponse,
+    Directive,
+    HeartbeatResponse,
+    RegisterRequest,
+    RegisterResponse,
+    Task,
+    WorkerKind,
+)
+
+log = logging.getLogger(__name__)
+
+
+class WorkerSession:
+    def __init__(self, client: CoordinatorClient, kind: WorkerKind, name: str) -> None:
+        self.client = client
+        self.kind: WorkerKind = kind
+        self.name = name
+        self.worker_id = ""
+        self.run_name = ""
+        self.generation = 0
+        self.heartbeat_seconds = 2.0
+        self.fatal: BaseException | None = None
+        self._directive = Directive(run_state="running")
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def stop_event(self) -> threading.Event:
+        return self.client.stop_event
+
+    @property
+    def directive(self) -> Directive:
+        with self._lock:
+            return self._directive
+
+    def update(self, directive: Directive) -> None:
+        with self._lock:
+            self._directive = directive
+
+    @property
+    def running(self) -> bool:
+        return not self.stop_event.is_set() and self.directive.run_state == "running" and self.fatal is None
+
+    def register(self) -> RegisterResponse:
+        reply = self.client.call(
+            "POST", "/v1/workers", RegisterResponse, RegisterRequest(kind=self.kind, name=self.name)
+        )
+        with self._lock:
+            self.worker_id, self.run_name = reply.worker_id, reply.run_name
+            self.heartbeat_seconds = reply.heartbeat_seconds
+            self._directive = reply.directive
+            self.generation += 1
+        log.info("registered as %s %s (lease %.0fs)", self.kind, reply.worker_id, reply.lease_seconds)
+        return reply
+
+    def start_heartbeats(self) -> None:
+        self._thread = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
+        self._thread.start()
+
+    def heartbeat(self) -> None:
+        try:
+            reply = self.client.call("POST", f"/v1/workers/{self.worker_id}/heartbeat", HeartbeatResponse)
+            self.update(reply.directive)
+        except CoordinatorRejected as exc:
+            if exc.status != 404:
+                raise
+            log.warning("coordinator no longer knows worker %s (%s); registering again", self.worker_id, exc)
+            self.register()
+
+    def _heartbeat_loop(self) -> None:
+        while not self.stop_event.wait(self.heartbeat_seconds) and self.directive.run_state == "running":
+            try:
+                self.heartbeat()
+            except Stopped:
+                return
+            except (CoordinatorUnavailable, CoordinatorRejected) as exc:
+                log.error("heartbeat failed for good: %s", exc)
+                self.fatal = exc
+                self.stop_event.set()
+                return
+
+    def claim(self) -> Task | None:
+        """Claim a task, waiting while none is free; None once the run is no longer running."""
+        while self.running:
+            try:
+                reply = self.client.call("POST", f"/v1/workers/{self.worker_id}/claim", ClaimResponse)
+            except CoordinatorRejected as exc:
+                if exc.status != 404:
+                    raise
+                self.register()
+                continue
+            self.update(reply.directive)
+            if reply.task is not None:
+                return reply.task
+            self.stop_event.wait(max(0.2, self.heartbeat_seconds / 2))
+        return None
+
+    def close(self) -> None:
+        self.stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.client.close()

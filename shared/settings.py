@@ -1,0 +1,36 @@
+"""Settings every worker process reads from its environment (prefix RLFLEET_)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.tokens import Scope, load_tokens_file
+
+
+class WorkerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RLFLEET_", extra="ignore")
+
+    coordinator_url: str = Field("http://127.0.0.1:8000", description="base URL of the coordinator")
+    token: str | None = Field(None, description="bearer token for this worker's scope")
+    tokens_file: Path | None = Field(None, description="JSON tokens file; used when `token` is not set")
+    data_dir: Path = Field(Path("data"), description="the shared data directory (the compose volume)")
+    worker_name: str = Field(default_factory=lambda: socket.gethostname()[:100] or "worker")
+    torch_threads: int = Field(1, ge=1, description="torch intra-op threads; 1 avoids oversubscription")
+    http_timeout_seconds: float = Field(10.0, gt=0, description="timeout of one HTTP request")
+    max_unavailable_seconds: float = Field(
+        120.0, gt=0, description="give up (exit non-zero) after the coordinator is unreachable this long"
+    )
+
+    def resolve_token(self, scope: Scope) -> str:
+        if self.token:
+            return self.token
+        if self.tokens_file is None:
+            raise ValueError(f"no token: set RLFLEET_TOKEN (the {scope!r} token) or RLFLEET_TOKENS_FILE")
+        tokens = load_tokens_file(self.tokens_file)
+        if scope not in tokens:
+            raise ValueError(f"tokens file {self.tokens_file} has no {scope!r} token")
+        return tokens[scope]

@@ -1,0 +1,241 @@
+"""Pydantic models of every REST request and response: the only thing services share.
+
+Requests forbid unknown fields and reject NaN/inf, so a malformed report is a 422 at the door instead of a
+corrupted counter later. Responses are the same models, so the OpenAPI document is complete.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.config import CollectorConfig, DQNConfig, EnvConfig, EvalConfig, RunConfig
+from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
+
+Id = Annotated[str, Field(pattern=ID_PATTERN, description="client-generated identifier")]
+PayloadPath = Annotated[str, Field(pattern=PAYLOAD_PATH_PATTERN, description="path relative to the store root")]
+Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN, description="lower-case hex sha256 of the file")]
+Count = Annotated[int, Field(ge=0, le=2**53)]
+WorkerKind = Literal["collector", "learner", "evaluator"]
+RunState = Literal["running", "solved", "budget_exhausted", "stopped", "failed"]
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class ErrorBody(Wire):
+    error: str = Field(description="machine-readable error code")
+    message: str = Field(description="what is wrong and what to change")
+
+
+class PolicyRef(Wire):
+    version: Annotated[int, Field(ge=1)]
+    path: PayloadPath
+    sha256: Sha256
+
+
+class Directive(Wire):
+    """What the coordinator tells a worker on every reply: keep going, pause, or stop; and the latest policy."""
+
+    run_state: RunState
+    policy: PolicyRef | None = None
+    pause_seconds: Annotated[float, Field(ge=0)] = 0.0
+    env_steps_total: Count = 0
+
+
+class RegisterRequest(Wire):
+    kind: WorkerKind
+    name: Annotated[str, Field(pattern=ID_PATTERN, description="human-readable name, e.g. the host name")]
+
+
+class RegisterResponse(Wire):
+    worker_id: Id
+    lease_seconds: float
+    heartbeat_seconds: float
+    run_name: Id
+    directive: Directive
+
+
+class HeartbeatResponse(Wire):
+    lease_seconds: float
+    directive: Directive
+
+
+class CollectorTask(Wire):
+    kind: Literal["collector"] = "collector"
+    task_id: Id
+    env: EnvConfig
+    collector: CollectorConfig
+    hidden: tuple[int, ...]
+    seed: int
+    policy: PolicyRef | None
+
+
+class LearnerTask(Wire):
+    kind: Literal["learner"] = "learner"
+    task_id: Id
+    buffer_id: Id
+    env: EnvConfig
+    dqn: DQNConfig
+    seed: int
+
+
+class EvaluatorTask(Wire):
+    kind: Literal["evaluator"] = "evaluator"
+    task_id: Id
+    env: EnvConfig
+    evaluation: EvalConfig
+    hidden: tuple[int, ...]
+    seed: int
+
+
+Task = Annotated[CollectorTask | LearnerTask | EvaluatorTask, Field(discriminator="kind")]
+
+
+class ClaimResponse(Wire):
+    task: Task | None = Field(description="null when no task is available for this worker kind")
+    directive: Directive
+
+
+class EpisodeStat(Wire):
+    ret: float = Field(description="undiscounted return of a finished episode")
+    length: Annotated[int, Field(ge=1)]
+
+
+class ChunkReport(Wire):
+    chunk_id: Id
+    worker_id: Id
+    task_id: Id
+    payload_path: PayloadPath
+    sha256: Sha256
+    size_bytes: Annotated[int, Field(ge=1)]
+    env_steps: Annotated[int, Field(ge=1, le=1_000_000)]
+    episodes: Annotated[list[EpisodeStat], Field(max_length=100_000)] = []
+    policy_version: Count
+
+
+class ChunkAck(Wire):
+    chunk_id: Id
+    duplicate: bool = Field(description="true when this chunk id was already acknowledged; nothing changed")
+    directive: Directive
+
+
+class SampleRequest(Wire):
+    worker_id: Id
+    batch_size: Annotated[int, Field(ge=1, le=4096)]
+    num_batches: Annotated[int, Field(ge=1, le=256)] = 1
+
+
+class SampledChunk(Wire):
+    chunk_id: Id
+    payload_path: PayloadPath
+    sha256: Sha256
+    policy_version: Count
+
+
+class SampleResponse(Wire):
+    """Transition references, columnar: batch b, row i is (chunks[chunk_index[k]], offsets[k]), k = b*B + i."""
+
+    chunks: list[SampledChunk]
+    chunk_index: list[int]
+    offsets: list[int]
+    batch_size: int
+    buffer_transitions: Count
+    directive: Directive
+
+
+class LearnReport(Wire):
+    worker_id: Id
+    iteration: Count
+    losses: dict[Annotated[str, Field(pattern=ID_PATTERN)], float] = Field(default_factory=dict, max_length=64)
+    transitions_trained: Count = Field(description="sampled transitions consumed since the learner started")
+
+
+class PolicyPublish(Wire):
+    worker_id: Id
+    policy: PolicyRef
+    iteration: Count
+
+
+class EvaluationReport(Wire):
+    worker_id: Id
+    policy_version: Annotated[int, Field(ge=1)]
+    returns: Annotated[list[float], Field(min_length=1, max_length=10_000)]
+    lengths: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=10_000)]
+
+
+class EvaluationResult(Wire):
+    policy_version: int
+    mean: float
+    std: float
+    episodes: int
+    env_steps: Count = Field(description="run env steps when the evaluation was reported")
+    wall_seconds: float
+    solved: bool
+
+
+class Ack(Wire):
+    directive: Directive
+
+
+class WorkerStatus(Wire):
+    worker_id: Id
+    kind: WorkerKind
+    name: str
+    task_id: str | None
+    last_seen_seconds_ago: float
+
+
+class TaskStatus(Wire):
+    task_id: Id
+    kind: WorkerKind
+    state: Literal["pending", "claimed"]
+    worker_id: str | None
+    claims: int
+
+
+class BufferStatus(Wire):
+    buffer_id: Id
+    chunks: int
+    transitions: int
+    capacity_transitions: int
+    evicted_chunks: int
+
+
+class LearnerStatus(Wire):
+    iteration: int
+    transitions_trained: int
+    losses: dict[str, float]
+    samples_per_insert: float
+
+
+class Status(Wire):
+    run_name: str
+    run_state: RunState
+    run_message: str
+    wall_seconds: float
+    env_steps: int
+    env_steps_per_second: float = Field(description="over the last few seconds")
+    episodes: int
+    chunks: int
+    duplicate_chunks: int
+    recent_return_mean: float | None = Field(description="mean training return over the last 100 episodes")
+    policy_version: int
+    learner: LearnerStatus
+    latest_evaluation: EvaluationResult | None
+    best_evaluation: EvaluationResult | None
+    workers: list[WorkerStatus]
+    tasks: list[TaskStatus]
+    buffers: list[BufferStatus]
+
+
+class RunResponse(Wire):
+    run_name: str
+    run_state: RunState
+    config: RunConfig
+
+
+class StopRequest(Wire):
+    reason: Annotated[str, Field(max_length=500)] = "stopped by admin"
