@@ -1,0 +1,74 @@
+"""Fixtures shared by the whole suite: a small run config, tokens, a store, and an in-process coordinator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from coordinator.main import create_app
+from coordinator.settings import CoordinatorSettings
+from shared.config import RunConfig, dump_run_config
+from shared.store import LocalStore
+from shared.tokens import generate_tokens_file
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def run_config() -> RunConfig:
+    """A small, fast config: tiny replay warm-up so tests reach the sampling path quickly."""
+    return RunConfig.model_validate({
+        "name": "test-run",
+        "collector": {"num_envs": 2, "chunk_steps": 16},
+        "replay": {"capacity_transitions": 2_000, "min_transitions": 64, "samples_per_insert": 8,
+                   "tolerance_transitions": 512},
+        "dqn": {"hidden": [32, 32], "batch_size": 32, "batches_per_request": 2, "publish_every": 20,
+                "report_every": 10, "checkpoint_every": 50},
+        "evaluation": {"episodes": 4, "num_envs": 2},
+        "budget": {"max_env_steps": 1_000_000, "max_wall_seconds": 600},
+    })
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "data"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def tokens(data_dir: Path) -> dict[str, str]:
+    return generate_tokens_file(data_dir / "tokens.json")
+
+
+@pytest.fixture
+def config_file(tmp_path: Path, run_config: RunConfig) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(dump_run_config(run_config))
+    return path
+
+
+@pytest.fixture
+def coordinator_settings(config_file: Path, data_dir: Path, tokens: dict[str, str]) -> CoordinatorSettings:
+    return CoordinatorSettings(config=config_file, data_dir=data_dir, tokens_file=data_dir / "tokens.json",
+                               sample_wait_seconds=0.05, tick_seconds=0.2)
+
+
+@pytest.fixture
+def client(coordinator_settings: CoordinatorSettings) -> Iterator[TestClient]:
+    """The real app (lifespan included) behind Starlette's in-process test client."""
+    with TestClient(create_app(coordinator_settings), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def store(data_dir: Path, run_config: RunConfig) -> LocalStore:
+    """The payload store of the coordinator fixture's run."""
+    return LocalStore(data_dir / "runs" / run_config.name / "store")
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
