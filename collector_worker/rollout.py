@@ -72,7 +72,7 @@ class Rollout:
                     episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
                 self.ep_return[done] = 0.0
                 self.ep_length[done] = 0
-        arrays = {"obs": obs, "actions": actions, "rewards": rewards, "terminated": terminated,
+        arrays: dict[str, np.ndarray] = {"obs": obs, "actions": actions, "rewards": rewards, "terminated": terminated,
                   "truncated": truncated, "next_obs": next_obs}
         return Chunk(arrays, episodes)
 

@@ -23,7 +23,7 @@ class MetricsRecorder:
         self.layout = layout
         layout.run_dir.mkdir(parents=True, exist_ok=True)
         new = not layout.metrics_csv.exists()
-        self._fh = open(layout.metrics_csv, "a", newline="")
+        self._fh = open(layout.metrics_csv, "a", newline="")  # noqa: SIM115 - held open until close()
         self._csv = csv.DictWriter(self._fh, fieldnames=METRIC_COLUMNS)
         if new:
             self._csv.writeheader()

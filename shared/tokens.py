@@ -17,7 +17,7 @@ def generate_tokens_file(path: Path) -> dict[str, str]:
     if path.exists():
         return load_tokens_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tokens = {scope: secrets.token_urlsafe(32) for scope in SCOPES}
+    tokens: dict[str, str] = {scope: secrets.token_urlsafe(32) for scope in SCOPES}
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:

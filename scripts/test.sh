@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Set up (first time only) and run every check: compose validation, lint, types, the whole test suite
+# (including the slow end-to-end runs). Extra arguments go to pytest.
+. "$(dirname "$0")/env.sh"
+if ! command -v docker-compose >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+  else
+    echo "docker-compose not found: install Debian's docker-compose package to validate docker-compose.yml" >&2
+    exit 1
+  fi
+fi
+echo "== docker-compose config -q"
+docker-compose -f docker-compose.yml config -q
+echo "== ruff"
+ruff check .
+echo "== mypy"
+mypy shared coordinator collector_worker learner_worker evaluator launcher
+echo "== pytest"
+exec python -m pytest "$@"
