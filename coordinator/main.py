@@ -49,8 +49,8 @@ async def _tick_loop(app: FastAPI) -> None:
     while True:
         await asyncio.sleep(app.state.settings.tick_seconds)
         try:
-            run_.tick()
-            status = run_.status()
+            await asyncio.to_thread(run_.tick)  # takes the state lock: keep it off the event loop
+            status = await asyncio.to_thread(run_.status)
             await asyncio.to_thread(recorder.record, status)
             await asyncio.to_thread(recorder.record_evaluations, run_.evaluation_history())
             if status.run_state != "running" and not finished:
