@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -41,12 +42,27 @@ class Uploader:
         self._thread.start()
 
     def submit(self, pending: Pending) -> None:
-        self.queue.put(pending)
+        """Queue a chunk, waiting while the queue is full; raises Stopped if the upload thread has ended."""
+        while self._thread.is_alive():
+            try:
+                self.queue.put(pending, timeout=0.5)
+                return
+            except queue.Full:
+                continue
+        raise Stopped("the uploader has stopped (see the log for why)")
 
     def close(self, timeout: float = 30.0) -> None:
-        """Flush what is queued (so acknowledged work is not dropped on a clean stop), then end the thread."""
-        self.queue.put(None)
-        self._thread.join(timeout)
+        """Flush what is queued (so collected work is not dropped on a clean stop), then end the thread.
+
+        Bounded: if the thread already died with a full queue, nobody would ever take the sentinel."""
+        deadline = time.monotonic() + timeout
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            try:
+                self.queue.put(None, timeout=0.5)
+                break
+            except queue.Full:
+                continue
+        self._thread.join(max(0.0, deadline - time.monotonic()))
 
     def _loop(self) -> None:
         while (item := self.queue.get()) is not None:

@@ -31,8 +31,9 @@ class Prepared:
 
 
 class ChunkCache:
-    def __init__(self, store: LocalStore, gamma: float, n_step: int, max_chunks: int) -> None:
+    def __init__(self, store: LocalStore, gamma: float, n_step: int, max_chunks: int, seed: int = 0) -> None:
         self.store = store
+        self.rng = np.random.default_rng(seed)
         self.gamma, self.n_step = gamma, n_step
         self.max_chunks = max_chunks
         self._chunks: OrderedDict[str, Prepared] = OrderedDict()
@@ -90,6 +91,6 @@ class ChunkCache:
                      zip(np.split(index, bounds), np.split(offsets, bounds), strict=True) if len(idx)]
             out[name] = np.concatenate(parts) if parts else np.zeros(0)
         total = len(index)
-        perm = np.random.default_rng().permutation(total)
+        perm = self.rng.permutation(total)
         size = sample.batch_size
         return [{k: v[perm[i:i + size]] for k, v in out.items()} for i in range(0, total - size + 1, size)]

@@ -29,6 +29,8 @@ class Checkpoint:
 
 
 def save_checkpoint(directory: Path, ckpt: Checkpoint, keep: int = 3) -> Path:
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1 (the checkpoint just written), got {keep}")
     buf = io.BytesIO()
     torch.save({"iteration": ckpt.iteration, "policy_version": ckpt.policy_version,
                 "transitions_trained": ckpt.transitions_trained, "algo": ckpt.algo}, buf)

@@ -48,7 +48,7 @@ class DQN:
         self.updates += 1
         if self.updates % self.cfg.target_update_every == 0:
             self.target.load_state_dict(self.online.state_dict())
-        return {"td_loss": float(loss), "q_mean": float(q.mean()), "grad_norm": float(grad_norm)}
+        return {"td_loss": loss.item(), "q_mean": q.mean().item(), "grad_norm": grad_norm.item()}
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         return self.online.state_dict()

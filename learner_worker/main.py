@@ -76,7 +76,7 @@ class Trainer:
             log.info("resumed from iteration %d, policy v%d", self.iteration, self.version)
 
     def train(self) -> None:
-        cache = ChunkCache(self.store, self.cfg.gamma, self.cfg.n_step, max_chunks=4096)
+        cache = ChunkCache(self.store, self.cfg.gamma, self.cfg.n_step, max_chunks=4096, seed=self.task.seed)
         prefetch = Prefetcher(self.session, cache, self.task.buffer_id, self.cfg.batch_size,
                               self.cfg.batches_per_request)
         generation = self.session.generation

@@ -28,7 +28,7 @@ def nstep_targets(
     boot_terminal = np.zeros(rewards.shape, bool)
     length = np.zeros(rewards.shape, np.int64)
     alive = np.ones(rewards.shape, bool)
-    for k in range(n):
+    for k in range(min(n, steps)):  # a window can never be longer than the chunk
         valid = alive.copy()
         valid[steps - k:] = False  # t + k would be past the chunk's end
         src = slice(k, steps)

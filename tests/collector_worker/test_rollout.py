@@ -1,0 +1,239 @@
+"""Rollout on real gymnasium CartPole: chunk layout, transitions across resets, episode stats, epsilon."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from collector_worker.rollout import Chunk, Rollout
+from shared.nets import greedy_actions
+
+torch.set_num_threads(1)
+
+CARTPOLE = "CartPole-v1"
+CARTPOLE5 = "RlfleetTestRollout/CartPole5-v1"  # time limit of 5 steps: every episode is truncated
+if CARTPOLE5 not in gym.registry:
+    gym.register(id=CARTPOLE5, entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=5)
+
+HIDDEN = (16,)
+
+
+def make(env_id: str = CARTPOLE, num_envs: int = 3, seed: int = 0) -> Rollout:
+    return Rollout(env_id, num_envs, HIDDEN, seed)
+
+
+def collect(rollout: Rollout, sizes: list[int], epsilon: float) -> list[Chunk]:
+    try:
+        return [rollout.collect(steps, epsilon) for steps in sizes]
+    finally:
+        rollout.close()
+
+
+def cat(chunks: list[Chunk], name: str) -> np.ndarray:
+    return np.concatenate([c.arrays[name] for c in chunks])
+
+
+def is_reset_state(obs: np.ndarray) -> bool:
+    return bool(np.all(np.abs(obs) <= 0.05))
+
+
+def test_chunk_shapes_and_dtypes():
+    (chunk,) = collect(make(num_envs=3), [20], epsilon=0.5)
+    arrays = chunk.arrays
+    assert set(arrays) == {"obs", "actions", "rewards", "terminated", "truncated", "next_obs"}
+    assert arrays["obs"].shape == arrays["next_obs"].shape == (20, 3, 4)
+    for name in ("actions", "rewards", "terminated", "truncated"):
+        assert arrays[name].shape == (20, 3), name
+    assert arrays["obs"].dtype == np.float32 and arrays["next_obs"].dtype == np.float32
+    assert arrays["rewards"].dtype == np.float32
+    assert arrays["actions"].dtype == np.int64
+    assert arrays["terminated"].dtype == np.bool_ and arrays["truncated"].dtype == np.bool_
+    assert chunk.env_steps == 60
+    assert set(np.unique(arrays["actions"])) <= {0, 1}
+    assert np.all(arrays["rewards"] == 1.0)
+
+
+def test_transitions_chain_and_reset_after_episode_end():
+    chunks = collect(make(num_envs=3, seed=1), [40, 40], epsilon=1.0)
+    obs, next_obs = cat(chunks, "obs"), cat(chunks, "next_obs")
+    done = cat(chunks, "terminated") | cat(chunks, "truncated")
+    assert done.sum() >= 6, "random CartPole episodes should end several times in 80 steps"
+    assert is_reset_state(obs[0])
+    for t in range(len(obs) - 1):  # includes the boundary between the two chunks
+        for i in range(3):
+            if done[t, i]:
+                # next_obs is the final observation, obs[t+1] a fresh reset state
+                assert is_reset_state(obs[t + 1, i]), (t, i)
+                assert not np.array_equal(next_obs[t, i], obs[t + 1, i]), (t, i)
+            else:
+                np.testing.assert_array_equal(next_obs[t, i], obs[t + 1, i], err_msg=f"t={t} env={i}")
+
+
+def test_terminated_final_obs_is_out_of_bounds():
+    """A CartPole termination happens because the pole or cart left its bounds: next_obs must show it."""
+    chunks = collect(make(num_envs=2, seed=2), [100], epsilon=1.0)
+    term = cat(chunks, "terminated")
+    next_obs = cat(chunks, "next_obs")
+    assert term.any()
+    for t, i in zip(*np.nonzero(term), strict=True):
+        x, theta = next_obs[t, i, 0], next_obs[t, i, 2]
+        assert abs(x) > 2.4 or abs(theta) > 12 * 2 * np.pi / 360, (t, i, next_obs[t, i])
+    # and no non-terminal transition is out of bounds
+    live = ~term
+    assert np.all(np.abs(next_obs[live][:, 2]) <= 12 * 2 * np.pi / 360)
+
+
+def replay(env_id: str, seed: int, num_envs: int, actions: np.ndarray) -> dict[str, np.ndarray]:
+    """Replay each env alone with the collected actions: the reference for every chunk column."""
+    steps = len(actions)
+    out = {"obs": np.zeros((steps, num_envs, 4), np.float32), "next_obs": np.zeros((steps, num_envs, 4), np.float32),
+           "rewards": np.zeros((steps, num_envs), np.float32), "terminated": np.zeros((steps, num_envs), bool),
+           "truncated": np.zeros((steps, num_envs), bool)}
+    episodes: list[tuple[int, int, float, int]] = []  # (t, env, return, length)
+    for i in range(num_envs):
+        env = gym.make(env_id)
+        obs, _ = env.reset(seed=seed + i)
+        ret, length = 0.0, 0
+        for t in range(steps):
+            out["obs"][t, i] = obs
+            nxt, rew, term, trunc, _ = env.step(int(actions[t, i]))
+            out["next_obs"][t, i], out["rewards"][t, i] = nxt, rew
+            out["terminated"][t, i], out["truncated"][t, i] = term, trunc
+            ret, length = ret + rew, length + 1
+            if term or trunc:
+                episodes.append((t, i, ret, length))
+                ret, length = 0.0, 0
+                obs, _ = env.reset()
+            else:
+                obs = nxt
+        env.close()
+    out["episodes"] = sorted(episodes)
+    return out
+
+
+@pytest.mark.parametrize("env_id", [CARTPOLE, CARTPOLE5])
+def test_chunks_match_single_env_replay(env_id: str):
+    sizes = [7, 13, 30]
+    chunks = collect(make(env_id, num_envs=3, seed=5), sizes, epsilon=1.0)
+    actions = cat(chunks, "actions")
+    ref = replay(env_id, 5, 3, actions)
+    for name in ("obs", "next_obs", "rewards", "terminated", "truncated"):
+        np.testing.assert_array_equal(cat(chunks, name), ref[name], err_msg=name)
+    # episodes per chunk, in (step, env) order, with returns and lengths spanning chunk boundaries
+    bounds = np.cumsum([0, *sizes])
+    for c, chunk in enumerate(chunks):
+        expected = [(r, n) for t, _, r, n in ref["episodes"] if bounds[c] <= t < bounds[c + 1]]
+        assert chunk.episodes == expected, c
+
+
+def test_truncation_kept_apart_from_termination():
+    chunks = collect(make(CARTPOLE5, num_envs=2, seed=0), [12], epsilon=1.0)
+    (chunk,) = chunks
+    term, trunc = chunk.arrays["terminated"], chunk.arrays["truncated"]
+    assert not term.any()
+    expected = np.zeros((12, 2), bool)
+    expected[[4, 9]] = True  # the 5th step of each episode
+    np.testing.assert_array_equal(trunc, expected)
+    assert chunk.episodes == [(5.0, 5)] * 4
+    # the truncated step still carries the true final observation (not the reset state)
+    obs, next_obs = chunk.arrays["obs"], chunk.arrays["next_obs"]
+    for t in (4, 9):
+        assert is_reset_state(obs[t + 1])
+        assert not np.array_equal(next_obs[t], obs[t + 1])
+        assert not is_reset_state(next_obs[t])  # 5 random pushes move the cart away from the start
+
+
+def test_episode_started_in_one_chunk_finished_in_next_reports_full_length():
+    rollout = make(CARTPOLE5, num_envs=2, seed=0)
+    first, second, third = collect(rollout, [3, 3, 4], epsilon=1.0)
+    assert first.episodes == []
+    assert second.episodes == [(5.0, 5), (5.0, 5)]  # 3 steps in chunk 1 + 2 in chunk 2
+    assert third.episodes == [(5.0, 5), (5.0, 5)]   # steps 6..10
+
+
+def test_episode_stats_on_cartpole_span_chunks():
+    rollout = make(CARTPOLE, num_envs=2, seed=7)
+    chunks = collect(rollout, [6] * 15, epsilon=1.0)
+    # reference from the flags alone
+    done = cat(chunks, "terminated") | cat(chunks, "truncated")
+    rewards = cat(chunks, "rewards")
+    ref, spans = [], False
+    start = np.zeros(2, int)
+    for t in range(len(done)):
+        for i in range(2):
+            if done[t, i]:
+                ref.append((float(rewards[start[i]:t + 1, i].sum()), t + 1 - start[i]))
+                spans |= start[i] // 6 != t // 6
+                start[i] = t + 1
+    assert spans, "some episode must cross a chunk boundary for this test to mean anything"
+    assert [e for c in chunks for e in c.episodes] == ref
+    assert all(r == float(n) for r, n in ref)  # CartPole: reward 1 per step
+
+
+def test_epsilon_one_is_uniform():
+    rollout = make(num_envs=4, seed=3)
+    try:
+        obs = rollout.obs
+        greedy = greedy_actions(rollout.net, obs).numpy()
+        actions = np.stack([rollout.act(obs, 1.0) for _ in range(1000)])
+    finally:
+        rollout.close()
+    assert actions.shape == (1000, 4) and actions.dtype == np.int64
+    frac = (actions == 1).mean(axis=0)
+    assert np.all(np.abs(frac - 0.5) < 0.05), frac
+    # the net's (fixed) choice is taken only half the time
+    assert np.all(np.abs((actions == greedy).mean(axis=0) - 0.5) < 0.05)
+
+
+def test_epsilon_partial_explores_at_that_rate():
+    rollout = make(num_envs=4, seed=3)
+    try:
+        obs = rollout.obs
+        greedy = greedy_actions(rollout.net, obs).numpy()
+        actions = np.stack([rollout.act(obs, 0.3) for _ in range(2000)])
+    finally:
+        rollout.close()
+    # exploring picks uniformly among 2 actions, so a non-greedy action has probability 0.3 / 2
+    assert abs((actions != greedy).mean() - 0.15) < 0.02
+
+
+def test_epsilon_zero_is_greedy():
+    rollout = make(num_envs=3, seed=4)
+    net = rollout.net
+    (chunk,) = collect(rollout, [30], epsilon=0.0)
+    for t in range(30):
+        np.testing.assert_array_equal(chunk.arrays["actions"][t], greedy_actions(net, chunk.arrays["obs"][t]).numpy())
+
+
+def forced_state(rollout: Rollout, action: int) -> dict[str, torch.Tensor]:
+    """The rollout's own state dict with the output layer rewired to always prefer `action`."""
+    state = {k: v.clone() for k, v in rollout.net.state_dict().items()}
+    last = f"{2 * len(HIDDEN)}"
+    state[f"{last}.weight"].zero_()
+    state[f"{last}.bias"].copy_(torch.tensor([1.0, 0.0]) if action == 0 else torch.tensor([0.0, 1.0]))
+    return state
+
+
+def test_load_state_changes_actions():
+    rollout = make(num_envs=3, seed=6)
+    try:
+        before = rollout.collect(10, 0.0).arrays["actions"]
+        seen = {}
+        for action in (0, 1):
+            rollout.load_state(forced_state(rollout, action))
+            seen[action] = rollout.collect(10, 0.0).arrays["actions"]
+            assert np.all(seen[action] == action)
+    finally:
+        rollout.close()
+    assert not (np.array_equal(before, seen[0]) and np.array_equal(before, seen[1]))
+
+
+def test_same_seed_same_chunks():
+    a = collect(make(num_envs=2, seed=9), [25], epsilon=0.5)[0]
+    b = collect(make(num_envs=2, seed=9), [25], epsilon=0.5)[0]
+    c = collect(make(num_envs=2, seed=10), [25], epsilon=0.5)[0]
+    for name in a.arrays:
+        np.testing.assert_array_equal(a.arrays[name], b.arrays[name])
+    assert not np.array_equal(a.arrays["obs"], c.arrays["obs"])

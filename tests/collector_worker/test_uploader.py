@@ -1,0 +1,183 @@
+"""Uploader against a mocked coordinator (httpx.MockTransport) and a real LocalStore: no network."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import torch
+
+from collector_worker.rollout import Chunk
+from collector_worker.uploader import Pending, Uploader
+from shared.client import CoordinatorClient
+from shared.codec import decode_chunk
+from shared.layout import chunk_path
+from shared.session import WorkerSession
+from shared.store import LocalStore, sha256_hex
+from shared.wire import ChunkAck, ChunkReport, Directive, PolicyRef
+
+torch.set_num_threads(1)
+
+TASK = "collect-0"
+
+
+def make_chunk(seed: int, steps: int = 6, envs: int = 2) -> Chunk:
+    rng = np.random.default_rng(seed)
+    arrays = {
+        "obs": rng.normal(size=(steps, envs, 4)).astype(np.float32),
+        "actions": rng.integers(0, 2, (steps, envs)).astype(np.int64),
+        "rewards": np.ones((steps, envs), np.float32),
+        "terminated": rng.random((steps, envs)) < 0.2,
+        "truncated": rng.random((steps, envs)) < 0.1,
+        "next_obs": rng.normal(size=(steps, envs, 4)).astype(np.float32),
+    }
+    return Chunk(arrays, [(3.0, 3), (11.0, 11)])
+
+
+class Coordinator:
+    """Records every request and what the store held at that moment; replies via `respond`."""
+
+    def __init__(self, store: LocalStore, respond: Callable[[ChunkReport], httpx.Response]) -> None:
+        self.store = store
+        self.respond = respond
+        self.requests: list[httpx.Request] = []
+        self.reports: list[ChunkReport] = []
+        self.file_at_report: list[bytes | None] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        report = ChunkReport.model_validate_json(request.content)
+        path = self.store.resolve(report.payload_path)
+        with self.lock:
+            self.requests.append(request)
+            self.reports.append(report)
+            self.file_at_report.append(path.read_bytes() if path.exists() else None)
+        return self.respond(report)
+
+
+def ack(directive: Directive | None = None) -> Callable[[ChunkReport], httpx.Response]:
+    def respond(report: ChunkReport) -> httpx.Response:
+        body = ChunkAck(chunk_id=report.chunk_id, duplicate=False,
+                        directive=directive or Directive(run_state="running"))
+        return httpx.Response(200, json=json.loads(body.model_dump_json()))
+    return respond
+
+
+def make_session(coordinator: Coordinator, patience: float = 30.0) -> WorkerSession:
+    client = CoordinatorClient("http://coordinator.invalid", "token", max_unavailable_seconds=patience,
+                               transport=httpx.MockTransport(coordinator))
+    session = WorkerSession(client, "collector", "test-host")
+    session.worker_id = "worker-1"
+    return session
+
+
+def run(session: WorkerSession, store: LocalStore, items: list[Pending]) -> Uploader:
+    uploader = Uploader(session, store, depth=2)
+    for item in items:
+        uploader.submit(item)
+    uploader.close(timeout=20)
+    assert not uploader._thread.is_alive()
+    session.client.close()
+    return uploader
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "store")
+
+
+def test_chunk_written_then_reported(store: LocalStore):
+    coordinator = Coordinator(store, ack())
+    session = make_session(coordinator)
+    chunk = make_chunk(0)
+    uploader = run(session, store, [Pending(chunk, TASK, policy_version=4)])
+    assert (uploader.acked, uploader.rejected) == (1, 0)
+
+    (request,) = coordinator.requests
+    assert request.method == "POST" and request.url.path == "/v1/chunks"
+    assert request.headers["authorization"] == "Bearer token"
+    (report,) = coordinator.reports
+    assert report.payload_path == chunk_path(TASK, report.chunk_id)
+    assert report.payload_path == f"chunks/{TASK}/{report.chunk_id}.msgpack"
+    assert report.worker_id == "worker-1" and report.task_id == TASK and report.policy_version == 4
+    assert report.env_steps == 12
+    assert [(e.ret, e.length) for e in report.episodes] == chunk.episodes
+
+    # the file was complete in the store before the report went out
+    data = store.resolve(report.payload_path).read_bytes()
+    assert coordinator.file_at_report == [data]
+    assert report.sha256 == sha256_hex(data) and report.size_bytes == len(data)
+    arrays, meta = decode_chunk(data)
+    assert meta == {"task_id": TASK, "chunk_id": report.chunk_id, "policy_version": 4}
+    assert set(arrays) == set(chunk.arrays)
+    for name, value in chunk.arrays.items():
+        assert arrays[name].dtype == value.dtype
+        np.testing.assert_array_equal(arrays[name], value)
+    # atomic write: no temp file left behind next to the payload
+    assert [p.name for p in store.resolve(f"chunks/{TASK}").iterdir()] == [f"{report.chunk_id}.msgpack"]
+
+
+def test_each_chunk_gets_its_own_id(store: LocalStore):
+    coordinator = Coordinator(store, ack())
+    uploader = run(make_session(coordinator), store, [Pending(make_chunk(k), TASK, k) for k in range(4)])
+    assert uploader.acked == 4
+    ids = [r.chunk_id for r in coordinator.reports]
+    assert len(set(ids)) == 4
+    assert [r.policy_version for r in coordinator.reports] == [0, 1, 2, 3]  # in submission order
+    for report in coordinator.reports:
+        assert sha256_hex(store.get(report.payload_path)) == report.sha256
+
+
+def test_rejection_deletes_orphan_payload(store: LocalStore):
+    def reject(report: ChunkReport) -> httpx.Response:
+        return httpx.Response(409, json={"error": "unknown_task", "message": "task is gone"})
+
+    coordinator = Coordinator(store, reject)
+    session = make_session(coordinator)
+    uploader = run(session, store, [Pending(make_chunk(1), TASK, 0), Pending(make_chunk(2), TASK, 0)])
+    assert (uploader.acked, uploader.rejected) == (0, 2)
+    for report, seen in zip(coordinator.reports, coordinator.file_at_report, strict=True):
+        assert seen is not None  # it had been written...
+        assert store.size(report.payload_path) is None  # ...and was removed after the 4xx
+    assert session.fatal is None and session.running  # a rejection is not fatal
+
+
+def test_ack_directive_is_applied(store: LocalStore):
+    directive = Directive(run_state="stopped", env_steps_total=1234, pause_seconds=1.5,
+                          policy=PolicyRef(version=7, path="policies/v00000007.safetensors", sha256="ab" * 32))
+    coordinator = Coordinator(store, ack(directive))
+    session = make_session(coordinator)
+    assert session.directive.run_state == "running"
+    run(session, store, [Pending(make_chunk(3), TASK, 0)])
+    assert session.directive == directive
+    assert not session.running
+
+
+def test_coordinator_unavailable_is_fatal(store: LocalStore):
+    coordinator = Coordinator(store, lambda report: httpx.Response(503))
+    session = make_session(coordinator, patience=0.2)
+    uploader = run(session, store, [Pending(make_chunk(4), TASK, 0)])
+    assert uploader.acked == 0
+    assert len(coordinator.requests) >= 2  # retried before giving up
+    assert session.fatal is not None and session.stop_event.is_set()
+
+
+def test_close_returns_after_fatal_with_full_queue(store: LocalStore):
+    coordinator = Coordinator(store, lambda report: httpx.Response(503))
+    session = make_session(coordinator, patience=0.5)
+    uploader = Uploader(session, store, depth=2)
+    for k in range(3):  # one in flight (retrying), two waiting: the queue is full
+        uploader.submit(Pending(make_chunk(k), TASK, 0))
+    uploader._thread.join(10)
+    assert session.fatal is not None and not uploader._thread.is_alive()
+    closer = threading.Thread(target=uploader.close, kwargs={"timeout": 2}, daemon=True)
+    closer.start()
+    closer.join(3)
+    hung = closer.is_alive()  # with the bug, this daemon thread stays blocked in queue.put
+    session.client.close()
+    assert not hung, "Uploader.close() hangs when its thread is gone and the queue is full"

@@ -1,0 +1,205 @@
+"""ChunkCache on a real LocalStore: gathers, unreadable payloads and the LRU bound."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from learner_worker.cache import ChunkCache
+from learner_worker.dqn import DQN
+from learner_worker.nstep import nstep_targets
+from shared.codec import encode_chunk
+from shared.config import DQNConfig
+from shared.layout import chunk_path
+from shared.store import LocalStore
+from shared.wire import Directive, SampledChunk, SampleResponse
+
+torch.set_num_threads(1)
+
+T, N, D = 8, 2, 3
+GAMMA, NSTEP = 0.9, 3
+
+
+def chunk_arrays(number: int) -> dict[str, np.ndarray]:
+    """obs[t, i] = (number, t*N + i, 0.5): each flattened row names its chunk and its offset."""
+    rng = np.random.default_rng(number)
+    offsets = np.arange(T * N).reshape(T, N)
+    obs = np.zeros((T, N, D), np.float32)
+    obs[..., 0] = number
+    obs[..., 1] = offsets
+    obs[..., 2] = 0.5
+    next_obs = obs + np.float32(100.0)
+    terminated = rng.random((T, N)) < 0.15
+    truncated = rng.random((T, N)) < 0.15
+    return {"obs": obs, "actions": (offsets * 7 + number) % 3, "rewards": (offsets + 10 * number).astype(np.float32),
+            "terminated": terminated, "truncated": truncated, "next_obs": next_obs}
+
+
+class Fixture:
+    def __init__(self, root: Path, count: int) -> None:
+        self.store = LocalStore(root)
+        self.arrays = {k: chunk_arrays(k) for k in range(count)}
+        self.refs = []
+        for k, arrays in self.arrays.items():
+            chunk_id = f"chunk{k}"
+            path = chunk_path("task1", chunk_id)
+            sha = self.store.put(path, encode_chunk(arrays, {"chunk_id": chunk_id}))
+            self.refs.append(SampledChunk(chunk_id=chunk_id, payload_path=path, sha256=sha, policy_version=0))
+
+    def sample(self, pairs: list[tuple[int, int]], batch_size: int, chunks: list[int] | None = None) -> SampleResponse:
+        """pairs of (chunk number, offset); the reply lists `chunks` (default: all) in that order."""
+        chunks = list(self.arrays) if chunks is None else chunks
+        position = {k: j for j, k in enumerate(chunks)}
+        return SampleResponse(chunks=[self.refs[k] for k in chunks], chunk_index=[position[k] for k, _ in pairs],
+                              offsets=[off for _, off in pairs], batch_size=batch_size,
+                              buffer_transitions=len(self.arrays) * T * N,
+                              directive=Directive(run_state="running"))
+
+
+@pytest.fixture
+def fx(tmp_path: Path) -> Fixture:
+    return Fixture(tmp_path / "store", 3)
+
+
+def random_pairs(count: int, seed: int, chunks=(0, 1, 2)) -> list[tuple[int, int]]:
+    rng = np.random.default_rng(seed)
+    return [(int(rng.choice(chunks)), int(rng.integers(0, T * N))) for _ in range(count)]
+
+
+def check_rows(fx: Fixture, batch: dict[str, np.ndarray]) -> list[tuple[int, int]]:
+    """Every row equals the source chunk's transition at the offset named by its obs; returns the pairs."""
+    targets = {k: nstep_targets(a["rewards"], a["terminated"], a["truncated"], a["next_obs"], GAMMA, NSTEP)
+               for k, a in fx.arrays.items()}
+    seen = []
+    for row in range(len(batch["obs"])):
+        number, offset = int(batch["obs"][row, 0]), int(batch["obs"][row, 1])
+        src = fx.arrays[number]
+        returns, boot_obs, discount = targets[number]
+        np.testing.assert_array_equal(batch["obs"][row], src["obs"].reshape(-1, D)[offset])
+        assert batch["actions"][row] == src["actions"].reshape(-1)[offset]
+        assert batch["returns"][row] == returns.reshape(-1)[offset]
+        np.testing.assert_array_equal(batch["boot_obs"][row], boot_obs.reshape(-1, D)[offset])
+        assert batch["discount"][row] == discount.reshape(-1)[offset]
+        seen.append((number, offset))
+    return seen
+
+
+def test_full_batches_with_correct_rows(fx: Fixture):
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    pairs = random_pairs(24, seed=1)
+    batches = cache.batches(fx.sample(pairs, batch_size=8))
+    assert len(batches) == 3
+    seen = []
+    for batch in batches:
+        assert set(batch) == {"obs", "actions", "returns", "boot_obs", "discount"}
+        assert all(len(v) == 8 for v in batch.values())
+        assert batch["obs"].shape == (8, D) and batch["boot_obs"].shape == (8, D)
+        assert batch["obs"].dtype == np.float32 and batch["actions"].dtype == np.int64
+        assert batch["returns"].dtype == np.float32 and batch["discount"].dtype == np.float32
+        seen += check_rows(fx, batch)
+    # exactly the sampled transitions, each as many times as it was sampled
+    assert Counter(seen) == Counter(pairs)
+    assert (cache.loaded, cache.missing, cache.corrupt) == (3, 0, 0)
+
+
+def test_rows_reference_the_right_chunk_when_reply_order_differs(fx: Fixture):
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    pairs = [(2, 5), (0, 15), (1, 0), (2, 1)]
+    (batch,) = cache.batches(fx.sample(pairs, batch_size=4, chunks=[2, 0, 1]))
+    assert Counter(check_rows(fx, batch)) == Counter(pairs)
+
+
+def test_partial_batch_is_dropped(fx: Fixture):
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    batches = cache.batches(fx.sample(random_pairs(21, seed=2), batch_size=8))
+    assert [len(b["obs"]) for b in batches] == [8, 8]
+
+
+def test_missing_file_drops_its_references(fx: Fixture):
+    fx.store.delete(fx.refs[1].payload_path)
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    pairs = [(k, off) for k in range(3) for off in range(8)]  # 8 refs per chunk
+    batches = cache.batches(fx.sample(pairs, batch_size=4))
+    assert cache.missing == 1 and cache.corrupt == 0 and cache.loaded == 2
+    assert len(batches) == 4  # 16 readable refs left
+    seen = [pair for batch in batches for pair in check_rows(fx, batch)]
+    assert Counter(seen) == Counter(p for p in pairs if p[0] != 1)
+
+
+def test_corrupt_file_is_dropped(fx: Fixture):
+    path = fx.store.resolve(fx.refs[0].payload_path)
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    pairs = [(k, off) for k in range(3) for off in range(4)]
+    batches = cache.batches(fx.sample(pairs, batch_size=4))
+    assert cache.corrupt == 1 and cache.missing == 0
+    seen = [pair for batch in batches for pair in check_rows(fx, batch)]
+    assert Counter(seen) == Counter(p for p in pairs if p[0] != 0)
+
+
+def test_undecodable_file_with_matching_sha_is_dropped(fx: Fixture):
+    """A sha that matches garbage (a hostile collector) still cannot get past decoding."""
+    bad_path = chunk_path("task1", "bad")
+    bad = SampledChunk(chunk_id="bad", payload_path=bad_path, sha256=fx.store.put(bad_path, b"\x93not msgpack"),
+                       policy_version=0)
+    arrays = chunk_arrays(9)
+    arrays["next_obs"] = arrays["next_obs"][:-1]  # inconsistent shapes
+    shape_path = chunk_path("task1", "shape")
+    shape = SampledChunk(chunk_id="shape", payload_path=shape_path,
+                         sha256=fx.store.put(shape_path, encode_chunk(arrays)), policy_version=0)
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    reply = SampleResponse(chunks=[bad, fx.refs[0], shape], chunk_index=[0, 1, 2, 1], offsets=[0, 3, 0, 4],
+                           batch_size=2, buffer_transitions=10, directive=Directive(run_state="running"))
+    (batch,) = cache.batches(reply)
+    assert cache.corrupt == 2
+    assert Counter(check_rows(fx, batch)) == Counter([(0, 3), (0, 4)])
+
+
+def test_everything_unreadable_gives_no_batches(fx: Fixture):
+    for ref in fx.refs:
+        fx.store.delete(ref.payload_path)
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    assert cache.batches(fx.sample(random_pairs(8, seed=3), batch_size=4)) == []
+    assert cache.missing == 3
+
+
+def test_lru_bound(tmp_path: Path):
+    fx = Fixture(tmp_path / "store", 4)
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=2)
+    a, b, c, d = fx.refs
+    assert cache.get(a) is not None and cache.get(b) is not None
+    assert cache.loaded == 2
+    assert cache.get(a) is not None  # hit: a becomes most recently used
+    assert cache.loaded == 2
+    cache.get(c)  # evicts b, the least recently used
+    assert cache.loaded == 3
+    assert len(cache._chunks) == 2
+    cache.get(a)
+    assert cache.loaded == 3  # a stayed
+    cache.get(b)
+    assert cache.loaded == 4  # b had been evicted and is read again
+    for ref in (d, a, b, c, d):
+        cache.get(ref)
+        assert len(cache._chunks) <= 2
+
+
+def test_cached_chunk_is_read_once(fx: Fixture):
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    for seed in range(3):
+        cache.batches(fx.sample(random_pairs(8, seed=seed), batch_size=4))
+    assert cache.loaded == 3
+
+
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
+def test_batches_feed_dqn_update(fx: Fixture):
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    (batch,) = cache.batches(fx.sample(random_pairs(16, seed=4), batch_size=16))
+    dqn = DQN(D, 3, DQNConfig(hidden=(8,)), seed=0)
+    info = dqn.update(batch)
+    assert np.isfinite(info["td_loss"])
