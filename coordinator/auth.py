@@ -16,6 +16,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from shared.tokens import Scope
 
+MISSING_TOKEN = "missing bearer token: set RLFLEET_TOKEN or RLFLEET_TOKENS_FILE"
+UNKNOWN_TOKEN = ("unknown bearer token: check RLFLEET_TOKEN / RLFLEET_TOKENS_FILE match the coordinator's "
+                 "tokens file")
+
 bearer = HTTPBearer(auto_error=False, description="per-scope token from the tokens file (`rlfleet secrets`)")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
@@ -35,12 +39,10 @@ def require(*scopes: Scope, reads: bool = False) -> Callable[..., str]:
         if reads and request.app.state.settings.open_reads:
             return "read"
         if credentials is None:
-            raise HTTPException(401, "missing bearer token: set RLFLEET_TOKEN or RLFLEET_TOKENS_FILE",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(401, MISSING_TOKEN, headers={"WWW-Authenticate": "Bearer"})
         scope = token_scope(request.app.state.tokens, credentials.credentials)
         if scope is None:
-            raise HTTPException(401, "unknown bearer token: check RLFLEET_TOKEN / RLFLEET_TOKENS_FILE match the "
-                                     "coordinator's tokens file", headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(401, UNKNOWN_TOKEN, headers={"WWW-Authenticate": "Bearer"})
         if reads or scope == "admin" or scope in scopes:
             return scope
         raise HTTPException(403, f"a {scope!r} token cannot call this endpoint; it needs one of {list(scopes)} "

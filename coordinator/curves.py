@@ -34,7 +34,8 @@ def plot_learning_curve(layout: RunLayout) -> None:
     ax.set_ylabel("episode return")
     ax.set_title(f"rlfleet run {layout.run_name}")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    if metrics or evals:
+        ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(layout.curve_png, dpi=100)
     plt.close(fig)

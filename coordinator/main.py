@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from coordinator.errors import CoordinatorError
-from coordinator.limits import BodySizeLimit
 from coordinator.metrics import MetricsRecorder
+from coordinator.middleware import BodySizeLimit, TokenGate
 from coordinator.overrides import parse_overrides
 from coordinator.routes import data, evaluations, health, policies, run, workers
 from coordinator.run import Run
@@ -84,10 +84,11 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
-            status = app.state.run.status()
-            with contextlib.suppress(Exception):
+            try:
                 app.state.recorder.record_evaluations(app.state.run.evaluation_history())
-                app.state.recorder.finish(status)
+                app.state.recorder.finish(app.state.run.status())
+            except Exception:  # a failed final plot must not turn a clean shutdown into a crash
+                log.exception("could not write the run's final metrics")
             app.state.recorder.close()
 
     app = FastAPI(
@@ -100,6 +101,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.tokens = tokens
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)  # outermost: runs first
     for module in (workers, data, policies, evaluations, run, health):
         app.include_router(module.router)
 

@@ -257,7 +257,11 @@ class Run:
         policy = publish.policy
         if not policy.path.startswith("policies/"):
             raise Invalid("policy path must be under 'policies/'")
-        if self.store.size(policy.path) is None:
+        try:
+            size = self.store.size(policy.path)
+        except StorePathError as exc:
+            raise Invalid(str(exc)) from exc
+        if size is None:
             raise Invalid(f"policy file {policy.path!r} is not in the store; write it before publishing")
         with self._lock:
             self._worker(publish.worker_id, "learner")

@@ -17,6 +17,8 @@ Id = Annotated[str, Field(pattern=ID_PATTERN, description="client-generated iden
 PayloadPath = Annotated[str, Field(pattern=PAYLOAD_PATH_PATTERN, description="path relative to the store root")]
 Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN, description="lower-case hex sha256 of the file")]
 Count = Annotated[int, Field(ge=0, le=2**53)]
+# Returns are bounded so means and std-devs over them stay finite (1e308 + 1e308 would be inf).
+Return = Annotated[float, Field(ge=-1e12, le=1e12, description="undiscounted episode return")]
 WorkerKind = Literal["collector", "learner", "evaluator"]
 RunState = Literal["running", "solved", "budget_exhausted", "stopped", "failed"]
 
@@ -100,7 +102,7 @@ class ClaimResponse(Wire):
 
 
 class EpisodeStat(Wire):
-    ret: float = Field(description="undiscounted return of a finished episode")
+    ret: Return
     length: Annotated[int, Field(ge=1)]
 
 
@@ -162,7 +164,7 @@ class PolicyPublish(Wire):
 class EvaluationReport(Wire):
     worker_id: Id
     policy_version: Annotated[int, Field(ge=1)]
-    returns: Annotated[list[float], Field(min_length=1, max_length=10_000)]
+    returns: Annotated[list[Return], Field(min_length=1, max_length=10_000)]
     lengths: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=10_000)]
 
 

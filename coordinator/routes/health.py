@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter
+from fastapi.responses import PlainTextResponse
 
 from coordinator.deps import RunDep
 
@@ -19,8 +20,8 @@ def readyz(run: RunDep) -> dict[str, str]:
     return {"status": "ready", "run_state": run.state}
 
 
-@router.get("/metrics", summary="Prometheus text exposition of the run's counters")
-def metrics(run: RunDep) -> Response:
+@router.get("/metrics", summary="Prometheus text exposition of the run's counters", response_class=PlainTextResponse)
+def metrics(run: RunDep) -> PlainTextResponse:
     st = run.status()
     lines = [
         f"rlfleet_env_steps_total {st.env_steps}",
@@ -37,4 +38,4 @@ def metrics(run: RunDep) -> Response:
         lines.append(f'rlfleet_workers{{kind="{kind}"}} {sum(w.kind == kind for w in st.workers)}')
     for buf in st.buffers:
         lines.append(f'rlfleet_buffer_transitions{{buffer="{buf.buffer_id}"}} {buf.transitions}')
-    return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+    return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
