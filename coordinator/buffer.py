@@ -39,6 +39,8 @@ class ReplayBuffer:
 
     def add(self, entry: Entry) -> list[Entry]:
         """Insert and evict the oldest entries beyond capacity (never the one just added); return evictions."""
+        if entry.chunk_id in self._entries:
+            raise ValueError(f"chunk {entry.chunk_id!r} is already in buffer {self.buffer_id!r}")
         self._entries[entry.chunk_id] = entry
         self.transitions += entry.transitions
         evicted = []

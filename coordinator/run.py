@@ -173,8 +173,25 @@ class Run:
             )
 
     # ----- data plane -----------------------------------------------------------------------------------
+    def _duplicate(self, report: ChunkReport) -> ChunkAck | None:
+        """(lock held) The ack for an already acknowledged chunk id, or None if the id is new."""
+        known = self.chunk_hashes.get(report.chunk_id)
+        if known is None:
+            return None
+        if known != report.sha256:
+            raise Conflict(f"chunk {report.chunk_id!r} was already acknowledged with different content")
+        self.duplicate_chunks += 1
+        return ChunkAck(chunk_id=report.chunk_id, duplicate=True, directive=self._directive("collector"))
+
     def ingest(self, report: ChunkReport) -> ChunkAck:
-        """Acknowledge a chunk exactly once; the payload must already be in the store with the stated size."""
+        """Acknowledge a chunk exactly once; the payload must already be in the store with the stated size.
+
+        A retried report is recognised before the file is looked at: its payload may have been evicted since.
+        """
+        with self._lock:
+            duplicate = self._duplicate(report)
+        if duplicate is not None:
+            return duplicate
         expected = f"chunks/{report.task_id}/{report.chunk_id}.msgpack"
         if report.payload_path != expected:
             raise Invalid(f"payload_path must be {expected!r} for this task and chunk id")
@@ -190,12 +207,9 @@ class Run:
             task = self.tasks.tasks.get(report.task_id)
             if task is None or task.kind != "collector":
                 raise NotFound(f"collector task {report.task_id!r} does not exist; claim a task first")
-            known = self.chunk_hashes.get(report.chunk_id)
-            if known is not None:
-                if known != report.sha256:
-                    raise Conflict(f"chunk {report.chunk_id!r} was already acknowledged with different content")
-                self.duplicate_chunks += 1
-                return ChunkAck(chunk_id=report.chunk_id, duplicate=True, directive=self._directive("collector"))
+            duplicate = self._duplicate(report)  # a concurrent retry may have won the race
+            if duplicate is not None:
+                return duplicate
             worker = self.registry.get(report.worker_id)
             if worker is not None:
                 self.registry.renew(worker, self.clock())
@@ -332,7 +346,7 @@ class Run:
                 run_name=self.config.name,
                 run_state=self.state,
                 run_message=self.message,
-                wall_seconds=(self.ended or now) - self.started,
+                wall_seconds=(self.ended if self.ended is not None else now) - self.started,
                 env_steps=self.env_steps,
                 env_steps_per_second=rate,
                 episodes=self.episodes,

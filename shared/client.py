@@ -86,7 +86,7 @@ class CoordinatorClient:
         """One try: the parsed reply, or a string describing a transient failure. 4xx raises."""
         try:
             resp = self._http.request(method, path, content=content, headers=headers)
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, httpx.DecodingError) as exc:
             return f"{type(exc).__name__}: {exc}"
         if resp.status_code == 429 or resp.status_code >= 500:
             return f"HTTP {resp.status_code}"

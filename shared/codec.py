@@ -6,6 +6,7 @@ compromised collector can at worst fail validation, never run code.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,9 +26,11 @@ class PayloadError(ValueError):
 def encode_chunk(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | None = None) -> bytes:
     body = {}
     for name, arr in arrays.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr)
         if arr.dtype.name not in _DTYPES:
             raise PayloadError(f"array {name!r} has dtype {arr.dtype.name}; allowed: {sorted(_DTYPES)}")
+        # Payloads are little-endian whatever the writer's byte order; tobytes() copies in C order (0-d too).
+        arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
         body[name] = {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": arr.tobytes()}
     doc = {"format": FORMAT, "version": VERSION, "meta": dict(meta or {}), "arrays": body}
     return msgpack.packb(doc, use_bin_type=True)
@@ -35,6 +38,22 @@ def encode_chunk(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | Non
 
 def _no_ext(code: int, data: bytes) -> Any:
     raise PayloadError(f"msgpack extension type {code} is not allowed in payloads")
+
+
+def _check_plain(obj: Any, depth: int = 0) -> None:
+    """Only maps, lists, strings, bytes, numbers, booleans and nil; msgpack decodes its timestamp extension
+    (-1) without asking ext_hook, so this is where such objects are refused."""
+    if depth > 32:
+        raise PayloadError("payload metadata is nested too deeply")
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            _check_plain(key, depth + 1)
+            _check_plain(value, depth + 1)
+    elif isinstance(obj, list):
+        for item in obj:
+            _check_plain(item, depth + 1)
+    elif obj is not None and not isinstance(obj, str | bytes | int | float | bool):
+        raise PayloadError(f"payload holds a {type(obj).__name__}; only plain msgpack types are allowed")
 
 
 def decode_chunk(raw: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -49,6 +68,7 @@ def decode_chunk(raw: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         raise PayloadError(f"not a valid msgpack document: {exc}") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
         raise PayloadError(f"not an {FORMAT} v{VERSION} payload")
+    _check_plain(doc)
     meta, body = doc.get("meta"), doc.get("arrays")
     if not isinstance(meta, dict) or not isinstance(body, dict):
         raise PayloadError("payload lacks 'meta' and 'arrays' maps")
@@ -57,14 +77,14 @@ def decode_chunk(raw: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         if not isinstance(spec, dict):
             raise PayloadError(f"array {name!r} is not a map")
         dtype, shape, data = spec.get("dtype"), spec.get("shape"), spec.get("data")
-        if dtype not in _DTYPES:
+        if not isinstance(dtype, str) or dtype not in _DTYPES:
             raise PayloadError(f"array {name!r} has dtype {dtype!r}; allowed: {sorted(_DTYPES)}")
-        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        if not isinstance(shape, list) or len(shape) > 32 or not all(type(d) is int and d >= 0 for d in shape):
             raise PayloadError(f"array {name!r} has an invalid shape {shape!r}")
         if not isinstance(data, bytes):
             raise PayloadError(f"array {name!r} data is not raw bytes")
-        expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        expected = math.prod(shape) * np.dtype(dtype).itemsize  # Python ints: no wrap-around
         if expected != len(data):
             raise PayloadError(f"array {name!r}: shape {shape} x {dtype} needs {expected} bytes, got {len(data)}")
-        arrays[name] = np.frombuffer(data, dtype=dtype).reshape(shape)
+        arrays[name] = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
     return arrays, meta

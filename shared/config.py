@@ -106,7 +106,12 @@ def load_run_config(path: Path, overrides: dict[str, object] | None = None) -> R
         node = raw
         *parents, leaf = dotted.split(".")
         for key in parents:
-            node = node.setdefault(key, {})
+            child = node.get(key)
+            if child is None:
+                child = node[key] = {}
+            if not isinstance(child, dict):
+                raise ValueError(f"override {dotted!r}: {key!r} is a value, not a section")
+            node = child
         node[leaf] = value
     return RunConfig.model_validate(raw)
 

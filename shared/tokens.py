@@ -18,8 +18,9 @@ def generate_tokens_file(path: Path) -> dict[str, str]:
         return load_tokens_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tokens: dict[str, str] = {scope: secrets.token_urlsafe(32) for scope in SCOPES}
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # A fresh, exclusive temp file: a leftover with looser permissions can never be reused.
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(tokens, fh)
     os.replace(tmp, path)

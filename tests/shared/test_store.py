@@ -1,0 +1,231 @@
+"""shared.store: atomic writes, sha256-verified reads, and paths that can never leave the store root."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from shared.store import IntegrityError, LocalStore, StorePathError, atomic_write, sha256_hex
+
+
+def _all_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() or p.is_symlink())
+
+
+def _tmp_leftovers(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if p.name.startswith(".tmp-")]
+
+
+# ----- put / get ------------------------------------------------------------------------------------------
+
+
+def test_put_then_get_round_trips_and_returns_sha256(store: LocalStore) -> None:
+    data = b"\x00payload\xff" * 100
+    sha = store.put("chunks/collector-0/abc.msgpack", data)
+    assert sha == hashlib.sha256(data).hexdigest() == sha256_hex(data)
+    assert store.get("chunks/collector-0/abc.msgpack") == data
+    assert store.get("chunks/collector-0/abc.msgpack", sha256=sha) == data
+    assert (store.root / "chunks" / "collector-0" / "abc.msgpack").read_bytes() == data
+
+
+def test_root_is_created_and_resolved(tmp_path: Path) -> None:
+    s = LocalStore(tmp_path / "a" / "b" / ".." / "store")
+    assert s.root == (tmp_path / "a" / "store").resolve()
+    assert s.root.is_dir()
+
+
+def test_put_overwrites_atomically_and_leaves_no_temp_files(store: LocalStore) -> None:
+    store.put("policies/v1.bin", b"first version")
+    store.put("policies/v1.bin", b"second")
+    store.put("policies/v1.bin", b"second")  # rewriting identical bytes is harmless
+    assert store.get("policies/v1.bin") == b"second"
+    assert _tmp_leftovers(store.root) == []
+    assert _all_files(store.root) == ["policies/v1.bin"]
+
+
+def test_empty_file_round_trips(store: LocalStore) -> None:
+    sha = store.put("e", b"")
+    assert sha == hashlib.sha256(b"").hexdigest()
+    assert store.get("e", sha256=sha) == b""
+    assert store.size("e") == 0
+
+
+def test_get_with_wrong_sha_raises_integrity_error(store: LocalStore) -> None:
+    sha = store.put("chunks/t/c.msgpack", b"original")
+    (store.root / "chunks" / "t" / "c.msgpack").write_bytes(b"tampered")  # changed behind the store's back
+    with pytest.raises(IntegrityError, match="sha256"):
+        store.get("chunks/t/c.msgpack", sha256=sha)
+    with pytest.raises(IntegrityError):
+        store.get("chunks/t/c.msgpack", sha256="0" * 64)
+    assert store.get("chunks/t/c.msgpack") == b"tampered"  # no sha: no verification
+
+
+def test_get_enforces_max_bytes(store: LocalStore) -> None:
+    store.put("big", b"x" * 101)
+    assert store.get("big", max_bytes=101) == b"x" * 101
+    with pytest.raises(IntegrityError, match="100-byte limit"):
+        store.get("big", max_bytes=100)
+
+
+def test_get_missing_file_raises_file_not_found(store: LocalStore) -> None:
+    with pytest.raises(FileNotFoundError):
+        store.get("chunks/t/missing.msgpack")
+
+
+# ----- size / delete ----------------------------------------------------------------------------------------
+
+
+def test_size_and_delete_semantics(store: LocalStore) -> None:
+    assert store.size("chunks/t/c.msgpack") is None
+    store.put("chunks/t/c.msgpack", b"12345")
+    assert store.size("chunks/t/c.msgpack") == 5
+    assert store.delete("chunks/t/c.msgpack") is True
+    assert store.size("chunks/t/c.msgpack") is None
+    assert not (store.root / "chunks" / "t" / "c.msgpack").exists()
+    assert store.delete("chunks/t/c.msgpack") is False  # already gone: not an error
+    assert store.delete("never/existed") is False
+
+
+@pytest.mark.parametrize("method", ["get", "size", "delete", "put"])
+def test_every_method_validates_the_path(store: LocalStore, method: str) -> None:
+    args: tuple[object, ...] = ("../escape",) if method != "put" else ("../escape", b"x")
+    with pytest.raises(StorePathError):
+        getattr(store, method)(*args)
+    assert not (store.root.parent / "escape").exists()
+
+
+# ----- path confinement -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "relpath",
+    [
+        "",
+        "..",
+        "../x",
+        "a/../../x",
+        "a/..",
+        "./a",
+        "a/./b",
+        "/etc/passwd",
+        "/abs",
+        "a\\b",
+        "..\\x",
+        "a//b",
+        "a/",
+        "/",
+        ".hidden",
+        "a/.tmp-123",
+        "a b",
+        "a\nb",
+        "a\n",
+        "a\x00b",
+        "C:\\x",
+        "ü",
+        "a/b/c/d/e/f/g/h/i",  # nine segments: more than the allowed eight
+        "x" * 129,
+    ],
+)
+def test_malformed_paths_rejected(store: LocalStore, relpath: str) -> None:
+    with pytest.raises(StorePathError):
+        store.resolve(relpath)
+    with pytest.raises(StorePathError):
+        store.put(relpath, b"data")
+
+
+@pytest.mark.parametrize("relpath", [None, 3, b"a", Path("a")], ids=str)
+def test_non_string_paths_rejected(store: LocalStore, relpath: object) -> None:
+    with pytest.raises(StorePathError):
+        store.resolve(relpath)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("relpath", ["a", "a/b/c/d/e/f/g/h", "x" * 128, "A-b_c.d/e.f", "v..1", "0/1"])
+def test_well_formed_paths_resolve_under_root(store: LocalStore, relpath: str) -> None:
+    path = store.resolve(relpath)
+    assert path == store.root / relpath
+    store.put(relpath, b"ok")
+    assert store.get(relpath) == b"ok"
+
+
+def test_symlinked_directory_leaving_root_rejected(store: LocalStore, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"secret")
+    os.symlink(outside, store.root / "link")
+    for method, args in [("resolve", ()), ("get", ()), ("size", ()), ("delete", ()), ("put", (b"pwned",))]:
+        with pytest.raises(StorePathError, match="leaves the store root"):
+            getattr(store, method)("link/secret", *args)
+    assert (outside / "secret").read_bytes() == b"secret"  # neither overwritten nor deleted
+    with pytest.raises(StorePathError):
+        store.put("link/new-file", b"x")
+    assert not (outside / "new-file").exists()
+
+
+def test_symlinked_file_leaving_root_rejected(store: LocalStore, tmp_path: Path) -> None:
+    target = tmp_path / "target.bin"
+    target.write_bytes(b"outside")
+    os.symlink(target, store.root / "file-link")
+    with pytest.raises(StorePathError):
+        store.get("file-link")
+    with pytest.raises(StorePathError):
+        store.put("file-link", b"overwrite")
+    assert target.read_bytes() == b"outside"
+
+
+def test_dangling_symlink_pointing_outside_rejected(store: LocalStore, tmp_path: Path) -> None:
+    os.symlink(tmp_path / "does-not-exist-yet", store.root / "dangling")
+    with pytest.raises(StorePathError):
+        store.put("dangling", b"x")
+    assert not (tmp_path / "does-not-exist-yet").exists()
+
+
+def test_symlink_staying_inside_root_is_allowed(store: LocalStore) -> None:
+    store.put("real/file", b"inside")
+    os.symlink(store.root / "real", store.root / "alias")
+    assert store.get("alias/file") == b"inside"
+
+
+# ----- atomic_write -----------------------------------------------------------------------------------------
+
+
+def test_atomic_write_creates_parents_and_replaces(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "er" / "file.bin"
+    atomic_write(target, b"one")
+    assert target.read_bytes() == b"one"
+    atomic_write(target, b"two")
+    assert target.read_bytes() == b"two"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["file.bin"]
+
+
+def test_atomic_write_failure_keeps_old_content_and_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "file.bin"
+    atomic_write(target, b"old")
+
+    def boom(src: object, dst: object) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk on fire"):
+        atomic_write(target, b"new")
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.bin"]  # temp file removed
+
+
+def test_atomic_write_onto_a_directory_fails_cleanly(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    with pytest.raises(OSError):
+        atomic_write(tmp_path / "d", b"x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+def test_many_puts_leave_only_final_files(store: LocalStore) -> None:
+    for i in range(20):
+        store.put(f"chunks/t/{i}.msgpack", bytes([i]) * i)
+    assert _tmp_leftovers(store.root) == []
+    assert len(_all_files(store.root)) == 20
+    assert [store.size(f"chunks/t/{i}.msgpack") for i in range(20)] == list(range(20))
