@@ -37,7 +37,7 @@ class EpsilonSchedule(_Strict):
 
 class CollectorConfig(_Strict):
     num_envs: Annotated[int, Field(ge=1, le=256, description="environments stepped in one process")] = 8
-    chunk_steps: Annotated[int, Field(ge=1, le=4096, description="vector steps per payload chunk")] = 64
+    chunk_steps: Annotated[int, Field(ge=1, le=4096, description="vector steps per payload chunk")] = 128
     epsilon: EpsilonSchedule = EpsilonSchedule()
 
 
@@ -59,7 +59,7 @@ class DQNConfig(_Strict):
     n_step: Annotated[int, Field(ge=1, le=32)] = 3
     batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
     batches_per_request: Annotated[int, Field(ge=1, le=256, description="batches fetched per sample call")] = 16
-    target_update_every: Annotated[int, Field(ge=1, description="iterations between target-net syncs")] = 10
+    target_update_every: Annotated[int, Field(ge=1, description="iterations between target-net syncs")] = 100
     publish_every: Annotated[int, Field(ge=1, description="iterations between policy versions")] = 100
     report_every: Annotated[int, Field(ge=1, description="iterations between learn-info reports")] = 100
     checkpoint_every: Annotated[int, Field(ge=1, description="iterations between checkpoints")] = 2_000
