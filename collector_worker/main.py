@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import logging
 
-import torch
-
 from collector_worker.rollout import Rollout
 from collector_worker.uploader import Pending, Uploader
-from shared.client import CoordinatorClient, CoordinatorUnavailable, Stopped
 from shared.layout import RunLayout
 from shared.policy_io import load_policy
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
 from shared.store import IntegrityError, LocalStore
 from shared.wire import CollectorTask, PolicyRef
+from shared.worker import run_worker
 
 log = logging.getLogger("rlfleet.collector")
 
@@ -35,33 +33,18 @@ def _maybe_load(rollout: Rollout, store: LocalStore, current: int, ref: PolicyRe
 
 
 def run_collector(settings: WorkerSettings) -> int:
-    torch.set_num_threads(settings.torch_threads)
-    client = CoordinatorClient(settings.coordinator_url, settings.resolve_token("collector"),
-                               timeout=settings.http_timeout_seconds,
-                               max_unavailable_seconds=settings.max_unavailable_seconds)
-    session = WorkerSession(client, "collector", settings.worker_name)
-    try:
-        session.register()
-        session.start_heartbeats()
-        store = LocalStore(RunLayout(settings.data_dir, session.run_name).store_root)
-        while session.running:
-            task = session.claim()
-            if task is None:
-                break
-            if not isinstance(task, CollectorTask):
-                raise RuntimeError(f"collector was given a {task.kind} task")
-            _collect(session, store, task)
-    except Stopped:
-        pass
-    except CoordinatorUnavailable as exc:
-        log.error("%s", exc)
-        return 2
-    finally:
-        session.close()
-    if session.fatal is not None:
-        return 2
-    log.info("collector done: run %s", session.directive.run_state)
-    return 0
+    return run_worker(settings, "collector", _claim_and_collect)
+
+
+def _claim_and_collect(session: WorkerSession, layout: RunLayout) -> None:
+    store = LocalStore(layout.store_root)
+    while session.running:
+        task = session.claim()
+        if task is None:
+            return
+        if not isinstance(task, CollectorTask):
+            raise RuntimeError(f"collector was given a {task.kind} task")
+        _collect(session, store, task)
 
 
 def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> None:

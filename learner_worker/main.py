@@ -11,13 +11,11 @@ from __future__ import annotations
 import logging
 import time
 
-import torch
-
 from learner_worker.cache import ChunkCache
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from learner_worker.dqn import DQN
 from learner_worker.prefetch import Prefetcher
-from shared.client import CoordinatorClient, CoordinatorRejected, CoordinatorUnavailable, Stopped
+from shared.client import CoordinatorRejected
 from shared.envs import make_vector_env, space_dims
 from shared.layout import RunLayout
 from shared.policy_io import save_policy
@@ -25,35 +23,23 @@ from shared.session import WorkerSession
 from shared.settings import WorkerSettings
 from shared.store import LocalStore
 from shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish
+from shared.worker import run_worker
 
 log = logging.getLogger("rlfleet.learner")
 
 
 def run_learner(settings: WorkerSettings) -> int:
-    torch.set_num_threads(settings.torch_threads)
-    client = CoordinatorClient(settings.coordinator_url, settings.resolve_token("learner"),
-                               timeout=settings.http_timeout_seconds,
-                               max_unavailable_seconds=settings.max_unavailable_seconds)
-    session = WorkerSession(client, "learner", settings.worker_name)
-    try:
-        session.register()
-        session.start_heartbeats()
-        layout = RunLayout(settings.data_dir, session.run_name)
-        while session.running:
-            task = session.claim()
-            if task is None:
-                break
-            if not isinstance(task, LearnerTask):
-                raise RuntimeError(f"learner was given a {task.kind} task")
-            Trainer(session, layout, task).train()
-    except Stopped:
-        pass
-    except CoordinatorUnavailable as exc:
-        log.error("%s", exc)
-        return 2
-    finally:
-        session.close()
-    return 2 if session.fatal is not None else 0
+    return run_worker(settings, "learner", _claim_and_train)
+
+
+def _claim_and_train(session: WorkerSession, layout: RunLayout) -> None:
+    while session.running:
+        task = session.claim()
+        if task is None:
+            return
+        if not isinstance(task, LearnerTask):
+            raise RuntimeError(f"learner was given a {task.kind} task")
+        Trainer(session, layout, task).train()
 
 
 class Trainer:
@@ -124,5 +110,6 @@ class Trainer:
 
     def checkpoint(self) -> None:
         save_checkpoint(self.layout.checkpoints,
-                        Checkpoint(self.iteration, self.version, self.transitions, self.algo.state()))
+                        Checkpoint(self.iteration, self.version, self.transitions, self.algo.state(),
+                                   env_steps=self.session.directive.env_steps_total))
 

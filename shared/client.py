@@ -80,6 +80,18 @@ class CoordinatorClient:
             if self.stop_event.wait(delay):
                 raise Stopped(f"{method} {path}: stopped while retrying ({problem})")
 
+    def poll(self, path: str, response_model: type[R], etag: str) -> tuple[R | None, str]:
+        """One conditional GET: (the resource, its ETag) if it changed since `etag`, else (None, etag).
+
+        For cheap frequent polling: no retries, and any failure reads as "no change" until the next poll."""
+        try:
+            resp = self._http.get(path, headers={"If-None-Match": etag} if etag else None)
+            if resp.status_code != 200:
+                return None, etag
+            return response_model.model_validate_json(resp.content), resp.headers.get("ETag", "")
+        except (httpx.TransportError, httpx.DecodingError, ValidationError):
+            return None, etag
+
     def _attempt(
         self, method: str, path: str, model: type[R], content: bytes | None, headers: dict[str, str] | None
     ) -> R | str:

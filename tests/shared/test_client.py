@@ -283,3 +283,25 @@ def test_undecodable_reply_body_is_retried(make_client: Callable[..., Coordinato
 
     assert make_client(handler).call("GET", "/v1/x", Pong).value == 42
     assert len(seen) == 2
+
+
+# ----- poll: one conditional GET, no retries ------------------------------------------------------------------
+
+
+def test_poll_returns_resource_and_etag_then_none_on_304(make_client: Callable[..., CoordinatorClient]) -> None:
+    rec = Recorder([httpx.Response(200, json={"value": 7}, headers={"ETag": '"v7"'}), httpx.Response(304)])
+    client = make_client(rec)
+    assert client.poll("/x", Pong, "") == (Pong(value=7), '"v7"')
+    assert "if-none-match" not in rec.requests[0].headers
+    assert client.poll("/x", Pong, '"v7"') == (None, '"v7"')
+    assert rec.requests[1].headers["if-none-match"] == '"v7"'
+
+
+@pytest.mark.parametrize("failure", [httpx.ConnectError("refused"), httpx.Response(503),
+                                     httpx.Response(200, content=b"not json")])
+def test_poll_failure_reads_as_no_change_without_retrying(
+    make_client: Callable[..., CoordinatorClient], failure: httpx.Response | Exception
+) -> None:
+    rec = Recorder([failure])
+    assert make_client(rec).poll("/x", Pong, '"v1"') == (None, '"v1"')
+    assert len(rec.requests) == 1
