@@ -27,7 +27,9 @@ def _run_dir(data_dir: Path) -> Path:
 
 def test_compose_wiring_runs_every_service_locally(tmp_path: Path) -> None:
     """A short budget: every compose service starts, registers and works; the run ends budget_exhausted."""
-    done = _up(tmp_path, "--set", "budget.max_env_steps=8000", timeout=240)
+    # Small chunks: the rate limiter pauses collectors near min + tolerance (~5k steps) with little overshoot,
+    # so the learner must train and publish before the 8k budget runs out.
+    done = _up(tmp_path, "--set", "budget.max_env_steps=8000", "--set", "collector.chunk_steps=16", timeout=240)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "run budget_exhausted" in done.stdout
     run_dir = _run_dir(tmp_path)
@@ -50,8 +52,9 @@ def test_default_run_solves_cartpole(tmp_path: Path) -> None:
     run_dir = _run_dir(tmp_path)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["run_state"] == "solved"
-    assert summary["latest_evaluation"]["mean"] >= 475
-    assert summary["latest_evaluation"]["episodes"] == 10
+    # An evaluation of a newer version may land after the deciding one; the best is the deciding one or better.
+    assert summary["best_evaluation"]["mean"] >= 475
+    assert summary["best_evaluation"]["episodes"] == 10
     for artifact in ("config.yaml", "metrics.csv", "evaluations.csv", "learning_curve.png",
                      "best/policy.safetensors", "best/score.json"):
         assert (run_dir / artifact).exists(), artifact
