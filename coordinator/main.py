@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from coordinator.errors import CoordinatorError
+from coordinator.journal import Journal
 from coordinator.metrics import MetricsRecorder
 from coordinator.middleware import BodySizeLimit, TokenGate
 from coordinator.overrides import parse_overrides
@@ -45,11 +46,16 @@ def _describe(exc: RequestValidationError) -> str:
 async def _tick_loop(app: FastAPI) -> None:
     run_: Run = app.state.run
     recorder: MetricsRecorder = app.state.recorder
-    finished = False
+    settings: CoordinatorSettings = app.state.settings
+    finished = run_.state != "running"  # a resumed run that had already ended
+    last_gc = asyncio.get_running_loop().time()
     while True:
-        await asyncio.sleep(app.state.settings.tick_seconds)
+        await asyncio.sleep(settings.tick_seconds)
         try:
             await asyncio.to_thread(run_.tick)  # takes the state lock: keep it off the event loop
+            if asyncio.get_running_loop().time() - last_gc >= settings.gc_every_seconds:
+                last_gc = asyncio.get_running_loop().time()
+                await asyncio.to_thread(run_.collect_garbage, settings.orphan_grace_seconds)
             status = await asyncio.to_thread(run_.status)
             await asyncio.to_thread(recorder.record, status)
             await asyncio.to_thread(recorder.record_evaluations, run_.evaluation_history())
@@ -70,12 +76,14 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         layout = RunLayout(settings.data_dir, config.name)
         layout.run_dir.mkdir(parents=True, exist_ok=True)
-        layout.config_file.write_text(dump_run_config(config))
+        journal = Journal(settings.db_path or layout.run_dir / "coordinator.sqlite", settings.db_synchronous)
         app.state.run = Run(
             config, LocalStore(layout.store_root), lease_seconds=settings.lease_seconds,
             sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
+            journal=journal,
         )
-        app.state.recorder = MetricsRecorder(layout)
+        layout.config_file.write_text(dump_run_config(app.state.run.config))
+        app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.evaluations))
         ticker = asyncio.create_task(_tick_loop(app))
         log.info("run %s ready: data in %s", config.name, layout.run_dir)
         try:
@@ -90,6 +98,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             except Exception:  # a failed final plot must not turn a clean shutdown into a crash
                 log.exception("could not write the run's final metrics")
             app.state.recorder.close()
+            journal.close()
 
     app = FastAPI(
         title="rlfleet coordinator",

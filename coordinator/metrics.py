@@ -19,7 +19,7 @@ METRIC_COLUMNS = [
 
 
 class MetricsRecorder:
-    def __init__(self, layout: RunLayout) -> None:
+    def __init__(self, layout: RunLayout, evaluations_written: int = 0) -> None:
         self.layout = layout
         layout.run_dir.mkdir(parents=True, exist_ok=True)
         new = not layout.metrics_csv.exists()
@@ -27,7 +27,7 @@ class MetricsRecorder:
         self._csv = csv.DictWriter(self._fh, fieldnames=METRIC_COLUMNS)
         if new:
             self._csv.writeheader()
-        self._evals_seen = 0
+        self._evals_seen = evaluations_written  # a resumed run has written these already
         from tensorboardX import SummaryWriter  # imported here: only the process that records needs it
 
         self._tb = SummaryWriter(str(layout.tensorboard))

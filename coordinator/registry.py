@@ -22,12 +22,17 @@ class Registry:
     def __init__(self, lease_seconds: float) -> None:
         self.lease_seconds = lease_seconds
         self.workers: dict[str, Worker] = {}
-        self._counter = 0
+        self.counter = 0  # ids are never reused, across coordinator restarts too
 
     def register(self, kind: WorkerKind, name: str, now: float) -> Worker:
-        self._counter += 1
-        worker_id = f"{kind}-{self._counter}-{secrets.token_hex(3)}"
+        self.counter += 1
+        worker_id = f"{kind}-{self.counter}-{secrets.token_hex(3)}"
         worker = Worker(worker_id, kind, name, now + self.lease_seconds, now)
+        self.workers[worker_id] = worker
+        return worker
+
+    def restore(self, worker_id: str, kind: WorkerKind, name: str, task_id: str | None, now: float) -> Worker:
+        worker = Worker(worker_id, kind, name, now + self.lease_seconds, now, task_id)
         self.workers[worker_id] = worker
         return worker
 

@@ -7,16 +7,19 @@ Methods that delete files collect the paths under the lock and unlink them after
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from coordinator.buffer import Entry, ReplayBuffer
 from coordinator.errors import Conflict, Forbidden, Invalid, NotEnoughData, NotFound, UnknownWorker
+from coordinator.journal import Journal, Snapshot
 from coordinator.ratelimit import RateLimiter
 from coordinator.registry import Registry, Worker
 from coordinator.tasks import TaskQueue, TaskRecord
@@ -51,6 +54,7 @@ from shared.wire import (
     WorkerStatus,
 )
 
+log = logging.getLogger(__name__)
 PAUSE_SECONDS = 0.05
 BUFFER_ID = "replay-0"
 
@@ -65,7 +69,16 @@ class Run:
         sample_wait_seconds: float = 1.0,
         keep_policies: int = 8,
         clock: Callable[[], float] = time.monotonic,
+        journal: Journal | None = None,
     ) -> None:
+        self.journal = journal or Journal(None)
+        snapshot = self.journal.load()
+        if snapshot is not None:
+            stored = RunConfig.model_validate(snapshot.meta["config"])
+            if stored != config:
+                log.warning("run %s resumes with the config it started with; the config file's changes are "
+                            "ignored (start a run under a new name to use them)", stored.name)
+            config = stored
         self.config = config
         self.store = store
         self.clock = clock
@@ -79,8 +92,6 @@ class Run:
         self.message = "training"
         self.registry = Registry(lease_seconds)
         self.tasks = TaskQueue()
-        self.tasks.create("learner")
-        self.tasks.create("evaluator")
         self.buffer = ReplayBuffer(BUFFER_ID, config.replay.capacity_transitions)
         self.limiter = RateLimiter(
             config.replay.min_transitions, config.replay.samples_per_insert, config.replay.tolerance_transitions
@@ -98,6 +109,57 @@ class Run:
         self.evaluations: list[EvaluationResult] = []
         self.best: EvaluationResult | None = None
         self._rate: deque[tuple[float, int]] = deque(maxlen=16)
+        if snapshot is None:
+            for kind in ("learner", "evaluator"):
+                task = self.tasks.create(kind)  # type: ignore[arg-type]
+                self.journal.save_task(task.task_id, task.kind, task.index, task.claims)
+            self.journal.save_meta(self._meta())
+        else:
+            self._restore(snapshot)
+
+    # ----- persistence (lock held, or during construction) ---------------------------------------------------
+    def _meta(self) -> dict[str, Any]:
+        now = self.clock()
+        return {
+            "config": self.config.model_dump(mode="json"), "state": self.state, "message": self.message,
+            "elapsed": now - self.started,
+            "ended_elapsed": None if self.ended is None else self.ended - self.started,
+            "env_steps": self.env_steps, "episodes": self.episodes, "duplicate_chunks": self.duplicate_chunks,
+            "recent_returns": list(self.recent_returns), "iteration": self.iteration,
+            "transitions_trained": self.transitions_trained, "losses": self.losses,
+            "inserted": self.limiter.inserted, "sampled": self.limiter.sampled,
+            "evicted_chunks": self.buffer.evicted_chunks, "worker_counter": self.registry.counter,
+        }
+
+    def _restore(self, snap: Snapshot) -> None:
+        meta, now = snap.meta, self.clock()
+        self.started = now - float(meta["elapsed"])
+        self.ended = None if meta["ended_elapsed"] is None else self.started + float(meta["ended_elapsed"])
+        self.state, self.message = meta["state"], meta["message"]
+        self.env_steps, self.episodes = int(meta["env_steps"]), int(meta["episodes"])
+        self.duplicate_chunks = int(meta["duplicate_chunks"])
+        self.recent_returns.extend(meta["recent_returns"])
+        self.iteration, self.transitions_trained = int(meta["iteration"]), int(meta["transitions_trained"])
+        self.losses = dict(meta["losses"])
+        self.limiter.inserted, self.limiter.sampled = int(meta["inserted"]), int(meta["sampled"])
+        self.chunk_hashes = dict(snap.chunk_hashes)
+        for entry in snap.buffer:
+            self.buffer.add(entry)
+        self.buffer.evicted_chunks = int(meta["evicted_chunks"])
+        self.policies.extend(PolicyRef(version=v, path=path, sha256=sha) for v, path, sha in snap.policies)
+        self.evaluations = [EvaluationResult.model_validate_json(body) for body in snap.evaluations]
+        self.best = max(self.evaluations, key=lambda e: e.mean, default=None)
+        for task_id, kind, idx, claims in snap.tasks:
+            self.tasks.restore(task_id, kind, idx, claims)  # type: ignore[arg-type]
+        self.registry.counter = int(meta["worker_counter"])
+        for worker_id, worker_kind, name, held in snap.workers:
+            # Workers keep their ids across a coordinator restart: each gets a fresh lease to reconnect within.
+            self.registry.restore(worker_id, worker_kind, name, held, now)  # type: ignore[arg-type]
+            if held is not None and held in self.tasks.tasks:
+                self.tasks.mark_claimed(held, worker_id)
+        log.info("resumed run %s: %d env steps, %d chunks in the buffer, policy v%d, state %s", self.config.name,
+                 self.env_steps, len(self.buffer), self.latest_policy.version if self.latest_policy else 0,
+                 self.state)
 
     # ----- helpers (lock held) -------------------------------------------------------------------------
     @property
@@ -124,6 +186,7 @@ class Run:
     def _end(self, state: RunState, message: str) -> None:
         if self.state == "running":
             self.state, self.message, self.ended = state, message, self.clock()
+            self.journal.save_meta(self._meta())
             self._data.notify_all()
 
     def _task_model(self, task: TaskRecord) -> Task:
@@ -144,6 +207,8 @@ class Run:
     def register(self, kind: WorkerKind, name: str) -> RegisterResponse:
         with self._lock:
             worker = self.registry.register(kind, name, self.clock())
+            self.journal.save_worker(worker.worker_id, kind, name, None)
+            self.journal.save_meta({"worker_counter": self.registry.counter})
             return RegisterResponse(
                 worker_id=worker.worker_id,
                 lease_seconds=self.registry.lease_seconds,
@@ -168,6 +233,8 @@ class Run:
                 task = self.tasks.claim(worker.kind, worker_id, create_if_empty=worker.kind == "collector")
                 if task is not None:
                     worker.task_id = task.task_id
+                    self.journal.save_task(task.task_id, task.kind, task.index, task.claims)
+                    self.journal.save_worker(worker.worker_id, worker.kind, worker.name, task.task_id)
             return ClaimResponse(
                 task=self._task_model(task) if task else None, directive=self._directive(worker.kind)
             )
@@ -181,6 +248,7 @@ class Run:
         if known != report.sha256:
             raise Conflict(f"chunk {report.chunk_id!r} was already acknowledged with different content")
         self.duplicate_chunks += 1
+        self.journal.save_meta({"duplicate_chunks": self.duplicate_chunks})
         return ChunkAck(chunk_id=report.chunk_id, duplicate=True, directive=self._directive("collector"))
 
     def ingest(self, report: ChunkReport) -> ChunkAck:
@@ -217,12 +285,13 @@ class Run:
             self.env_steps += report.env_steps
             self.episodes += len(report.episodes)
             self.recent_returns.extend(ep.ret for ep in report.episodes)
-            evicted = self.buffer.add(
-                Entry(report.chunk_id, report.payload_path, report.sha256, report.env_steps, report.policy_version)
-            )
+            entry = Entry(report.chunk_id, report.payload_path, report.sha256, report.env_steps,
+                          report.policy_version)
+            evicted = self.buffer.add(entry)
             self.limiter.inserted += report.env_steps
             if self.env_steps >= self.config.budget.max_env_steps:
                 self._end("budget_exhausted", f"env-step budget of {self.config.budget.max_env_steps} used up")
+            self.journal.save_chunk(entry, evicted, self._meta())
             self._data.notify_all()
             ack = ChunkAck(chunk_id=report.chunk_id, duplicate=False, directive=self._directive("collector"))
         for entry in evicted:
@@ -249,6 +318,7 @@ class Run:
                 raise NotEnoughData("the buffer is empty")
             entries, index, offsets = self.buffer.sample(self.rng, count)
             self.limiter.sampled += count
+            self.journal.save_meta({"sampled": self.limiter.sampled})
             return SampleResponse(
                 chunks=[SampledChunk(chunk_id=e.chunk_id, payload_path=e.payload_path, sha256=e.sha256,
                                      policy_version=e.policy_version) for e in entries],
@@ -265,6 +335,8 @@ class Run:
             self.iteration = report.iteration
             self.transitions_trained = report.transitions_trained
             self.losses = dict(report.losses)
+            self.journal.save_meta({"iteration": self.iteration, "transitions_trained": self.transitions_trained,
+                                    "losses": self.losses})
             return Ack(directive=self._directive("learner"))
 
     def publish_policy(self, publish: PolicyPublish) -> Ack:
@@ -289,6 +361,8 @@ class Run:
             stale = []
             while len(self.policies) > self.keep_policies:
                 stale.append(self.policies.popleft())
+            self.journal.save_policy(policy.version, policy.path, policy.sha256, [p.version for p in stale],
+                                     {"iteration": self.iteration})
             ack = Ack(directive=self._directive("learner"))
         for old in stale:
             self.store.delete(old.path)
@@ -310,6 +384,7 @@ class Run:
                 solved=solved,
             )
             self.evaluations.append(result)
+            self.journal.save_evaluation(result.model_dump_json(), {})
             if self.best is None or mean > self.best.mean:
                 self.best = result
             if solved:
@@ -327,12 +402,25 @@ class Run:
         """Expire leases (returning their tasks), enforce the wall-clock budget, sample the step rate."""
         with self._lock:
             now = self.clock()
-            for worker in self.registry.expire(now):
+            expired = self.registry.expire(now)
+            for worker in expired:
                 if worker.task_id is not None:
                     self.tasks.release(worker.task_id)
+            self.journal.remove_workers([w.worker_id for w in expired])
             if now - self.started >= self.config.budget.max_wall_seconds:
                 self._end("budget_exhausted", f"wall-clock budget of {self.config.budget.max_wall_seconds:g}s used up")
             self._rate.append((now, self.env_steps))
+            self.journal.save_meta({"elapsed": now - self.started})
+
+    def collect_garbage(self, grace_seconds: float) -> int:
+        """Delete payload files no buffer entry references, once older than the grace period (a collector
+        killed between writing a chunk and reporting it leaves one). Returns how many were deleted."""
+        with self._lock:
+            referenced = {e.payload_path for e in self.buffer.entries()}
+        deleted = self.store.delete_unreferenced("chunks", referenced, time.time() - grace_seconds)
+        if deleted:
+            log.info("garbage-collected %d unacknowledged payload files", deleted)
+        return deleted
 
     def status(self) -> Status:
         with self._lock:

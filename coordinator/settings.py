@@ -23,3 +23,8 @@ class CoordinatorSettings(BaseSettings):
     sample_wait_seconds: float = Field(1.0, ge=0, description="how long a sample call waits for data")
     keep_policies: int = Field(8, ge=2, description="policy files kept in the store; older ones deleted")
     tick_seconds: float = Field(1.0, gt=0, description="lease sweep and metrics interval")
+    db_path: Path | None = Field(None, description="SQLite journal of the run (default: <run dir>/coordinator.sqlite)")
+    db_synchronous: str = Field("NORMAL", description="NORMAL survives a killed process; FULL also power loss")
+    orphan_grace_seconds: float = Field(
+        300.0, gt=0, description="unacknowledged payload files older than this are deleted by the GC sweep")
+    gc_every_seconds: float = Field(30.0, gt=0, description="interval of the orphan-payload GC sweep")

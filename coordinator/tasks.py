@@ -35,6 +35,17 @@ class TaskQueue:
         self.tasks[task.task_id] = task
         return task
 
+    def restore(self, task_id: str, kind: WorkerKind, index: int, claims: int) -> TaskRecord:
+        """Recreate a journalled task as pending; ids keep counting from the highest index seen."""
+        task = TaskRecord(task_id, kind, index, claims=claims)
+        self.tasks[task_id] = task
+        self._per_kind[kind] = max(self._per_kind.get(kind, 0), index + 1)
+        return task
+
+    def mark_claimed(self, task_id: str, worker_id: str) -> None:
+        task = self.tasks[task_id]
+        task.state, task.worker_id = "claimed", worker_id
+
     def claim(self, kind: WorkerKind, worker_id: str, create_if_empty: bool) -> TaskRecord | None:
         pending = [t for t in self.tasks.values() if t.kind == kind and t.state == "pending"]
         if pending:

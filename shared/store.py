@@ -87,6 +87,21 @@ class LocalStore:
         except FileNotFoundError:
             return None
 
+    def delete_unreferenced(self, prefix: str, keep: set[str], older_than: float) -> int:
+        """Delete regular files under `prefix` (torn temp files included) whose relative path is not in `keep`
+        and whose mtime is before `older_than` (a Unix time). Returns how many were deleted."""
+        base = self.resolve(prefix)
+        deleted = 0
+        for path in list(base.rglob("*")) if base.is_dir() else ():
+            try:
+                if (path.is_file() and not path.is_symlink() and path.stat().st_mtime < older_than
+                        and path.relative_to(self.root).as_posix() not in keep):
+                    path.unlink()
+                    deleted += 1
+            except FileNotFoundError:
+                continue  # deleted meanwhile
+        return deleted
+
     def delete(self, relpath: str) -> bool:
         try:
             self.resolve(relpath).unlink()

@@ -1,0 +1,97 @@
+"""A restarted coordinator resumes exactly what it acknowledged: buffer, counters, policies, workers, tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from coordinator.journal import Journal
+from coordinator.run import Run
+from shared.config import RunConfig
+from shared.store import LocalStore
+from shared.wire import EvaluationReport, SampleRequest
+from tests.coordinator.test_run import FakeClock, chunk, collector, learner, make_config, publish, register
+
+
+def _reopen(path: Path, config: RunConfig, store: LocalStore, clock: FakeClock) -> Run:
+    return Run(config, store, clock=clock, sample_wait_seconds=0, keep_policies=2, journal=Journal(path))
+
+
+def _busy_run(path: Path, config: RunConfig, store: LocalStore, clock: FakeClock) -> Run:
+    run = _reopen(path, config, store, clock)
+    worker, task = collector(run)
+    for i in range(12):  # capacity 2000 / 256 per chunk: the oldest chunks get evicted
+        run.ingest(chunk(store, worker, task, f"c{i:02d}", env_steps=256, returns=(float(i),)))
+    learner_id = learner(run)
+    run.sample(SampleRequest(worker_id=learner_id, batch_size=32, num_batches=2))
+    for version in (1, 2, 3):
+        publish(run, store, learner_id, version, iteration=version * 10)
+    evaluator = register(run, "evaluator")
+    run.claim(evaluator)
+    run.evaluate(EvaluationReport(worker_id=evaluator, policy_version=3, returns=[100.0, 120.0],
+                                  lengths=[100, 120]))
+    clock.advance(7.0)
+    run.tick()
+    return run
+
+
+def test_restart_recovers_buffer_counters_policies_workers_and_tasks(
+        tmp_path: Path, run_config: RunConfig, store: LocalStore) -> None:
+    clock = FakeClock()
+    db = tmp_path / "coordinator.sqlite"
+    before = _busy_run(db, run_config, store, clock)
+    status_before = before.status()
+    entries_before = before.buffer.entries()
+    policies_before = list(before.policies)
+    before.journal.close()  # the process dies here
+
+    clock.advance(3.0)  # downtime does not count as run time
+    after = _reopen(db, run_config, store, clock)
+    status_after = after.status()
+    assert after.buffer.entries() == entries_before  # ids, paths, hashes, sizes, versions, order
+    assert list(after.policies) == policies_before
+    assert after.chunk_hashes == before.chunk_hashes
+    assert (after.limiter.inserted, after.limiter.sampled) == (before.limiter.inserted, before.limiter.sampled)
+    for field in ("env_steps", "episodes", "chunks", "duplicate_chunks", "policy_version", "recent_return_mean",
+                  "latest_evaluation", "best_evaluation", "buffers", "run_state"):
+        assert getattr(status_after, field) == getattr(status_before, field), field
+    assert status_after.wall_seconds == status_before.wall_seconds
+    assert {(w.worker_id, w.kind, w.task_id) for w in status_after.workers} == {
+        (w.worker_id, w.kind, w.task_id) for w in status_before.workers}
+    assert {(t.task_id, t.state, t.worker_id, t.claims) for t in status_after.tasks} == {
+        (t.task_id, t.state, t.worker_id, t.claims) for t in status_before.tasks}
+
+
+def test_after_restart_retries_are_duplicates_and_new_ids_never_collide(
+        tmp_path: Path, run_config: RunConfig, store: LocalStore) -> None:
+    clock = FakeClock()
+    db = tmp_path / "coordinator.sqlite"
+    before = _busy_run(db, run_config, store, clock)
+    worker = next(w.worker_id for w in before.status().workers if w.kind == "collector")
+    before.journal.close()
+
+    after = _reopen(db, run_config, store, clock)
+    steps = after.env_steps
+    # A collector retrying its last report after the restart: acknowledged once, counted once.
+    retry = chunk(store, worker, "collector-0", "c11", env_steps=256, returns=(11.0,))
+    assert after.ingest(retry).duplicate
+    assert after.env_steps == steps
+    # The worker's lease survived: it can heartbeat without registering again.
+    assert after.heartbeat(worker).directive.run_state == "running"
+    # New workers and tasks get fresh ids.
+    new_worker = register(after, "collector")
+    assert new_worker not in {w.worker_id for w in before.status().workers}
+    task = after.claim(new_worker).task
+    assert task is not None and task.task_id == "collector-1"
+
+
+def test_ended_run_stays_ended_and_keeps_its_config(tmp_path: Path, run_config: RunConfig,
+                                                   store: LocalStore) -> None:
+    clock = FakeClock()
+    db = tmp_path / "coordinator.sqlite"
+    run = _reopen(db, run_config, store, clock)
+    run.stop("done for today")
+    run.journal.close()
+    changed = make_config(run_config, dqn={"learning_rate": 0.5})
+    after = _reopen(db, changed, store, clock)
+    assert after.state == "stopped" and after.message == "done for today"
+    assert after.config == run_config  # a resumed run keeps the config it started with
