@@ -15,6 +15,7 @@ from launcher.compose import LocalService
 class Child:
     name: str
     service: str
+    replica: int
     proc: subprocess.Popen
     log_path: Path
 
@@ -54,4 +55,4 @@ def start(service: LocalService, replica: int, logs: Path, cwd: Path) -> Child:
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(service.argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
-    return Child(name, service.name, proc, log_path)
+    return Child(name, service.name, replica, proc, log_path)

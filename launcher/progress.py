@@ -32,14 +32,22 @@ class Progress:
         self.interval = interval
         self._last = 0.0
 
-    def show(self, st: Status) -> None:
+    def show(self, st: Status, restarts: dict[str, int] | None = None) -> None:
         line = describe(st)
+        if restarts:
+            line += f" | restarts {sum(restarts.values())}"
         if self.tty:
             self.out.write("\r\033[K" + line)
             self.out.flush()
         elif time.monotonic() - self._last >= self.interval:
             self._last = time.monotonic()
             print(line, file=self.out, flush=True)
+
+    def note(self, message: str) -> None:
+        """An event worth its own line (a service restart), without breaking the progress line."""
+        if self.tty:
+            self.out.write("\r\033[K")
+        print(message, file=self.out, flush=True)
 
     def done(self, message: str) -> None:
         if self.tty:

@@ -37,6 +37,7 @@ class UpOptions:
     compose_file: Path = REPO / "docker-compose.yml"
     ready_timeout: float = 60.0
     drain_timeout: float = 30.0
+    max_restarts: int = 5
 
 
 class ServiceFailed(RuntimeError):
@@ -74,14 +75,16 @@ class Up:
         if opts.collectors is not None:
             self.services["collector"].replicas = opts.collectors
         self.children: list[Child] = []
+        self.restarts: dict[str, int] = {}
+        self._restart_due: dict[str, float] = {}
         self.progress = Progress()
 
     # ----- starting ---------------------------------------------------------------------------------------
     def _wait_for(self, dep: str, condition: str) -> None:
         deadline = time.monotonic() + self.opts.ready_timeout
         while time.monotonic() < deadline:
+            self._supervise()
             kids = [c for c in self.children if c.service == dep]
-            self._check_failures(allow_exit_zero={dep} if condition == "service_completed_successfully" else set())
             if condition == "service_completed_successfully":
                 if kids and all(c.exit_code == 0 for c in kids):
                     return
@@ -109,12 +112,25 @@ class Up:
                 started.add(service.name)
 
     # ----- watching ---------------------------------------------------------------------------------------
-    def _check_failures(self, allow_exit_zero: set[str] = frozenset()) -> None:  # type: ignore[assignment]
-        for child in self.children:
+    def _supervise(self) -> None:
+        """Restart children that crashed (non-zero exit or killed), after 1, 2, 4, ... seconds, like compose's
+        `restart: on-failure`; a process that crashes more than `max_restarts` times fails the run."""
+        now = time.monotonic()
+        for i, child in enumerate(self.children):
             code = child.exit_code
-            if code not in (None, 0):
-                raise ServiceFailed(f"{child.name} exited with code {code}; last lines of {child.log_path}:\n"
-                                    f"{child.log_tail()}")
+            if code in (None, 0):
+                continue
+            count = self.restarts.get(child.name, 0)
+            if child.service == "secrets" or count >= self.opts.max_restarts:
+                raise ServiceFailed(f"{child.name} exited with code {code} (after {count} restarts); last lines of "
+                                    f"{child.log_path}:\n{child.log_tail()}")
+            due = self._restart_due.setdefault(child.name, now + min(30.0, 2.0**count))
+            if now < due:
+                continue
+            del self._restart_due[child.name]
+            self.restarts[child.name] = count + 1
+            self.progress.note(f"{child.name} exited with code {code}; restart {count + 1}/{self.opts.max_restarts}")
+            self.children[i] = start(self.services[child.service], child.replica, self.layout.logs, REPO)
 
     def _status(self, http: httpx.Client) -> Status | None:
         try:
@@ -130,11 +146,11 @@ class Up:
             last: Status | None = None
             try:
                 while True:
-                    self._check_failures()
+                    self._supervise()
                     st = self._status(http)
                     if st is not None:
                         last = st
-                        self.progress.show(st)
+                        self.progress.show(st, self.restarts)
                         if st.run_state != "running":
                             return st
                     time.sleep(0.5)
@@ -176,6 +192,7 @@ class Up:
             self.shutdown()
             return EXIT_FAILED
         self.shutdown()
+        restarts = f"; restarts: {self.restarts}" if self.restarts else ""
         self.progress.done(f"run {status.run_state}: {status.run_message} after {status.env_steps:,} env steps "
-                           f"in {status.wall_seconds:.1f}s; curves in {self.layout.run_dir}")
+                           f"in {status.wall_seconds:.1f}s{restarts}; curves in {self.layout.run_dir}")
         return EXIT_SOLVED if status.run_state == "solved" else EXIT_UNSOLVED
