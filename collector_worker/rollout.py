@@ -2,7 +2,8 @@
 
 terminated and truncated are kept apart: a truncated (time-limit) episode still bootstraps from its final
 observation, a terminated one does not. With SAME_STEP autoreset the final observation of a finished
-episode is taken from info['final_obs'], so `next_obs` is always the true successor of `obs`.
+episode is taken from info['final_obs'], so `next_obs` is always the true successor of `obs`. A step on which
+the env raised is kept with `valid=False` (the learner never trains on it) and its episode is not reported.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from shared.envs import make_vector_env, space_dims
+from shared.envs import ENV_ERROR, make_vector_env, space_dims
 from shared.nets import greedy_actions, q_network
 
 
@@ -25,10 +26,14 @@ class Chunk:
     def env_steps(self) -> int:
         return int(self.arrays["rewards"].size)
 
+    @property
+    def env_errors(self) -> int:
+        return int((~self.arrays["valid"]).sum())
+
 
 class Rollout:
     def __init__(self, env_id: str, num_envs: int, hidden: tuple[int, ...], seed: int) -> None:
-        self.env = make_vector_env(env_id, num_envs)
+        self.env = make_vector_env(env_id, num_envs, reset_on_error=True)
         self.num_envs = num_envs
         self.obs_dim, self.n_actions = space_dims(self.env)
         torch.manual_seed(seed)
@@ -56,6 +61,7 @@ class Rollout:
         rewards = np.empty((steps, n), np.float32)
         terminated = np.empty((steps, n), bool)
         truncated = np.empty((steps, n), bool)
+        valid = np.ones((steps, n), bool)
         episodes: list[tuple[float, int]] = []
         for t in range(steps):
             obs[t] = self.obs
@@ -67,13 +73,16 @@ class Rollout:
             self.ep_length += 1
             done = term | trunc
             if done.any():
+                failed = info.get("final_info", {}).get("_" + ENV_ERROR, np.zeros(n, bool))
+                valid[t] = ~failed
                 for i in np.flatnonzero(done):
                     next_obs[t, i] = info["final_obs"][i]
-                    episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
+                    if not failed[i]:  # a broken episode's return means nothing: drop it
+                        episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
                 self.ep_return[done] = 0.0
                 self.ep_length[done] = 0
         arrays: dict[str, np.ndarray] = {"obs": obs, "actions": actions, "rewards": rewards, "terminated": terminated,
-                  "truncated": truncated, "next_obs": next_obs}
+                                         "truncated": truncated, "next_obs": next_obs, "valid": valid}
         return Chunk(arrays, episodes)
 
     def close(self) -> None:

@@ -86,7 +86,7 @@ class Uploader:
             chunk_id=chunk_id, worker_id=self.session.worker_id, task_id=item.task_id, payload_path=path,
             sha256=sha, size_bytes=len(data), env_steps=item.chunk.env_steps,
             episodes=[EpisodeStat(ret=r, length=n) for r, n in item.chunk.episodes],
-            policy_version=item.policy_version,
+            policy_version=item.policy_version, env_errors=item.chunk.env_errors,
         )
         try:
             ack = self.session.client.call("POST", "/v1/chunks", ChunkAck, report)

@@ -101,6 +101,7 @@ class Run:
         self.env_steps = 0
         self.episodes = 0
         self.duplicate_chunks = 0
+        self.env_errors = 0
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.policies: deque[PolicyRef] = deque()
         self.iteration = 0
@@ -125,6 +126,7 @@ class Run:
             "elapsed": now - self.started,
             "ended_elapsed": None if self.ended is None else self.ended - self.started,
             "env_steps": self.env_steps, "episodes": self.episodes, "duplicate_chunks": self.duplicate_chunks,
+            "env_errors": self.env_errors,
             "recent_returns": list(self.recent_returns), "iteration": self.iteration,
             "transitions_trained": self.transitions_trained, "losses": self.losses,
             "inserted": self.limiter.inserted, "sampled": self.limiter.sampled,
@@ -138,6 +140,7 @@ class Run:
         self.state, self.message = meta["state"], meta["message"]
         self.env_steps, self.episodes = int(meta["env_steps"]), int(meta["episodes"])
         self.duplicate_chunks = int(meta["duplicate_chunks"])
+        self.env_errors = int(meta.get("env_errors", 0))
         self.recent_returns.extend(meta["recent_returns"])
         self.iteration, self.transitions_trained = int(meta["iteration"]), int(meta["transitions_trained"])
         self.losses = dict(meta["losses"])
@@ -284,6 +287,7 @@ class Run:
             self.chunk_hashes[report.chunk_id] = report.sha256
             self.env_steps += report.env_steps
             self.episodes += len(report.episodes)
+            self.env_errors += report.env_errors
             self.recent_returns.extend(ep.ret for ep in report.episodes)
             entry = Entry(report.chunk_id, report.payload_path, report.sha256, report.env_steps,
                           report.policy_version)
@@ -440,6 +444,7 @@ class Run:
                 episodes=self.episodes,
                 chunks=len(self.chunk_hashes),
                 duplicate_chunks=self.duplicate_chunks,
+                env_errors=self.env_errors,
                 recent_return_mean=float(np.mean(returns)) if returns else None,
                 policy_version=self.latest_policy.version if self.latest_policy else 0,
                 learner=LearnerStatus(

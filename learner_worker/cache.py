@@ -28,6 +28,7 @@ class Prepared:
     returns: np.ndarray    # [M]
     boot_obs: np.ndarray   # [M, d]
     discount: np.ndarray   # [M]
+    valid: np.ndarray      # [M] False where the env raised: never trained on
 
 
 class ChunkCache:
@@ -45,8 +46,10 @@ class ChunkCache:
         try:
             arrays, _ = decode_chunk(self.store.get(ref.payload_path, ref.sha256))
             rewards, term, trunc = arrays["rewards"], arrays["terminated"], arrays["truncated"]
+            valid = arrays.get("valid", np.ones(rewards.shape, bool))
             obs, next_obs, actions = arrays["obs"], arrays["next_obs"], arrays["actions"]
-            if obs.ndim != 3 or rewards.shape != obs.shape[:2] or next_obs.shape != obs.shape:
+            if (obs.ndim != 3 or rewards.shape != obs.shape[:2] or next_obs.shape != obs.shape
+                    or valid.shape != rewards.shape):
                 raise PayloadError(f"inconsistent shapes {obs.shape} / {rewards.shape} / {next_obs.shape}")
         except FileNotFoundError:
             self.missing += 1  # evicted between the sample and the load: skip its references
@@ -55,11 +58,15 @@ class ChunkCache:
             self.corrupt += 1
             log.warning("skipping chunk %s: %s", ref.chunk_id, exc)
             return None
-        returns, boot_obs, discount = nstep_targets(rewards, term, trunc, next_obs, self.gamma, self.n_step)
+        # A window must stop before a step on which the env raised: cut it there, bootstrapping from next_obs
+        # of the step before (== obs of the failed step, a real state); the failed step itself is never used.
+        cut = trunc.copy()
+        cut[:-1] |= ~valid[1:]
+        returns, boot_obs, discount = nstep_targets(rewards, term, cut, next_obs, self.gamma, self.n_step)
         d = obs.shape[2]
         self.loaded += 1
         return Prepared(obs.reshape(-1, d), actions.reshape(-1), returns.reshape(-1),
-                        boot_obs.reshape(-1, d), discount.reshape(-1))
+                        boot_obs.reshape(-1, d), discount.reshape(-1), valid.reshape(-1))
 
     def get(self, ref: SampledChunk) -> Prepared | None:
         prepared = self._chunks.get(ref.chunk_id)
@@ -80,6 +87,9 @@ class ChunkCache:
         offsets = np.asarray(sample.offsets, np.int64)
         ok = np.array([p is not None for p in prepared], bool)
         keep = ok[index] if len(prepared) else np.zeros(0, bool)
+        for c in np.unique(index[keep]):  # per distinct chunk, not per row: this is the learner's hot path
+            rows = keep & (index == c)
+            keep[rows] = prepared[c].valid[offsets[rows]]  # type: ignore[union-attr]
         if not keep.all():
             index, offsets = index[keep], offsets[keep]
         out: dict[str, np.ndarray] = {}

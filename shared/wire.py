@@ -116,6 +116,7 @@ class ChunkReport(Wire):
     env_steps: Annotated[int, Field(ge=1, le=1_000_000)]
     episodes: Annotated[list[EpisodeStat], Field(max_length=100_000)] = []
     policy_version: Count
+    env_errors: Count = Field(0, description="steps on which an environment raised (excluded from training)")
 
 
 class ChunkAck(Wire):
@@ -223,6 +224,7 @@ class Status(Wire):
     episodes: int
     chunks: int
     duplicate_chunks: int
+    env_errors: int = Field(description="environment exceptions contained by collectors")
     recent_return_mean: float | None = Field(description="mean training return over the last 100 episodes")
     policy_version: int
     learner: LearnerStatus

@@ -28,6 +28,7 @@ def metrics(run: RunDep) -> PlainTextResponse:
         f"rlfleet_episodes_total {st.episodes}",
         f"rlfleet_chunks_total {st.chunks}",
         f"rlfleet_duplicate_chunks_total {st.duplicate_chunks}",
+        f"rlfleet_env_errors_total {st.env_errors}",
         f"rlfleet_env_steps_per_second {st.env_steps_per_second}",
         f"rlfleet_policy_version {st.policy_version}",
         f"rlfleet_learner_iteration {st.learner.iteration}",

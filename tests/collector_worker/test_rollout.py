@@ -42,7 +42,7 @@ def is_reset_state(obs: np.ndarray) -> bool:
 def test_chunk_shapes_and_dtypes():
     (chunk,) = collect(make(num_envs=3), [20], epsilon=0.5)
     arrays = chunk.arrays
-    assert set(arrays) == {"obs", "actions", "rewards", "terminated", "truncated", "next_obs"}
+    assert set(arrays) == {"obs", "actions", "rewards", "terminated", "truncated", "next_obs", "valid"}
     assert arrays["obs"].shape == arrays["next_obs"].shape == (20, 3, 4)
     for name in ("actions", "rewards", "terminated", "truncated"):
         assert arrays[name].shape == (20, 3), name
@@ -50,6 +50,7 @@ def test_chunk_shapes_and_dtypes():
     assert arrays["rewards"].dtype == np.float32
     assert arrays["actions"].dtype == np.int64
     assert arrays["terminated"].dtype == np.bool_ and arrays["truncated"].dtype == np.bool_
+    assert arrays["valid"].dtype == np.bool_ and arrays["valid"].all() and chunk.env_errors == 0
     assert chunk.env_steps == 60
     assert set(np.unique(arrays["actions"])) <= {0, 1}
     assert np.all(arrays["rewards"] == 1.0)

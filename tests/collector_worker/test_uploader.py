@@ -35,6 +35,7 @@ def make_chunk(seed: int, steps: int = 6, envs: int = 2) -> Chunk:
         "terminated": rng.random((steps, envs)) < 0.2,
         "truncated": rng.random((steps, envs)) < 0.1,
         "next_obs": rng.normal(size=(steps, envs, 4)).astype(np.float32),
+        "valid": np.ones((steps, envs), bool),
     }
     return Chunk(arrays, [(3.0, 3), (11.0, 11)])
 

@@ -95,3 +95,15 @@ def test_ended_run_stays_ended_and_keeps_its_config(tmp_path: Path, run_config: 
     after = _reopen(db, changed, store, clock)
     assert after.state == "stopped" and after.message == "done for today"
     assert after.config == run_config  # a resumed run keeps the config it started with
+
+
+def test_env_errors_are_counted_and_survive_a_restart(tmp_path: Path, run_config: RunConfig,
+                                                      store: LocalStore) -> None:
+    clock = FakeClock()
+    db = tmp_path / "coordinator.sqlite"
+    run = _reopen(db, run_config, store, clock)
+    worker, task = collector(run)
+    run.ingest(chunk(store, worker, task, "e1", env_errors=2))
+    assert run.status().env_errors == 2
+    run.journal.close()
+    assert _reopen(db, run_config, store, clock).status().env_errors == 2

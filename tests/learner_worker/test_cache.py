@@ -203,3 +203,27 @@ def test_batches_feed_dqn_update(fx: Fixture):
     dqn = DQN(D, 3, DQNConfig(hidden=(8,)), seed=0)
     info = dqn.update(batch)
     assert np.isfinite(info["td_loss"])
+
+
+def test_rows_where_the_env_raised_are_never_trained_on(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    steps = 6
+    obs = np.arange(steps, dtype=np.float32).reshape(steps, 1, 1).repeat(2, axis=2)
+    arrays = {
+        "obs": obs, "next_obs": obs + 1, "actions": np.zeros((steps, 1), np.int64),
+        "rewards": np.ones((steps, 1), np.float32), "terminated": np.zeros((steps, 1), bool),
+        "truncated": np.zeros((steps, 1), bool), "valid": np.ones((steps, 1), bool),
+    }
+    arrays["valid"][3, 0] = False
+    arrays["truncated"][3, 0] = True
+    sha = store.put("chunks/t/c.msgpack", encode_chunk(arrays))
+    cache = ChunkCache(store, gamma=0.5, n_step=3, max_chunks=4)
+    ref = SampledChunk(chunk_id="c", payload_path="chunks/t/c.msgpack", sha256=sha, policy_version=0)
+    reply = SampleResponse(chunks=[ref], chunk_index=[0] * steps, offsets=list(range(steps)), batch_size=1,
+                           buffer_transitions=steps, directive=Directive(run_state="running"))
+    rows = {int(b["obs"][0, 0]): b for b in cache.batches(reply)}
+    assert set(rows) == {0, 1, 2, 4, 5}  # the failed step (obs 3) is dropped
+    # Row 1's window stops before the failed step: r1 + 0.5 r2, bootstrapping from next_obs[2] == obs[3].
+    assert rows[1]["returns"][0] == pytest.approx(1.5)
+    assert rows[1]["boot_obs"][0, 0] == 3.0
+    assert rows[1]["discount"][0] == pytest.approx(0.25)
