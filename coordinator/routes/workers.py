@@ -10,19 +10,28 @@ from shared.wire import ClaimResponse, HeartbeatResponse, RegisterRequest, Regis
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"])
 
+# OpenAPI links: a client (or a stateful fuzzer) learns that the registration's worker_id feeds these paths.
+_WORKER_LINKS = {
+    "Heartbeat": {"operationId": "heartbeat", "parameters": {"worker_id": "$response.body#/worker_id"}},
+    "Claim": {"operationId": "claim", "parameters": {"worker_id": "$response.body#/worker_id"}},
+}
 
-@router.post("", response_model=RegisterResponse, summary="Register a worker and receive a lease")
+
+@router.post("", response_model=RegisterResponse, summary="Register a worker and receive a lease",
+             operation_id="register", responses={200: {"description": "registered", "links": _WORKER_LINKS}})
 def register(body: RegisterRequest, run: RunDep, scope: AnyWorkerScope) -> RegisterResponse:
     if scope not in ("admin", body.kind):
         raise Forbidden(f"a {scope!r} token cannot register a {body.kind}")
     return run.register(body.kind, body.name)
 
 
-@router.post("/{worker_id}/heartbeat", response_model=HeartbeatResponse, summary="Renew the lease")
+@router.post("/{worker_id}/heartbeat", response_model=HeartbeatResponse, summary="Renew the lease",
+             operation_id="heartbeat")
 def heartbeat(worker_id: str, run: RunDep, scope: AnyWorkerScope) -> HeartbeatResponse:
     return run.heartbeat(worker_id, scope)
 
 
-@router.post("/{worker_id}/claim", response_model=ClaimResponse, summary="Claim (or re-read) this worker's task")
+@router.post("/{worker_id}/claim", response_model=ClaimResponse, summary="Claim (or re-read) this worker's task",
+             operation_id="claim")
 def claim(worker_id: str, run: RunDep, scope: AnyWorkerScope) -> ClaimResponse:
     return run.claim(worker_id, scope)
