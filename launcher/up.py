@@ -74,6 +74,7 @@ class Up:
         self.services = load_services(opts.compose_file, environ, self.data_dir, REPO, self.port)
         if opts.collectors is not None:
             self.services["collector"].replicas = opts.collectors
+        self.launched = time.monotonic()
         self.children: list[Child] = []
         self.restarts: dict[str, int] = {}
         self._restart_due: dict[str, float] = {}
@@ -187,6 +188,8 @@ class Up:
             print(f"coordinator on http://127.0.0.1:{self.port} (docs at /docs); "
                   f"{self.services['collector'].replicas} collectors", flush=True)
             status = self.watch()
+            self.progress.note(f"run {status.run_state} {time.monotonic() - self.launched:.1f}s after launch; "
+                               "stopping services")
         except ServiceFailed as exc:
             self.progress.done(f"FAILED: {exc}")
             self.shutdown()
