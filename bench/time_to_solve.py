@@ -67,14 +67,14 @@ def _pss_mib(pids: list[int]) -> float:
 class PeakMemory(threading.Thread):
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
-        self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
+        self.pid, self.peak, self._done = pid, 0.0, threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(0.5):
+        while not self._done.wait(0.5):
             self.peak = max(self.peak, _pss_mib(_tree(self.pid)))
 
     def stop(self) -> float:
-        self._stop.set()
+        self._done.set()
         self.join()
         return self.peak
 
