@@ -6,7 +6,9 @@ Written by the coordinator because it sees every counter, loss and evaluation; t
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
+from typing import Any
 
 from shared.layout import RunLayout
 from shared.wire import Status
@@ -16,6 +18,23 @@ METRIC_COLUMNS = [
     "policy_version", "iteration", "transitions_trained", "samples_per_insert", "td_loss", "q_mean",
     "eval_policy_version", "eval_mean", "eval_std", "buffer_transitions",
 ]
+
+
+def _summary_writer(logdir: Path) -> Any:
+    """tensorboardX's SummaryWriter, loaded without torch.
+
+    tensorboardX imports torch if it can, only to accept tensors; the coordinator logs plain floats, and torch
+    would cost its process hundreds of MiB for nothing. While tensorboardX loads, `import torch` is made to
+    fail (tensorboardX handles that); afterwards imports behave normally again."""
+    if "torch" in sys.modules:  # e.g. in-process tests: nothing to save
+        from tensorboardX import SummaryWriter
+    else:
+        sys.modules["torch"] = None  # type: ignore[assignment]
+        try:
+            from tensorboardX import SummaryWriter
+        finally:
+            del sys.modules["torch"]
+    return SummaryWriter(str(logdir))
 
 
 class MetricsRecorder:
@@ -28,9 +47,7 @@ class MetricsRecorder:
         if new:
             self._csv.writeheader()
         self._evals_seen = evaluations_written  # a resumed run has written these already
-        from tensorboardX import SummaryWriter  # imported here: only the process that records needs it
-
-        self._tb = SummaryWriter(str(layout.tensorboard))
+        self._tb = _summary_writer(layout.tensorboard)
 
     def record(self, status: Status) -> None:
         ev = status.latest_evaluation
