@@ -80,7 +80,7 @@ def run_stack(envs: int, chunk_steps: int, seconds: float, warmup: float) -> flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", type=int, default=8)
-    parser.add_argument("--chunk-steps", type=int, default=128, help="vector steps per chunk (config default)")
+    parser.add_argument("--chunk-steps", type=int, default=256, help="vector steps per chunk (config default)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--repeats", type=int, default=3)

@@ -37,7 +37,7 @@ class EpsilonSchedule(_Strict):
 
 class CollectorConfig(_Strict):
     num_envs: Annotated[int, Field(ge=1, le=256, description="environments stepped in one process")] = 8
-    chunk_steps: Annotated[int, Field(ge=1, le=4096, description="vector steps per payload chunk")] = 128
+    chunk_steps: Annotated[int, Field(ge=1, le=4096, description="vector steps per payload chunk")] = 256
     epsilon: EpsilonSchedule = EpsilonSchedule()
 
 
