@@ -201,7 +201,8 @@ class Run:
                 seed=seed, policy=self.latest_policy,
             )
         if task.kind == "learner":
-            return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, env=cfg.env, dqn=cfg.dqn, seed=seed)
+            return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, env=cfg.env, dqn=cfg.dqn, replay=cfg.replay,
+                               collector=cfg.collector, seed=seed)
         return EvaluatorTask(
             task_id=task.task_id, env=cfg.env, evaluation=cfg.evaluation, hidden=cfg.dqn.hidden, seed=seed
         )

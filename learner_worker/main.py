@@ -9,6 +9,7 @@ checkpoint's version and the coordinator's latest.
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from learner_worker.cache import ChunkCache
@@ -42,6 +43,13 @@ def _claim_and_train(session: WorkerSession, layout: RunLayout) -> None:
         Trainer(session, layout, task).train()
 
 
+def cache_chunks(task: LearnerTask) -> int:
+    """Room for every chunk the buffer can hold plus a margin: evicted chunks then age out of the cache
+    instead of piling up (2048-transition chunks cost ~100 KB each once prepared)."""
+    per_chunk = task.collector.num_envs * task.collector.chunk_steps
+    return math.ceil(1.25 * task.replay.capacity_transitions / per_chunk) + 8
+
+
 class Trainer:
     def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
         self.session, self.layout, self.task, self.cfg = session, layout, task, task.dqn
@@ -62,7 +70,8 @@ class Trainer:
             log.info("resumed from iteration %d, policy v%d", self.iteration, self.version)
 
     def train(self) -> None:
-        cache = ChunkCache(self.store, self.cfg.gamma, self.cfg.n_step, max_chunks=4096, seed=self.task.seed)
+        cache = ChunkCache(self.store, self.cfg.gamma, self.cfg.n_step, max_chunks=cache_chunks(self.task),
+                           seed=self.task.seed)
         prefetch = Prefetcher(self.session, cache, self.task.buffer_id, self.cfg.batch_size,
                               self.cfg.batches_per_request)
         generation = self.session.generation

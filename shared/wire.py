@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.config import CollectorConfig, DQNConfig, EnvConfig, EvalConfig, RunConfig
+from shared.config import CollectorConfig, DQNConfig, EnvConfig, EvalConfig, ReplayConfig, RunConfig
 from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
 
 Id = Annotated[str, Field(pattern=ID_PATTERN, description="client-generated identifier")]
@@ -81,6 +81,8 @@ class LearnerTask(Wire):
     buffer_id: Id
     env: EnvConfig
     dqn: DQNConfig
+    replay: ReplayConfig
+    collector: CollectorConfig
     seed: int
 
 

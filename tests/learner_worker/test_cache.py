@@ -11,12 +11,13 @@ import torch
 
 from learner_worker.cache import ChunkCache
 from learner_worker.dqn import DQN
+from learner_worker.main import cache_chunks
 from learner_worker.nstep import nstep_targets
 from shared.codec import encode_chunk
-from shared.config import DQNConfig
+from shared.config import DQNConfig, RunConfig
 from shared.layout import chunk_path
 from shared.store import LocalStore
-from shared.wire import Directive, SampledChunk, SampleResponse
+from shared.wire import Directive, LearnerTask, SampledChunk, SampleResponse
 
 torch.set_num_threads(1)
 
@@ -227,3 +228,10 @@ def test_rows_where_the_env_raised_are_never_trained_on(tmp_path: Path) -> None:
     assert rows[1]["returns"][0] == pytest.approx(1.5)
     assert rows[1]["boot_obs"][0, 0] == 3.0
     assert rows[1]["discount"][0] == pytest.approx(0.25)
+
+
+def test_learner_cache_is_sized_from_the_replay_capacity() -> None:
+    cfg = RunConfig()  # 100k transitions in 2048-transition chunks: ~49 chunks in the buffer
+    task = LearnerTask(task_id="learner-0", buffer_id="replay-0", env=cfg.env, dqn=cfg.dqn, replay=cfg.replay,
+                       collector=cfg.collector, seed=0)
+    assert cache_chunks(task) == 70

@@ -214,7 +214,8 @@ def test_claim_response_discriminates_task_kinds() -> None:
     tasks = [
         CollectorTask(task_id="collector-0", env=cfg.env, collector=cfg.collector, hidden=cfg.dqn.hidden,
                       seed=1, policy=None),
-        LearnerTask(task_id="learner-0", buffer_id="replay-0", env=cfg.env, dqn=cfg.dqn, seed=2),
+        LearnerTask(task_id="learner-0", buffer_id="replay-0", env=cfg.env, dqn=cfg.dqn, replay=cfg.replay,
+                    collector=cfg.collector, seed=2),
         EvaluatorTask(task_id="evaluator-0", env=cfg.env, evaluation=cfg.evaluation, hidden=cfg.dqn.hidden,
                       seed=3),
     ]
