@@ -17,8 +17,7 @@ from shared.tokens import generate_tokens_file
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def run_config() -> RunConfig:
+def small_run_config() -> RunConfig:
     """A small, fast config: tiny replay warm-up so tests reach the sampling path quickly."""
     return RunConfig.model_validate({
         "name": "test-run",
@@ -30,6 +29,11 @@ def run_config() -> RunConfig:
         "evaluation": {"episodes": 4, "num_envs": 2},
         "budget": {"max_env_steps": 1_000_000, "max_wall_seconds": 600},
     })
+
+
+@pytest.fixture
+def run_config() -> RunConfig:
+    return small_run_config()
 
 
 @pytest.fixture

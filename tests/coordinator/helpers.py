@@ -14,11 +14,12 @@ from fastapi.testclient import TestClient
 from coordinator.main import create_app
 from coordinator.settings import CoordinatorSettings
 from shared.codec import encode_chunk
-from shared.config import RunConfig, dump_run_config
+from shared.config import dump_run_config
 from shared.layout import chunk_path, policy_path
 from shared.store import LocalStore
 from shared.tokens import generate_tokens_file
 from shared.wire import ChunkReport, EpisodeStat
+from tests.conftest import auth, small_run_config  # noqa: F401 - re-exported for the API tests
 
 # Routes anyone may call without a token; everything else in the app must be in an auth table.
 PUBLIC_PATHS = frozenset({"/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect", "/healthz", "/readyz",
@@ -28,22 +29,6 @@ PUBLIC_PATHS = frozenset({"/docs", "/redoc", "/openapi.json", "/docs/oauth2-redi
 COUNTER_KEYS = ("run_state", "env_steps", "episodes", "chunks", "duplicate_chunks", "policy_version")
 
 
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def small_run_config() -> RunConfig:
-    """The same small config as tests/conftest.py's `run_config`, for module-scoped apps."""
-    return RunConfig.model_validate({
-        "name": "test-run",
-        "collector": {"num_envs": 2, "chunk_steps": 16},
-        "replay": {"capacity_transitions": 2_000, "min_transitions": 64, "samples_per_insert": 8,
-                   "tolerance_transitions": 512},
-        "dqn": {"hidden": [32, 32], "batch_size": 32, "batches_per_request": 2, "publish_every": 20,
-                "report_every": 10, "checkpoint_every": 50},
-        "evaluation": {"episodes": 4, "num_envs": 2},
-        "budget": {"max_env_steps": 1_000_000, "max_wall_seconds": 600},
-    })
 
 
 def make_settings(base: Path, **update: Any) -> tuple[CoordinatorSettings, dict[str, str]]:
