@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS evaluations (seq INTEGER PRIMARY KEY AUTOINCREMENT, b
 CREATE TABLE IF NOT EXISTS tasks (task_id TEXT PRIMARY KEY, kind TEXT NOT NULL, idx INTEGER NOT NULL,
     claims INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS workers (worker_id TEXT PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL,
-    task_id TEXT);
+    task_id TEXT, restarts INTEGER NOT NULL DEFAULT 0);
 """
 
 
@@ -47,7 +47,7 @@ class Snapshot:
     policies: list[tuple[int, str, str]]
     evaluations: list[str]
     tasks: list[tuple[str, str, int, int]]
-    workers: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+    workers: list[tuple[str, str, str, str | None, int]] = field(default_factory=list)
 
 
 class Journal:
@@ -109,9 +109,9 @@ class Journal:
         self._tx([("INSERT OR REPLACE INTO tasks (task_id, kind, idx, claims) VALUES (?, ?, ?, ?)",
                    (task_id, kind, idx, claims))])
 
-    def save_worker(self, worker_id: str, kind: str, name: str, task_id: str | None) -> None:
-        self._tx([("INSERT OR REPLACE INTO workers (worker_id, kind, name, task_id) VALUES (?, ?, ?, ?)",
-                   (worker_id, kind, name, task_id))])
+    def save_worker(self, worker_id: str, kind: str, name: str, task_id: str | None, restarts: int) -> None:
+        self._tx([("INSERT OR REPLACE INTO workers (worker_id, kind, name, task_id, restarts) VALUES (?, ?, ?, ?, ?)",
+                   (worker_id, kind, name, task_id, restarts))])
 
     def remove_workers(self, worker_ids: list[str]) -> None:
         if worker_ids:
@@ -133,5 +133,5 @@ class Journal:
                 policies=self._db.execute("SELECT version, path, sha256 FROM policies ORDER BY version").fetchall(),
                 evaluations=[r[0] for r in self._db.execute("SELECT body FROM evaluations ORDER BY seq")],
                 tasks=self._db.execute("SELECT task_id, kind, idx, claims FROM tasks").fetchall(),
-                workers=self._db.execute("SELECT worker_id, kind, name, task_id FROM workers").fetchall(),
+                workers=self._db.execute("SELECT worker_id, kind, name, task_id, restarts FROM workers").fetchall(),
             )

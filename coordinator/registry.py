@@ -16,6 +16,7 @@ class Worker:
     lease_expires: float
     last_seen: float
     task_id: str | None = None
+    restarts: int = 0
 
 
 class Registry:
@@ -24,15 +25,16 @@ class Registry:
         self.workers: dict[str, Worker] = {}
         self.counter = 0  # ids are never reused, across coordinator restarts too
 
-    def register(self, kind: WorkerKind, name: str, now: float) -> Worker:
+    def register(self, kind: WorkerKind, name: str, now: float, restarts: int = 0) -> Worker:
         self.counter += 1
         worker_id = f"{kind}-{self.counter}-{secrets.token_hex(3)}"
-        worker = Worker(worker_id, kind, name, now + self.lease_seconds, now)
+        worker = Worker(worker_id, kind, name, now + self.lease_seconds, now, restarts=restarts)
         self.workers[worker_id] = worker
         return worker
 
-    def restore(self, worker_id: str, kind: WorkerKind, name: str, task_id: str | None, now: float) -> Worker:
-        worker = Worker(worker_id, kind, name, now + self.lease_seconds, now, task_id)
+    def restore(self, worker_id: str, kind: WorkerKind, name: str, task_id: str | None, restarts: int,
+                now: float) -> Worker:
+        worker = Worker(worker_id, kind, name, now + self.lease_seconds, now, task_id, restarts)
         self.workers[worker_id] = worker
         return worker
 

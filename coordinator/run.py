@@ -102,6 +102,7 @@ class Run:
         self.episodes = 0
         self.duplicate_chunks = 0
         self.env_errors = 0
+        self.resumes = 0
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.policies: deque[PolicyRef] = deque()
         self.iteration = 0
@@ -131,6 +132,7 @@ class Run:
             "transitions_trained": self.transitions_trained, "losses": self.losses,
             "inserted": self.limiter.inserted, "sampled": self.limiter.sampled,
             "evicted_chunks": self.buffer.evicted_chunks, "worker_counter": self.registry.counter,
+            "resumes": self.resumes,
         }
 
     def _restore(self, snap: Snapshot) -> None:
@@ -141,6 +143,7 @@ class Run:
         self.env_steps, self.episodes = int(meta["env_steps"]), int(meta["episodes"])
         self.duplicate_chunks = int(meta["duplicate_chunks"])
         self.env_errors = int(meta.get("env_errors", 0))
+        self.resumes = int(meta.get("resumes", 0)) + 1
         self.recent_returns.extend(meta["recent_returns"])
         self.iteration, self.transitions_trained = int(meta["iteration"]), int(meta["transitions_trained"])
         self.losses = dict(meta["losses"])
@@ -155,11 +158,12 @@ class Run:
         for task_id, kind, idx, claims in snap.tasks:
             self.tasks.restore(task_id, kind, idx, claims)  # type: ignore[arg-type]
         self.registry.counter = int(meta["worker_counter"])
-        for worker_id, worker_kind, name, held in snap.workers:
+        for worker_id, worker_kind, name, held, restarts in snap.workers:
             # Workers keep their ids across a coordinator restart: each gets a fresh lease to reconnect within.
-            self.registry.restore(worker_id, worker_kind, name, held, now)  # type: ignore[arg-type]
+            self.registry.restore(worker_id, worker_kind, name, held, restarts, now)  # type: ignore[arg-type]
             if held is not None and held in self.tasks.tasks:
                 self.tasks.mark_claimed(held, worker_id)
+        self.journal.save_meta({"resumes": self.resumes})
         log.info("resumed run %s: %d env steps, %d chunks in the buffer, policy v%d, state %s", self.config.name,
                  self.env_steps, len(self.buffer), self.latest_policy.version if self.latest_policy else 0,
                  self.state)
@@ -208,10 +212,10 @@ class Run:
         )
 
     # ----- workers --------------------------------------------------------------------------------------
-    def register(self, kind: WorkerKind, name: str) -> RegisterResponse:
+    def register(self, kind: WorkerKind, name: str, restarts: int = 0) -> RegisterResponse:
         with self._lock:
-            worker = self.registry.register(kind, name, self.clock())
-            self.journal.save_worker(worker.worker_id, kind, name, None)
+            worker = self.registry.register(kind, name, self.clock(), restarts)
+            self.journal.save_worker(worker.worker_id, kind, name, None, restarts)
             self.journal.save_meta({"worker_counter": self.registry.counter})
             return RegisterResponse(
                 worker_id=worker.worker_id,
@@ -238,7 +242,8 @@ class Run:
                 if task is not None:
                     worker.task_id = task.task_id
                     self.journal.save_task(task.task_id, task.kind, task.index, task.claims)
-                    self.journal.save_worker(worker.worker_id, worker.kind, worker.name, task.task_id)
+                    self.journal.save_worker(worker.worker_id, worker.kind, worker.name, task.task_id,
+                                             worker.restarts)
             return ClaimResponse(
                 task=self._task_model(task) if task else None, directive=self._directive(worker.kind)
             )
@@ -439,6 +444,7 @@ class Run:
                 run_name=self.config.name,
                 run_state=self.state,
                 run_message=self.message,
+                coordinator_resumes=self.resumes,
                 wall_seconds=(self.ended if self.ended is not None else now) - self.started,
                 env_steps=self.env_steps,
                 env_steps_per_second=rate,
@@ -457,7 +463,7 @@ class Run:
                 best_evaluation=self.best,
                 workers=[
                     WorkerStatus(worker_id=w.worker_id, kind=w.kind, name=w.name, task_id=w.task_id,
-                                 last_seen_seconds_ago=now - w.last_seen)
+                                 last_seen_seconds_ago=now - w.last_seen, restarts=w.restarts)
                     for w in self.registry.workers.values()
                 ],
                 tasks=[

@@ -22,6 +22,9 @@ def describe(st: Status) -> str:
         f"eval {ev.mean:.1f} (best {best.mean:.1f})" if ev and best else "eval -",
         f"workers {kinds['collector']}c/{kinds['learner']}l/{kinds['evaluator']}e",
     ]
+    restarts = sum(w.restarts for w in st.workers) + st.coordinator_resumes
+    if restarts:
+        parts.append(f"restarts {restarts}")
     return " | ".join(parts)
 
 
@@ -32,10 +35,8 @@ class Progress:
         self.interval = interval
         self._last = 0.0
 
-    def show(self, st: Status, restarts: dict[str, int] | None = None) -> None:
+    def show(self, st: Status) -> None:
         line = describe(st)
-        if restarts:
-            line += f" | restarts {sum(restarts.values())}"
         if self.tty:
             self.out.write("\r\033[K" + line)
             self.out.flush()

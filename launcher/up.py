@@ -131,7 +131,7 @@ class Up:
             del self._restart_due[child.name]
             self.restarts[child.name] = count + 1
             self.progress.note(f"{child.name} exited with code {code}; restart {count + 1}/{self.opts.max_restarts}")
-            self.children[i] = start(self.services[child.service], child.replica, self.layout.logs, REPO)
+            self.children[i] = start(self.services[child.service], child.replica, self.layout.logs, REPO, count + 1)
 
     def _status(self, http: httpx.Client) -> Status | None:
         try:
@@ -151,7 +151,7 @@ class Up:
                     st = self._status(http)
                     if st is not None:
                         last = st
-                        self.progress.show(st, self.restarts)
+                        self.progress.show(st)
                         if st.run_state != "running":
                             return st
                     time.sleep(0.5)

@@ -25,10 +25,11 @@ log = logging.getLogger(__name__)
 
 
 class WorkerSession:
-    def __init__(self, client: CoordinatorClient, kind: WorkerKind, name: str) -> None:
+    def __init__(self, client: CoordinatorClient, kind: WorkerKind, name: str, restarts: int = 0) -> None:
         self.client = client
         self.kind: WorkerKind = kind
         self.name = name
+        self.restarts = restarts
         self.worker_id = ""
         self.run_name = ""
         self.generation = 0
@@ -56,9 +57,8 @@ class WorkerSession:
         return not self.stop_event.is_set() and self.directive.run_state == "running" and self.fatal is None
 
     def register(self) -> RegisterResponse:
-        reply = self.client.call(
-            "POST", "/v1/workers", RegisterResponse, RegisterRequest(kind=self.kind, name=self.name)
-        )
+        request = RegisterRequest(kind=self.kind, name=self.name, restarts=self.restarts)
+        reply = self.client.call("POST", "/v1/workers", RegisterResponse, request)
         with self._lock:
             self.worker_id, self.run_name = reply.worker_id, reply.run_name
             self.heartbeat_seconds = reply.heartbeat_seconds

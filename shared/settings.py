@@ -19,6 +19,7 @@ class WorkerSettings(BaseSettings):
     tokens_file: Path | None = Field(None, description="JSON tokens file; used when `token` is not set")
     data_dir: Path = Field(Path("data"), description="the shared data directory (the compose volume)")
     worker_name: str = Field(default_factory=lambda: socket.gethostname()[:100] or "worker")
+    restarts: int = Field(0, ge=0, description="set by a supervisor: how often it restarted this worker")
     torch_threads: int = Field(1, ge=1, description="torch intra-op threads; 1 avoids oversubscription")
     http_timeout_seconds: float = Field(10.0, gt=0, description="timeout of one HTTP request")
     max_unavailable_seconds: float = Field(

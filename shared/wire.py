@@ -50,6 +50,7 @@ class Directive(Wire):
 class RegisterRequest(Wire):
     kind: WorkerKind
     name: Annotated[str, Field(pattern=ID_PATTERN, description="human-readable name, e.g. the host name")]
+    restarts: Count = Field(0, description="how often a supervisor restarted this worker's process")
 
 
 class RegisterResponse(Wire):
@@ -191,6 +192,7 @@ class WorkerStatus(Wire):
     name: str
     task_id: str | None
     last_seen_seconds_ago: float
+    restarts: int = Field(description="how often a supervisor restarted this worker's process")
 
 
 class TaskStatus(Wire):
@@ -220,6 +222,7 @@ class Status(Wire):
     run_name: str
     run_state: RunState
     run_message: str
+    coordinator_resumes: int = Field(description="how often the coordinator restarted and resumed this run")
     wall_seconds: float
     env_steps: int
     env_steps_per_second: float = Field(description="over the last few seconds")

@@ -27,7 +27,7 @@ def run_worker(settings: WorkerSettings, kind: WorkerKind,
     client = CoordinatorClient(settings.coordinator_url, settings.resolve_token(kind),
                                timeout=settings.http_timeout_seconds,
                                max_unavailable_seconds=settings.max_unavailable_seconds)
-    session = WorkerSession(client, kind, settings.worker_name)
+    session = WorkerSession(client, kind, settings.worker_name, settings.restarts)
     try:
         session.register()
         session.start_heartbeats()

@@ -22,7 +22,7 @@ _WORKER_LINKS = {
 def register(body: RegisterRequest, run: RunDep, scope: AnyWorkerScope) -> RegisterResponse:
     if scope not in ("admin", body.kind):
         raise Forbidden(f"a {scope!r} token cannot register a {body.kind}")
-    return run.register(body.kind, body.name)
+    return run.register(body.kind, body.name, body.restarts)
 
 
 @router.post("/{worker_id}/heartbeat", response_model=HeartbeatResponse, summary="Renew the lease",

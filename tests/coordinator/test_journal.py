@@ -107,3 +107,18 @@ def test_env_errors_are_counted_and_survive_a_restart(tmp_path: Path, run_config
     assert run.status().env_errors == 2
     run.journal.close()
     assert _reopen(db, run_config, store, clock).status().env_errors == 2
+
+
+def test_restarts_are_reported_in_status_and_survive_a_restart(tmp_path: Path, run_config: RunConfig,
+                                                               store: LocalStore) -> None:
+    clock = FakeClock()
+    db = tmp_path / "coordinator.sqlite"
+    run = _reopen(db, run_config, store, clock)
+    restarted = run.register("learner", "learner", restarts=2).worker_id
+    assert run.status().coordinator_resumes == 0
+    run.journal.close()
+    after = _reopen(db, run_config, store, clock)
+    assert after.status().coordinator_resumes == 1
+    assert [w.restarts for w in after.status().workers if w.worker_id == restarted] == [2]
+    after.journal.close()
+    assert _reopen(db, run_config, store, clock).status().coordinator_resumes == 2

@@ -7,6 +7,7 @@ iterations, before any policy exists, and the coordinator as soon as the restart
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -104,6 +105,9 @@ def test_run_survives_kill_9_of_collector_learner_and_coordinator(tmp_path: Path
 
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert "resumed from iteration" in (run_dir / "logs" / "learner.log").read_text()
+    summary = json.loads((run_dir / "summary.json").read_text())  # the final /v1/status
+    assert summary["coordinator_resumes"] == 1
+    assert {w["kind"] for w in summary["workers"] if w["restarts"] >= 1} == {"collector", "learner"}
     db = sqlite3.connect(run_dir / "coordinator.sqlite")
     rows = db.execute("SELECT chunk_id, transitions FROM chunks").fetchall()
     env_steps = int(db.execute("SELECT value FROM meta WHERE key='env_steps'").fetchone()[0])
