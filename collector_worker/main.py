@@ -38,12 +38,7 @@ def run_collector(settings: WorkerSettings) -> int:
 
 def _claim_and_collect(session: WorkerSession, layout: RunLayout) -> None:
     store = LocalStore(layout.store_root)
-    while session.running:
-        task = session.claim()
-        if task is None:
-            return
-        if not isinstance(task, CollectorTask):
-            raise RuntimeError(f"collector was given a {task.kind} task")
+    for task in session.tasks(CollectorTask):
         _collect(session, store, task)
 
 

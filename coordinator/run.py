@@ -115,7 +115,8 @@ class Run:
             for kind in ("learner", "evaluator"):
                 task = self.tasks.create(kind)  # type: ignore[arg-type]
                 self.journal.save_task(task.task_id, task.kind, task.index, task.claims)
-            self.journal.save_meta(self._meta())
+            # The config never changes during a run: journalled once here, not with every mutation.
+            self.journal.save_meta({"config": self.config.model_dump(mode="json"), **self._meta()})
         else:
             self._restore(snapshot)
 
@@ -123,7 +124,7 @@ class Run:
     def _meta(self) -> dict[str, Any]:
         now = self.clock()
         return {
-            "config": self.config.model_dump(mode="json"), "state": self.state, "message": self.message,
+            "state": self.state, "message": self.message,
             "elapsed": now - self.started,
             "ended_elapsed": None if self.ended is None else self.ended - self.started,
             "env_steps": self.env_steps, "episodes": self.episodes, "duplicate_chunks": self.duplicate_chunks,

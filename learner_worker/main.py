@@ -34,12 +34,7 @@ def run_learner(settings: WorkerSettings) -> int:
 
 
 def _claim_and_train(session: WorkerSession, layout: RunLayout) -> None:
-    while session.running:
-        task = session.claim()
-        if task is None:
-            return
-        if not isinstance(task, LearnerTask):
-            raise RuntimeError(f"learner was given a {task.kind} task")
+    for task in session.tasks(LearnerTask):
         Trainer(session, layout, task).train()
 
 

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from typing import TypeVar
 
 from shared.client import CoordinatorClient, CoordinatorRejected, CoordinatorUnavailable, Stopped
 from shared.wire import (
     ClaimResponse,
+    CollectorTask,
     Directive,
+    EvaluatorTask,
     HeartbeatResponse,
+    LearnerTask,
     RegisterRequest,
     RegisterResponse,
     Task,
@@ -22,6 +27,7 @@ from shared.wire import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T", CollectorTask, LearnerTask, EvaluatorTask)
 
 
 class WorkerSession:
@@ -108,6 +114,16 @@ class WorkerSession:
                 return reply.task
             self.stop_event.wait(max(0.2, self.heartbeat_seconds / 2))
         return None
+
+    def tasks(self, kind: type[T]) -> Iterator[T]:
+        """Each task this worker claims while the run is running (a new one after losing its lease)."""
+        while self.running:
+            task = self.claim()
+            if task is None:
+                return
+            if not isinstance(task, kind):
+                raise RuntimeError(f"a {self.kind} was given a {task.kind} task")
+            yield task
 
     def close(self) -> None:
         self.stop_event.set()
