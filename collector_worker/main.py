@@ -19,6 +19,7 @@ from shared.wire import CollectorTask, PolicyRef
 from shared.worker import run_worker
 
 log = logging.getLogger("rlfleet.collector")
+SYNC_WAIT_SECONDS = 2.0
 
 
 def _maybe_load(rollout: Rollout, store: LocalStore, current: int, ref: PolicyRef | None) -> int:
@@ -30,6 +31,18 @@ def _maybe_load(rollout: Rollout, store: LocalStore, current: int, ref: PolicyRe
         log.warning("could not load policy v%d: %s", ref.version, exc)
         return current
     return ref.version
+
+
+def _newer_policy(session: WorkerSession, version: int) -> bool:
+    """force_sync: after a chunk made with policy `version`, wait (bounded, heartbeating) for a newer one.
+
+    Version 0 (no policy yet) also waits: the learner publishes its initial policy first, so all data of a
+    round comes from one policy."""
+    policy = session.directive.policy
+    if policy is not None and policy.version > version:
+        return True
+    session.heartbeat(newer_than=version, wait=SYNC_WAIT_SECONDS)
+    return False
 
 
 def run_collector(settings: WorkerSettings) -> int:
@@ -44,8 +57,9 @@ def _claim_and_collect(session: WorkerSession, layout: RunLayout) -> None:
 
 def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> None:
     generation = session.generation
-    rollout = Rollout(task.env.id, task.collector.num_envs, task.hidden, task.seed)
+    rollout = Rollout(task.env.id, task.collector.num_envs, task.net, task.seed, sample=task.algo == "ppo")
     uploader = Uploader(session, store)
+    sync = task.sampling.force_sync
     version = _maybe_load(rollout, store, 0, task.policy)
     log.info("task %s: %d x %s, chunks of %d steps", task.task_id, task.collector.num_envs, task.env.id,
              task.collector.chunk_steps)
@@ -56,10 +70,14 @@ def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> 
                 session.stop_event.wait(directive.pause_seconds)
                 session.heartbeat()
                 continue
+            if sync and not _newer_policy(session, version):
+                continue
             version = _maybe_load(rollout, store, version, directive.policy)
-            epsilon = task.collector.epsilon.value(directive.env_steps_total)
-            chunk = rollout.collect(task.collector.chunk_steps, epsilon)
+            epsilon = task.collector.epsilon.value(directive.env_steps_total) if task.algo == "dqn" else 0.0
+            chunk = rollout.collect(task.collector.chunk_steps, epsilon, task.sampling.n_episode)
             uploader.submit(Pending(chunk, task.task_id, version))
+            if sync:
+                uploader.flush()  # acknowledged before we look for the policy trained on it
     finally:
         uploader.close()
         rollout.close()

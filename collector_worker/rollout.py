@@ -4,6 +4,11 @@ terminated and truncated are kept apart: a truncated (time-limit) episode still 
 observation, a terminated one does not. With SAME_STEP autoreset the final observation of a finished
 episode is taken from info['final_obs'], so `next_obs` is always the true successor of `obs`. A step on which
 the env raised is kept with `valid=False` (the learner never trains on it) and its episode is not reported.
+
+Two ways to act: epsilon-greedy on Q-values (DQN) or sampling from logits (PPO), which also records the
+behaviour log-probability the PPO learner needs for its importance ratio. Every chunk also carries where its
+episodes end and which env columns start a fresh episode, so the coordinator can serve sequences and whole
+episodes without opening the payload.
 """
 
 from __future__ import annotations
@@ -13,14 +18,26 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from shared.config import NetConfig
 from shared.envs import ENV_ERROR, make_vector_env, space_dims
-from shared.nets import greedy_actions, q_network
+from shared.nets import greedy_actions, policy_network, sampled_actions
 
 
 @dataclass
 class Chunk:
     arrays: dict[str, np.ndarray]
     episodes: list[tuple[float, int]] = field(default_factory=list)
+    fresh_columns: list[int] = field(default_factory=list)  # envs whose first step here begins an episode
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.arrays["rewards"].shape[1])
+
+    @property
+    def ends(self) -> list[int]:
+        """Flat indices (t * num_envs + env) of steps after which the env's episode does not continue."""
+        a = self.arrays
+        return np.flatnonzero(a["terminated"] | a["truncated"] | ~a["valid"]).tolist()
 
     @property
     def env_steps(self) -> int:
@@ -32,13 +49,15 @@ class Chunk:
 
 
 class Rollout:
-    def __init__(self, env_id: str, num_envs: int, hidden: tuple[int, ...], seed: int) -> None:
+    def __init__(self, env_id: str, num_envs: int, net: NetConfig, seed: int, sample: bool = False) -> None:
         self.env = make_vector_env(env_id, num_envs, reset_on_error=True)
         self.num_envs = num_envs
         self.obs_dim, self.n_actions = space_dims(self.env)
         torch.manual_seed(seed)
-        self.net = q_network(self.obs_dim, self.n_actions, hidden)
+        self.net = policy_network(self.obs_dim, self.n_actions, net)
+        self.sample = sample
         self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator().manual_seed(seed)
         self.obs, _ = self.env.reset(seed=seed)
         self.ep_return = np.zeros(num_envs)
         self.ep_length = np.zeros(num_envs, dtype=np.int64)
@@ -46,15 +65,21 @@ class Rollout:
     def load_state(self, state: dict[str, torch.Tensor]) -> None:
         self.net.load_state_dict(state)
 
-    def act(self, obs: np.ndarray, epsilon: float) -> np.ndarray:
-        actions = greedy_actions(self.net, obs).numpy()
+    def act(self, obs: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray | None]:
+        """(actions, behaviour log-probs or None when acting epsilon-greedily)."""
+        if self.sample:
+            sampled, logp = sampled_actions(self.net, obs, self.generator)
+            return sampled.numpy(), logp.numpy()
+        actions: np.ndarray = greedy_actions(self.net, obs).numpy()
         explore = self.rng.random(self.num_envs) < epsilon
         if explore.any():
             actions[explore] = self.rng.integers(0, self.n_actions, size=int(explore.sum()))
-        return actions
+        return actions, None
 
-    def collect(self, steps: int, epsilon: float) -> Chunk:
+    def collect(self, steps: int, epsilon: float, episodes_target: int | None = None) -> Chunk:
+        """Step `steps` times (n_sample), or until `episodes_target` episodes finished, at most `steps` (n_episode)."""
         n, d = self.num_envs, self.obs_dim
+        fresh = np.flatnonzero(self.ep_length == 0).tolist()
         obs = np.empty((steps, n, d), np.float32)
         next_obs = np.empty((steps, n, d), np.float32)
         actions = np.empty((steps, n), np.int64)
@@ -62,10 +87,15 @@ class Rollout:
         terminated = np.empty((steps, n), bool)
         truncated = np.empty((steps, n), bool)
         valid = np.ones((steps, n), bool)
+        logp = np.zeros((steps, n), np.float32)
         episodes: list[tuple[float, int]] = []
-        for t in range(steps):
+        finished = 0
+        t = 0
+        while t < steps and (episodes_target is None or finished < episodes_target):
             obs[t] = self.obs
-            actions[t] = self.act(self.obs, epsilon)
+            actions[t], step_logp = self.act(self.obs, epsilon)
+            if step_logp is not None:
+                logp[t] = step_logp
             self.obs, rew, term, trunc, info = self.env.step(actions[t])
             rewards[t], terminated[t], truncated[t] = rew, term, trunc
             next_obs[t] = self.obs
@@ -79,11 +109,17 @@ class Rollout:
                     next_obs[t, i] = info["final_obs"][i]
                     if not failed[i]:  # a broken episode's return means nothing: drop it
                         episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
+                finished += int(done.sum())
                 self.ep_return[done] = 0.0
                 self.ep_length[done] = 0
+            t += 1
         arrays: dict[str, np.ndarray] = {"obs": obs, "actions": actions, "rewards": rewards, "terminated": terminated,
                                          "truncated": truncated, "next_obs": next_obs, "valid": valid}
-        return Chunk(arrays, episodes)
+        if self.sample:
+            arrays["logp"] = logp
+        if t < steps:
+            arrays = {k: v[:t] for k, v in arrays.items()}
+        return Chunk(arrays, episodes, fresh)
 
     def close(self) -> None:
         self.env.close()

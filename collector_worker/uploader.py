@@ -51,6 +51,14 @@ class Uploader:
                 continue
         raise Stopped("the uploader has stopped (see the log for why)")
 
+    def flush(self) -> None:
+        """Wait until every submitted chunk was uploaded and answered (force_sync collects in lockstep)."""
+        while self._thread.is_alive():
+            with self.queue.all_tasks_done:
+                if self.queue.unfinished_tasks == 0:
+                    return
+                self.queue.all_tasks_done.wait(0.5)
+
     def close(self, timeout: float = 30.0) -> None:
         """Flush what is queued (so collected work is not dropped on a clean stop), then end the thread.
 
@@ -75,6 +83,8 @@ class Uploader:
                 self.session.fatal = exc
                 self.session.stop_event.set()
                 return
+            finally:
+                self.queue.task_done()
 
     def _upload(self, item: Pending) -> None:
         chunk_id = uuid.uuid4().hex
@@ -84,7 +94,8 @@ class Uploader:
         sha = self.store.put(path, data)
         report = ChunkReport(
             chunk_id=chunk_id, worker_id=self.session.worker_id, task_id=item.task_id, payload_path=path,
-            sha256=sha, size_bytes=len(data), env_steps=item.chunk.env_steps,
+            sha256=sha, size_bytes=len(data), env_steps=item.chunk.env_steps, num_envs=item.chunk.num_envs,
+            ends=item.chunk.ends, fresh_columns=item.chunk.fresh_columns,
             episodes=[EpisodeStat(ret=r, length=n) for r, n in item.chunk.episodes],
             policy_version=item.policy_version, env_errors=item.chunk.env_errors,
         )

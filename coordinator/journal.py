@@ -6,7 +6,9 @@ killed process (kill -9) without losing committed transactions; synchronous=FULL
 also survives power loss at the cost of an fsync per acknowledged chunk.
 
 Tables: `meta` (counters, run state, limiter, learner progress, config), `chunks` (every acknowledged id,
-with whether and in what order it is still in the buffer), `policies`, `evaluations`, `tasks`, `workers`.
+with its ring position, initial priority and whether it is still in the buffer), `replay_log` (priority
+updates and counted draws since the last buffer snapshot, binary arrays in order; compacted into one
+snapshot row now and then), `policies`, `evaluations`, `tasks`, `workers`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coordinator.buffer import Entry
+import numpy as np
+
+from coordinator.replay.buffer import Entry
 
 Statement = tuple[str, tuple[Any, ...]]
 SCHEMA = """
@@ -26,7 +30,10 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS chunks (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk_id TEXT UNIQUE NOT NULL, sha256 TEXT NOT NULL,
     payload_path TEXT NOT NULL, transitions INTEGER NOT NULL, policy_version INTEGER NOT NULL,
-    in_buffer INTEGER NOT NULL);
+    num_envs INTEGER NOT NULL, ends TEXT NOT NULL, fresh TEXT NOT NULL, base_id INTEGER NOT NULL,
+    initial_leaf REAL NOT NULL, in_buffer INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS replay_log (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,
+    ids BLOB NOT NULL, vals BLOB, uses BLOB, head INTEGER);
 CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);
 CREATE TABLE IF NOT EXISTS policies (version INTEGER PRIMARY KEY, path TEXT NOT NULL, sha256 TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS evaluations (seq INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL);
@@ -43,11 +50,24 @@ class Snapshot:
 
     meta: dict[str, Any]
     chunk_hashes: dict[str, str]
-    buffer: list[Entry]
+    buffer: list[tuple[Entry, int, float]]  # (entry, base row id, initial sum-tree leaf) in insertion order
     policies: list[tuple[int, str, str]]
     evaluations: list[str]
     tasks: list[tuple[str, str, int, int]]
     workers: list[tuple[str, str, str, str | None, int]] = field(default_factory=list)
+    replay_log: list[ReplayRecord] = field(default_factory=list)
+
+
+@dataclass
+class ReplayRecord:
+    """One buffer event since the last snapshot: 'priority' (ids, priorities), 'use' (drawn ids) or 'snapshot'
+    (ids, sum-tree leaves, uses of every live item when the next row id was `head`)."""
+
+    kind: str
+    ids: np.ndarray
+    values: np.ndarray | None = None
+    uses: np.ndarray | None = None
+    head: int | None = None
 
 
 class Journal:
@@ -88,13 +108,35 @@ class Journal:
     def save_meta(self, meta: dict[str, Any]) -> None:
         self._tx(self._meta(meta))
 
-    def save_chunk(self, entry: Entry, evicted: list[Entry], meta: dict[str, Any]) -> None:
+    @staticmethod
+    def _gone(entries: list[Entry]) -> list[Statement]:
+        return [("UPDATE chunks SET in_buffer=0 WHERE chunk_id=?", (e.chunk_id,)) for e in entries]
+
+    def save_chunk(self, entry: Entry, base_id: int, initial_leaf: float, gone: list[Entry],
+                   meta: dict[str, Any]) -> None:
+        """An acknowledged chunk; `gone` may include the chunk itself (nothing in it could be served)."""
         stmts: list[Statement] = [(
-            "INSERT INTO chunks (chunk_id, sha256, payload_path, transitions, policy_version, in_buffer) "
-            "VALUES (?, ?, ?, ?, ?, 1)",
-            (entry.chunk_id, entry.sha256, entry.payload_path, entry.transitions, entry.policy_version))]
-        stmts += [("UPDATE chunks SET in_buffer=0 WHERE chunk_id=?", (e.chunk_id,)) for e in evicted]
-        self._tx(stmts + self._meta(meta))
+            "INSERT INTO chunks (chunk_id, sha256, payload_path, transitions, policy_version, num_envs, ends, "
+            "fresh, base_id, initial_leaf, in_buffer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            (entry.chunk_id, entry.sha256, entry.payload_path, entry.transitions, entry.policy_version,
+             entry.num_envs, json.dumps(entry.ends), json.dumps(entry.fresh_columns), base_id, initial_leaf))]
+        self._tx(stmts + self._gone(gone) + self._meta(meta))
+
+    def drop_chunks(self, gone: list[Entry], meta: dict[str, Any]) -> None:
+        self._tx(self._gone(gone) + self._meta(meta))
+
+    def save_replay(self, record: ReplayRecord, gone: list[Entry], meta: dict[str, Any]) -> None:
+        """Append a buffer event; a snapshot replaces every earlier event."""
+        stmts: list[Statement] = [("DELETE FROM replay_log", ())] if record.kind == "snapshot" else []
+        stmts.append(("INSERT INTO replay_log (kind, ids, vals, uses, head) VALUES (?, ?, ?, ?, ?)", (
+            record.kind, record.ids.astype("<i8").tobytes(),
+            None if record.values is None else record.values.astype("<f8").tobytes(),
+            None if record.uses is None else record.uses.astype("<i4").tobytes(), record.head)))
+        self._tx(stmts + self._gone(gone) + self._meta(meta))
+
+    def replay_log_length(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM replay_log").fetchone()[0])
 
     def save_policy(self, version: int, path: str, sha256: str, dropped: list[int], meta: dict[str, Any]) -> None:
         stmts: list[Statement] = [
@@ -124,12 +166,20 @@ class Journal:
             meta = {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
             if not meta:
                 return None
-            rows = self._db.execute("SELECT chunk_id, sha256, payload_path, transitions, policy_version, in_buffer "
-                                    "FROM chunks ORDER BY seq").fetchall()
+            rows = self._db.execute(
+                "SELECT chunk_id, sha256, payload_path, transitions, policy_version, num_envs, ends, fresh, "
+                "base_id, initial_leaf, in_buffer FROM chunks ORDER BY seq").fetchall()
+            log = [ReplayRecord(kind, np.frombuffer(ids, "<i8").astype(np.int64),
+                                None if vals is None else np.frombuffer(vals, "<f8").astype(np.float64),
+                                None if uses is None else np.frombuffer(uses, "<i4").astype(np.int32), head)
+                   for kind, ids, vals, uses, head in self._db.execute(
+                       "SELECT kind, ids, vals, uses, head FROM replay_log ORDER BY seq")]
             return Snapshot(
                 meta=meta,
                 chunk_hashes={r[0]: r[1] for r in rows},
-                buffer=[Entry(r[0], r[2], r[1], r[3], r[4]) for r in rows if r[5]],
+                buffer=[(Entry(r[0], r[2], r[1], r[3], r[4], r[5], tuple(json.loads(r[6])), tuple(json.loads(r[7]))),
+                         r[8], r[9]) for r in rows if r[10]],
+                replay_log=log,
                 policies=self._db.execute("SELECT version, path, sha256 FROM policies ORDER BY version").fetchall(),
                 evaluations=[r[0] for r in self._db.execute("SELECT body FROM evaluations ORDER BY seq")],
                 tasks=self._db.execute("SELECT task_id, kind, idx, claims FROM tasks").fetchall(),

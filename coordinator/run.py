@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.buffer import Entry, ReplayBuffer
 from coordinator.errors import Conflict, Forbidden, Invalid, NotEnoughData, NotFound, UnknownWorker
-from coordinator.journal import Journal, Snapshot
+from coordinator.journal import Journal, ReplayRecord, Snapshot
+from coordinator.lag import LagStats
 from coordinator.ratelimit import RateLimiter
 from coordinator.registry import Registry, Worker
+from coordinator.replay.buffer import Entry, ReplayBuffer, Sampled
 from coordinator.tasks import TaskQueue, TaskRecord
 from shared.config import RunConfig
 from shared.store import LocalStore, StorePathError
@@ -42,6 +43,8 @@ from shared.wire import (
     LearnReport,
     PolicyPublish,
     PolicyRef,
+    PriorityAck,
+    PriorityUpdate,
     RegisterResponse,
     RunState,
     SampledChunk,
@@ -57,6 +60,7 @@ from shared.wire import (
 log = logging.getLogger(__name__)
 PAUSE_SECONDS = 0.05
 BUFFER_ID = "replay-0"
+SNAPSHOT_EVERY = 256  # replay-log records between buffer snapshots in the journal
 
 
 class Run:
@@ -92,7 +96,9 @@ class Run:
         self.message = "training"
         self.registry = Registry(lease_seconds)
         self.tasks = TaskQueue()
-        self.buffer = ReplayBuffer(BUFFER_ID, config.replay.capacity_transitions)
+        self.buffer = ReplayBuffer(BUFFER_ID, config.replay, config.sampling)
+        self.queue = config.replay.sampler in ("fifo", "lifo")
+        self.lag = LagStats()
         self.limiter = RateLimiter(
             config.replay.min_transitions, config.replay.samples_per_insert, config.replay.tolerance_transitions
         )
@@ -132,9 +138,14 @@ class Run:
             "recent_returns": list(self.recent_returns), "iteration": self.iteration,
             "transitions_trained": self.transitions_trained, "losses": self.losses,
             "inserted": self.limiter.inserted, "sampled": self.limiter.sampled,
-            "evicted_chunks": self.buffer.evicted_chunks, "worker_counter": self.registry.counter,
-            "resumes": self.resumes,
+            "worker_counter": self.registry.counter, "resumes": self.resumes, **self._buffer_meta(),
         }
+
+    def _buffer_meta(self) -> dict[str, Any]:
+        b = self.buffer
+        return {"head": b.head, "max_priority": b.max_priority, "evicted_chunks": b.evicted_chunks,
+                "removed_max_use": b.removed_max_use, "removed_stale": b.removed_stale,
+                "unservable": b.unservable, "lag": self.lag.state()}
 
     def _restore(self, snap: Snapshot) -> None:
         meta, now = snap.meta, self.clock()
@@ -150,9 +161,7 @@ class Run:
         self.losses = dict(meta["losses"])
         self.limiter.inserted, self.limiter.sampled = int(meta["inserted"]), int(meta["sampled"])
         self.chunk_hashes = dict(snap.chunk_hashes)
-        for entry in snap.buffer:
-            self.buffer.add(entry)
-        self.buffer.evicted_chunks = int(meta["evicted_chunks"])
+        self._restore_buffer(snap)
         self.policies.extend(PolicyRef(version=v, path=path, sha256=sha) for v, path, sha in snap.policies)
         self.evaluations = [EvaluationResult.model_validate_json(body) for body in snap.evaluations]
         self.best = max(self.evaluations, key=lambda e: e.mean, default=None)
@@ -169,13 +178,49 @@ class Run:
                  self.env_steps, len(self.buffer), self.latest_policy.version if self.latest_policy else 0,
                  self.state)
 
+    def _restore_buffer(self, snap: Snapshot) -> None:
+        """Re-insert the kept chunks at their ring positions with their initial priorities, free rows that
+        chunks no longer kept had overwritten, then replay the buffer log (snapshot, priorities, draws)."""
+        meta, buffer = snap.meta, self.buffer
+        for entry, base_id, leaf in snap.buffer:
+            buffer.head = base_id
+            buffer.add(entry, initial_leaf=leaf)
+        buffer.head = int(meta["head"])
+        gone = buffer.expire_below(buffer.head - buffer.capacity)
+        buffer.max_priority = float(meta["max_priority"])
+        for record in snap.replay_log:
+            if record.kind == "snapshot":
+                assert record.values is not None and record.uses is not None and record.head is not None
+                gone += buffer.apply_priority_state(record.ids, record.values, record.uses, record.head)
+            elif record.kind == "priority":
+                assert record.values is not None
+                buffer.update_priorities(record.ids, record.values)
+            else:
+                gone += buffer.apply_uses(record.ids)
+        for name in ("evicted_chunks", "removed_max_use", "removed_stale", "unservable"):
+            setattr(buffer, name, int(meta[name]))
+        buffer.max_priority = float(meta["max_priority"])
+        self.lag.restore(meta["lag"])
+        if gone:  # only possible if the journal was cut between a draw and its removal: make it consistent
+            self.journal.drop_chunks(gone, {})
+
     # ----- helpers (lock held) -------------------------------------------------------------------------
     @property
     def latest_policy(self) -> PolicyRef | None:
         return self.policies[-1] if self.policies else None
 
+    @property
+    def _latest_version(self) -> int:
+        return self.policies[-1].version if self.policies else 0
+
+    def _collectors_ahead(self) -> bool:
+        """A queue (on-policy) pauses collectors on backlog; a replay buffer on the samples-per-insert ratio."""
+        if self.queue:
+            return self.buffer.item_steps >= self.config.replay.tolerance_transitions
+        return self.limiter.collectors_ahead()
+
     def _directive(self, kind: WorkerKind | None) -> Directive:
-        pause = PAUSE_SECONDS if kind == "collector" and self.limiter.collectors_ahead() else 0.0
+        pause = PAUSE_SECONDS if kind == "collector" and self._collectors_ahead() else 0.0
         return Directive(
             run_state=self.state, policy=self.latest_policy, pause_seconds=pause, env_steps_total=self.env_steps
         )
@@ -202,14 +247,15 @@ class Run:
         seed = cfg.seed + 10_000 * (task.index + 1) + 100 * task.claims
         if task.kind == "collector":
             return CollectorTask(
-                task_id=task.task_id, env=cfg.env, collector=cfg.collector, hidden=cfg.dqn.hidden,
-                seed=seed, policy=self.latest_policy,
+                task_id=task.task_id, algo=cfg.algo, env=cfg.env, collector=cfg.collector, sampling=cfg.sampling,
+                net=cfg.net, seed=seed, policy=self.latest_policy,
             )
         if task.kind == "learner":
-            return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, env=cfg.env, dqn=cfg.dqn, replay=cfg.replay,
-                               collector=cfg.collector, seed=seed)
+            return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env, dqn=cfg.dqn,
+                               ppo=cfg.ppo, replay=cfg.replay, sampling=cfg.sampling, collector=cfg.collector,
+                               seed=seed)
         return EvaluatorTask(
-            task_id=task.task_id, env=cfg.env, evaluation=cfg.evaluation, hidden=cfg.dqn.hidden, seed=seed
+            task_id=task.task_id, env=cfg.env, evaluation=cfg.evaluation, net=cfg.net, seed=seed
         )
 
     # ----- workers --------------------------------------------------------------------------------------
@@ -226,9 +272,18 @@ class Run:
                 directive=self._directive(kind),
             )
 
-    def heartbeat(self, worker_id: str, scope: str = "admin") -> HeartbeatResponse:
+    def heartbeat(self, worker_id: str, scope: str = "admin", newer_than: int | None = None,
+                  wait: float = 0.0) -> HeartbeatResponse:
+        """Renew the lease. With `newer_than`, hold the reply (at most `wait` seconds) until a newer policy
+        is published: a force_sync collector learns of it within a round trip, without polling."""
+        deadline = self.clock() + wait
         with self._lock:
             worker = self._worker(worker_id, scope=scope)
+            while newer_than is not None and self._latest_version <= newer_than and self.state == "running":
+                remaining = deadline - self.clock()
+                if remaining <= 0:
+                    break
+                self._data.wait(remaining)
             return HeartbeatResponse(lease_seconds=self.registry.lease_seconds, directive=self._directive(worker.kind))
 
     def claim(self, worker_id: str, scope: str = "admin") -> ClaimResponse:
@@ -273,6 +328,7 @@ class Run:
         expected = f"chunks/{report.task_id}/{report.chunk_id}.msgpack"
         if report.payload_path != expected:
             raise Invalid(f"payload_path must be {expected!r} for this task and chunk id")
+        _check_layout(report, self.config.replay.capacity_transitions)
         try:
             size = self.store.size(report.payload_path)
         except StorePathError as exc:
@@ -297,48 +353,136 @@ class Run:
             self.env_errors += report.env_errors
             self.recent_returns.extend(ep.ret for ep in report.episodes)
             entry = Entry(report.chunk_id, report.payload_path, report.sha256, report.env_steps,
-                          report.policy_version)
-            evicted = self.buffer.add(entry)
+                          report.policy_version, report.num_envs, tuple(report.ends), tuple(report.fresh_columns))
+            latest = self._latest_version
+            self.lag.ingested(latest - report.policy_version)
+            chunk, evicted = self.buffer.add(entry)
+            evicted += self.buffer.remove_stale(latest, self.config.max_staleness)
             self.limiter.inserted += report.env_steps
             if self.env_steps >= self.config.budget.max_env_steps:
                 self._end("budget_exhausted", f"env-step budget of {self.config.budget.max_env_steps} used up")
-            self.journal.save_chunk(entry, evicted, self._meta())
+            self.journal.save_chunk(entry, chunk.base_id, chunk.initial_leaf, evicted, self._meta())
             self._data.notify_all()
             ack = ChunkAck(chunk_id=report.chunk_id, duplicate=False, directive=self._directive("collector"))
-        for entry in evicted:
-            self.store.delete(entry.payload_path)
+        for gone in evicted:
+            self.store.delete(gone.payload_path)
         return ack
 
-    def sample(self, request: SampleRequest) -> SampleResponse:
+    def _sample_size(self, request: SampleRequest) -> tuple[int, int | None, int]:
+        """(items to draw, step cap, steps the draw needs) for a request. Fixed-length units must fit the
+        configured batch bounds; episodes and chunks are whole, as many as fit under max_batch_size steps."""
+        sampling = self.config.sampling
         count = request.batch_size * request.num_batches
-        deadline = self.clock() + self.sample_wait_seconds
+        item_len = {"transition": 1, "sequence": sampling.sequence_length}.get(sampling.unit)
+        if item_len is None:
+            return count, sampling.max_batch_size, sampling.min_batch_size
+        steps = count * item_len
+        if not sampling.min_batch_size <= steps <= sampling.max_batch_size:
+            raise Invalid(f"a sample of {count} {sampling.unit}s ({steps} transitions) is outside the configured "
+                          f"batch bounds [{sampling.min_batch_size}, {sampling.max_batch_size}] transitions")
+        return count, None, steps
+
+    def _servable(self, steps: int) -> bool:
+        """(lock held) Whether `steps` can be served now: queues need that many fresh steps, replay needs the
+        rate limiter's permission."""
+        if self.queue:
+            return self.buffer.item_steps >= steps
+        return self.buffer.items > 0 and self.limiter.can_sample(steps)
+
+    def sample(self, request: SampleRequest) -> SampleResponse:
+        count, step_cap, needed = self._sample_size(request)
+        sampling = self.config.sampling
+        deadline = self.clock() + min(sampling.max_wait_seconds, self.sample_wait_seconds)
+        # A queue waits for a full batch (all collectors' chunks of this round), settling for min_batch_size
+        # only when the wait runs out; replay serves as soon as the rate limiter allows.
+        hoped = step_cap if self.queue and step_cap is not None else needed
         with self._lock:
             worker = self._worker(request.worker_id, "learner")
             if worker.task_id is None:
                 raise Conflict(f"worker {request.worker_id!r} holds no learner task; claim one first")
-            while not self.limiter.can_sample(count) and self.state == "running":
+            gone = self.buffer.remove_stale(self._latest_version, self.config.max_staleness)
+            while self.state == "running" and not self._servable(hoped):
                 remaining = deadline - self.clock()
                 if remaining <= 0:
-                    raise NotEnoughData(
-                        f"buffer has {self.limiter.inserted} inserted transitions (needs "
-                        f"{self.config.replay.min_transitions}) and {self.limiter.sampled} sampled; the learner "
-                        f"is ahead of samples_per_insert={self.limiter.spi}. Retry shortly."
-                    )
+                    break
                 self._data.wait(remaining)
-            if self.buffer.transitions == 0:
-                raise NotEnoughData("the buffer is empty")
-            entries, index, offsets = self.buffer.sample(self.rng, count)
-            self.limiter.sampled += count
-            self.journal.save_meta({"sampled": self.limiter.sampled})
-            return SampleResponse(
-                chunks=[SampledChunk(chunk_id=e.chunk_id, payload_path=e.payload_path, sha256=e.sha256,
-                                     policy_version=e.policy_version) for e in entries],
-                chunk_index=index.tolist(),
-                offsets=offsets.tolist(),
-                batch_size=request.batch_size,
-                buffer_transitions=self.buffer.transitions,
-                directive=self._directive("learner"),
-            )
+                gone += self.buffer.remove_stale(self._latest_version, self.config.max_staleness)
+            latest = self._latest_version
+            if not self._servable(needed):
+                if gone:
+                    self.journal.drop_chunks(gone, self._buffer_meta())
+                    self._delete_later(gone)
+                raise NotEnoughData(self._not_enough_message())
+            drawn = self.buffer.sample(self.rng, count, self._beta(), step_cap)
+            self.limiter.sampled += int(drawn.lengths.sum())
+            versions = np.array([c.entry.policy_version for c in drawn.chunks], np.int64)
+            self.lag.sampled(latest - versions[drawn.chunk_index])
+            gone += drawn.gone
+            self._journal_draw(drawn, gone)
+            response = self._sample_response(drawn, request.batch_size)
+        self._delete_later(gone)
+        return response
+
+    def _beta(self) -> float:
+        replay = self.config.replay
+        return replay.beta_start + (1 - replay.beta_start) * min(1.0, self.limiter.sampled / replay.beta_horizon)
+
+    def _not_enough_message(self) -> str:
+        replay, sampling = self.config.replay, self.config.sampling
+        if self.queue:
+            return (f"the queue holds {self.buffer.item_steps} fresh transitions, fewer than "
+                    f"sampling.min_batch_size={sampling.min_batch_size} after "
+                    f"{sampling.max_wait_seconds:g}s. Retry shortly.")
+        return (f"buffer has {self.limiter.inserted} inserted transitions (needs {replay.min_transitions}), "
+                f"{self.buffer.items} {sampling.unit}s to serve and {self.limiter.sampled} sampled; the learner is "
+                f"ahead of samples_per_insert={self.limiter.spi}. Retry shortly.")
+
+    def _journal_draw(self, drawn: Sampled, gone: list[Entry]) -> None:
+        meta = {"sampled": self.limiter.sampled, **self._buffer_meta()}
+        if self.config.replay.max_use is not None and len(drawn.ids):
+            self.journal.save_replay(ReplayRecord("use", drawn.ids), gone, meta)
+        else:
+            self.journal.drop_chunks(gone, meta)
+
+    def _sample_response(self, drawn: Sampled, batch_size: int) -> SampleResponse:
+        return SampleResponse(
+            unit=self.config.sampling.unit,
+            chunks=[SampledChunk(chunk_id=c.entry.chunk_id, payload_path=c.entry.payload_path, sha256=c.entry.sha256,
+                                 policy_version=c.entry.policy_version, num_envs=c.entry.num_envs)
+                    for c in drawn.chunks],
+            chunk_index=drawn.chunk_index.tolist(),
+            offsets=drawn.offsets.tolist(),
+            lengths=drawn.lengths.tolist(),
+            ids=drawn.ids.tolist(),
+            weights=drawn.weights.tolist(),
+            batch_size=batch_size,
+            buffer_transitions=self.buffer.transitions,
+            directive=self._directive("learner"),
+        )
+
+    def _delete_later(self, gone: list[Entry]) -> None:
+        """(lock released) Payload files of chunks that left the buffer."""
+        for entry in gone:
+            self.store.delete(entry.payload_path)
+
+    def update_priorities(self, update: PriorityUpdate) -> PriorityAck:
+        if len(update.ids) != len(update.priorities):
+            raise Invalid(f"{len(update.ids)} ids but {len(update.priorities)} priorities; they must pair up")
+        if self.config.replay.sampler != "prioritized":
+            raise Conflict(f"buffer {BUFFER_ID!r} uses the {self.config.replay.sampler} sampler; priorities apply "
+                           f"only to replay.sampler=prioritized")
+        ids = np.asarray(update.ids, np.int64)
+        priorities = np.asarray(update.priorities, np.float64)
+        with self._lock:
+            self._worker(update.worker_id, "learner")
+            unknown = ids >= self.buffer.head
+            if unknown.any():
+                raise Invalid(f"{int(unknown.sum())} ids were never issued by this buffer (e.g. "
+                              f"{int(ids[unknown][0])}; the next id is {self.buffer.head})")
+            updated = self.buffer.update_priorities(ids, priorities)
+            self.journal.save_replay(ReplayRecord("priority", ids, priorities), [],
+                                     {"max_priority": self.buffer.max_priority})
+            return PriorityAck(updated=updated, ignored=len(ids) - updated, directive=self._directive("learner"))
 
     def learn_report(self, report: LearnReport) -> Ack:
         with self._lock:
@@ -374,9 +518,14 @@ class Run:
                 stale.append(self.policies.popleft())
             self.journal.save_policy(policy.version, policy.path, policy.sha256, [p.version for p in stale],
                                      {"iteration": self.iteration})
+            outdated = self.buffer.remove_stale(policy.version, self.config.max_staleness)
+            if outdated:
+                self.journal.drop_chunks(outdated, self._buffer_meta())
+            self._data.notify_all()
             ack = Ack(directive=self._directive("learner"))
         for old in stale:
             self.store.delete(old.path)
+        self._delete_later(outdated)
         return ack
 
     def evaluate(self, report: EvaluationReport) -> EvaluationResult:
@@ -422,6 +571,10 @@ class Run:
                 self._end("budget_exhausted", f"wall-clock budget of {self.config.budget.max_wall_seconds:g}s used up")
             self._rate.append((now, self.env_steps))
             self.journal.save_meta({"elapsed": now - self.started})
+            if self.journal.replay_log_length() > SNAPSHOT_EVERY:
+                ids, leaves, uses = self.buffer.priority_state()
+                self.journal.save_replay(ReplayRecord("snapshot", ids, leaves, uses, self.buffer.head), [],
+                                         self._buffer_meta())
 
     def collect_garbage(self, grace_seconds: float) -> int:
         """Delete payload files no buffer entry references, once older than the grace period (a collector
@@ -455,6 +608,7 @@ class Run:
                 env_errors=self.env_errors,
                 recent_return_mean=float(np.mean(returns)) if returns else None,
                 policy_version=self.latest_policy.version if self.latest_policy else 0,
+                policy_lag=self.lag.status(),
                 learner=LearnerStatus(
                     iteration=self.iteration, transitions_trained=self.transitions_trained,
                     losses={k: v for k, v in self.losses.items() if math.isfinite(v)},
@@ -471,14 +625,32 @@ class Run:
                     TaskStatus(task_id=t.task_id, kind=t.kind, state=t.state, worker_id=t.worker_id, claims=t.claims)
                     for t in self.tasks.tasks.values()
                 ],
-                buffers=[
-                    BufferStatus(buffer_id=self.buffer.buffer_id, chunks=len(self.buffer),
-                                 transitions=self.buffer.transitions,
-                                 capacity_transitions=self.buffer.capacity,
-                                 evicted_chunks=self.buffer.evicted_chunks)
-                ],
+                buffers=[self._buffer_status()],
             )
+
+    def _buffer_status(self) -> BufferStatus:
+        b = self.buffer
+        return BufferStatus(
+            buffer_id=b.buffer_id, sampler=self.config.replay.sampler, unit=self.config.sampling.unit,
+            chunks=len(b), transitions=b.transitions, items=b.items, capacity_transitions=b.capacity,
+            evicted_chunks=b.evicted_chunks, removed_max_use=b.removed_max_use, removed_stale=b.removed_stale,
+            max_priority=b.max_priority, beta=self._beta() if b.prioritized else 1.0,
+        )
 
     def evaluation_history(self) -> list[EvaluationResult]:
         with self._lock:
             return list(self.evaluations)
+
+
+def _check_layout(report: ChunkReport, capacity: int) -> None:
+    """The chunk's shape metadata must describe its rows, or items derived from it would point elsewhere."""
+    rows, envs = report.env_steps, report.num_envs
+    if rows % envs:
+        raise Invalid(f"env_steps ({rows}) must be a multiple of num_envs ({envs}): rows are steps x envs")
+    if rows > capacity:
+        raise Invalid(f"a chunk of {rows} transitions exceeds the buffer capacity of {capacity}")
+    ends = report.ends
+    if ends and (ends[-1] >= rows or any(b <= a for a, b in zip(ends, ends[1:], strict=False))):
+        raise Invalid(f"ends must be strictly ascending row indices below env_steps ({rows})")
+    if any(col >= envs for col in report.fresh_columns) or len(set(report.fresh_columns)) != len(report.fresh_columns):
+        raise Invalid(f"fresh_columns must be distinct env columns below num_envs ({envs})")

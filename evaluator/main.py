@@ -13,7 +13,7 @@ import logging
 from evaluator.episodes import evaluate
 from shared.envs import make_vector_env, space_dims
 from shared.layout import RunLayout
-from shared.nets import q_network
+from shared.nets import policy_network
 from shared.policy_io import load_policy
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
@@ -35,7 +35,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
         return  # the run ended before a task was free
     store = LocalStore(layout.store_root)
     probe = make_vector_env(task.env.id, 1)
-    net = q_network(*space_dims(probe), task.hidden)
+    net = policy_network(*space_dims(probe), task.net)
     probe.close()
     best = float("-inf")
     evaluated = 0

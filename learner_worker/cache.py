@@ -42,15 +42,18 @@ class ChunkCache:
         self.missing = 0
         self.corrupt = 0
 
-    def _prepare(self, ref: SampledChunk) -> Prepared | None:
+    def read(self, ref: SampledChunk) -> dict[str, np.ndarray] | None:
+        """A chunk's arrays, verified (sha256, shapes); None when it is gone or unreadable (counted)."""
         try:
             arrays, _ = decode_chunk(self.store.get(ref.payload_path, ref.sha256))
-            rewards, term, trunc = arrays["rewards"], arrays["terminated"], arrays["truncated"]
-            valid = arrays.get("valid", np.ones(rewards.shape, bool))
-            obs, next_obs, actions = arrays["obs"], arrays["next_obs"], arrays["actions"]
-            if (obs.ndim != 3 or rewards.shape != obs.shape[:2] or next_obs.shape != obs.shape
-                    or valid.shape != rewards.shape):
-                raise PayloadError(f"inconsistent shapes {obs.shape} / {rewards.shape} / {next_obs.shape}")
+            rewards = arrays["rewards"]
+            arrays.setdefault("valid", np.ones(rewards.shape, bool))
+            obs = arrays["obs"]
+            if obs.ndim != 3 or rewards.shape != obs.shape[:2] or rewards.shape[1] != ref.num_envs or any(
+                    arrays[k].shape != rewards.shape for k in ("actions", "terminated", "truncated", "valid")
+            ) or arrays["next_obs"].shape != obs.shape or ("logp" in arrays and arrays["logp"].shape != rewards.shape):
+                raise PayloadError(f"inconsistent shapes: obs {obs.shape}, rewards {rewards.shape}, "
+                                   f"{ref.num_envs} envs reported")
         except FileNotFoundError:
             self.missing += 1  # evicted between the sample and the load: skip its references
             return None
@@ -58,13 +61,21 @@ class ChunkCache:
             self.corrupt += 1
             log.warning("skipping chunk %s: %s", ref.chunk_id, exc)
             return None
+        self.loaded += 1
+        return arrays
+
+    def _prepare(self, ref: SampledChunk) -> Prepared | None:
+        arrays = self.read(ref)
+        if arrays is None:
+            return None
+        rewards, term, trunc, valid = arrays["rewards"], arrays["terminated"], arrays["truncated"], arrays["valid"]
+        obs, next_obs, actions = arrays["obs"], arrays["next_obs"], arrays["actions"]
         # A window must stop before a step on which the env raised: cut it there, bootstrapping from next_obs
         # of the step before (== obs of the failed step, a real state); the failed step itself is never used.
         cut = trunc.copy()
         cut[:-1] |= ~valid[1:]
         returns, boot_obs, discount = nstep_targets(rewards, term, cut, next_obs, self.gamma, self.n_step)
         d = obs.shape[2]
-        self.loaded += 1
         return Prepared(obs.reshape(-1, d), actions.reshape(-1), returns.reshape(-1),
                         boot_obs.reshape(-1, d), discount.reshape(-1), valid.reshape(-1))
 
@@ -85,16 +96,19 @@ class ChunkCache:
         prepared = [self.get(ref) for ref in sample.chunks]
         index = np.asarray(sample.chunk_index, np.int64)
         offsets = np.asarray(sample.offsets, np.int64)
+        ids = np.asarray(sample.ids, np.int64)
+        weights = np.asarray(sample.weights, np.float32)
         ok = np.array([p is not None for p in prepared], bool)
         keep = ok[index] if len(prepared) else np.zeros(0, bool)
         for c in np.unique(index[keep]):  # per distinct chunk, not per row: this is the learner's hot path
             rows = keep & (index == c)
             keep[rows] = prepared[c].valid[offsets[rows]]  # type: ignore[union-attr]
         if not keep.all():
-            index, offsets = index[keep], offsets[keep]
+            index, offsets, ids, weights = index[keep], offsets[keep], ids[keep], weights[keep]
         out: dict[str, np.ndarray] = {}
         order = np.argsort(index, kind="stable")
         index, offsets = index[order], offsets[order]
+        out["ids"], out["weights"] = ids[order], weights[order]
         bounds = np.flatnonzero(np.diff(index)) + 1
         for name in FIELDS:
             parts = [getattr(prepared[idx[0]], name)[off] for idx, off in

@@ -2,6 +2,8 @@
 
 The batch already carries the n-step return and the bootstrap discount (gamma**k, or 0 after a
 termination), so the update reads: target = R + discount * Q_target(s', argmax_a Q_online(s', a)).
+With prioritized replay each row's Huber loss is scaled by its importance weight, and the absolute TD
+errors of the batch are kept (`td_abs`) to be sent back as the rows' new priorities.
 """
 
 from __future__ import annotations
@@ -11,19 +13,20 @@ import torch
 import torch.nn.functional as F
 
 from shared.config import DQNConfig
-from shared.nets import q_network
+from shared.nets import policy_network
 
 
 class DQN:
     def __init__(self, obs_dim: int, n_actions: int, cfg: DQNConfig, seed: int) -> None:
         torch.manual_seed(seed)
         self.cfg = cfg
-        self.online = q_network(obs_dim, n_actions, cfg.hidden)
-        self.target = q_network(obs_dim, n_actions, cfg.hidden)
+        self.online = policy_network(obs_dim, n_actions, cfg.net)
+        self.target = policy_network(obs_dim, n_actions, cfg.net)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
         self.updates = 0
+        self.td_abs = np.zeros(0, np.float32)
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         obs = torch.from_numpy(batch["obs"])
@@ -40,7 +43,10 @@ class DQN:
             else:
                 next_q = next_target.max(dim=1).values
             target = returns + discount * next_q
-        loss = F.smooth_l1_loss(q, target)
+        per_row = F.smooth_l1_loss(q, target, reduction="none")
+        weights = batch.get("weights")
+        loss = (torch.from_numpy(weights) * per_row).mean() if weights is not None else per_row.mean()
+        self.td_abs = (q.detach() - target).abs().numpy()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)

@@ -1,9 +1,11 @@
 """The learner process: claim the learner task, resume from the newest checkpoint, then train.
 
-Loop: batch from the prefetch queue -> DQN update -> every `publish_every` iterations a new immutable
-policy file and version -> every `report_every` a learn-info report -> checkpoints periodically and on stop.
-Policy versions keep increasing across restarts: a resumed learner continues from the larger of its
-checkpoint's version and the coordinator's latest.
+DQN loop: batch from the prefetch queue -> update -> (prioritized replay: TD errors back as priorities,
+sent by the prefetch thread) -> every `publish_every` iterations a new immutable policy file and version.
+PPO loop (on-policy): take the fresh chunks from the queue -> update -> publish at once, since collectors
+acting with an old policy is exactly the lag being bounded. Both report learn info and checkpoint
+periodically and on stop. Policy versions keep increasing across restarts: a resumed learner continues
+from the larger of its checkpoint's version and the coordinator's latest.
 """
 
 from __future__ import annotations
@@ -11,10 +13,16 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+import torch
 
 from learner_worker.cache import ChunkCache
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from learner_worker.dqn import DQN
+from learner_worker.ppo import PPO
 from learner_worker.prefetch import Prefetcher
 from shared.client import CoordinatorRejected
 from shared.envs import make_vector_env, space_dims
@@ -23,10 +31,17 @@ from shared.policy_io import save_policy
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
 from shared.store import LocalStore
-from shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish
+from shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish, SampleRequest, SampleResponse
 from shared.worker import run_worker
 
 log = logging.getLogger("rlfleet.learner")
+MAX_CHUNKS_PER_TAKE = 256  # PPO: an upper bound on chunks per sample; max_batch_size is the real limit
+
+
+class Algorithm(Protocol):
+    def policy_state(self) -> dict[str, torch.Tensor]: ...
+    def state(self) -> dict: ...
+    def load(self, state: dict) -> None: ...
 
 
 def run_learner(settings: WorkerSettings) -> int:
@@ -35,7 +50,8 @@ def run_learner(settings: WorkerSettings) -> int:
 
 def _claim_and_train(session: WorkerSession, layout: RunLayout) -> None:
     for task in session.tasks(LearnerTask):
-        Trainer(session, layout, task).train()
+        trainer = PPOTrainer(session, layout, task) if task.algo == "ppo" else DQNTrainer(session, layout, task)
+        trainer.train()
 
 
 def cache_chunks(task: LearnerTask) -> int:
@@ -46,18 +62,25 @@ def cache_chunks(task: LearnerTask) -> int:
 
 
 class Trainer:
+    """What both algorithms share: resume, publish, report, checkpoint, and the loop's stop conditions."""
+
+    algo: Algorithm
+
     def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
-        self.session, self.layout, self.task, self.cfg = session, layout, task, task.dqn
+        self.session, self.layout, self.task = session, layout, task
         self.store = LocalStore(layout.store_root)
         probe = make_vector_env(task.env.id, 1)
-        obs_dim, n_actions = space_dims(probe)
+        self.obs_dim, self.n_actions = space_dims(probe)
         probe.close()
-        self.algo = DQN(obs_dim, n_actions, self.cfg, task.seed)
         self.iteration = 0
         self.transitions = 0
         latest = session.directive.policy
         self.version = latest.version if latest else 0
-        ckpt = load_latest_checkpoint(layout.checkpoints)
+        self.cache = ChunkCache(self.store, task.dqn.gamma, task.dqn.n_step, max_chunks=cache_chunks(task),
+                                seed=task.seed)
+
+    def resume(self) -> None:
+        ckpt = load_latest_checkpoint(self.layout.checkpoints)
         if ckpt is not None:
             self.algo.load(ckpt.algo)
             self.iteration, self.transitions = ckpt.iteration, ckpt.transitions_trained
@@ -65,38 +88,27 @@ class Trainer:
             log.info("resumed from iteration %d, policy v%d", self.iteration, self.version)
 
     def train(self) -> None:
-        cache = ChunkCache(self.store, self.cfg.gamma, self.cfg.n_step, max_chunks=cache_chunks(self.task),
-                           seed=self.task.seed)
-        prefetch = Prefetcher(self.session, cache, self.task.buffer_id, self.cfg.batch_size,
-                              self.cfg.batches_per_request)
         generation = self.session.generation
-        losses: dict[str, float] = {}
-        started = time.monotonic()
+        started, first = time.monotonic(), self.iteration
         try:
-            while self.session.running and self.session.generation == generation:
-                batch = prefetch.get(timeout=0.5)
-                if batch is None:
-                    continue
-                losses = self.algo.update(batch)
-                self.iteration += 1
-                self.transitions += len(batch["actions"])
-                if self.iteration % self.cfg.publish_every == 0:
-                    self.publish()
-                if self.iteration % self.cfg.report_every == 0:
-                    self.report(losses)
-                if self.iteration % self.cfg.checkpoint_every == 0:
-                    self.checkpoint()
+            self.loop(lambda: self.session.running and self.session.generation == generation)
         except CoordinatorRejected as exc:
             if exc.status != 404:
                 raise
             log.warning("lease lost (%s); registering again", exc)
             self.session.register()
         finally:
-            prefetch.stop()
+            self.stop()
             self.checkpoint()
-            rate = self.iteration / max(1e-9, time.monotonic() - started)
-            log.info("learner stopped at iteration %d (%.0f it/s this session; %d payloads loaded, %d missing)",
-                     self.iteration, rate, cache.loaded, cache.missing)
+            rate = (self.iteration - first) / max(1e-9, time.monotonic() - started)
+            log.info("learner stopped at iteration %d (%.1f it/s this session; %d payloads loaded, %d missing)",
+                     self.iteration, rate, self.cache.loaded, self.cache.missing)
+
+    def loop(self, running: Callable[[], bool]) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Release background resources (the DQN prefetcher)."""
 
     def publish(self) -> None:
         self.version += 1
@@ -108,7 +120,7 @@ class Trainer:
     def report(self, losses: dict[str, float]) -> None:
         ack = self.session.client.call("POST", "/v1/learn-info", Ack, LearnReport(
             worker_id=self.session.worker_id, iteration=self.iteration,
-            losses={k: v for k, v in losses.items() if v == v and abs(v) != float("inf")},
+            losses={k: v for k, v in losses.items() if math.isfinite(v)},
             transitions_trained=self.transitions))
         self.session.update(ack.directive)
 
@@ -117,3 +129,77 @@ class Trainer:
                         Checkpoint(self.iteration, self.version, self.transitions, self.algo.state(),
                                    env_steps=self.session.directive.env_steps_total))
 
+
+class DQNTrainer(Trainer):
+    def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
+        super().__init__(session, layout, task)
+        self.cfg = task.dqn
+        self.algo = self.dqn = DQN(self.obs_dim, self.n_actions, self.cfg, task.seed)
+        self.resume()
+        self.prioritized = task.replay.sampler == "prioritized"
+        self.prefetch = Prefetcher(session, self.cache, task.buffer_id, self.cfg.batch_size,
+                                   self.cfg.batches_per_request)
+
+    def loop(self, running: Callable[[], bool]) -> None:
+        losses: dict[str, float] = {}
+        while running():
+            batch = self.prefetch.get(timeout=0.5)
+            if batch is None:
+                continue
+            losses = self.dqn.update(batch)
+            if self.prioritized:
+                self.prefetch.send_priorities(batch["ids"], self.dqn.td_abs)
+            self.iteration += 1
+            self.transitions += len(batch["actions"])
+            if self.iteration % self.cfg.publish_every == 0:
+                self.publish()
+            if self.iteration % self.cfg.report_every == 0:
+                self.report(losses)
+            if self.iteration % self.cfg.checkpoint_every == 0:
+                self.checkpoint()
+
+    def stop(self) -> None:
+        self.prefetch.stop()
+
+
+class PPOTrainer(Trainer):
+    def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
+        super().__init__(session, layout, task)
+        self.cfg = task.ppo
+        self.algo = self.ppo = PPO(self.obs_dim, self.n_actions, self.cfg, task.seed)
+        self.resume()
+        self.path = f"/v1/buffers/{task.buffer_id}/sample"
+        self.waits = 0
+
+    def take(self) -> list[dict[str, np.ndarray]]:
+        """The queue's fresh chunks (the coordinator waits up to max_wait_seconds for a full batch)."""
+        request = SampleRequest(worker_id=self.session.worker_id, batch_size=MAX_CHUNKS_PER_TAKE, num_batches=1)
+        try:
+            reply = self.session.client.call("POST", self.path, SampleResponse, request)
+        except CoordinatorRejected as exc:
+            if exc.error != "not_enough_data":
+                raise
+            self.waits += 1
+            return []
+        self.session.update(reply.directive)
+        return [arrays for arrays in map(self.cache.read, reply.chunks) if arrays is not None]
+
+    def loop(self, running: Callable[[], bool]) -> None:
+        if self.version == 0:
+            self.publish()  # collectors then all act with the learner's own initial policy
+        while running():
+            chunks = self.take()
+            if not chunks:
+                continue
+            try:
+                losses = self.ppo.update(chunks)
+            except ValueError as exc:  # e.g. every row invalid (env errors): nothing to learn from
+                log.warning("skipping batch: %s", exc)
+                continue
+            self.iteration += 1
+            self.transitions += sum(int(c["rewards"].size) for c in chunks)
+            self.publish()
+            if self.iteration % self.cfg.report_every == 0:
+                self.report(losses)
+            if self.iteration % self.cfg.checkpoint_every == 0:
+                self.checkpoint()

@@ -1,7 +1,9 @@
 """A thread that keeps a queue of ready batches: sampling calls and payload loads overlap with training.
 
 The training loop never waits on an HTTP round trip per gradient step: one sample call fetches
-`batches_per_request` batches, and the next call is already under way while those are trained on.
+`batches_per_request` batches, and the next call is already under way while those are trained on. New
+priorities (prioritized replay) travel the same way: queued by the training loop, sent by this thread in
+one request just before the next sample call.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from learner_worker.cache import ChunkCache
 from shared.client import CoordinatorRejected, CoordinatorUnavailable, Stopped
 from shared.session import WorkerSession
-from shared.wire import SampleRequest, SampleResponse
+from shared.wire import PriorityAck, PriorityUpdate, SampleRequest, SampleResponse
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,10 @@ class Prefetcher:
         self.session = session
         self.cache = cache
         self.path = f"/v1/buffers/{buffer_id}/sample"
+        self.priority_path = f"/v1/buffers/{buffer_id}/priorities"
+        self._priorities: list[tuple[np.ndarray, np.ndarray]] = []
+        self._priorities_lock = threading.Lock()
+        self.priorities_ignored = 0
         self.batch_size = batch_size
         self.per_request = batches_per_request
         self.queue: queue.Queue[dict[str, np.ndarray]] = queue.Queue(maxsize=depth * batches_per_request)
@@ -43,6 +49,22 @@ class Prefetcher:
         except queue.Empty:
             return None
 
+    def send_priorities(self, ids: np.ndarray, priorities: np.ndarray) -> None:
+        with self._priorities_lock:
+            self._priorities.append((ids, priorities))
+
+    def _flush_priorities(self) -> None:
+        with self._priorities_lock:
+            pending, self._priorities = self._priorities, []
+        if not pending:
+            return
+        ids = np.concatenate([i for i, _ in pending])
+        values = np.concatenate([p for _, p in pending]).astype(np.float64)
+        ack = self.session.client.call("POST", self.priority_path, PriorityAck, PriorityUpdate(
+            worker_id=self.session.worker_id, ids=ids.tolist(), priorities=values.tolist()))
+        self.priorities_ignored += ack.ignored
+        self.session.update(ack.directive)
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
@@ -52,6 +74,7 @@ class Prefetcher:
             request = SampleRequest(worker_id=self.session.worker_id, batch_size=self.batch_size,
                                     num_batches=self.per_request)
             try:
+                self._flush_priorities()
                 reply = self.session.client.call("POST", self.path, SampleResponse, request)
             except CoordinatorRejected as exc:
                 if exc.error == "not_enough_data":

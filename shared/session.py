@@ -77,9 +77,13 @@ class WorkerSession:
         self._thread = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         self._thread.start()
 
-    def heartbeat(self) -> None:
+    def heartbeat(self, newer_than: int | None = None, wait: float = 0.0) -> None:
+        """Renew the lease; with `newer_than`, the coordinator replies once a newer policy exists (or `wait`)."""
+        path = f"/v1/workers/{self.worker_id}/heartbeat"
+        if newer_than is not None:
+            path += f"?newer_than={newer_than}&wait={wait:g}"
         try:
-            reply = self.client.call("POST", f"/v1/workers/{self.worker_id}/heartbeat", HeartbeatResponse)
+            reply = self.client.call("POST", path, HeartbeatResponse)
             self.update(reply.directive)
         except CoordinatorRejected as exc:
             if exc.status != 404:

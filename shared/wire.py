@@ -10,7 +10,19 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.config import CollectorConfig, DQNConfig, EnvConfig, EvalConfig, ReplayConfig, RunConfig
+from shared.config import (
+    Algo,
+    CollectorConfig,
+    DQNConfig,
+    EnvConfig,
+    EvalConfig,
+    NetConfig,
+    PPOConfig,
+    ReplayConfig,
+    RunConfig,
+    SamplingConfig,
+    SamplingUnit,
+)
 from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
 
 Id = Annotated[str, Field(pattern=ID_PATTERN, description="client-generated identifier")]
@@ -20,6 +32,8 @@ Count = Annotated[int, Field(ge=0, le=2**53)]
 # Returns are bounded so means and std-devs over them stay finite (1e308 + 1e308 would be inf).
 Return = Annotated[float, Field(ge=-1e12, le=1e12, description="undiscounted episode return")]
 WorkerKind = Literal["collector", "learner", "evaluator"]
+FlatIndex = Annotated[int, Field(ge=0, le=2**31 - 1)]
+EntryId = Annotated[int, Field(ge=0, le=2**62, description="unique id of a buffer item (never reused)")]
 RunState = Literal["running", "solved", "budget_exhausted", "stopped", "failed"]
 
 
@@ -69,9 +83,11 @@ class HeartbeatResponse(Wire):
 class CollectorTask(Wire):
     kind: Literal["collector"] = "collector"
     task_id: Id
+    algo: Algo
     env: EnvConfig
     collector: CollectorConfig
-    hidden: tuple[int, ...]
+    sampling: SamplingConfig
+    net: NetConfig
     seed: int
     policy: PolicyRef | None
 
@@ -80,9 +96,12 @@ class LearnerTask(Wire):
     kind: Literal["learner"] = "learner"
     task_id: Id
     buffer_id: Id
+    algo: Algo
     env: EnvConfig
     dqn: DQNConfig
+    ppo: PPOConfig
     replay: ReplayConfig
+    sampling: SamplingConfig
     collector: CollectorConfig
     seed: int
 
@@ -92,7 +111,7 @@ class EvaluatorTask(Wire):
     task_id: Id
     env: EnvConfig
     evaluation: EvalConfig
-    hidden: tuple[int, ...]
+    net: NetConfig
     seed: int
 
 
@@ -117,6 +136,11 @@ class ChunkReport(Wire):
     sha256: Sha256
     size_bytes: Annotated[int, Field(ge=1)]
     env_steps: Annotated[int, Field(ge=1, le=1_000_000)]
+    num_envs: Annotated[int, Field(ge=1, le=4096, description="env columns; step t of env i is row t*num_envs+i")] = 1
+    ends: Annotated[list[FlatIndex], Field(max_length=1_000_000, description=(
+        "rows after which that env's episode does not continue (terminated, truncated or env error), ascending"))] = []
+    fresh_columns: Annotated[list[Annotated[int, Field(ge=0, le=4095)]], Field(max_length=4096, description=(
+        "env columns whose first row in this chunk begins an episode"))] = []
     episodes: Annotated[list[EpisodeStat], Field(max_length=100_000)] = []
     policy_version: Count
     env_errors: Count = Field(0, description="steps on which an environment raised (excluded from training)")
@@ -139,16 +163,35 @@ class SampledChunk(Wire):
     payload_path: PayloadPath
     sha256: Sha256
     policy_version: Count
+    num_envs: Annotated[int, Field(ge=1)]
 
 
 class SampleResponse(Wire):
-    """Transition references, columnar: batch b, row i is (chunks[chunk_index[k]], offsets[k]), k = b*B + i."""
+    """Item references, columnar: item k is `lengths[k]` steps of one env column of chunks[chunk_index[k]],
+    starting at flat row offsets[k] (= t * num_envs + env) and advancing num_envs rows per step. For
+    unit=chunk an item is the whole chunk (offset 0, length = its rows). Batch b holds items b*B .. b*B+B-1."""
 
+    unit: SamplingUnit
     chunks: list[SampledChunk]
     chunk_index: list[int]
     offsets: list[int]
+    lengths: list[int]
+    ids: list[int] = Field(description="entry id per item, for priority updates")
+    weights: list[float] = Field(description="importance weight per item (prioritized sampler; else all 1)")
     batch_size: int
     buffer_transitions: Count
+    directive: Directive
+
+
+class PriorityUpdate(Wire):
+    worker_id: Id
+    ids: Annotated[list[EntryId], Field(min_length=1, max_length=1_000_000)]
+    priorities: Annotated[list[Annotated[float, Field(ge=0, le=1e30)]], Field(min_length=1, max_length=1_000_000)]
+
+
+class PriorityAck(Wire):
+    updated: Count
+    ignored: Count = Field(description="ids no longer in the buffer (evicted or removed since sampled)")
     directive: Directive
 
 
@@ -205,17 +248,34 @@ class TaskStatus(Wire):
 
 class BufferStatus(Wire):
     buffer_id: Id
+    sampler: str
+    unit: SamplingUnit
     chunks: int
     transitions: int
+    items: int = Field(description="sampleable items (transitions, sequence starts, episodes or chunks)")
     capacity_transitions: int
-    evicted_chunks: int
+    evicted_chunks: int = Field(description="chunks whose every row was overwritten at capacity (FIFO)")
+    removed_max_use: int = Field(description="items dropped after max_use samples")
+    removed_stale: int = Field(description="chunks dropped for lagging the latest policy by > max_staleness")
+    max_priority: float
+    beta: float
+
+
+class PolicyLagStatus(Wire):
+    """Policy versions between the data and the latest policy: at ingest for every chunk, at sampling per item."""
+
+    ingest_mean: float
+    ingest_max: int
+    sampled_mean: float
+    sampled_max: int
+    ingest_histogram: dict[str, int] = Field(description="chunks per lag; '8+' collects the tail")
 
 
 class LearnerStatus(Wire):
     iteration: int
     transitions_trained: int
     losses: dict[str, float]
-    samples_per_insert: float
+    samples_per_insert: float = Field(description="achieved ratio of sampled to inserted transitions")
 
 
 class Status(Wire):
@@ -232,6 +292,7 @@ class Status(Wire):
     env_errors: int = Field(description="environment exceptions contained by collectors")
     recent_return_mean: float | None = Field(description="mean training return over the last 100 episodes")
     policy_version: int
+    policy_lag: PolicyLagStatus
     learner: LearnerStatus
     latest_evaluation: EvaluationResult | None
     best_evaluation: EvaluationResult | None

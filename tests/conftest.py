@@ -24,7 +24,7 @@ def small_run_config() -> RunConfig:
         "collector": {"num_envs": 2, "chunk_steps": 16},
         "replay": {"capacity_transitions": 2_000, "min_transitions": 64, "samples_per_insert": 8,
                    "tolerance_transitions": 512},
-        "dqn": {"hidden": [32, 32], "batch_size": 32, "batches_per_request": 2, "publish_every": 20,
+        "dqn": {"net": {"hidden": [32, 32]}, "batch_size": 32, "batches_per_request": 2, "publish_every": 20,
                 "report_every": 10, "checkpoint_every": 50},
         "evaluation": {"episodes": 4, "num_envs": 2},
         "budget": {"max_env_steps": 1_000_000, "max_wall_seconds": 600},

@@ -6,7 +6,16 @@ from fastapi import APIRouter
 
 from coordinator.deps import CollectorScope, LearnerScope, RunDep
 from coordinator.errors import NotFound
-from shared.wire import Ack, ChunkAck, ChunkReport, LearnReport, SampleRequest, SampleResponse
+from shared.wire import (
+    Ack,
+    ChunkAck,
+    ChunkReport,
+    LearnReport,
+    PriorityAck,
+    PriorityUpdate,
+    SampleRequest,
+    SampleResponse,
+)
 
 router = APIRouter(prefix="/v1", tags=["data"])
 
@@ -16,12 +25,23 @@ def report_chunk(body: ChunkReport, run: RunDep, _: CollectorScope) -> ChunkAck:
     return run.ingest(body)
 
 
-@router.post("/buffers/{buffer_id}/sample", response_model=SampleResponse,
-             summary="Sample transition references (409 not_enough_data while the rate limiter holds)")
-def sample(buffer_id: str, body: SampleRequest, run: RunDep, _: LearnerScope) -> SampleResponse:
+def _check_buffer(buffer_id: str, run: RunDep) -> None:
     if buffer_id != run.buffer.buffer_id:
         raise NotFound(f"buffer {buffer_id!r} does not exist; use the buffer_id of your learner task")
+
+
+@router.post("/buffers/{buffer_id}/sample", response_model=SampleResponse,
+             summary="Sample item references (409 not_enough_data while the rate limiter holds)")
+def sample(buffer_id: str, body: SampleRequest, run: RunDep, _: LearnerScope) -> SampleResponse:
+    _check_buffer(buffer_id, run)
     return run.sample(body)
+
+
+@router.post("/buffers/{buffer_id}/priorities", response_model=PriorityAck,
+             summary="Set priorities of sampled items by id (ids evicted since are ignored and counted)")
+def priorities(buffer_id: str, body: PriorityUpdate, run: RunDep, _: LearnerScope) -> PriorityAck:
+    _check_buffer(buffer_id, run)
+    return run.update_priorities(body)
 
 
 @router.post("/learn-info", response_model=Ack, summary="Report learner progress and losses")

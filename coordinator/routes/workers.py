@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 
 from coordinator.deps import AnyWorkerScope, RunDep
 from coordinator.errors import Forbidden
@@ -25,10 +27,15 @@ def register(body: RegisterRequest, run: RunDep, scope: AnyWorkerScope) -> Regis
     return run.register(body.kind, body.name, body.restarts)
 
 
-@router.post("/{worker_id}/heartbeat", response_model=HeartbeatResponse, summary="Renew the lease",
+@router.post("/{worker_id}/heartbeat", response_model=HeartbeatResponse,
+             summary="Renew the lease; optionally wait (long poll) for a policy newer than a version",
              operation_id="heartbeat")
-def heartbeat(worker_id: str, run: RunDep, scope: AnyWorkerScope) -> HeartbeatResponse:
-    return run.heartbeat(worker_id, scope)
+def heartbeat(
+    worker_id: str, run: RunDep, scope: AnyWorkerScope,
+    newer_than: Annotated[int | None, Query(ge=0, le=2**53, description="reply once a newer policy exists")] = None,
+    wait: Annotated[float, Query(ge=0, le=5, description="longest wait in seconds for `newer_than`")] = 0.0,
+) -> HeartbeatResponse:
+    return run.heartbeat(worker_id, scope, newer_than, wait)
 
 
 @router.post("/{worker_id}/claim", response_model=ClaimResponse, summary="Claim (or re-read) this worker's task",

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from collector_worker.rollout import Chunk, Rollout
+from shared.config import NetConfig
 from shared.nets import greedy_actions
 
 torch.set_num_threads(1)
@@ -17,7 +18,7 @@ CARTPOLE5 = "RlfleetTestRollout/CartPole5-v1"  # time limit of 5 steps: every ep
 if CARTPOLE5 not in gym.registry:
     gym.register(id=CARTPOLE5, entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=5)
 
-HIDDEN = (16,)
+HIDDEN = NetConfig(hidden=(16,))
 
 
 def make(env_id: str = CARTPOLE, num_envs: int = 3, seed: int = 0) -> Rollout:
@@ -178,7 +179,7 @@ def test_epsilon_one_is_uniform():
     try:
         obs = rollout.obs
         greedy = greedy_actions(rollout.net, obs).numpy()
-        actions = np.stack([rollout.act(obs, 1.0) for _ in range(1000)])
+        actions = np.stack([rollout.act(obs, 1.0)[0] for _ in range(1000)])
     finally:
         rollout.close()
     assert actions.shape == (1000, 4) and actions.dtype == np.int64
@@ -193,7 +194,7 @@ def test_epsilon_partial_explores_at_that_rate():
     try:
         obs = rollout.obs
         greedy = greedy_actions(rollout.net, obs).numpy()
-        actions = np.stack([rollout.act(obs, 0.3) for _ in range(2000)])
+        actions = np.stack([rollout.act(obs, 0.3)[0] for _ in range(2000)])
     finally:
         rollout.close()
     # exploring picks uniformly among 2 actions, so a non-greedy action has probability 0.3 / 2
@@ -211,7 +212,7 @@ def test_epsilon_zero_is_greedy():
 def forced_state(rollout: Rollout, action: int) -> dict[str, torch.Tensor]:
     """The rollout's own state dict with the output layer rewired to always prefer `action`."""
     state = {k: v.clone() for k, v in rollout.net.state_dict().items()}
-    last = f"{2 * len(HIDDEN)}"
+    last = f"{2 * len(HIDDEN.hidden)}"
     state[f"{last}.weight"].zero_()
     state[f"{last}.bias"].copy_(torch.tensor([1.0, 0.0]) if action == 0 else torch.tensor([0.0, 1.0]))
     return state

@@ -62,7 +62,7 @@ def test_collector_registers_claims_and_reports_a_chunk_exactly_once(
     task = ClaimResponse.model_validate(resp.json()).task
     assert task is not None and task.kind == "collector" and task.task_id == "collector-0"
     assert task.collector == run_config.collector and task.env == run_config.env
-    assert task.hidden == run_config.dqn.hidden and task.policy is None
+    assert task.net == run_config.net and task.policy is None
     # claiming again re-reads the same task
     again = ClaimResponse.model_validate(post(client, tokens["collector"], f"/v1/workers/{reg.worker_id}/claim").json())
     assert again.task is not None and again.task.task_id == "collector-0"
@@ -77,8 +77,10 @@ def test_collector_registers_claims_and_reports_a_chunk_exactly_once(
     status = get_status(client, tokens["read"])
     assert (status["env_steps"], status["episodes"], status["chunks"], status["duplicate_chunks"]) == (24, 2, 1, 0)
     assert status["recent_return_mean"] == pytest.approx(10.5)
-    assert status["buffers"] == [{"buffer_id": "replay-0", "chunks": 1, "transitions": 24,
-                                  "capacity_transitions": 2000, "evicted_chunks": 0}]
+    assert status["buffers"] == [{"buffer_id": "replay-0", "sampler": "uniform", "unit": "transition", "chunks": 1,
+                                  "transitions": 24, "items": 24, "capacity_transitions": 2000, "evicted_chunks": 0,
+                                  "removed_max_use": 0, "removed_stale": 0, "max_priority": 1.0, "beta": 1.0}]
+    assert status["policy_lag"]["ingest_histogram"] == {"0": 1}
     tasks = {t["task_id"]: t for t in status["tasks"]}
     assert tasks["collector-0"]["state"] == "claimed" and tasks["collector-0"]["worker_id"] == reg.worker_id
 

@@ -152,7 +152,7 @@ def test_collector_tasks_created_on_demand_and_claim_is_idempotent(run: Run, run
     assert (task_a.task_id, task_b.task_id) == ("collector-0", "collector-1")
     assert task_a.collector == run_config.collector
     assert task_a.env == run_config.env
-    assert task_a.hidden == (32, 32)
+    assert task_a.net.hidden == (32, 32)
     assert task_a.policy is None
     assert task_a.seed != task_b.seed
     again = run.claim(a).task
@@ -322,7 +322,7 @@ def test_retry_of_acknowledged_chunk_after_its_eviction_is_a_duplicate(run: Run,
     w, t = collector(run)
     first = chunk(store, w, t, "c0", env_steps=1500)
     run.ingest(first)
-    run.ingest(chunk(store, w, t, "c1", env_steps=1500))  # evicts c0 and deletes its file
+    run.ingest(chunk(store, w, t, "c1", env_steps=2000))  # overwrites every row of c0: evicted, file deleted
     assert store.size(first.payload_path) is None
     before = counters(run)
     ack = run.ingest(first)  # e.g. the collector's retry after a timeout

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from evaluator.episodes import evaluate
-from shared.nets import greedy_actions, q_network
+from shared.config import NetConfig
+from shared.nets import greedy_actions, policy_network
 
 torch.set_num_threads(1)
 
@@ -49,7 +50,7 @@ if SEED_LENGTH_ID not in gym.registry:
 @pytest.fixture
 def net() -> torch.nn.Module:
     torch.manual_seed(0)
-    return q_network(2, 2, (8,))
+    return policy_network(2, 2, NetConfig(hidden=(8,)))
 
 
 @pytest.mark.parametrize(("num_envs", "episodes"), [(1, 3), (2, 6), (3, 6), (3, 12)])
@@ -77,7 +78,7 @@ def test_started_episodes_are_finished(net):
 
 def test_greedy_cartpole_returns_equal_lengths():
     torch.manual_seed(3)
-    net = q_network(4, 2, (16,))
+    net = policy_network(4, 2, NetConfig(hidden=(16,)))
     returns, lengths = evaluate(net, "CartPole-v1", num_envs=2, episodes=4, seed=0)
     assert len(returns) == len(lengths) == 4
     assert returns == [float(n) for n in lengths]
@@ -89,7 +90,7 @@ def test_greedy_cartpole_returns_equal_lengths():
 def test_greedy_cartpole_matches_a_manual_rollout():
     """Each env's first episode equals a single-env greedy rollout with the same seed."""
     torch.manual_seed(4)
-    net = q_network(4, 2, (16,))
+    net = policy_network(4, 2, NetConfig(hidden=(16,)))
     returns, lengths = evaluate(net, "CartPole-v1", num_envs=2, episodes=2, seed=10)
     expected = []
     for i in range(2):

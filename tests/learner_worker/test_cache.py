@@ -14,7 +14,7 @@ from learner_worker.dqn import DQN
 from learner_worker.main import cache_chunks
 from learner_worker.nstep import nstep_targets
 from shared.codec import encode_chunk
-from shared.config import DQNConfig, RunConfig
+from shared.config import DQNConfig, NetConfig, RunConfig
 from shared.layout import chunk_path
 from shared.store import LocalStore
 from shared.wire import Directive, LearnerTask, SampledChunk, SampleResponse
@@ -40,6 +40,12 @@ def chunk_arrays(number: int) -> dict[str, np.ndarray]:
             "terminated": terminated, "truncated": truncated, "next_obs": next_obs}
 
 
+def transition_reply(**fields) -> SampleResponse:
+    """A transition sample reply: every item one row, weight 1, ids in draw order."""
+    k = len(fields["chunk_index"])
+    return SampleResponse(unit="transition", lengths=[1] * k, ids=list(range(k)), weights=[1.0] * k, **fields)
+
+
 class Fixture:
     def __init__(self, root: Path, count: int) -> None:
         self.store = LocalStore(root)
@@ -49,13 +55,13 @@ class Fixture:
             chunk_id = f"chunk{k}"
             path = chunk_path("task1", chunk_id)
             sha = self.store.put(path, encode_chunk(arrays, {"chunk_id": chunk_id}))
-            self.refs.append(SampledChunk(chunk_id=chunk_id, payload_path=path, sha256=sha, policy_version=0))
+            self.refs.append(SampledChunk(chunk_id=chunk_id, payload_path=path, sha256=sha, policy_version=0, num_envs=N))
 
     def sample(self, pairs: list[tuple[int, int]], batch_size: int, chunks: list[int] | None = None) -> SampleResponse:
         """pairs of (chunk number, offset); the reply lists `chunks` (default: all) in that order."""
         chunks = list(self.arrays) if chunks is None else chunks
         position = {k: j for j, k in enumerate(chunks)}
-        return SampleResponse(chunks=[self.refs[k] for k in chunks], chunk_index=[position[k] for k, _ in pairs],
+        return transition_reply(chunks=[self.refs[k] for k in chunks], chunk_index=[position[k] for k, _ in pairs],
                               offsets=[off for _, off in pairs], batch_size=batch_size,
                               buffer_transitions=len(self.arrays) * T * N,
                               directive=Directive(run_state="running"))
@@ -96,8 +102,11 @@ def test_full_batches_with_correct_rows(fx: Fixture):
     assert len(batches) == 3
     seen = []
     for batch in batches:
-        assert set(batch) == {"obs", "actions", "returns", "boot_obs", "discount"}
+        assert set(batch) == {"obs", "actions", "returns", "boot_obs", "discount", "ids", "weights"}
         assert all(len(v) == 8 for v in batch.values())
+        # ids travel with their rows (they are the draw positions here): priorities go back to the right items
+        for row, item in enumerate(batch["ids"]):
+            assert pairs[item] == (int(batch["obs"][row, 0]), int(batch["obs"][row, 1]))
         assert batch["obs"].shape == (8, D) and batch["boot_obs"].shape == (8, D)
         assert batch["obs"].dtype == np.float32 and batch["actions"].dtype == np.int64
         assert batch["returns"].dtype == np.float32 and batch["discount"].dtype == np.float32
@@ -148,14 +157,15 @@ def test_undecodable_file_with_matching_sha_is_dropped(fx: Fixture):
     """A sha that matches garbage (a hostile collector) still cannot get past decoding."""
     bad_path = chunk_path("task1", "bad")
     bad = SampledChunk(chunk_id="bad", payload_path=bad_path, sha256=fx.store.put(bad_path, b"\x93not msgpack"),
-                       policy_version=0)
+                       policy_version=0, num_envs=N)
     arrays = chunk_arrays(9)
     arrays["next_obs"] = arrays["next_obs"][:-1]  # inconsistent shapes
     shape_path = chunk_path("task1", "shape")
     shape = SampledChunk(chunk_id="shape", payload_path=shape_path,
-                         sha256=fx.store.put(shape_path, encode_chunk(arrays)), policy_version=0)
+                         sha256=fx.store.put(shape_path, encode_chunk(arrays)), policy_version=0,
+                         num_envs=N)
     cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
-    reply = SampleResponse(chunks=[bad, fx.refs[0], shape], chunk_index=[0, 1, 2, 1], offsets=[0, 3, 0, 4],
+    reply = transition_reply(chunks=[bad, fx.refs[0], shape], chunk_index=[0, 1, 2, 1], offsets=[0, 3, 0, 4],
                            batch_size=2, buffer_transitions=10, directive=Directive(run_state="running"))
     (batch,) = cache.batches(reply)
     assert cache.corrupt == 2
@@ -201,7 +211,7 @@ def test_cached_chunk_is_read_once(fx: Fixture):
 def test_batches_feed_dqn_update(fx: Fixture):
     cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
     (batch,) = cache.batches(fx.sample(random_pairs(16, seed=4), batch_size=16))
-    dqn = DQN(D, 3, DQNConfig(hidden=(8,)), seed=0)
+    dqn = DQN(D, 3, DQNConfig(net=NetConfig(hidden=(8,))), seed=0)
     info = dqn.update(batch)
     assert np.isfinite(info["td_loss"])
 
@@ -219,8 +229,8 @@ def test_rows_where_the_env_raised_are_never_trained_on(tmp_path: Path) -> None:
     arrays["truncated"][3, 0] = True
     sha = store.put("chunks/t/c.msgpack", encode_chunk(arrays))
     cache = ChunkCache(store, gamma=0.5, n_step=3, max_chunks=4)
-    ref = SampledChunk(chunk_id="c", payload_path="chunks/t/c.msgpack", sha256=sha, policy_version=0)
-    reply = SampleResponse(chunks=[ref], chunk_index=[0] * steps, offsets=list(range(steps)), batch_size=1,
+    ref = SampledChunk(chunk_id="c", payload_path="chunks/t/c.msgpack", sha256=sha, policy_version=0, num_envs=1)
+    reply = transition_reply(chunks=[ref], chunk_index=[0] * steps, offsets=list(range(steps)), batch_size=1,
                            buffer_transitions=steps, directive=Directive(run_state="running"))
     rows = {int(b["obs"][0, 0]): b for b in cache.batches(reply)}
     assert set(rows) == {0, 1, 2, 4, 5}  # the failed step (obs 3) is dropped
@@ -232,6 +242,6 @@ def test_rows_where_the_env_raised_are_never_trained_on(tmp_path: Path) -> None:
 
 def test_learner_cache_is_sized_from_the_replay_capacity() -> None:
     cfg = RunConfig()  # 100k transitions in 2048-transition chunks: ~49 chunks in the buffer
-    task = LearnerTask(task_id="learner-0", buffer_id="replay-0", env=cfg.env, dqn=cfg.dqn, replay=cfg.replay,
-                       collector=cfg.collector, seed=0)
+    task = LearnerTask(task_id="learner-0", buffer_id="replay-0", algo="dqn", env=cfg.env, dqn=cfg.dqn,
+                       ppo=cfg.ppo, replay=cfg.replay, sampling=cfg.sampling, collector=cfg.collector, seed=0)
     assert cache_chunks(task) == 70

@@ -37,7 +37,7 @@ def test_defaults_validate() -> None:
     assert cfg.name == "cartpole-dqn"
     assert cfg.evaluation.episodes % cfg.evaluation.num_envs == 0
     assert cfg.replay.min_transitions <= cfg.replay.capacity_transitions
-    assert cfg.dqn.hidden == (256, 256)
+    assert cfg.dqn.net.hidden == (256, 256)
 
 
 def test_empty_yaml_gives_defaults(tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_repo_config_loads() -> None:
     assert cfg.collector.num_envs == 8
     assert cfg.collector.epsilon == EpsilonSchedule(start=1.0, end=0.04, decay_env_steps=10_000)
     assert cfg.replay.tolerance_transitions == 4096
-    assert cfg.dqn.hidden == (256, 256)
+    assert cfg.dqn.net.hidden == (256, 256)
     assert cfg.budget.max_env_steps == 400_000
     assert cfg.budget.max_wall_seconds == 900
 
@@ -78,7 +78,7 @@ def test_dotted_overrides_applied(tmp_path: Path) -> None:
     path = _write(tmp_path, {"seed": 1, "budget": {"max_env_steps": 5000}})
     cfg = load_run_config(
         path,
-        {"seed": 3, "budget.max_env_steps": 1000, "collector.epsilon.end": 0.1, "dqn.hidden": [8, 4],
+        {"seed": 3, "budget.max_env_steps": 1000, "collector.epsilon.end": 0.1, "dqn.net.hidden": [8, 4],
          "env.solve_threshold": 200},
     )
     assert cfg.seed == 3
@@ -86,7 +86,7 @@ def test_dotted_overrides_applied(tmp_path: Path) -> None:
     assert cfg.budget.max_wall_seconds == 1_800.0  # sibling keeps its default
     assert cfg.collector.epsilon.end == 0.1
     assert cfg.collector.epsilon.start == 1.0
-    assert cfg.dqn.hidden == (8, 4)
+    assert cfg.dqn.net.hidden == (8, 4)
     assert cfg.env.solve_threshold == 200
 
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from shared.nets import q_network
+from shared.config import NetConfig
+from shared.nets import policy_network
 from shared.policy_io import load_policy, save_policy
 from shared.store import IntegrityError, LocalStore, sha256_hex
 from shared.wire import PolicyRef
@@ -23,7 +24,7 @@ def local_store(tmp_path: Path) -> LocalStore:
 
 def make_state(seed: int) -> dict[str, torch.Tensor]:
     torch.manual_seed(seed)
-    return q_network(4, 2, (8, 8)).state_dict()
+    return policy_network(4, 2, NetConfig(hidden=(8, 8))).state_dict()
 
 
 def test_roundtrip(local_store: LocalStore):
@@ -38,10 +39,10 @@ def test_roundtrip(local_store: LocalStore):
     for key, value in state.items():
         assert torch.equal(loaded[key], value)
         assert loaded[key].dtype == value.dtype
-    net = q_network(4, 2, (8, 8))
+    net = policy_network(4, 2, NetConfig(hidden=(8, 8)))
     net.load_state_dict(loaded)
     probe = torch.randn(5, 4, generator=torch.Generator().manual_seed(1))
-    source = q_network(4, 2, (8, 8))
+    source = policy_network(4, 2, NetConfig(hidden=(8, 8)))
     source.load_state_dict(state)
     with torch.no_grad():
         assert torch.equal(net(probe), source(probe))

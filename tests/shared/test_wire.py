@@ -212,11 +212,11 @@ def test_stop_reason_length_limited() -> None:
 def test_claim_response_discriminates_task_kinds() -> None:
     cfg = RunConfig()
     tasks = [
-        CollectorTask(task_id="collector-0", env=cfg.env, collector=cfg.collector, hidden=cfg.dqn.hidden,
-                      seed=1, policy=None),
-        LearnerTask(task_id="learner-0", buffer_id="replay-0", env=cfg.env, dqn=cfg.dqn, replay=cfg.replay,
-                    collector=cfg.collector, seed=2),
-        EvaluatorTask(task_id="evaluator-0", env=cfg.env, evaluation=cfg.evaluation, hidden=cfg.dqn.hidden,
+        CollectorTask(task_id="collector-0", algo="dqn", env=cfg.env, collector=cfg.collector,
+                      sampling=cfg.sampling, net=cfg.net, seed=1, policy=None),
+        LearnerTask(task_id="learner-0", buffer_id="replay-0", algo="ppo", env=cfg.env, dqn=cfg.dqn, ppo=cfg.ppo,
+                    replay=cfg.replay, sampling=cfg.sampling, collector=cfg.collector, seed=2),
+        EvaluatorTask(task_id="evaluator-0", env=cfg.env, evaluation=cfg.evaluation, net=cfg.net,
                       seed=3),
     ]
     for task in tasks:

@@ -1,0 +1,1 @@
+"""The coordinator's replay buffer: chunk metadata, sampling units and the sum-tree sampler."""

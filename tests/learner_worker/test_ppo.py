@@ -1,0 +1,292 @@
+"""PPO update: reported metrics, invalid rows, state round trip, learning a bandit, clipping, CartPole end to end."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+
+from learner_worker.ppo import PPO
+from shared.config import NetConfig, PPOConfig
+from shared.nets import policy_network, sampled_actions
+
+torch.set_num_threads(1)
+
+OBS_DIM, N_ACTIONS = 4, 3
+KEYS = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance", "grad_norm"}
+SMALL = PPOConfig(net=NetConfig(hidden=(16, 16), activation="tanh"), epochs=3, minibatch_size=16)
+
+
+def make_chunk(seed: int, steps: int = 8, envs: int = 4, invalid: float = 0.0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shape = (steps, envs)
+    return {
+        "obs": rng.normal(size=(*shape, OBS_DIM)).astype(np.float32),
+        "next_obs": rng.normal(size=(*shape, OBS_DIM)).astype(np.float32),
+        "actions": rng.integers(0, N_ACTIONS, shape).astype(np.int64),
+        "rewards": rng.normal(size=shape).astype(np.float32),
+        "terminated": rng.random(shape) < 0.1,
+        "truncated": rng.random(shape) < 0.05,
+        "valid": rng.random(shape) >= invalid,
+        "logp": np.log(rng.uniform(0.2, 0.5, shape)).astype(np.float32),
+    }
+
+
+def params_equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def roundtrip(state: dict) -> dict:
+    """The way a learner persists state: torch.save, then torch.load without pickle."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=True)
+
+
+def test_update_returns_finite_metrics():
+    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    info = ppo.update([make_chunk(1), make_chunk(2, steps=5, envs=3)])  # chunks may differ in T and N
+    assert set(info) == KEYS
+    assert all(isinstance(v, float) and np.isfinite(v) for v in info.values()), info
+    assert info["grad_norm"] > 0 and info["value_loss"] > 0
+    assert 0 < info["entropy"] <= np.log(N_ACTIONS) + 1e-6
+    assert 0 <= info["clip_fraction"] <= 1
+    assert ppo.updates == 1
+
+
+def test_empty_batch_raises():
+    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    with pytest.raises(ValueError, match="empty"):
+        ppo.update([])
+    chunk = make_chunk(1)
+    chunk["valid"][:] = False
+    with pytest.raises(ValueError, match="empty"):
+        ppo.update([chunk])
+    assert ppo.updates == 0
+
+
+def test_bad_shapes_raise():
+    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    chunk = make_chunk(1)
+    chunk["logp"] = chunk["logp"][:-1]
+    with pytest.raises(ValueError, match="logp"):
+        ppo.update([chunk])
+
+
+def test_single_valid_row_and_leftover_row_are_finite():
+    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    chunk = make_chunk(1)
+    chunk["valid"][:] = False
+    chunk["valid"][3, 1] = True
+    assert all(np.isfinite(v) for v in ppo.update([chunk]).values())
+    # 17 rows with minibatch 16: the single leftover row joins the previous minibatch
+    assert all(np.isfinite(v) for v in ppo.update([make_chunk(2, steps=17, envs=1)]).values())
+
+
+def garbage(chunk: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """The same chunk with every field of the invalid rows overwritten by nonsense."""
+    rng = np.random.default_rng(seed)
+    out = {k: v.copy() for k, v in chunk.items()}
+    bad = ~chunk["valid"]
+    out["obs"][bad] = rng.choice([np.nan, np.inf, 1e30], size=(int(bad.sum()), OBS_DIM))
+    out["next_obs"][bad] = np.nan
+    out["actions"][bad] = rng.integers(-100, 100, int(bad.sum()))
+    out["rewards"][bad] = rng.choice([np.nan, -np.inf, 1e30], size=int(bad.sum()))
+    out["terminated"][bad] = rng.random(int(bad.sum())) < 0.5
+    out["truncated"][bad] = rng.random(int(bad.sum())) < 0.5
+    out["logp"][bad] = rng.choice([np.nan, 50.0, -1e9], size=int(bad.sum()))
+    return out
+
+
+def test_invalid_rows_do_not_influence_the_update():
+    chunks = [make_chunk(s, steps=10, envs=4, invalid=0.25) for s in range(3)]
+    assert all((~c["valid"]).any() for c in chunks)
+    first, second = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=7), PPO(OBS_DIM, N_ACTIONS, SMALL, seed=7)
+    info_a = first.update(chunks)
+    info_b = second.update([garbage(c, seed=i) for i, c in enumerate(chunks)])
+    assert info_a == info_b
+    assert all(np.isfinite(v) for v in info_b.values())
+    assert params_equal(first.actor, second.actor) and params_equal(first.critic, second.critic)
+
+
+def test_an_invalid_step_cuts_the_advantage_of_the_step_before():
+    """With lambda = 1 and no episode end, the advantage of step 0 would sum the rewards after it; an invalid
+    step 2 must stop that sum at step 1 (bootstrapping from step 1's next observation) whatever step 2 holds."""
+    cfg = PPOConfig(net=NetConfig(hidden=(8,)), gamma=0.9, gae_lambda=1.0)
+    ppo = PPO(OBS_DIM, N_ACTIONS, cfg, seed=0)
+    chunk = make_chunk(3, steps=4, envs=1)
+    chunk["terminated"][:] = False
+    chunk["truncated"][:] = False
+    chunk["valid"][:] = True
+    chunk["valid"][2] = False
+    rows = ppo._chunk_rows(chunk)
+    with torch.no_grad():
+        v = ppo.critic(torch.from_numpy(chunk["obs"][:, 0])).squeeze(1).numpy()
+        nv = ppo.critic(torch.from_numpy(chunk["next_obs"][:, 0])).squeeze(1).numpy()
+    r = chunk["rewards"][:, 0]
+    delta = r + 0.9 * nv - v
+    expected = [delta[0] + 0.9 * delta[1], delta[1], delta[3]]  # step 2 dropped, step 1 cut, step 3 the chunk end
+    np.testing.assert_allclose(rows["advantages"], expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(rows["targets"], np.array(expected) + v[[0, 1, 3]], rtol=1e-5, atol=1e-5)
+
+
+def test_policy_state_loads_into_policy_network():
+    cfg = PPOConfig(net=NetConfig(hidden=(32, 16), activation="tanh"))
+    ppo = PPO(OBS_DIM, N_ACTIONS, cfg, seed=0)
+    net = policy_network(OBS_DIM, N_ACTIONS, cfg.net)
+    net.load_state_dict(roundtrip(ppo.policy_state()))
+    probe = torch.from_numpy(make_chunk(9)["obs"].reshape(-1, OBS_DIM))
+    with torch.no_grad():
+        assert torch.equal(net(probe), ppo.actor(probe))
+
+
+def test_state_load_roundtrip_reproduces_training():
+    cfg = PPOConfig(net=NetConfig(hidden=(16, 16), activation="tanh"), epochs=2, minibatch_size=8,
+                    learning_rate=3e-3, entropy_coef=0.01)
+    first = PPO(OBS_DIM, N_ACTIONS, cfg, seed=0)
+    for step in range(3):
+        first.update([make_chunk(step, invalid=0.1)])
+    saved = roundtrip(first.state())
+    assert saved["updates"] == 3
+
+    second = PPO(OBS_DIM, N_ACTIONS, cfg, seed=99)
+    assert not params_equal(first.actor, second.actor)
+    second.load(saved)
+    assert second.updates == 3
+    assert params_equal(first.actor, second.actor) and params_equal(first.critic, second.critic)
+    # identical state -> identical futures (Adam moments and the shuffling stream included)
+    for step in range(3, 7):
+        chunks = [make_chunk(step, invalid=0.1), make_chunk(100 + step, steps=3, envs=5)]
+        assert first.update(chunks) == second.update(chunks)
+    assert params_equal(first.actor, second.actor) and params_equal(first.critic, second.critic)
+
+
+def bandit_chunk(ppo: PPO, rng: np.random.Generator, gen: torch.Generator, envs: int = 64) -> dict[str, np.ndarray]:
+    """One step per episode: the obs is a one-hot context, reward 1 when the action equals the context."""
+    context = rng.integers(0, 2, envs)
+    obs = np.eye(2, dtype=np.float32)[context][None]
+    actions, logp = sampled_actions(ppo.actor, obs[0], gen)
+    rewards = (actions.numpy() == context).astype(np.float32)[None]
+    done = np.ones((1, envs), bool)
+    return {"obs": obs, "next_obs": np.zeros_like(obs), "actions": actions.numpy()[None], "rewards": rewards,
+            "terminated": done, "truncated": ~done, "valid": done, "logp": logp.numpy()[None]}
+
+
+def test_contextual_bandit_learns_the_right_action():
+    cfg = PPOConfig(net=NetConfig(hidden=(16,), activation="tanh"), epochs=4, minibatch_size=32, learning_rate=3e-3)
+    ppo = PPO(2, 2, cfg, seed=0)
+    rng, gen = np.random.default_rng(0), torch.Generator().manual_seed(0)
+    for _ in range(20):
+        ppo.update([bandit_chunk(ppo, rng, gen)])
+    with torch.no_grad():
+        probs = torch.softmax(ppo.actor(torch.eye(2)), dim=1)
+    assert probs[0, 0] > 0.9 and probs[1, 1] > 0.9, probs
+
+
+def test_ratio_clipping_is_reported():
+    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    chunk = make_chunk(4)
+    with torch.no_grad():
+        logp_all = torch.log_softmax(ppo.actor(torch.from_numpy(chunk["obs"])), dim=-1)
+    on_policy = logp_all.gather(-1, torch.from_numpy(chunk["actions"])[..., None]).squeeze(-1).numpy()
+    near = ppo.update([{**chunk, "logp": on_policy}])
+    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    shift = np.where(np.random.default_rng(0).random(on_policy.shape) < 0.5, -2.0, 2.0).astype(np.float32)
+    far = ppo.update([{**chunk, "logp": on_policy + shift}])  # ratios of e**2 and e**-2: far outside 1 +- 0.2
+    assert far["clip_fraction"] > 0.9
+    assert far["approx_kl"] > 10 * near["approx_kl"]
+    assert all(np.isfinite(v) for v in far.values())
+    # logp_old absurdly far away: the update stays finite
+    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    extreme = ppo.update([{**chunk, "logp": on_policy - 500.0}])
+    assert extreme["clip_fraction"] == 1.0 and all(np.isfinite(v) for v in extreme.values())
+
+
+def test_losses_match_the_clipped_surrogate_by_hand():
+    """One epoch of one minibatch: the reported losses are those of the pre-update nets, computed here by hand."""
+    cfg = PPOConfig(net=NetConfig(hidden=(16,), activation="tanh"), epochs=1, minibatch_size=1024, clip_range=0.2)
+    ppo = PPO(OBS_DIM, N_ACTIONS, cfg, seed=0)
+    chunk = make_chunk(5, steps=16, envs=4, invalid=0.2)
+    chunk["logp"] = np.log(np.random.default_rng(1).uniform(0.05, 0.9, chunk["logp"].shape)).astype(np.float32)
+    rows = ppo._chunk_rows(chunk)
+    with torch.no_grad():
+        logp_all = torch.log_softmax(ppo.actor(torch.from_numpy(rows["obs"])), dim=1).numpy().astype(np.float64)
+        values = ppo.critic(torch.from_numpy(rows["obs"])).squeeze(1).numpy()
+    ratio = np.exp(logp_all[np.arange(len(rows["actions"])), rows["actions"]] - rows["logp"])
+    adv = (rows["advantages"] - rows["advantages"].mean()) / (rows["advantages"].std() + 1e-8)
+    clipped = -np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv).mean()
+    unclipped = -(ratio * adv).mean()
+    assert abs(clipped - unclipped) > 1e-2  # the clip matters for this batch, or this test could not fail
+    info = ppo.update([chunk])
+    assert info["policy_loss"] == pytest.approx(clipped, rel=1e-4)
+    assert info["value_loss"] == pytest.approx(0.5 * np.mean((values - rows["targets"]) ** 2), rel=1e-4)
+    assert info["entropy"] == pytest.approx(-(np.exp(logp_all) * logp_all).sum(1).mean(), rel=1e-4)
+    assert info["clip_fraction"] == pytest.approx(np.mean(np.abs(ratio - 1) > 0.2), abs=1e-6)
+    assert info["approx_kl"] == pytest.approx(np.mean(ratio - 1 - np.log(ratio)), rel=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+
+def make_env(num_envs: int) -> gymnasium.vector.SyncVectorEnv:
+    return gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1") for _ in range(num_envs)],
+                                          autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)
+
+
+def greedy_score(actor: torch.nn.Module, episodes: int, seed: int) -> float:
+    """Mean return of argmax(logits) over `episodes` episodes, one per env."""
+    env = make_env(episodes)
+    obs, _ = env.reset(seed=seed)
+    returns, alive = np.zeros(episodes), np.ones(episodes, bool)
+    while alive.any():
+        with torch.no_grad():
+            actions = actor(torch.as_tensor(obs, dtype=torch.float32)).argmax(1).numpy()
+        obs, rew, term, trunc, _ = env.step(actions)
+        returns += rew * alive
+        alive &= ~(term | trunc)
+    env.close()
+    return float(returns.mean())
+
+
+def train_cartpole(seed: int, cfg: PPOConfig, max_env_steps: int, num_envs: int = 8, steps_per_chunk: int = 32,
+                   eval_every: int = 10, threshold: float = 475.0) -> tuple[int | None, float, int]:
+    """(env steps when the greedy policy first reached the threshold or None, wall seconds, updates)."""
+    start = time.perf_counter()
+    env = make_env(num_envs)
+    ppo = PPO(4, 2, cfg, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    obs, _ = env.reset(seed=seed)
+    env_steps = 0
+    while env_steps < max_env_steps:
+        shape = (steps_per_chunk, num_envs)
+        chunk = {"obs": np.empty((*shape, 4), np.float32), "next_obs": np.empty((*shape, 4), np.float32),
+                 "actions": np.empty(shape, np.int64), "rewards": np.empty(shape, np.float32),
+                 "terminated": np.empty(shape, bool), "truncated": np.empty(shape, bool),
+                 "valid": np.ones(shape, bool), "logp": np.empty(shape, np.float32)}
+        for t in range(steps_per_chunk):
+            chunk["obs"][t] = obs
+            actions, logp = sampled_actions(ppo.actor, obs, gen)
+            chunk["actions"][t], chunk["logp"][t] = actions.numpy(), logp.numpy()
+            obs, rew, term, trunc, info = env.step(actions.numpy())
+            chunk["rewards"][t], chunk["terminated"][t], chunk["truncated"][t] = rew, term, trunc
+            chunk["next_obs"][t] = obs
+            for i in np.flatnonzero(term | trunc):
+                chunk["next_obs"][t, i] = info["final_obs"][i]  # the finished episode's last state
+        env_steps += steps_per_chunk * num_envs
+        ppo.update([chunk])
+        if ppo.updates % eval_every == 0 and greedy_score(ppo.actor, 10, seed=10_000 + ppo.updates) >= threshold:
+            env.close()
+            return env_steps, time.perf_counter() - start, ppo.updates
+    env.close()
+    return None, time.perf_counter() - start, ppo.updates
+
+
+@pytest.mark.slow
+def test_cartpole_solves_with_default_config():
+    solved_at, seconds, updates = train_cartpole(seed=0, cfg=PPOConfig(), max_env_steps=150_000)
+    assert solved_at is not None, f"not solved within 150,000 env steps ({seconds:.0f}s, {updates} updates)"
