@@ -33,16 +33,15 @@ def _maybe_load(rollout: Rollout, store: LocalStore, current: int, ref: PolicyRe
     return ref.version
 
 
-def _newer_policy(session: WorkerSession, version: int) -> bool:
-    """force_sync: after a chunk made with policy `version`, wait (bounded, heartbeating) for a newer one.
+def _await_newer_policy(session: WorkerSession, version: int) -> None:
+    """force_sync: after a chunk made with policy `version`, wait for a newer one (a long-polled heartbeat).
 
-    Version 0 (no policy yet) also waits: the learner publishes its initial policy first, so all data of a
-    round comes from one policy."""
+    Version 0 (no policy yet) waits too: the PPO learner publishes its initial policy first, so all data of
+    a round comes from one policy. The wait is bounded: if no newer policy comes (say the learner restarted
+    and lost the batch it had taken), fresh data from the same version is still lag 0, so collect again."""
     policy = session.directive.policy
-    if policy is not None and policy.version > version:
-        return True
-    session.heartbeat(newer_than=version, wait=SYNC_WAIT_SECONDS)
-    return False
+    if policy is None or policy.version <= version:
+        session.heartbeat(newer_than=version, wait=SYNC_WAIT_SECONDS)
 
 
 def run_collector(settings: WorkerSettings) -> int:
@@ -70,8 +69,9 @@ def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> 
                 session.stop_event.wait(directive.pause_seconds)
                 session.heartbeat()
                 continue
-            if sync and not _newer_policy(session, version):
-                continue
+            if sync:
+                _await_newer_policy(session, version)
+                directive = session.directive
             version = _maybe_load(rollout, store, version, directive.policy)
             epsilon = task.collector.epsilon.value(directive.env_steps_total) if task.algo == "dqn" else 0.0
             chunk = rollout.collect(task.collector.chunk_steps, epsilon, task.sampling.n_episode)

@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 PAUSE_SECONDS = 0.05
 BUFFER_ID = "replay-0"
 SNAPSHOT_EVERY = 256  # replay-log records between buffer snapshots in the journal
+CONSUMED_GRACE_SECONDS = 30.0  # a learner reads what it sampled within this; then max_use'd files are deleted
 
 
 class Run:
@@ -117,6 +118,7 @@ class Run:
         self.evaluations: list[EvaluationResult] = []
         self.best: EvaluationResult | None = None
         self._rate: deque[tuple[float, int]] = deque(maxlen=16)
+        self._consumed: deque[tuple[float, str]] = deque()
         if snapshot is None:
             for kind in ("learner", "evaluator"):
                 task = self.tasks.create(kind)  # type: ignore[arg-type]
@@ -417,9 +419,12 @@ class Run:
             self.limiter.sampled += int(drawn.lengths.sum())
             versions = np.array([c.entry.policy_version for c in drawn.chunks], np.int64)
             self.lag.sampled(latest - versions[drawn.chunk_index])
-            gone += drawn.gone
-            self._journal_draw(drawn, gone)
+            self._journal_draw(drawn, gone + drawn.gone)
             response = self._sample_response(drawn, request.batch_size)
+            # Chunks consumed by this very draw (max_use) are about to be read by the learner: their files go
+            # after a grace period, in tick().
+            now = self.clock()
+            self._consumed.extend((now, entry.payload_path) for entry in drawn.gone)
         self._delete_later(gone)
         return response
 
@@ -559,7 +564,8 @@ class Run:
 
     # ----- housekeeping -----------------------------------------------------------------------------------
     def tick(self) -> None:
-        """Expire leases (returning their tasks), enforce the wall-clock budget, sample the step rate."""
+        """Expire leases (returning their tasks), enforce the wall-clock budget, sample the step rate,
+        delete consumed payloads past their grace period, compact the buffer log into a snapshot."""
         with self._lock:
             now = self.clock()
             expired = self.registry.expire(now)
@@ -570,11 +576,16 @@ class Run:
             if now - self.started >= self.config.budget.max_wall_seconds:
                 self._end("budget_exhausted", f"wall-clock budget of {self.config.budget.max_wall_seconds:g}s used up")
             self._rate.append((now, self.env_steps))
+            doomed = []
+            while self._consumed and now - self._consumed[0][0] >= CONSUMED_GRACE_SECONDS:
+                doomed.append(self._consumed.popleft()[1])
             self.journal.save_meta({"elapsed": now - self.started})
             if self.journal.replay_log_length() > SNAPSHOT_EVERY:
                 ids, leaves, uses = self.buffer.priority_state()
                 self.journal.save_replay(ReplayRecord("snapshot", ids, leaves, uses, self.buffer.head), [],
                                          self._buffer_meta())
+        for path in doomed:
+            self.store.delete(path)
 
     def collect_garbage(self, grace_seconds: float) -> int:
         """Delete payload files no buffer entry references, once older than the grace period (a collector

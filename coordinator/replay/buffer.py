@@ -99,9 +99,11 @@ class ReplayBuffer:
         rows = entry.transitions
         if entry.chunk_id in self.by_id:
             raise ValueError(f"chunk {entry.chunk_id!r} is already in buffer {self.buffer_id!r}")
-        if rows > self.capacity or rows % entry.num_envs:
+        if entry.num_envs < 1 or not 0 < rows <= self.capacity or rows % entry.num_envs:
             raise ValueError(f"chunk of {rows} rows / {entry.num_envs} envs does not fit a buffer of "
                              f"{self.capacity} transitions")
+        if entry.ends and (min(entry.ends) < 0 or max(entry.ends) >= rows):  # checked before anything changes
+            raise ValueError(f"chunk {entry.chunk_id!r}: episode ends must be row indices below {rows}")
         slots = (self.head + np.arange(rows)) % self.capacity
         gone = self._overwrite(slots)
         leaf = self.new_leaf if initial_leaf is None else initial_leaf

@@ -14,12 +14,13 @@ from shared.config import SamplingConfig, SamplingUnit
 
 def chunk_items(unit: SamplingUnit, steps: int, num_envs: int, ends: list[int], fresh_columns: list[int],
                 sampling: SamplingConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(flat start rows, lengths in steps) of every item the chunk offers under `unit`."""
+    """(flat start rows, lengths) of every item the chunk offers under `unit`: lengths are steps along one
+    column, except for a whole chunk, whose length is all of its rows."""
     rows = steps * num_envs
     if unit == "transition":
         return np.arange(rows, dtype=np.int64), np.ones(rows, np.int64)
-    if unit == "chunk":
-        return np.zeros(1, np.int64), np.full(1, steps, np.int64)
+    if unit == "chunk":  # the whole chunk; its length counts all its rows (env steps), as batch bounds do
+        return np.zeros(1, np.int64), np.full(1, rows, np.int64)
     flat = np.zeros(rows, bool)
     flat[np.asarray(ends, np.int64)] = True
     end = flat.reshape(steps, num_envs)
