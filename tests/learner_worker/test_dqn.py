@@ -35,7 +35,8 @@ def params_equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
 
 
 def test_update_reduces_td_loss_on_fixed_batch():
-    dqn = DQN(OBS_DIM, N_ACTIONS, DQNConfig(net=NetConfig(hidden=(32, 32)), learning_rate=3e-3, target_update_every=10), seed=0)
+    cfg = DQNConfig(net=NetConfig(hidden=(32, 32)), learning_rate=3e-3, target_update_every=10)
+    dqn = DQN(OBS_DIM, N_ACTIONS, cfg, seed=0)
     batch = make_batch(1, discount=0.5)
     losses = [dqn.update(batch)["td_loss"] for _ in range(200)]
     assert all(np.isfinite(losses))
@@ -108,7 +109,8 @@ def test_discount_zero_ignores_bootstrap():
 
 def test_target_net_syncs_exactly_every_n_updates():
     every = 4
-    dqn = DQN(OBS_DIM, N_ACTIONS, DQNConfig(net=NetConfig(hidden=(16,)), target_update_every=every, learning_rate=1e-2), seed=0)
+    cfg = DQNConfig(net=NetConfig(hidden=(16,)), target_update_every=every, learning_rate=1e-2)
+    dqn = DQN(OBS_DIM, N_ACTIONS, cfg, seed=0)
     assert params_equal(dqn.online, dqn.target)
     synced = {k: v.clone() for k, v in dqn.online.state_dict().items()}
     for step in range(1, 4 * every + 2):
