@@ -646,6 +646,8 @@ class Run:
             chunks=len(b), transitions=b.transitions, items=b.items, capacity_transitions=b.capacity,
             evicted_chunks=b.evicted_chunks, removed_max_use=b.removed_max_use, removed_stale=b.removed_stale,
             max_priority=b.max_priority, beta=self._beta() if b.prioritized else 1.0,
+            inserted_transitions=self.limiter.inserted, sampled_transitions=self.limiter.sampled,
+            samples_per_insert=self.limiter.spi, tolerance_transitions=self.limiter.tolerance,
         )
 
     def evaluation_history(self) -> list[EvaluationResult]:

@@ -259,6 +259,10 @@ class BufferStatus(Wire):
     removed_stale: int = Field(description="chunks dropped for lagging the latest policy by > max_staleness")
     max_priority: float
     beta: float
+    inserted_transitions: int = Field(description="counted by the rate limiter (never decreases)")
+    sampled_transitions: int
+    samples_per_insert: float = Field(description="the configured target ratio")
+    tolerance_transitions: int
 
 
 class PolicyLagStatus(Wire):

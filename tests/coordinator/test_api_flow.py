@@ -79,7 +79,10 @@ def test_collector_registers_claims_and_reports_a_chunk_exactly_once(
     assert status["recent_return_mean"] == pytest.approx(10.5)
     assert status["buffers"] == [{"buffer_id": "replay-0", "sampler": "uniform", "unit": "transition", "chunks": 1,
                                   "transitions": 24, "items": 24, "capacity_transitions": 2000, "evicted_chunks": 0,
-                                  "removed_max_use": 0, "removed_stale": 0, "max_priority": 1.0, "beta": 1.0}]
+                                  "removed_max_use": 0, "removed_stale": 0, "max_priority": 1.0, "beta": 1.0,
+                                  "inserted_transitions": 24, "sampled_transitions": 0,
+                                  "samples_per_insert": run_config.replay.samples_per_insert,
+                                  "tolerance_transitions": run_config.replay.tolerance_transitions}]
     assert status["policy_lag"]["ingest_histogram"] == {"0": 1}
     tasks = {t["task_id"]: t for t in status["tasks"]}
     assert tasks["collector-0"]["state"] == "claimed" and tasks["collector-0"]["worker_id"] == reg.worker_id
