@@ -187,6 +187,9 @@ class RunConfig(_Strict):
         """Reject combinations the buffer cannot serve at load time, not at the first sample call."""
         queue = self.replay.sampler in ("fifo", "lifo")
         unit = self.sampling.unit
+        if queue and self.replay.max_use is None:
+            raise ValueError(f"replay.sampler={self.replay.sampler} serves the same chunks forever unless they are "
+                             f"consumed: set replay.max_use (1 for on-policy data)")
         if queue and unit != "chunk":
             raise ValueError(f"replay.sampler={self.replay.sampler} is a queue of whole chunks: set "
                              f"sampling.unit=chunk (got {unit})")
