@@ -12,10 +12,11 @@ import pytest
 from tests.conftest import REPO
 
 
-def _up(data_dir: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def _up(data_dir: Path, *args: str, timeout: float,
+        config: str = "configs/cartpole_dqn.yaml") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir",
-         str(data_dir), "--port", "0", *args],
+        [sys.executable, "-m", "launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
+         *args],
         cwd=REPO, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
     )
 
@@ -41,6 +42,39 @@ def test_compose_wiring_runs_every_service_locally(tmp_path: Path) -> None:
     assert {p.name for p in (run_dir / "logs").iterdir()} == {
         "secrets.log", "coordinator.log", "collector-1.log", "collector-2.log", "learner.log", "evaluator.log"}
     assert (tmp_path / "tokens.json").stat().st_mode & 0o777 == 0o600
+
+
+def _solved(data_dir: Path, *args: str, config: str = "configs/cartpole_dqn.yaml") -> dict:
+    done = _up(data_dir, *args, config=config, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "run solved" in done.stdout
+    summary = json.loads((_run_dir(data_dir) / "summary.json").read_text())
+    assert summary["run_state"] == "solved"
+    assert summary["best_evaluation"]["mean"] >= 475
+    print(f"solved: {summary['env_steps']} env steps, {summary['wall_seconds']:.1f}s")
+    return summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sync", ["force_sync", "max_policy_lag=2"])
+def test_ppo_solves_cartpole_through_the_stack(tmp_path: Path, sync: str) -> None:
+    """PPO with 2 collectors: lockstep (every chunk from the newest policy) or at most 2 versions stale."""
+    args = () if sync == "force_sync" else ("--set", "sampling.force_sync=false", "--set",
+                                            "sampling.max_policy_lag=2")
+    summary = _solved(tmp_path, *args, config="configs/cartpole_ppo.yaml")
+    lag, (buffer,) = summary["policy_lag"], summary["buffers"]
+    assert lag["sampled_max"] <= (0 if sync == "force_sync" else 2)
+    assert buffer["sampler"] == "fifo" and buffer["removed_max_use"] > 0
+    assert summary["learner"]["iteration"] > 0
+
+
+@pytest.mark.slow
+def test_dqn_with_prioritized_replay_solves_cartpole(tmp_path: Path) -> None:
+    summary = _solved(tmp_path, config="configs/cartpole_dqn_per.yaml")
+    (buffer,) = summary["buffers"]
+    assert buffer["sampler"] == "prioritized"
+    assert buffer["max_priority"] > 1.0  # the learner's TD errors came back as priorities
+    assert 0.4 < buffer["beta"] <= 1.0
 
 
 @pytest.mark.slow
