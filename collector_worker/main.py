@@ -1,7 +1,8 @@
 """The collector process: register, claim a task, then collect chunks until the run ends.
 
-Policy updates arrive in every reply's directive; the collector loads a new version (sha256-checked) between
-chunks, only when the version changed. A pause directive (the rate limiter) idles the envs cheaply.
+Policy updates arrive in every reply's directive (and at once through the heartbeat's long poll); the
+collector loads a new version (sha256-checked) before the next env step. A pause directive (the rate
+limiter) idles the envs cheaply. With force_sync the collector works in lockstep with the learner.
 """
 
 from __future__ import annotations
@@ -10,27 +11,41 @@ import logging
 
 from collector_worker.rollout import Rollout
 from collector_worker.uploader import Pending, Uploader
+from shared.inference import PolicyError
 from shared.layout import RunLayout
 from shared.policy_io import load_policy
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
 from shared.store import IntegrityError, LocalStore
-from shared.wire import CollectorTask, PolicyRef
+from shared.wire import CollectorTask
 from shared.worker import run_worker
 
 log = logging.getLogger("rlfleet.collector")
 SYNC_WAIT_SECONDS = 2.0
 
 
-def _maybe_load(rollout: Rollout, store: LocalStore, current: int, ref: PolicyRef | None) -> int:
-    if ref is None or ref.version <= current:
-        return current
-    try:
-        rollout.load_state(load_policy(store, ref))
-    except (FileNotFoundError, IntegrityError) as exc:  # superseded and deleted, or torn: keep the old one
-        log.warning("could not load policy v%d: %s", ref.version, exc)
-        return current
-    return ref.version
+class PolicyFollower:
+    """Loads each newer policy version named by the directive into the rollout (sha256-checked), once.
+
+    Checked before every env step: the heartbeat thread long-polls for new versions, so a published policy
+    acts within milliseconds. A version that cannot be loaded (deleted as superseded, torn, or not this
+    run's network) is skipped rather than retried every step."""
+
+    def __init__(self, session: WorkerSession, store: LocalStore, rollout: Rollout) -> None:
+        self.session, self.store, self.rollout = session, store, rollout
+        self.refused = 0
+
+    def refresh(self) -> None:
+        ref = self.session.directive.policy
+        if ref is None or ref.version <= max(self.rollout.version, self.refused):
+            return
+        try:
+            self.rollout.load_state(load_policy(self.store, ref), ref.version)
+        except (FileNotFoundError, IntegrityError, PolicyError) as exc:
+            log.warning("could not load policy v%d: %s", ref.version, exc)
+            self.refused = ref.version
+            return
+        log.info("acting with policy v%d", ref.version)
 
 
 def _await_newer_policy(session: WorkerSession, version: int) -> None:
@@ -59,7 +74,8 @@ def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> 
     rollout = Rollout(task.env.id, task.collector.num_envs, task.net, task.seed, sample=task.algo == "ppo")
     uploader = Uploader(session, store)
     sync = task.sampling.force_sync
-    version = _maybe_load(rollout, store, 0, task.policy)
+    follower = PolicyFollower(session, store, rollout)
+    follower.refresh()
     log.info("task %s: %d x %s, chunks of %d steps", task.task_id, task.collector.num_envs, task.env.id,
              task.collector.chunk_steps)
     try:
@@ -68,14 +84,15 @@ def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> 
             if directive.pause_seconds > 0:
                 session.stop_event.wait(directive.pause_seconds)
                 session.heartbeat()
+                follower.refresh()  # resume with the newest policy, already loaded
                 continue
             if sync:
-                _await_newer_policy(session, version)
-                directive = session.directive
-            version = _maybe_load(rollout, store, version, directive.policy)
+                _await_newer_policy(session, rollout.version)
+            follower.refresh()
             epsilon = task.collector.epsilon.value(directive.env_steps_total) if task.algo == "dqn" else 0.0
-            chunk = rollout.collect(task.collector.chunk_steps, epsilon, task.sampling.n_episode)
-            uploader.submit(Pending(chunk, task.task_id, version))
+            chunk = rollout.collect(task.collector.chunk_steps, epsilon, task.sampling.n_episode,
+                                    refresh=None if sync else follower.refresh)
+            uploader.submit(Pending(chunk, task.task_id, chunk.policy_version))
             if sync:
                 uploader.flush()  # acknowledged before we look for the policy trained on it
     finally:

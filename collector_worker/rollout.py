@@ -13,20 +13,21 @@ episodes without opening the payload.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from shared.config import NetConfig
 from shared.envs import ENV_ERROR, make_vector_env, space_dims
-from shared.nets import greedy_actions, policy_network, sampled_actions
+from shared.inference import NumpyPolicy
 
 
 @dataclass
 class Chunk:
     arrays: dict[str, np.ndarray]
     episodes: list[tuple[float, int]] = field(default_factory=list)
+    policy_version: int = 0  # the oldest policy that acted in this chunk (a newer one may take over mid-chunk)
     fresh_columns: list[int] = field(default_factory=list)  # envs whose first step here begins an episode
 
     @property
@@ -53,32 +54,35 @@ class Rollout:
         self.env = make_vector_env(env_id, num_envs, reset_on_error=True)
         self.num_envs = num_envs
         self.obs_dim, self.n_actions = space_dims(self.env)
-        torch.manual_seed(seed)
-        self.net = policy_network(self.obs_dim, self.n_actions, net)
-        self.sample = sample
         self.rng = np.random.default_rng(seed)
-        self.generator = torch.Generator().manual_seed(seed)
+        self.policy = NumpyPolicy(self.obs_dim, self.n_actions, net, self.rng)
+        self.version = 0
+        self.sample = sample
         self.obs, _ = self.env.reset(seed=seed)
         self.ep_return = np.zeros(num_envs)
         self.ep_length = np.zeros(num_envs, dtype=np.int64)
 
-    def load_state(self, state: dict[str, torch.Tensor]) -> None:
-        self.net.load_state_dict(state)
+    def load_state(self, state: dict[str, np.ndarray], version: int = 0) -> None:
+        self.policy.load(state)
+        self.version = version
 
     def act(self, obs: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray | None]:
         """(actions, behaviour log-probs or None when acting epsilon-greedily)."""
         if self.sample:
-            sampled, logp = sampled_actions(self.net, obs, self.generator)
-            return sampled.numpy(), logp.numpy()
-        actions: np.ndarray = greedy_actions(self.net, obs).numpy()
+            return self.policy.sample(obs, self.rng)
+        actions = self.policy.greedy(obs)
         explore = self.rng.random(self.num_envs) < epsilon
         if explore.any():
             actions[explore] = self.rng.integers(0, self.n_actions, size=int(explore.sum()))
         return actions, None
 
-    def collect(self, steps: int, epsilon: float, episodes_target: int | None = None) -> Chunk:
-        """Step `steps` times (n_sample), or until `episodes_target` episodes finished, at most `steps` (n_episode)."""
+    def collect(self, steps: int, epsilon: float, episodes_target: int | None = None,
+                refresh: Callable[[], None] | None = None) -> Chunk:
+        """Step `steps` times (n_sample), or until `episodes_target` episodes finished, at most `steps` (n_episode).
+
+        `refresh` runs before every step, so a newly published policy takes over mid-chunk."""
         n, d = self.num_envs, self.obs_dim
+        first_version = self.version
         fresh = np.flatnonzero(self.ep_length == 0).tolist()
         obs = np.empty((steps, n, d), np.float32)
         next_obs = np.empty((steps, n, d), np.float32)
@@ -92,6 +96,8 @@ class Rollout:
         finished = 0
         t = 0
         while t < steps and (episodes_target is None or finished < episodes_target):
+            if refresh is not None:
+                refresh()
             obs[t] = self.obs
             actions[t], step_logp = self.act(self.obs, epsilon)
             if step_logp is not None:
@@ -119,7 +125,7 @@ class Rollout:
             arrays["logp"] = logp
         if t < steps:
             arrays = {k: v[:t] for k, v in arrays.items()}
-        return Chunk(arrays, episodes, fresh)
+        return Chunk(arrays, episodes, first_version, fresh)
 
     def close(self) -> None:
         self.env.close()

@@ -6,14 +6,16 @@ first N finished episodes overall would over-sample short ones and bias the mean
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
-from torch import nn
 
 from shared.envs import make_vector_env
-from shared.nets import greedy_actions
+
+Act = Callable[[np.ndarray], np.ndarray]  # observations -> greedy actions
 
 
-def evaluate(net: nn.Module, env_id: str, num_envs: int, episodes: int, seed: int) -> tuple[list[float], list[int]]:
+def evaluate(act: Act, env_id: str, num_envs: int, episodes: int, seed: int) -> tuple[list[float], list[int]]:
     per_env = episodes // num_envs
     env = make_vector_env(env_id, num_envs)
     try:
@@ -24,7 +26,7 @@ def evaluate(net: nn.Module, env_id: str, num_envs: int, episodes: int, seed: in
         returns: list[float] = []
         lengths: list[int] = []
         while (done_count < per_env).any():
-            obs, rew, term, trunc, _ = env.step(greedy_actions(net, obs).numpy())
+            obs, rew, term, trunc, _ = env.step(act(obs))
             ret += rew
             length += 1
             for i in np.flatnonzero(term | trunc):

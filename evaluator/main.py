@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import logging
 
+import numpy as np
+
 from evaluator.episodes import evaluate
 from shared.envs import make_vector_env, space_dims
+from shared.inference import NumpyPolicy, PolicyError
 from shared.layout import RunLayout
-from shared.nets import policy_network
 from shared.policy_io import load_policy
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
@@ -35,7 +37,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
         return  # the run ended before a task was free
     store = LocalStore(layout.store_root)
     probe = make_vector_env(task.env.id, 1)
-    net = policy_network(*space_dims(probe), task.net)
+    policy = NumpyPolicy(*space_dims(probe), task.net, np.random.default_rng(task.seed))
     probe.close()
     best = float("-inf")
     evaluated = 0
@@ -46,12 +48,12 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             session.stop_event.wait(POLL_SECONDS)
             continue
         try:
-            net.load_state_dict(load_policy(store, ref))
-        except (FileNotFoundError, IntegrityError) as exc:
+            policy.load(load_policy(store, ref))
+        except (FileNotFoundError, IntegrityError, PolicyError) as exc:
             log.warning("policy v%d unreadable (%s); waiting for the next", ref.version, exc)
             evaluated = ref.version
             continue
-        returns, lengths = evaluate(net, task.env.id, task.evaluation.num_envs, task.evaluation.episodes,
+        returns, lengths = evaluate(policy.greedy, task.env.id, task.evaluation.num_envs, task.evaluation.episodes,
                                     task.seed + ref.version)
         result = session.client.call("POST", "/v1/evaluations", EvaluationResult, EvaluationReport(
             worker_id=session.worker_id, policy_version=ref.version, returns=returns, lengths=lengths))

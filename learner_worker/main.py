@@ -115,6 +115,7 @@ class Trainer:
         ref = save_policy(self.store, self.version, self.algo.policy_state())
         ack = self.session.client.call("POST", "/v1/policies", Ack, PolicyPublish(
             worker_id=self.session.worker_id, policy=ref, iteration=self.iteration))
+        log.info("published policy v%d", self.version)  # with the collectors' "acting with": propagation time
         self.session.update(ack.directive)
 
     def report(self, losses: dict[str, float]) -> None:

@@ -92,9 +92,18 @@ class WorkerSession:
             self.register()
 
     def _heartbeat_loop(self) -> None:
-        while not self.stop_event.wait(self.heartbeat_seconds) and self.directive.run_state == "running":
+        """Renew the lease every heartbeat_seconds. A collector makes each renewal a long poll for the next
+        policy version, so a new policy reaches it within a round trip, not with its next chunk's ack."""
+        follow = self.kind == "collector"
+        while self.directive.run_state == "running":
+            if self.stop_event.wait(0.05 if follow else self.heartbeat_seconds):
+                return
+            policy = self.directive.policy
             try:
-                self.heartbeat()
+                if follow:
+                    self.heartbeat(newer_than=policy.version if policy else 0, wait=self.heartbeat_seconds)
+                else:
+                    self.heartbeat()
             except Stopped:
                 return
             except (CoordinatorUnavailable, CoordinatorRejected) as exc:

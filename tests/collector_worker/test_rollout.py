@@ -9,7 +9,6 @@ import torch
 
 from collector_worker.rollout import Chunk, Rollout
 from shared.config import NetConfig
-from shared.nets import greedy_actions
 
 torch.set_num_threads(1)
 
@@ -178,7 +177,7 @@ def test_epsilon_one_is_uniform():
     rollout = make(num_envs=4, seed=3)
     try:
         obs = rollout.obs
-        greedy = greedy_actions(rollout.net, obs).numpy()
+        greedy = rollout.policy.greedy(obs)
         actions = np.stack([rollout.act(obs, 1.0)[0] for _ in range(1000)])
     finally:
         rollout.close()
@@ -193,7 +192,7 @@ def test_epsilon_partial_explores_at_that_rate():
     rollout = make(num_envs=4, seed=3)
     try:
         obs = rollout.obs
-        greedy = greedy_actions(rollout.net, obs).numpy()
+        greedy = rollout.policy.greedy(obs)
         actions = np.stack([rollout.act(obs, 0.3)[0] for _ in range(2000)])
     finally:
         rollout.close()
@@ -203,18 +202,19 @@ def test_epsilon_partial_explores_at_that_rate():
 
 def test_epsilon_zero_is_greedy():
     rollout = make(num_envs=3, seed=4)
-    net = rollout.net
+    policy = rollout.policy
     (chunk,) = collect(rollout, [30], epsilon=0.0)
     for t in range(30):
-        np.testing.assert_array_equal(chunk.arrays["actions"][t], greedy_actions(net, chunk.arrays["obs"][t]).numpy())
+        np.testing.assert_array_equal(chunk.arrays["actions"][t], policy.greedy(chunk.arrays["obs"][t]))
 
 
-def forced_state(rollout: Rollout, action: int) -> dict[str, torch.Tensor]:
+def forced_state(rollout: Rollout, action: int) -> dict[str, np.ndarray]:
     """The rollout's own state dict with the output layer rewired to always prefer `action`."""
-    state = {k: v.clone() for k, v in rollout.net.state_dict().items()}
+    state = {f"{2 * i}.{kind}": array.copy() for i, layer in enumerate(rollout.policy.layers)
+             for kind, array in zip(("weight", "bias"), layer, strict=True)}
     last = f"{2 * len(HIDDEN.hidden)}"
-    state[f"{last}.weight"].zero_()
-    state[f"{last}.bias"].copy_(torch.tensor([1.0, 0.0]) if action == 0 else torch.tensor([0.0, 1.0]))
+    state[f"{last}.weight"][:] = 0.0
+    state[f"{last}.bias"][:] = [1.0, 0.0] if action == 0 else [0.0, 1.0]
     return state
 
 
@@ -239,3 +239,46 @@ def test_same_seed_same_chunks():
     for name in a.arrays:
         np.testing.assert_array_equal(a.arrays[name], b.arrays[name])
     assert not np.array_equal(a.arrays["obs"], c.arrays["obs"])
+
+
+def test_sampling_mode_records_behaviour_log_probs():
+    """PPO collectors draw from softmax(logits) and keep log pi(a|s) of the drawn action for the learner."""
+    rollout = Rollout(CARTPOLE, 4, HIDDEN, seed=2, sample=True)
+    try:
+        chunk = rollout.collect(50, epsilon=0.0)
+    finally:
+        rollout.close()
+    arrays = chunk.arrays
+    logits = rollout.policy(arrays["obs"].reshape(-1, 4))
+    logp_all = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    expected = logp_all[np.arange(len(logits)), arrays["actions"].reshape(-1)]
+    np.testing.assert_allclose(arrays["logp"].reshape(-1), expected, rtol=1e-5, atol=1e-6)
+    assert set(np.unique(arrays["actions"])) == {0, 1}  # a stochastic policy, not argmax
+
+
+def test_new_policy_takes_over_mid_chunk_and_the_chunk_reports_the_oldest():
+    rollout = make(num_envs=2, seed=7)
+    steps = {"n": 0}
+
+    def refresh() -> None:
+        steps["n"] += 1
+        if steps["n"] == 6:
+            rollout.load_state(forced_state(rollout, 1), version=5)
+
+    try:
+        chunk = rollout.collect(12, 0.0, refresh=refresh)
+    finally:
+        rollout.close()
+    assert chunk.policy_version == 0 and rollout.version == 5
+    assert np.all(chunk.arrays["actions"][5:] == 1)  # from the sixth step on, the new policy acts
+
+
+def test_n_episode_mode_cuts_the_chunk_after_that_many_episodes():
+    rollout = make(CARTPOLE5, num_envs=3, seed=0)
+    try:
+        chunk = rollout.collect(100, 1.0, episodes_target=4)
+    finally:
+        rollout.close()
+    # every episode lasts exactly 5 steps, in all 3 envs at once: after 10 steps 6 episodes have finished
+    assert chunk.arrays["rewards"].shape == (10, 3)
+    assert chunk.ends == [12, 13, 14, 27, 28, 29] and chunk.fresh_columns == [0, 1, 2]

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from evaluator.episodes import evaluate
+from evaluator.episodes import Act, evaluate
 from shared.config import NetConfig
-from shared.nets import greedy_actions, policy_network
+from shared.inference import NumpyPolicy
 
 torch.set_num_threads(1)
 
@@ -48,9 +48,8 @@ if SEED_LENGTH_ID not in gym.registry:
 
 
 @pytest.fixture
-def net() -> torch.nn.Module:
-    torch.manual_seed(0)
-    return policy_network(2, 2, NetConfig(hidden=(8,)))
+def net() -> Act:
+    return NumpyPolicy(2, 2, NetConfig(hidden=(8,)), np.random.default_rng(0)).greedy
 
 
 @pytest.mark.parametrize(("num_envs", "episodes"), [(1, 3), (2, 6), (3, 6), (3, 12)])
@@ -77,8 +76,7 @@ def test_started_episodes_are_finished(net):
 
 
 def test_greedy_cartpole_returns_equal_lengths():
-    torch.manual_seed(3)
-    net = policy_network(4, 2, NetConfig(hidden=(16,)))
+    net = NumpyPolicy(4, 2, NetConfig(hidden=(16,)), np.random.default_rng(3)).greedy
     returns, lengths = evaluate(net, "CartPole-v1", num_envs=2, episodes=4, seed=0)
     assert len(returns) == len(lengths) == 4
     assert returns == [float(n) for n in lengths]
@@ -89,8 +87,7 @@ def test_greedy_cartpole_returns_equal_lengths():
 
 def test_greedy_cartpole_matches_a_manual_rollout():
     """Each env's first episode equals a single-env greedy rollout with the same seed."""
-    torch.manual_seed(4)
-    net = policy_network(4, 2, NetConfig(hidden=(16,)))
+    net = NumpyPolicy(4, 2, NetConfig(hidden=(16,)), np.random.default_rng(4)).greedy
     returns, lengths = evaluate(net, "CartPole-v1", num_envs=2, episodes=2, seed=10)
     expected = []
     for i in range(2):
@@ -98,7 +95,7 @@ def test_greedy_cartpole_matches_a_manual_rollout():
         obs, _ = env.reset(seed=10 + i)
         total, done = 0, False
         while not done:
-            obs, _, term, trunc, _ = env.step(int(greedy_actions(net, obs[None])[0]))
+            obs, _, term, trunc, _ = env.step(int(net(obs[None])[0]))
             total += 1
             done = term or trunc
         env.close()
