@@ -1,14 +1,17 @@
 """Launch-to-solved time: rlfleet (full distributed stack) vs Stable-Baselines3 in one process, side by side.
 
   pip install -e '.[bench]'
-  python bench/time_to_solve.py [--seeds 0 1 2] [--json bench/results/time_to_solve.json]
+  python bench/time_to_solve.py [--algos dqn ppo] [--seeds 0 1 2] [--json bench/results/time_to_solve.json]
 
 Each run is a whole process timed from launch until it reports "solved": the mean return of 10 greedy
 episodes (10 envs, one episode each, evaluator/episodes.py for both) >= 475 on CartPole-v1. rlfleet evaluates
 every published policy version in its evaluator process; SB3 evaluates in-process every --sb3-eval-every env
 steps. Runs alternate rlfleet / SB3 per seed. Peak memory is the largest sum of PSS over the run's whole
-process tree, sampled every 0.5 s. SB3 uses the rl-zoo CartPole-v1 DQN hyperparameters.
-PPO joins the comparison once rlfleet has a PPO learner (issue 3).
+process tree, sampled every 0.5 s. SB3 uses the rl-zoo CartPole-v1 hyperparameters of each algorithm, as do
+rlfleet's configs/cartpole_dqn.yaml and configs/cartpole_ppo.yaml.
+
+Policy propagation (rlfleet): for each version N the learner publishes, the time from its "publishing policy
+vN" log line until every collector has logged "acting with policy vM", M >= N (all on one machine clock).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,12 @@ SB3_DQN: dict[str, Any] = dict(
     target_update_interval=10, train_freq=256, gradient_steps=128, exploration_fraction=0.16,
     exploration_final_eps=0.04, policy_kwargs=dict(net_arch=[256, 256]))
 SB3_DQN_TIMESTEPS = 50_000
+# rl-baselines3-zoo, hyperparams/ppo.yml, CartPole-v1 (learning rate and clip range decay linearly to 0)
+SB3_PPO: dict[str, Any] = dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
+                               learning_rate=lambda f: f * 1e-3, clip_range=lambda f: f * 0.2)
+SB3_PPO_ENVS, SB3_PPO_TIMESTEPS = 8, 100_000
+CONFIGS = {"dqn": "configs/cartpole_dqn.yaml", "ppo": "configs/cartpole_ppo.yaml"}
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*(publishing|acting with) policy v(\d+)")
 
 
 def _tree(root: int) -> list[int]:
@@ -79,11 +89,39 @@ class PeakMemory(threading.Thread):
         return self.peak
 
 
-def run_rlfleet(seed: int, timeout: float) -> dict:
+def _log_time(stamp: str) -> float:
+    return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def propagation_ms(logs: Path) -> list[float]:
+    """Per published version: ms until every collector acts with it (or newer); versions some collector
+    never reached (published at the very end) are left out."""
+    published: dict[int, float] = {}
+    loads: dict[str, list[tuple[float, int]]] = {}
+    for log in logs.glob("*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            found = LOG_LINE.match(line)
+            if found is None:
+                continue
+            when, what, version = _log_time(found.group(1)), found.group(2), int(found.group(3))
+            if what == "publishing" and log.name.startswith("learner"):
+                published[version] = when
+            elif what == "acting with" and log.name.startswith("collector"):
+                loads.setdefault(log.name, []).append((when, version))
+    delays = []
+    for version, when in sorted(published.items()):
+        reached = [min((t for t, v in seen if v >= version and t >= when - 1.0), default=None)
+                   for seen in loads.values()]
+        if loads and all(t is not None for t in reached):
+            delays.append(max(0.0, (max(t for t in reached if t is not None) - when) * 1000))
+    return delays
+
+
+def run_rlfleet(seed: int, algo: str, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--seed", str(seed),
+            [sys.executable, "-m", "launcher", "up", "--config", CONFIGS[algo], "--seed", str(seed),
              "--port", "0", "--data-dir", tmp],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
         memory = PeakMemory(proc.pid)
@@ -101,17 +139,19 @@ def run_rlfleet(seed: int, timeout: float) -> dict:
                 proc.kill()
         proc.wait()
         solved = seconds is not None and proc.returncode == 0
-        return {"system": "rlfleet", "algo": "dqn", "seed": seed, "solved": solved,
+        delays = [d for run in (Path(tmp) / "runs").iterdir() for d in propagation_ms(run / "logs")]
+        return {"system": "rlfleet", "algo": algo, "seed": seed, "solved": solved,
                 "seconds": seconds, "env_steps": steps, "peak_pss_mib": memory.stop(),
-                "tail": "".join(lines[-3:])}
+                "propagation_ms": delays, "tail": "".join(lines[-3:])}
 
 
-def sb3_worker(seed: int, eval_every: int, launched: float) -> None:
-    """Runs in its own process: train SB3 DQN, evaluate greedily every `eval_every` steps, print one JSON line
+def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
+    """Runs in its own process: train SB3, evaluate greedily every `eval_every` steps, print one JSON line
     with the time since `launched` (the parent's wall clock when it started this process)."""
     import torch
-    from stable_baselines3 import DQN
+    from stable_baselines3 import DQN, PPO
     from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
 
     from evaluator.episodes import evaluate
 
@@ -121,26 +161,36 @@ def sb3_worker(seed: int, eval_every: int, launched: float) -> None:
         def __init__(self) -> None:
             super().__init__()
             self.solved_at: tuple[float, int] | None = None
+            self.next_eval = eval_every
 
         def _on_step(self) -> bool:
-            if self.num_timesteps % eval_every:
+            if self.num_timesteps < self.next_eval:
                 return True
-            q_net = self.model.q_net  # type: ignore[attr-defined]  # a DQN: greedy action = argmax of q_net
-            returns, _ = evaluate(q_net, "CartPole-v1", 10, 10, seed + self.num_timesteps)
+            self.next_eval += eval_every
+            model = self.model
+            returns, _ = evaluate(lambda obs: model.predict(obs, deterministic=True)[0], "CartPole-v1", 10, 10,
+                                  seed + self.num_timesteps)
             if sum(returns) / len(returns) >= THRESHOLD:
                 self.solved_at = (time.time() - launched, self.num_timesteps)
                 return False
             return True
 
     check = SolveCheck()
-    DQN("MlpPolicy", "CartPole-v1", seed=seed, device="cpu", **SB3_DQN).learn(SB3_DQN_TIMESTEPS, callback=check)
-    seconds, steps = check.solved_at if check.solved_at else (None, SB3_DQN_TIMESTEPS)
+    if algo == "dqn":
+        model = DQN("MlpPolicy", "CartPole-v1", seed=seed, device="cpu", **SB3_DQN)
+        budget = SB3_DQN_TIMESTEPS
+    else:
+        env = make_vec_env("CartPole-v1", n_envs=SB3_PPO_ENVS, seed=seed)
+        model = PPO("MlpPolicy", env, seed=seed, device="cpu", **SB3_PPO)
+        budget = SB3_PPO_TIMESTEPS
+    model.learn(budget, callback=check)
+    seconds, steps = check.solved_at if check.solved_at else (None, budget)
     print(json.dumps({"seconds": seconds, "env_steps": steps}))
 
 
-def run_sb3(seed: int, eval_every: int, timeout: float) -> dict:
-    proc = subprocess.Popen([sys.executable, __file__, "--sb3-worker", "--seed", str(seed), "--sb3-eval-every",
-                             str(eval_every), "--launched", repr(time.time())],
+def run_sb3(seed: int, algo: str, eval_every: int, timeout: float) -> dict:
+    proc = subprocess.Popen([sys.executable, __file__, "--sb3-worker", "--algo", algo, "--seed", str(seed),
+                             "--sb3-eval-every", str(eval_every), "--launched", repr(time.time())],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     memory = PeakMemory(proc.pid)
     memory.start()
@@ -148,46 +198,67 @@ def run_sb3(seed: int, eval_every: int, timeout: float) -> dict:
     lines = out.strip().splitlines()
     result = json.loads(lines[-1]) if lines else {"seconds": None, "env_steps": None}
     solved = result["seconds"] is not None
-    return {"system": "sb3", "algo": "dqn", "seed": seed, "solved": solved, "seconds": result["seconds"],
+    return {"system": "sb3", "algo": algo, "seed": seed, "solved": solved, "seconds": result["seconds"],
             "env_steps": result["env_steps"], "peak_pss_mib": memory.stop(),
             "tail": "" if solved else err[-300:]}
 
 
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _p99(values: list[float]) -> float:
+    return statistics.quantiles(values, n=100)[98] if len(values) >= 2 else float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algos", nargs="+", choices=sorted(CONFIGS), default=["dqn", "ppo"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--sb3-eval-every", type=int, default=1000, help="SB3 env steps between evaluations")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--json", type=Path, help="write all results here")
     parser.add_argument("--sb3-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--algo", default="dqn", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--launched", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sb3_worker:
-        sb3_worker(args.seed, args.sb3_eval_every, args.launched)
+        sb3_worker(args.algo, args.seed, args.sb3_eval_every, args.launched)
         return
     results = []
-    for seed in args.seeds:  # interleaved: A B A B, so drifts in machine load hit both alike
-        for system in ("rlfleet", "sb3"):
-            r = run_rlfleet(seed, args.timeout) if system == "rlfleet" else run_sb3(seed, args.sb3_eval_every,
-                                                                                    args.timeout)
-            results.append(r)
-            shown = f"{r['seconds']:.1f}s" if r["solved"] else "NOT SOLVED"
-            print(f"seed {seed} {r['system']:7} dqn: {shown}, {r['env_steps']} env steps, "
-                  f"peak PSS {r['peak_pss_mib']:.0f} MiB", flush=True)
+    for algo in args.algos:
+        for seed in args.seeds:  # interleaved: A B A B, so drifts in machine load hit both alike
+            for system in ("rlfleet", "sb3"):
+                r = (run_rlfleet(seed, algo, args.timeout) if system == "rlfleet"
+                     else run_sb3(seed, algo, args.sb3_eval_every, args.timeout))
+                results.append(r)
+                shown = f"{r['seconds']:.1f}s" if r["solved"] else "NOT SOLVED"
+                print(f"seed {seed} {r['system']:7} {algo}: {shown}, {r['env_steps']} env steps, "
+                      f"peak PSS {r['peak_pss_mib']:.0f} MiB", flush=True)
     print()
-    for system in ("rlfleet", "sb3"):
-        times = [r["seconds"] for r in results if r["system"] == system and r["solved"]]
-        solved = sum(r["solved"] for r in results if r["system"] == system)
-        median = statistics.median(times) if times else float("nan")
-        print(f"{system:7} dqn: solved {solved}/{len(args.seeds)}, median {median:.1f}s")
-    rl = [r["seconds"] for r in results if r["system"] == "rlfleet" and r["solved"]]
-    sb = [r["seconds"] for r in results if r["system"] == "sb3" and r["solved"]]
-    if rl and sb:
-        print(f"ratio rlfleet / sb3 (median time to solve, dqn): {statistics.median(rl) / statistics.median(sb):.2f}")
+    summary = {}
+    for algo in args.algos:
+        row: dict[str, Any] = {}
+        for system in ("rlfleet", "sb3"):
+            runs = [r for r in results if r["system"] == system and r["algo"] == algo]
+            times = [r["seconds"] for r in runs if r["solved"]]
+            row[system] = {"solved": len(times), "runs": len(runs), "median_seconds": _median(times),
+                           "median_env_steps": _median([r["env_steps"] for r in runs if r["solved"]]),
+                           "max_peak_pss_mib": max((r["peak_pss_mib"] for r in runs), default=float("nan"))}
+            print(f"{system:7} {algo}: solved {len(times)}/{len(runs)}, median {row[system]['median_seconds']:.1f}s, "
+                  f"median env steps {row[system]['median_env_steps']:.0f}, "
+                  f"peak PSS up to {row[system]['max_peak_pss_mib']:.0f} MiB")
+        row["ratio"] = row["rlfleet"]["median_seconds"] / row["sb3"]["median_seconds"]
+        delays = [d for r in results if r["system"] == "rlfleet" and r["algo"] == algo for d in r["propagation_ms"]]
+        row["propagation_ms"] = {"versions": len(delays), "median": _median(delays), "p99": _p99(delays)}
+        print(f"ratio rlfleet / sb3 (median time to solve, {algo}): {row['ratio']:.2f}")
+        print(f"policy propagation ({algo}, {len(delays)} versions): median {_median(delays):.0f} ms, "
+              f"p99 {_p99(delays):.0f} ms")
+        summary[algo] = row
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps({"summary": summary, "runs": results}, indent=2))
 
 
 if __name__ == "__main__":

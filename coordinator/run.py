@@ -592,6 +592,7 @@ class Run:
         killed between writing a chunk and reporting it leaves one). Returns how many were deleted."""
         with self._lock:
             referenced = {e.payload_path for e in self.buffer.entries()}
+            referenced.update(path for _, path in self._consumed)  # sampled, still in their grace period
         deleted = self.store.delete_unreferenced("chunks", referenced, time.time() - grace_seconds)
         if deleted:
             log.info("garbage-collected %d unacknowledged payload files", deleted)

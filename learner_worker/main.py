@@ -113,9 +113,10 @@ class Trainer:
     def publish(self) -> None:
         self.version += 1
         ref = save_policy(self.store, self.version, self.algo.policy_state())
+        # Logged before the request, with the collectors' "acting with" lines: the benchmark's propagation time.
+        log.info("publishing policy v%d", self.version)
         ack = self.session.client.call("POST", "/v1/policies", Ack, PolicyPublish(
             worker_id=self.session.worker_id, policy=ref, iteration=self.iteration))
-        log.info("published policy v%d", self.version)  # with the collectors' "acting with": propagation time
         self.session.update(ack.directive)
 
     def report(self, losses: dict[str, float]) -> None:

@@ -1,0 +1,583 @@
+"""The Run's replay features in-process: priorities, batch bounds, on-policy queues, chunk layout checks,
+policy-lag statistics and the heartbeat long poll."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from coordinator.errors import Conflict, Invalid, NotEnoughData
+from coordinator.run import CONSUMED_GRACE_SECONDS, PAUSE_SECONDS, Run
+from shared.config import RunConfig
+from shared.store import LocalStore
+from shared.wire import HeartbeatResponse, PriorityUpdate, SampleRequest, SampleResponse
+from tests.coordinator.test_run import (
+    FakeClock,
+    chunk,
+    collector,
+    counters,
+    learner,
+    make_config,
+    publish,
+    register,
+)
+
+EPS = 1e-6  # ReplayConfig.priority_epsilon default
+
+
+def prioritized(base: RunConfig, **replay: Any) -> RunConfig:
+    """Prioritized replay over transitions, without rate limiting getting in the way of many samples."""
+    values: dict[str, Any] = {"sampler": "prioritized", "min_transitions": 1, "samples_per_insert": 1000.0,
+                              "tolerance_transitions": 1_000_000, "beta_start": 0.4, "beta_horizon": 1000}
+    values.update(replay)
+    return make_config(base, replay=values)
+
+
+def queue_config(base: RunConfig, sampler: str = "fifo", replay: dict[str, Any] | None = None,
+                 **sampling: Any) -> RunConfig:
+    """PPO-like: whole chunks from a queue, each served once, data at most the policy lag old."""
+    sampling_values: dict[str, Any] = {"unit": "chunk", "min_batch_size": 32, "max_batch_size": 64,
+                                       "force_sync": True}
+    sampling_values.update(sampling)
+    replay_values: dict[str, Any] = {"sampler": sampler, "max_use": 1, "min_transitions": 1,
+                                     "tolerance_transitions": 10_000}
+    replay_values.update(replay or {})
+    data = base.model_dump()
+    data["algo"] = "ppo"
+    data["replay"] = {**data["replay"], **replay_values}
+    data["sampling"] = {**data["sampling"], **sampling_values}
+    return RunConfig.model_validate(data)
+
+
+def sample(run: Run, worker_id: str, batch_size: int, num_batches: int = 1) -> SampleResponse:
+    return run.sample(SampleRequest(worker_id=worker_id, batch_size=batch_size, num_batches=num_batches))
+
+
+def served_chunk_ids(resp: SampleResponse) -> list[str]:
+    """The chunk of each item, in the order the items were served."""
+    return [resp.chunks[k].chunk_id for k in resp.chunk_index]
+
+
+def update(run: Run, worker_id: str, ids: list[int], priorities: list[float]) -> Any:
+    return run.update_priorities(PriorityUpdate(worker_id=worker_id, ids=ids, priorities=priorities))
+
+
+# ----- prioritized replay -----------------------------------------------------------------------------------
+
+
+def test_prioritized_sample_returns_ids_and_importance_weights(make_run: Callable[..., Run], run_config: RunConfig,
+                                                               store: LocalStore) -> None:
+    run = make_run(prioritized(run_config, alpha=1.0))
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "c0", env_steps=50))  # ids 0..49, all at max priority 1
+    fresh = sample(run, lrn, 40)
+    assert fresh.unit == "transition"
+    assert len(fresh.ids) == len(fresh.weights) == len(fresh.offsets) == len(fresh.lengths) == 40
+    assert fresh.lengths == [1] * 40
+    assert all(0 <= i < 50 for i in fresh.ids)
+    assert fresh.ids == fresh.offsets  # one chunk starting at row id 0: id == offset
+    assert fresh.weights == [1.0] * 40  # equal priorities: every weight is 1
+
+    # ids 0..9 at priority 1 (the minimum), ids 10..49 at priority 4
+    update(run, lrn, list(range(50)), [1.0] * 10 + [4.0] * 40)
+    beta = run.status().buffers[0].beta
+    assert beta == pytest.approx(0.4 + 0.6 * 40 / 1000)
+    resp = sample(run, lrn, 200)
+    weights = np.asarray(resp.weights)
+    ids = np.asarray(resp.ids)
+    assert len(weights) == len(ids) == 200
+    assert np.all((weights > 0) & (weights <= 1.0))
+    assert weights.max() == pytest.approx(1.0)
+    low = ids < 10
+    assert low.any() and (~low).any()
+    assert weights[low] == pytest.approx(np.ones(int(low.sum())))
+    expected_high = ((4.0 + EPS) / (1.0 + EPS)) ** -beta
+    assert weights[~low] == pytest.approx(np.full(int((~low).sum()), expected_high))
+    assert expected_high < 0.6
+
+
+def test_raised_priority_is_drawn_much_more_often(make_run: Callable[..., Run], run_config: RunConfig,
+                                                  store: LocalStore) -> None:
+    run = make_run(prioritized(run_config, alpha=1.0))
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "c0", env_steps=100))
+    before = Counter(sample(run, lrn, 2000).ids)
+    assert before[7] < 60  # uniform: 20 expected
+    ack = update(run, lrn, [7], [99.0])
+    assert (ack.updated, ack.ignored) == (1, 0)
+    after = Counter(sample(run, lrn, 2000).ids)
+    # P(7) = 99 / (99 + 99 * 1) = 0.5: about 1000 of 2000; every other id about 10
+    assert 850 < after[7] < 1150
+    assert max(n for i, n in after.items() if i != 7) < 40
+
+
+def test_update_of_an_overwritten_id_is_ignored_and_spares_the_new_occupant(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run = make_run(prioritized(run_config, capacity_transitions=100, alpha=0.5))
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "a", env_steps=100))  # ids 0..99 fill the ring
+    drawn = sample(run, lrn, 64).ids
+    assert drawn and max(drawn) < 100
+    update(run, lrn, [60], [16.0])  # raises max_priority: later chunks enter at 16 + eps
+    run.ingest(chunk(store, w, t, "b", env_steps=50))  # ids 100..149 overwrite slots 0..49
+    new_leaf = (16.0 + EPS) ** 0.5
+    assert run.buffer.tree is not None
+    assert run.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)
+    ack = update(run, lrn, [3, 70], [1000.0, 9.0])  # id 3 now lives in slot 3 as id 103
+    assert (ack.updated, ack.ignored) == (1, 1)
+    assert run.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)  # id 103 untouched
+    assert run.buffer.tree.get(np.array([70]))[0] == pytest.approx((9.0 + EPS) ** 0.5)
+    assert run.status().buffers[0].max_priority == pytest.approx(16.0 + EPS)  # the ignored 1000 did not count
+
+
+def test_priority_update_rejects_unissued_ids_and_mismatched_lengths(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run = make_run(prioritized(run_config))
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "c0", env_steps=20))  # ids 0..19; the head is 20
+    leaves = run.buffer.tree.get(np.arange(20)).copy()  # type: ignore[union-attr]
+    with pytest.raises(Invalid, match="never issued") as err:
+        update(run, lrn, [5, 20], [2.0, 2.0])
+    assert err.value.status == 422
+    assert "next id is 20" in err.value.message
+    with pytest.raises(Invalid, match="never issued"):
+        update(run, lrn, [10**9], [1.0])
+    with pytest.raises(Invalid, match="2 ids but 1 priorities") as err:
+        update(run, lrn, [1, 2], [3.0])
+    assert err.value.status == 422
+    with pytest.raises(Invalid, match="1 ids but 3 priorities"):
+        update(run, lrn, [1], [3.0, 3.0, 3.0])
+    assert np.array_equal(run.buffer.tree.get(np.arange(20)), leaves)  # type: ignore[union-attr]
+    assert run.buffer.max_priority == 1.0
+    assert update(run, lrn, [19], [2.0]).updated == 1  # the boundary id is valid
+
+
+def test_priorities_on_a_uniform_buffer_conflict(run: Run, store: LocalStore) -> None:
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "c0", env_steps=100))
+    with pytest.raises(Conflict, match="uniform sampler") as err:
+        update(run, lrn, [1], [5.0])
+    assert err.value.status == 409
+    assert run.buffer.max_priority == 1.0
+
+
+def test_new_items_enter_at_the_current_max_priority(make_run: Callable[..., Run], run_config: RunConfig,
+                                                     store: LocalStore) -> None:
+    run = make_run(prioritized(run_config, alpha=0.6))
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "c0", env_steps=10))
+    tree = run.buffer.tree
+    assert tree is not None
+    assert np.array_equal(tree.get(np.arange(10)), np.ones(10))  # max priority starts at 1
+    update(run, lrn, [2, 4], [7.0, 3.0])
+    assert run.status().buffers[0].max_priority == pytest.approx(7.0 + EPS)
+    update(run, lrn, [4], [0.5])  # a lower priority does not lower the max
+    assert run.status().buffers[0].max_priority == pytest.approx(7.0 + EPS)
+    run.ingest(chunk(store, w, t, "c1", env_steps=5))  # ids 10..14
+    assert tree.get(np.arange(10, 15)) == pytest.approx(np.full(5, (7.0 + EPS) ** 0.6))
+    assert tree.get(np.array([4]))[0] == pytest.approx((0.5 + EPS) ** 0.6)
+    # by sampling: the new items are as likely as the top item, ~ 7**0.6 / 0.5**0.6 ~ 4.9x an item at 0.5
+    drawn = Counter(sample(run, lrn, 4000).ids)
+    assert drawn[12] > 2.5 * drawn[4]
+    assert 0.6 < drawn[12] / drawn[2] < 1.6
+
+
+def test_beta_anneals_from_beta_start_to_one_with_sampled_transitions(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run = make_run(prioritized(run_config, beta_start=0.4, beta_horizon=1000))
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "c0", env_steps=100))
+    assert run.status().buffers[0].beta == pytest.approx(0.4)
+    sample(run, lrn, 250)
+    assert run.status().buffers[0].beta == pytest.approx(0.4 + 0.6 * 0.25)
+    sample(run, lrn, 250)
+    assert run.status().buffers[0].beta == pytest.approx(0.7)
+    # the next draw is weighted with beta 0.7: w = (leaf / min leaf) ** -beta, leaf = (p + eps) ** alpha
+    update(run, lrn, list(range(100)), [1.0] * 50 + [8.0] * 50)
+    resp = sample(run, lrn, 500)
+    high = {wt for i, wt in zip(resp.ids, resp.weights, strict=True) if i >= 50}
+    assert len(high) == 1
+    assert high.pop() == pytest.approx(((8.0 + EPS) / (1.0 + EPS)) ** (-0.6 * 0.7))
+    assert run.status().buffers[0].beta == pytest.approx(1.0)
+    sample(run, lrn, 500)
+    assert run.status().buffers[0].beta == 1.0  # capped
+    uniform = make_run()
+    assert uniform.status().buffers[0].beta == 1.0
+
+
+# ----- batch bounds -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("batch_size", "num_batches"), [(8, 1), (1, 15), (257, 1), (64, 5)])
+def test_transition_batches_outside_the_bounds_are_invalid(make_run: Callable[..., Run], run_config: RunConfig,
+                                                           store: LocalStore, batch_size: int,
+                                                           num_batches: int) -> None:
+    run = make_run(make_config(run_config, sampling={"min_batch_size": 16, "max_batch_size": 256}))
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "c0", env_steps=500))
+    with pytest.raises(Invalid, match=r"outside the configured batch bounds \[16, 256\]") as err:
+        sample(run, lrn, batch_size, num_batches)
+    assert f"({batch_size * num_batches} transitions)" in err.value.message
+    assert run.limiter.sampled == 0
+    assert len(sample(run, lrn, 16).ids) == 16  # the bounds themselves are fine
+    assert len(sample(run, lrn, 128, 2).ids) == 256
+    assert run.limiter.sampled == 272
+
+
+# ----- on-policy queues -------------------------------------------------------------------------------------
+
+
+def test_fifo_queue_serves_chunks_in_order_each_at_most_once(make_run: Callable[..., Run], run_config: RunConfig,
+                                                             store: LocalStore) -> None:
+    run = make_run(queue_config(run_config))
+    w, t = collector(run)
+    lrn = learner(run)
+    for i in range(5):
+        run.ingest(chunk(store, w, t, f"c{i}", env_steps=32))
+    first = sample(run, lrn, 8)  # at most max_batch_size=64 steps: two chunks of 32
+    assert first.unit == "chunk"
+    assert served_chunk_ids(first) == ["c0", "c1"]
+    assert (first.offsets, first.lengths, first.ids) == ([0, 0], [32, 32], [0, 32])
+    assert first.weights == [1.0, 1.0]
+    assert served_chunk_ids(sample(run, lrn, 1)) == ["c2"]
+    assert served_chunk_ids(sample(run, lrn, 8)) == ["c3", "c4"]
+    with pytest.raises(NotEnoughData, match="fewer than sampling.min_batch_size=32"):
+        sample(run, lrn, 8)
+    buf = run.status().buffers[0]
+    assert (buf.chunks, buf.items, buf.removed_max_use, buf.sampled_transitions) == (0, 0, 5, 160)
+
+
+def test_lifo_queue_serves_the_newest_chunk_first(make_run: Callable[..., Run], run_config: RunConfig,
+                                                  store: LocalStore) -> None:
+    run = make_run(queue_config(run_config, sampler="lifo"))
+    w, t = collector(run)
+    lrn = learner(run)
+    for i in range(4):
+        run.ingest(chunk(store, w, t, f"c{i}", env_steps=32))
+    assert served_chunk_ids(sample(run, lrn, 1)) == ["c3"]
+    run.ingest(chunk(store, w, t, "c4", env_steps=32))
+    assert served_chunk_ids(sample(run, lrn, 8)) == ["c4", "c2"]
+    assert served_chunk_ids(sample(run, lrn, 8)) == ["c1", "c0"]
+    with pytest.raises(NotEnoughData):
+        sample(run, lrn, 1)
+
+
+def test_queue_drops_chunks_that_lag_the_latest_policy(make_run: Callable[..., Run], run_config: RunConfig,
+                                                       store: LocalStore) -> None:
+    run = make_run(queue_config(run_config, force_sync=False, max_policy_lag=1))
+    w, t = collector(run)
+    lrn = learner(run)
+    publish(run, store, lrn, 1)
+    old = chunk(store, w, t, "old", env_steps=32, policy_version=0)
+    run.ingest(old)  # lag 1: still allowed
+    run.ingest(chunk(store, w, t, "new", env_steps=32, policy_version=1))
+    assert run.status().buffers[0].chunks == 2
+    publish(run, store, lrn, 2)  # "old" now lags by 2 > 1
+    buf = run.status().buffers[0]
+    assert (buf.chunks, buf.removed_stale, buf.transitions) == (1, 1, 32)
+    assert store.size(old.payload_path) is None  # its payload is deleted with it
+    resp = sample(run, lrn, 8)
+    assert served_chunk_ids(resp) == ["new"]
+    assert resp.chunks[0].policy_version == 1
+    with pytest.raises(NotEnoughData):
+        sample(run, lrn, 8)
+    # a chunk that already lags too far when it arrives is never served either
+    run.ingest(chunk(store, w, t, "late", env_steps=32, policy_version=0))
+    assert run.status().buffers[0].removed_stale == 2
+    with pytest.raises(NotEnoughData):
+        sample(run, lrn, 8)
+
+
+def test_force_sync_queue_drops_everything_older_than_the_latest_policy(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run = make_run(queue_config(run_config))  # force_sync: lag 0
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "v0", env_steps=32, policy_version=0))
+    publish(run, store, lrn, 1)
+    assert run.status().buffers[0].removed_stale == 1
+    run.ingest(chunk(store, w, t, "v1", env_steps=32, policy_version=1))
+    assert served_chunk_ids(sample(run, lrn, 8)) == ["v1"]
+
+
+def test_consumed_payloads_are_deleted_by_tick_after_the_grace_period(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore, clock: FakeClock) -> None:
+    run = make_run(queue_config(run_config))
+    w, t = collector(run)
+    lrn = learner(run)
+    reports = [chunk(store, w, t, f"c{i}", env_steps=32) for i in range(3)]
+    for report in reports:
+        run.ingest(report)
+    resp = sample(run, lrn, 8)
+    assert served_chunk_ids(resp) == ["c0", "c1"]
+    assert "c0" not in run.buffer and "c1" not in run.buffer
+    for report in reports:  # the learner has yet to read them
+        assert store.get(report.payload_path, sha256=report.sha256)
+    clock.advance(CONSUMED_GRACE_SECONDS - 1)
+    run.heartbeat(w)
+    run.heartbeat(lrn)
+    run.tick()
+    assert all(store.size(r.payload_path) is not None for r in reports)
+    clock.advance(1)
+    run.tick()
+    assert store.size(reports[0].payload_path) is None
+    assert store.size(reports[1].payload_path) is None
+    assert store.size(reports[2].payload_path) is not None  # still queued
+    assert "c2" in run.buffer
+
+
+def test_orphan_gc_spares_consumed_payloads_within_their_grace_period(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore, clock: FakeClock) -> None:
+    run = make_run(queue_config(run_config))
+    w, t = collector(run)
+    lrn = learner(run)
+    report = chunk(store, w, t, "c0", env_steps=32)
+    run.ingest(report)
+    old = time.time() - 3600  # the chunk sat in the store for an hour before it was consumed
+    os.utime(store.resolve(report.payload_path), (old, old))
+    assert served_chunk_ids(sample(run, lrn, 1)) == ["c0"]
+    assert run.collect_garbage(grace_seconds=300) == 0  # the learner is about to read it
+    assert store.size(report.payload_path) is not None
+    clock.advance(CONSUMED_GRACE_SECONDS)
+    run.tick()
+    assert store.size(report.payload_path) is None
+
+
+def test_queue_backlog_pauses_collectors(make_run: Callable[..., Run], run_config: RunConfig,
+                                         store: LocalStore) -> None:
+    run = make_run(queue_config(run_config, replay={"tolerance_transitions": 64}))
+    w, t = collector(run)
+    lrn = learner(run)
+    assert run.ingest(chunk(store, w, t, "c0", env_steps=32)).directive.pause_seconds == 0.0
+    ack = run.ingest(chunk(store, w, t, "c1", env_steps=32))  # 64 queued >= 64
+    assert ack.directive.pause_seconds == PAUSE_SECONDS > 0
+    assert run.heartbeat(w).directive.pause_seconds == PAUSE_SECONDS
+    assert run.heartbeat(lrn).directive.pause_seconds == 0.0
+    sample(run, lrn, 1)  # consumes c0: 32 queued
+    assert run.heartbeat(w).directive.pause_seconds == 0.0
+
+
+def test_queue_sample_below_min_batch_size_is_not_enough_data(make_run: Callable[..., Run], run_config: RunConfig,
+                                                              store: LocalStore) -> None:
+    run = make_run(queue_config(run_config))
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "c0", env_steps=16))
+    with pytest.raises(NotEnoughData, match="holds 16 fresh transitions") as err:
+        sample(run, lrn, 8)
+    assert err.value.status == 409
+    assert run.limiter.sampled == 0 and "c0" in run.buffer
+    run.ingest(chunk(store, w, t, "c1", env_steps=16))
+    assert served_chunk_ids(sample(run, lrn, 8)) == ["c0", "c1"]
+
+
+def test_queue_sample_waits_for_max_batch_size_and_settles_for_min(run_config: RunConfig,
+                                                                   store: LocalStore) -> None:
+    config = queue_config(run_config, max_batch_size=128, max_wait_seconds=5)
+    run = Run(config, store, clock=time.monotonic, sample_wait_seconds=0.4)
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "c0", env_steps=32))
+    run.ingest(chunk(store, w, t, "c1", env_steps=32))
+    start = time.monotonic()
+    resp = sample(run, lrn, 8)  # 64 < 128 queued: waits the full 0.4 s, then serves 64 >= min 32
+    elapsed = time.monotonic() - start
+    assert 0.35 <= elapsed < 2.0
+    assert served_chunk_ids(resp) == ["c0", "c1"]
+
+    # a full batch arriving during the wait is served at once
+    run.sample_wait_seconds = 3.0
+    run.ingest(chunk(store, w, t, "c2", env_steps=32))
+    result: dict[str, Any] = {}
+
+    def learner_thread() -> None:
+        t0 = time.monotonic()
+        result["resp"] = sample(run, lrn, 8)
+        result["done"] = time.monotonic()
+        result["elapsed"] = result["done"] - t0
+
+    thread = threading.Thread(target=learner_thread)
+    thread.start()
+    time.sleep(0.2)
+    assert "resp" not in result  # 32 < 128: still waiting
+    for i in range(3, 6):
+        run.ingest(chunk(store, w, t, f"c{i}", env_steps=32))
+    completed = time.monotonic()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert served_chunk_ids(result["resp"]) == ["c2", "c3", "c4", "c5"]
+    assert result["done"] - completed < 1.0
+    assert result["elapsed"] < 2.0
+
+
+# ----- chunk layout validation ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"env_steps": 30, "num_envs": 4}, "must be a multiple of num_envs"),
+    ({"env_steps": 32, "num_envs": 3}, "must be a multiple of num_envs"),
+    ({"env_steps": 32, "num_envs": 4, "ends": [32]}, "strictly ascending row indices below env_steps"),
+    ({"env_steps": 32, "num_envs": 4, "ends": [3, 40]}, "strictly ascending"),
+    ({"env_steps": 32, "num_envs": 4, "ends": [5, 5]}, "strictly ascending"),
+    ({"env_steps": 32, "num_envs": 4, "ends": [9, 3]}, "strictly ascending"),
+    ({"env_steps": 32, "num_envs": 4, "fresh_columns": [4]}, "distinct env columns below num_envs"),
+    ({"env_steps": 32, "num_envs": 4, "fresh_columns": [1, 1]}, "distinct env columns"),
+    ({"env_steps": 2001}, "exceeds the buffer capacity of 2000"),
+    ({"env_steps": 2004, "num_envs": 4}, "exceeds the buffer capacity"),
+])
+def test_inconsistent_chunk_layout_is_invalid_and_counts_nothing(run: Run, store: LocalStore,
+                                                                 changes: dict[str, Any], message: str) -> None:
+    w, t = collector(run)
+    before = counters(run)
+    report = chunk(store, w, t, "bad", returns=(5.0,), **changes)
+    with pytest.raises(Invalid, match=message) as err:
+        run.ingest(report)
+    assert err.value.status == 422
+    assert counters(run) == before == (0, 0, 0, 0, 0, 0)
+    assert "bad" not in run.chunk_hashes and "bad" not in run.buffer
+    assert run.status().policy_lag.ingest_histogram == {}
+
+
+def test_a_consistent_multi_env_layout_is_accepted(run: Run, store: LocalStore) -> None:
+    w, t = collector(run)
+    run.ingest(chunk(store, w, t, "ok", env_steps=2000, num_envs=4, ends=[0, 5, 1999], fresh_columns=[0, 3]))
+    assert counters(run) == (2000, 0, 1, 2000, 1, 2000)
+    (entry,) = run.buffer.entries()
+    assert (entry.num_envs, entry.ends, entry.fresh_columns) == (4, (0, 5, 1999), (0, 3))
+
+
+# ----- policy lag -------------------------------------------------------------------------------------------
+
+
+def test_policy_lag_counts_ingest_lags_and_sampled_lags(make_run: Callable[..., Run], run_config: RunConfig,
+                                                        store: LocalStore) -> None:
+    run = make_run(prioritized(run_config))
+    w, t = collector(run)
+    lrn = learner(run)
+    run.ingest(chunk(store, w, t, "a", env_steps=10, policy_version=0))  # latest 0: lag 0
+    for version in (1, 2, 3):
+        publish(run, store, lrn, version)
+    run.ingest(chunk(store, w, t, "b", env_steps=10, policy_version=3))  # lag 0
+    run.ingest(chunk(store, w, t, "c", env_steps=10, policy_version=2))  # lag 1
+    run.ingest(chunk(store, w, t, "d", env_steps=10, policy_version=1))  # lag 2
+    run.ingest(chunk(store, w, t, "e", env_steps=10, policy_version=1))  # lag 2
+    lag = run.status().policy_lag
+    assert lag.ingest_histogram == {"0": 2, "1": 1, "2": 2}
+    assert lag.ingest_max == 2
+    assert lag.ingest_mean == pytest.approx(5 / 5)
+    assert (lag.sampled_mean, lag.sampled_max) == (0.0, 0)
+
+    resp = sample(run, lrn, 200)
+    lags = [3 - resp.chunks[k].policy_version for k in resp.chunk_index]
+    assert set(lags) == {0, 1, 2, 3}  # "a" (v0) now lags by 3
+    lag = run.status().policy_lag
+    assert lag.sampled_max == 3
+    assert lag.sampled_mean == pytest.approx(float(np.mean(lags)))
+    publish(run, store, lrn, 4)
+    resp2 = sample(run, lrn, 100)
+    lags += [4 - resp2.chunks[k].policy_version for k in resp2.chunk_index]
+    lag = run.status().policy_lag
+    assert lag.sampled_max == 4
+    assert lag.sampled_mean == pytest.approx(float(np.mean(lags)))
+    assert lag.ingest_histogram == {"0": 2, "1": 1, "2": 2}  # sampling does not touch ingest stats
+
+
+def test_policy_lag_histogram_collects_the_tail(make_run: Callable[..., Run], run_config: RunConfig,
+                                                store: LocalStore) -> None:
+    run = make_run(make_config(run_config, replay={"min_transitions": 1}))
+    w, t = collector(run)
+    lrn = learner(run)
+    for version in range(1, 11):
+        publish(run, store, lrn, version)
+    run.ingest(chunk(store, w, t, "a", env_steps=10, policy_version=10))
+    run.ingest(chunk(store, w, t, "b", env_steps=10, policy_version=2))  # lag 8
+    run.ingest(chunk(store, w, t, "c", env_steps=10, policy_version=0))  # lag 10
+    lag = run.status().policy_lag
+    assert lag.ingest_histogram == {"0": 1, "8+": 2}
+    assert lag.ingest_max == 10
+
+
+# ----- heartbeat long poll ----------------------------------------------------------------------------------
+
+
+def test_heartbeat_long_poll_returns_promptly_after_a_publish(run_config: RunConfig, store: LocalStore) -> None:
+    run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0)
+    lrn = learner(run)
+    publish(run, store, lrn, 1)
+    col = register(run, "collector")
+    result: dict[str, Any] = {}
+
+    def poll() -> None:
+        result["reply"] = run.heartbeat(col, newer_than=1, wait=2.0)
+        result["returned"] = time.monotonic()
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    time.sleep(0.2)
+    assert "reply" not in result  # nothing newer than v1 yet: held
+    published = time.monotonic()
+    publish(run, store, lrn, 2)
+    thread.join(3)
+    assert not thread.is_alive()
+    reply: HeartbeatResponse = result["reply"]
+    assert result["returned"] - published < 1.0
+    assert reply.directive.policy is not None and reply.directive.policy.version == 2
+
+
+def test_heartbeat_long_poll_times_out_after_wait(run_config: RunConfig, store: LocalStore) -> None:
+    run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0)
+    lrn = learner(run)
+    publish(run, store, lrn, 1)
+    col = register(run, "collector")
+    start = time.monotonic()
+    reply = run.heartbeat(col, newer_than=1, wait=0.5)
+    elapsed = time.monotonic() - start
+    assert 0.45 <= elapsed < 1.5
+    assert reply.directive.policy is not None and reply.directive.policy.version == 1
+    start = time.monotonic()
+    reply = run.heartbeat(col, newer_than=0, wait=2.0)  # v1 is already newer than 0
+    assert time.monotonic() - start < 0.3
+    assert reply.directive.policy is not None and reply.directive.policy.version == 1
+
+
+def test_heartbeat_long_poll_ends_when_the_run_ends(run_config: RunConfig, store: LocalStore) -> None:
+    run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0)
+    col = register(run, "collector")
+    result: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: result.update(reply=run.heartbeat(col, newer_than=0, wait=2.0)))
+    start = time.monotonic()
+    thread.start()
+    time.sleep(0.1)
+    run.stop("done")
+    thread.join(3)
+    assert time.monotonic() - start < 1.0
+    assert result["reply"].directive.run_state == "stopped"
+
+
+def test_lag_mean_is_exact_beyond_the_histogram_tail() -> None:
+    from coordinator.lag import LagStats
+
+    stats = LagStats()
+    for lag in (0, 8, 10):
+        stats.ingested(lag)
+    status = stats.status()
+    assert status.ingest_mean == 6.0 and status.ingest_max == 10
+    assert status.ingest_histogram == {"0": 1, "8+": 2}
+    restored = LagStats()
+    restored.restore(stats.state())
+    assert restored.status() == status
