@@ -45,6 +45,7 @@ class Algorithm(Protocol):
 
 
 def run_learner(settings: WorkerSettings) -> int:
+    torch.set_num_threads(settings.torch_threads)  # the only service with torch: collectors act in numpy
     return run_worker(settings, "learner", _claim_and_train)
 
 

@@ -21,9 +21,6 @@ EXIT_OK, EXIT_UNAVAILABLE = 0, 2
 
 def run_worker(settings: WorkerSettings, kind: WorkerKind,
                body: Callable[[WorkerSession, RunLayout], None]) -> int:
-    import torch  # workers only: the coordinator never imports torch
-
-    torch.set_num_threads(settings.torch_threads)
     client = CoordinatorClient(settings.coordinator_url, settings.resolve_token(kind),
                                timeout=settings.http_timeout_seconds,
                                max_unavailable_seconds=settings.max_unavailable_seconds)

@@ -34,6 +34,10 @@ def test_fleet_trains_publishes_evaluates_and_stops_cleanly(fleet: Fleet, run_co
                 and st.env_steps > 2 * run_config.replay.capacity_transitions)
 
     fleet.wait_for(progressed, 120, "policy v3, an evaluation, 60 learner iterations and a full buffer")
+    # Only the learner loads torch (~200 MB each): collectors and the evaluator act in numpy.
+    for name, proc in fleet.procs.items():
+        maps = Path(f"/proc/{proc.pid}/maps").read_text()
+        assert ("libtorch" in maps) == (name == "learner"), name
     st = fleet.status()
     assert {w.kind for w in st.workers} == {"collector", "learner", "evaluator"}
     assert sorted(t.task_id for t in st.tasks if t.kind == "collector" and t.state == "claimed") == [
