@@ -48,5 +48,5 @@ def test_repo_compose_file_translates_to_local_services(tmp_path: Path) -> None:
         svc = services[worker]
         assert svc.env["RLFLEET_COORDINATOR_URL"] == "http://127.0.0.1:4321"
         assert svc.env["RLFLEET_TOKENS_FILE"] == str(data / "tokens.json")
-        assert svc.depends_on == {"coordinator": "service_healthy"}
+        assert svc.depends_on == {"secrets": "service_completed_successfully", "coordinator": "service_started"}
     assert services["collector"].replicas == 2
