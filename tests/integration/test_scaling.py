@@ -16,7 +16,10 @@ SPI = 4.0
 TOLERANCE = 1024
 MIN = 256
 PHASE_SECONDS = 12.0
-IN_FLIGHT = 3  # chunks per collector between the pause decision and the collector obeying it
+# Chunks per collector that can still arrive after the band's edge: the one being uploaded (its ack may be the
+# last "go on"), two in the upload queue, the one being stepped when "pause" arrives, and one more when a
+# heartbeat reply computed just before the pause lands after the ack that carried it.
+IN_FLIGHT = 5
 
 
 def scaling_config() -> RunConfig:
@@ -32,8 +35,7 @@ def scaling_config() -> RunConfig:
 
 def band(buf: BufferStatus, collectors: int, chunk: int, request: int) -> tuple[float, float, float]:
     """(low, diff, high): diff = (inserted - min) * spi - sampled must stay within the limiter's band, widened
-    by what is legitimately in flight: one sample request, and per collector the chunks it had already
-    collected when it heard "pause" (its upload queue of 2 plus the one being stepped)."""
+    by what is legitimately in flight: one sample request, and per collector IN_FLIGHT chunks."""
     diff = (buf.inserted_transitions - MIN) * SPI - buf.sampled_transitions
     return -SPI * TOLERANCE - request, diff, SPI * TOLERANCE + SPI * chunk * IN_FLIGHT * collectors
 
