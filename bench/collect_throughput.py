@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -42,10 +43,14 @@ def baseline_worker(envs: int, chunk_steps: int, seconds: float, warmup: float) 
     print(json.dumps({"steps_per_second": steps / (time.perf_counter() - start)}))
 
 
+SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def run_baseline(envs: int, chunk_steps: int, seconds: float, warmup: float) -> float:
     out = subprocess.run([sys.executable, __file__, "--baseline-worker", "--envs", str(envs), "--chunk-steps",
                           str(chunk_steps), "--seconds", str(seconds), "--warmup", str(warmup)],
-                         capture_output=True, text=True, check=True, cwd=REPO)
+                         capture_output=True, text=True, check=True, cwd=REPO,
+                         env={**os.environ, **SINGLE_THREADED})  # as every rlfleet service runs (launcher/)
     return float(json.loads(out.stdout.strip().splitlines()[-1])["steps_per_second"])
 
 

@@ -210,8 +210,9 @@ def test_epsilon_zero_is_greedy():
 
 def forced_state(rollout: Rollout, action: int) -> dict[str, np.ndarray]:
     """The rollout's own state dict with the output layer rewired to always prefer `action`."""
-    state = {f"{2 * i}.{kind}": array.copy() for i, layer in enumerate(rollout.policy.layers)
-             for kind, array in zip(("weight", "bias"), layer, strict=True)}
+    state = {}
+    for i, (weight, bias) in enumerate(rollout.policy.layers):  # kept as [in, out]; files hold [out, in]
+        state[f"{2 * i}.weight"], state[f"{2 * i}.bias"] = weight.T.copy(), bias.copy()
     last = f"{2 * len(HIDDEN.hidden)}"
     state[f"{last}.weight"][:] = 0.0
     state[f"{last}.bias"][:] = [1.0, 0.0] if action == 0 else [0.0, 1.0]
