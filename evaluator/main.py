@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import numpy as np
 
@@ -25,9 +26,12 @@ from shared.worker import run_worker
 
 log = logging.getLogger("rlfleet.evaluator")
 POLL_SECONDS = 0.2
+EVALUATOR_NICENESS = 10
 
 
 def run_evaluator(settings: WorkerSettings) -> int:
+    # Evaluation must not slow training: on a shared host the learner and collectors get the CPU first.
+    os.nice(EVALUATOR_NICENESS)
     return run_worker(settings, "evaluator", _claim_and_evaluate)
 
 
