@@ -92,7 +92,7 @@ def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> 
             epsilon = task.collector.epsilon.value(directive.env_steps_total) if task.algo == "dqn" else 0.0
             chunk = rollout.collect(task.collector.chunk_steps, epsilon, task.sampling.n_episode,
                                     refresh=None if sync else follower.refresh)
-            uploader.submit(Pending(chunk, task.task_id, chunk.policy_version))
+            uploader.submit(Pending(chunk, task.task_id))
             if sync:
                 uploader.flush()  # acknowledged before we look for the policy trained on it
     finally:

@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 class Pending:
     chunk: Chunk
     task_id: str
-    policy_version: int
 
 
 class Uploader:
@@ -90,14 +89,14 @@ class Uploader:
         chunk_id = uuid.uuid4().hex
         path = chunk_path(item.task_id, chunk_id)
         data = encode_chunk(item.chunk.arrays, {"task_id": item.task_id, "chunk_id": chunk_id,
-                                                "policy_version": item.policy_version})
+                                                "policy_version": item.chunk.policy_version})
         sha = self.store.put(path, data)
         report = ChunkReport(
             chunk_id=chunk_id, worker_id=self.session.worker_id, task_id=item.task_id, payload_path=path,
             sha256=sha, size_bytes=len(data), env_steps=item.chunk.env_steps, num_envs=item.chunk.num_envs,
             ends=item.chunk.ends, fresh_columns=item.chunk.fresh_columns,
             episodes=[EpisodeStat(ret=r, length=n) for r, n in item.chunk.episodes],
-            policy_version=item.policy_version, env_errors=item.chunk.env_errors,
+            policy_version=item.chunk.policy_version, env_errors=item.chunk.env_errors,
         )
         try:
             ack = self.session.client.call("POST", "/v1/chunks", ChunkAck, report)

