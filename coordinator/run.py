@@ -269,6 +269,7 @@ class Run:
                 worker_id=worker.worker_id,
                 lease_seconds=self.registry.lease_seconds,
                 heartbeat_seconds=self.registry.lease_seconds / 4,
+                max_wait_seconds=5.0,
                 run_name=self.config.name,
                 directive=self._directive(kind),
             )

@@ -25,7 +25,9 @@ from shared.config import (
 )
 from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
 
-Id = Annotated[str, Field(pattern=ID_PATTERN, description="client-generated identifier")]
+Id = Annotated[str, Field(pattern=ID_PATTERN, description="identifier (see each field for who issues it)")]
+RequestId = Annotated[str, Field(pattern=ID_PATTERN, description=(
+    "client-generated id of this request; a retry with the same id gets the first reply and changes nothing"))]
 PayloadPath = Annotated[str, Field(pattern=PAYLOAD_PATH_PATTERN, description="path relative to the store root")]
 Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN, description="lower-case hex sha256 of the file")]
 Count = Annotated[int, Field(ge=0, le=2**53)]
@@ -65,12 +67,14 @@ class RegisterRequest(Wire):
     kind: WorkerKind
     name: Annotated[str, Field(pattern=ID_PATTERN, description="human-readable name, e.g. the host name")]
     restarts: Count = Field(0, description="how often a supervisor restarted this worker's process")
+    request_id: RequestId | None = None
 
 
 class RegisterResponse(Wire):
     worker_id: Id
     lease_seconds: float
     heartbeat_seconds: float
+    max_wait_seconds: float = Field(description="longest long-poll `wait` the heartbeat route accepts")
     run_name: Id
     directive: Directive
 
@@ -152,8 +156,40 @@ class ChunkAck(Wire):
     directive: Directive
 
 
+class ChunkBatch(Wire):
+    """Several chunk reports in one request: each is validated and acknowledged on its own terms."""
+
+    reports: Annotated[list[ChunkReport], Field(min_length=1, max_length=64)]
+
+
+class ChunkVerdict(Wire):
+    chunk_id: Id
+    duplicate: bool = Field(description="true when this chunk id was already acknowledged; nothing changed")
+    error: str | None = Field(None, description="why this report was refused (machine-readable); null if accepted")
+    message: str | None = Field(None, description="what is wrong with this report and what to change")
+
+
+class ChunkBatchAck(Wire):
+    results: list[ChunkVerdict] = Field(description="one verdict per report, in request order")
+    directive: Directive
+
+
+class CorruptReport(Wire):
+    """A learner found a sampled payload unusable (hash mismatch, undecodable, wrong shapes, unreadable)."""
+
+    worker_id: Id
+    chunk_id: Id
+    reason: Annotated[str, Field(min_length=1, max_length=500)]
+
+
+class CorruptAck(Wire):
+    removed: bool = Field(description="true when the chunk was still in the buffer and has now been removed")
+    directive: Directive
+
+
 class SampleRequest(Wire):
     worker_id: Id
+    request_id: RequestId | None = None
     batch_size: Annotated[int, Field(ge=1, le=4096)]
     num_batches: Annotated[int, Field(ge=1, le=256)] = 1
 
@@ -210,6 +246,7 @@ class PolicyPublish(Wire):
 
 class EvaluationReport(Wire):
     worker_id: Id
+    request_id: RequestId | None = None
     policy_version: Annotated[int, Field(ge=1)]
     returns: Annotated[list[Return], Field(min_length=1, max_length=10_000)]
     lengths: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=10_000)]
