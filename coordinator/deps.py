@@ -10,7 +10,7 @@ from coordinator.auth import require
 from coordinator.run import Run
 
 
-def _run(request: Request) -> Run:
+async def _run(request: Request) -> Run:  # async: resolved on the loop, no threadpool hop
     return request.app.state.run
 
 

@@ -38,3 +38,23 @@ class Invalid(CoordinatorError):
 class Forbidden(CoordinatorError):
     status = 403
     code = "forbidden"
+
+
+class TooManyWorkers(CoordinatorError):
+    status = 429
+    code = "too_many_workers"
+
+
+class JournalUnavailable(CoordinatorError):
+    """A commit failed: nothing of the request was kept; a retry is safe once the disk has room again."""
+
+    status = 503
+    code = "journal_unavailable"
+
+
+class WorkerFlagged(Forbidden):
+    code = "worker_flagged"
+
+
+class TaskNotHeld(Conflict):
+    code = "task_not_held"

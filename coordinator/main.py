@@ -28,7 +28,7 @@ from shared.wire import ErrorBody
 
 log = logging.getLogger("rlfleet.coordinator")
 _ERRORS = {400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 413: ErrorBody,
-           422: ErrorBody}
+           422: ErrorBody, 429: ErrorBody, 503: ErrorBody}
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -44,19 +44,22 @@ def _describe(exc: RequestValidationError) -> str:
 
 
 async def _tick_loop(app: FastAPI) -> None:
+    """Housekeeping on the loop (cheap, in memory); file I/O (GC, metrics files, plots) in threads."""
     run_: Run = app.state.run
     recorder: MetricsRecorder = app.state.recorder
     settings: CoordinatorSettings = app.state.settings
-    finished = run_.state != "running"  # a resumed run that had already ended
+    finished = not run_.lifecycle.running  # a resumed run that had already ended
     last_gc = asyncio.get_running_loop().time()
     while True:
         await asyncio.sleep(settings.tick_seconds)
         try:
-            await asyncio.to_thread(run_.tick)  # takes the state lock: keep it off the event loop
+            run_.tick()
+            await run_.settle()
             if asyncio.get_running_loop().time() - last_gc >= settings.gc_every_seconds:
                 last_gc = asyncio.get_running_loop().time()
-                await asyncio.to_thread(run_.collect_garbage, settings.orphan_grace_seconds)
-            status = await asyncio.to_thread(run_.status)
+                await asyncio.to_thread(run_.payloads.collect_garbage, run_.referenced_payloads(),
+                                        settings.orphan_grace_seconds)
+            status = run_.status()
             await asyncio.to_thread(recorder.record, status)
             await asyncio.to_thread(recorder.record_evaluations, run_.evaluation_history())
             if status.run_state != "running" and not finished:
@@ -80,10 +83,10 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
         app.state.run = Run(
             config, LocalStore(layout.store_root), lease_seconds=settings.lease_seconds,
             sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
-            journal=journal,
+            journal=journal, max_workers=settings.max_workers, idempotency_seconds=settings.idempotency_seconds,
         )
         layout.config_file.write_text(dump_run_config(app.state.run.config))
-        app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.evaluations))
+        app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.judge.results))
         ticker = asyncio.create_task(_tick_loop(app))
         log.info("run %s ready: data in %s", config.name, layout.run_dir)
         try:
@@ -98,6 +101,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             except Exception:  # a failed final plot must not turn a clean shutdown into a crash
                 log.exception("could not write the run's final metrics")
             app.state.recorder.close()
+            app.state.run.close()
             journal.close()
 
     app = FastAPI(

@@ -17,25 +17,29 @@ class Worker:
     last_seen: float
     task_id: str | None = None
     restarts: int = 0
+    request_id: str | None = None
+    corrupt_chunks: int = 0  # payloads of this worker a learner found unusable
 
 
 class Registry:
     def __init__(self, lease_seconds: float) -> None:
         self.lease_seconds = lease_seconds
         self.workers: dict[str, Worker] = {}
+        self.by_request: dict[str, str] = {}  # registration request id -> worker id, for retried registrations
         self.counter = 0  # ids are never reused, across coordinator restarts too
 
-    def register(self, kind: WorkerKind, name: str, now: float, restarts: int = 0) -> Worker:
+    def register(self, kind: WorkerKind, name: str, now: float, restarts: int = 0,
+                 request_id: str | None = None) -> Worker:
         self.counter += 1
         worker_id = f"{kind}-{self.counter}-{secrets.token_hex(3)}"
-        worker = Worker(worker_id, kind, name, now + self.lease_seconds, now, restarts=restarts)
-        self.workers[worker_id] = worker
-        return worker
+        return self.restore(worker_id, kind, name, None, restarts, request_id, now)
 
     def restore(self, worker_id: str, kind: WorkerKind, name: str, task_id: str | None, restarts: int,
-                now: float) -> Worker:
-        worker = Worker(worker_id, kind, name, now + self.lease_seconds, now, task_id, restarts)
+                request_id: str | None, now: float) -> Worker:
+        worker = Worker(worker_id, kind, name, now + self.lease_seconds, now, task_id, restarts, request_id)
         self.workers[worker_id] = worker
+        if request_id is not None:
+            self.by_request[request_id] = worker_id
         return worker
 
     def get(self, worker_id: str) -> Worker | None:
@@ -50,4 +54,6 @@ class Registry:
         gone = [w for w in self.workers.values() if w.lease_expires <= now]
         for worker in gone:
             del self.workers[worker.worker_id]
+            if worker.request_id is not None:
+                self.by_request.pop(worker.request_id, None)
         return gone

@@ -18,7 +18,13 @@ class CoordinatorSettings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535)
     tokens_file: Path = Field(Path("data/tokens.json"), description="JSON file of scoped bearer tokens")
     open_reads: bool = Field(False, description="serve GET status/run/evaluations without a token")
-    lease_seconds: float = Field(10.0, gt=0, description="a worker silent this long loses its task")
+    lease_seconds: float = Field(10.0, gt=0, description=(
+        "a worker silent this long loses its task; long polls last at most half of it. Raise it (30 s still "
+        "notices a dead worker within 30 s) for fleets of hundreds of collectors"))
+    max_workers: int = Field(4096, ge=1, description="live registrations beyond this are refused with 429")
+    idempotency_seconds: float = Field(900.0, gt=0, description=(
+        "acknowledged chunk ids are remembered this long, so a retried report is never counted twice; "
+        "must exceed the workers' max_unavailable_seconds"))
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="larger request bodies get 413")
     sample_wait_seconds: float = Field(1.0, ge=0, description="how long a sample call waits for data")
     keep_policies: int = Field(8, ge=2, description="policy files kept in the store; older ones deleted")

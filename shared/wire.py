@@ -273,6 +273,8 @@ class WorkerStatus(Wire):
     task_id: str | None
     last_seen_seconds_ago: float
     restarts: int = Field(description="how often a supervisor restarted this worker's process")
+    corrupt_chunks: int = Field(0, description="payloads of this worker that a learner found unusable")
+    flagged: bool = Field(False, description="too many corrupt payloads: its chunk reports are refused")
 
 
 class TaskStatus(Wire):
@@ -312,6 +314,12 @@ class PolicyLagStatus(Wire):
     ingest_histogram: dict[str, int] = Field(description="chunks per lag; '8+' collects the tail")
 
 
+class JournalStatus(Wire):
+    commits: int = Field(description="SQLite transactions since the coordinator started")
+    submissions: int = Field(description="journalled mutations since the coordinator started (group commit)")
+    chunk_ids_remembered: int = Field(description="acknowledged chunk ids inside the idempotency window")
+
+
 class LearnerStatus(Wire):
     iteration: int
     transitions_trained: int
@@ -331,6 +339,7 @@ class Status(Wire):
     chunks: int
     duplicate_chunks: int
     env_errors: int = Field(description="environment exceptions contained by collectors")
+    corrupt_chunks: int = Field(0, description="chunks a learner found unusable and the coordinator removed")
     recent_return_mean: float | None = Field(description="mean training return over the last 100 episodes")
     policy_version: int
     policy_lag: PolicyLagStatus
@@ -340,6 +349,7 @@ class Status(Wire):
     workers: list[WorkerStatus]
     tasks: list[TaskStatus]
     buffers: list[BufferStatus]
+    journal: JournalStatus
 
 
 class RunResponse(Wire):

@@ -132,7 +132,7 @@ class ReplayBuffer:
         self.by_id[entry.chunk_id] = chunk
         if chunk.live_items == 0:  # e.g. no whole episode inside: nothing to serve, keep nothing
             self.unservable += 1
-            gone.append(self._drop(chunk))
+            gone.append(self.drop(chunk))
         return chunk, gone
 
     def _overwrite(self, slots: np.ndarray) -> list[Entry]:
@@ -151,7 +151,7 @@ class ReplayBuffer:
             chunk.live_rows -= n
             if chunk.live_items == 0:
                 self.evicted_chunks += 1
-                gone.append(self._drop(chunk))
+                gone.append(self.drop(chunk))
         return gone
 
     def _kill_items(self, item_slots: np.ndarray) -> None:
@@ -170,7 +170,7 @@ class ReplayBuffer:
             for slot in item_slots.tolist():
                 self.queue.pop(slot, None)
 
-    def _drop(self, chunk: Chunk) -> Entry:
+    def drop(self, chunk: Chunk) -> Entry:
         """Forget a chunk entirely: free its remaining rows and items."""
         own = (chunk.base_id + np.arange(chunk.entry.transitions)) % self.capacity
         own = own[self.chunk_key[own] == chunk.key]
@@ -188,7 +188,7 @@ class ReplayBuffer:
             return []
         stale = [c for c in self.chunks.values() if latest_version - c.entry.policy_version > max_staleness]
         self.removed_stale += len(stale)
-        return [self._drop(c) for c in stale]
+        return [self.drop(c) for c in stale]
 
     def expire_below(self, row_id: int) -> list[Entry]:
         """Free rows with ids below `row_id` (used on restore: rows overwritten by chunks no longer kept)."""
@@ -276,7 +276,7 @@ class ReplayBuffer:
         self.removed_max_use += len(item_slots)
         keys = np.unique(self.chunk_key[item_slots])
         self._kill_items(item_slots)
-        return [self._drop(self.chunks[k]) for k in keys.tolist() if self.chunks[k].live_items == 0]
+        return [self.drop(self.chunks[k]) for k in keys.tolist() if self.chunks[k].live_items == 0]
 
     def apply_uses(self, ids: np.ndarray) -> list[Entry]:
         """Replay journalled draws (restore): ids still present count one use each."""

@@ -11,10 +11,10 @@ router = APIRouter(prefix="/v1/evaluations", tags=["evaluations"])
 
 
 @router.post("", response_model=EvaluationResult, summary="Report the episodes of one policy version")
-def report(body: EvaluationReport, run: RunDep, _: EvaluatorScope) -> EvaluationResult:
-    return run.evaluate(body)
+async def report(body: EvaluationReport, run: RunDep, _: EvaluatorScope) -> EvaluationResult:
+    return await run.settled(run.evaluate(body))
 
 
 @router.get("", response_model=list[EvaluationResult], summary="All evaluations of this run, oldest first")
-def history(run: RunDep, _: ReaderScope) -> list[EvaluationResult]:
+async def history(run: RunDep, _: ReaderScope) -> list[EvaluationResult]:
     return run.evaluation_history()

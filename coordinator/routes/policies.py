@@ -12,15 +12,15 @@ router = APIRouter(prefix="/v1/policies", tags=["policies"])
 
 
 @router.post("", response_model=Ack, summary="Publish a new policy version (strictly increasing)")
-def publish(body: PolicyPublish, run: RunDep, _: LearnerScope) -> Ack:
-    return run.publish_policy(body)
+async def publish(body: PolicyPublish, run: RunDep, _: LearnerScope) -> Ack:
+    return await run.publish(body)
 
 
 @router.get("/latest", response_model=PolicyRef, summary="The latest policy; 304 if If-None-Match matches",
             responses={304: {"description": "unchanged since the ETag given"}, 404: {"description": "none yet"}})
-def latest(run: RunDep, _: ReaderScope, response: Response,
-           if_none_match: str | None = Header(None)) -> PolicyRef | Response:
-    policy = run.latest_policy
+async def latest(run: RunDep, _: ReaderScope, response: Response,
+                 if_none_match: str | None = Header(None)) -> PolicyRef | Response:
+    policy = run.policies.committed
     if policy is None:
         raise NotFound("no policy has been published yet")
     etag = f'"v{policy.version}"'

@@ -40,17 +40,17 @@ def test_restart_recovers_buffer_counters_policies_workers_and_tasks(
     db = tmp_path / "coordinator.sqlite"
     before = _busy_run(db, run_config, store, clock)
     status_before = before.status()
-    entries_before = before.buffer.entries()
-    policies_before = list(before.policies)
+    entries_before = before.data.buffer.entries()
+    policies_before = list(before.policies.versions)
     before.journal.close()  # the process dies here
 
     clock.advance(3.0)  # downtime does not count as run time
     after = _reopen(db, run_config, store, clock)
     status_after = after.status()
-    assert after.buffer.entries() == entries_before  # ids, paths, hashes, sizes, versions, order
-    assert list(after.policies) == policies_before
-    assert after.chunk_hashes == before.chunk_hashes
-    assert (after.limiter.inserted, after.limiter.sampled) == (before.limiter.inserted, before.limiter.sampled)
+    assert after.data.buffer.entries() == entries_before  # ids, paths, hashes, sizes, versions, order
+    assert list(after.policies.versions) == policies_before
+    assert list(after.data.ledger._acked) == list(before.data.ledger._acked)
+    assert (after.data.limiter.inserted, after.data.limiter.sampled) == (before.data.limiter.inserted, before.data.limiter.sampled)
     for field in ("env_steps", "episodes", "chunks", "duplicate_chunks", "policy_version", "recent_return_mean",
                   "latest_evaluation", "best_evaluation", "buffers", "run_state"):
         assert getattr(status_after, field) == getattr(status_before, field), field
@@ -70,11 +70,11 @@ def test_after_restart_retries_are_duplicates_and_new_ids_never_collide(
     before.journal.close()
 
     after = _reopen(db, run_config, store, clock)
-    steps = after.env_steps
+    steps = after.data.env_steps
     # A collector retrying its last report after the restart: acknowledged once, counted once.
     retry = chunk(store, worker, "collector-0", "c11", env_steps=256, returns=(11.0,))
     assert after.ingest(retry).duplicate
-    assert after.env_steps == steps
+    assert after.data.env_steps == steps
     # The worker's lease survived: it can heartbeat without registering again.
     assert after.heartbeat(worker).directive.run_state == "running"
     # New workers and tasks get fresh ids.
@@ -93,7 +93,7 @@ def test_ended_run_stays_ended_and_keeps_its_config(tmp_path: Path, run_config: 
     run.journal.close()
     changed = make_config(run_config, dqn={"learning_rate": 0.5})
     after = _reopen(db, changed, store, clock)
-    assert after.state == "stopped" and after.message == "done for today"
+    assert after.lifecycle.state == "stopped" and after.lifecycle.message == "done for today"
     assert after.config == run_config  # a resumed run keeps the config it started with
 
 

@@ -42,7 +42,7 @@ def _prioritized(base: RunConfig, **replay: Any) -> RunConfig:
 def buffer_state(run: Run) -> dict[str, Any]:
     """Everything about the buffer that sampling and priority updates depend on (chunk keys excluded: they
     are renumbered on restore)."""
-    b = run.buffer
+    b = run.data.buffer
     assert b.tree is not None
     live = np.flatnonzero(b.length > 0)
     slot_chunk = [b.chunks[int(k)].entry.chunk_id if k >= 0 else None for k in b.chunk_key]
@@ -59,8 +59,8 @@ def buffer_state(run: Run) -> dict[str, Any]:
         "max_priority": b.max_priority,
         "counts": (len(b), b.transitions, b.items, b.item_steps),
         "removed": (b.evicted_chunks, b.removed_max_use, b.removed_stale, b.unservable),
-        "lag": run.lag.state(),
-        "limiter": (run.limiter.inserted, run.limiter.sampled),
+        "lag": run.data.lag.state(),
+        "limiter": (run.data.limiter.inserted, run.data.limiter.sampled),
         "status_buffers": run.status().buffers,
         "policy_lag": run.status().policy_lag,
     }
@@ -106,7 +106,7 @@ def _busy_prioritized(run: Run, store: LocalStore, rng: np.random.Generator, *,
     run.ingest(chunk(store, w, t, "c5", env_steps=20, policy_version=3))  # overwrites c2's rows 80..89
     ids = _sample_ids(run, lrn, 40)
     _update(run, lrn, ids[:10], rng.uniform(0, 2, 10).tolist())
-    b = run.buffer
+    b = run.data.buffer
     assert b.by_id["c2"].live_rows == 30  # partly overwritten, still in the buffer
     assert (b.evicted_chunks, b.removed_stale) == (1, 1)
     assert b.removed_max_use > 0  # some items were used up
@@ -141,7 +141,7 @@ def test_restart_after_snapshot_compaction_and_further_updates(tmp_path: Path, r
     run.tick()  # compacts the log into a single snapshot record
     log = run.journal.load().replay_log  # type: ignore[union-attr]
     assert [r.kind for r in log] == ["snapshot"]
-    assert log[0].head == run.buffer.head
+    assert log[0].head == run.data.buffer.head
     at_snapshot = buffer_state(run)
 
     # right after a snapshot
@@ -183,10 +183,10 @@ def test_max_use_removals_survive_a_restart(tmp_path: Path, run_config: RunConfi
     used.update(_sample_ids(run, lrn, 6))
     assert max(used.values()) == 2 and sum(used.values()) == 16
     exhausted = {i for i, n in used.items() if n == 2}
-    assert {e.chunk_id for e in run.buffer.entries()} == {f"c{i}" for i in range(12)} - {f"c{i}" for i in exhausted}
+    assert {e.chunk_id for e in run.data.buffer.entries()} == {f"c{i}" for i in range(12)} - {f"c{i}" for i in exhausted}
 
     run = _restart(run, db, store, clock)
-    assert {e.chunk_id for e in run.buffer.entries()} == {f"c{i}" for i in range(12)} - {f"c{i}" for i in exhausted}
+    assert {e.chunk_id for e in run.data.buffer.entries()} == {f"c{i}" for i in range(12)} - {f"c{i}" for i in exhausted}
     assert run.status().buffers[0].removed_max_use == len(exhausted)
     after: Counter[int] = Counter()
     for _ in range(30):
@@ -198,7 +198,7 @@ def test_max_use_removals_survive_a_restart(tmp_path: Path, run_config: RunConfi
         pytest.fail("the buffer never ran dry")
     assert not exhausted & set(after)  # used up before the restart: never served after it
     assert {i: used[i] + after[i] for i in range(12)} == dict.fromkeys(range(12), 2)  # each served exactly twice
-    assert run.status().buffers[0].removed_max_use == 12 and len(run.buffer) == 0
+    assert run.status().buffers[0].removed_max_use == 12 and len(run.data.buffer) == 0
 
 
 def test_queue_consumed_chunks_are_not_served_after_a_restart(tmp_path: Path, run_config: RunConfig,
@@ -213,7 +213,7 @@ def test_queue_consumed_chunks_are_not_served_after_a_restart(tmp_path: Path, ru
     assert served_chunk_ids(run.sample(SampleRequest(worker_id=lrn, batch_size=8))) == ["c0", "c1"]
 
     run = _restart(run, db, store, clock)
-    assert [e.chunk_id for e in run.buffer.entries()] == ["c2", "c3", "c4"]
+    assert [e.chunk_id for e in run.data.buffer.entries()] == ["c2", "c3", "c4"]
     buf = run.status().buffers[0]
     assert (buf.chunks, buf.items, buf.removed_max_use, buf.sampled_transitions) == (3, 3, 2, 64)
     assert served_chunk_ids(run.sample(SampleRequest(worker_id=lrn, batch_size=8))) == ["c2", "c3"]
@@ -222,4 +222,4 @@ def test_queue_consumed_chunks_are_not_served_after_a_restart(tmp_path: Path, ru
     run = _restart(run, db, store, clock)
     with pytest.raises(NotEnoughData):
         run.sample(SampleRequest(worker_id=lrn, batch_size=8))
-    assert len(run.buffer) == 0
+    assert len(run.data.buffer) == 0

@@ -126,7 +126,7 @@ def publish(run: Run, store: LocalStore, worker_id: str, version: int, content: 
 def counters(run: Run) -> tuple[int, int, int, int, int, int]:
     s = run.status()
     return (s.env_steps, s.episodes, s.chunks, s.buffers[0].transitions, s.buffers[0].chunks,
-            run.limiter.inserted)
+            run.data.limiter.inserted)
 
 
 # ----- register / claim ------------------------------------------------------------------------------------
@@ -140,7 +140,7 @@ def test_register_reply(run: Run) -> None:
     assert reply.directive.run_state == "running"
     assert reply.directive.policy is None
     assert reply.directive.env_steps_total == 0
-    assert run.registry.get(reply.worker_id).kind == "collector"  # type: ignore[union-attr]
+    assert run.fleet.registry.get(reply.worker_id).kind == "collector"  # type: ignore[union-attr]
 
 
 def test_collector_tasks_created_on_demand_and_claim_is_idempotent(run: Run, run_config: RunConfig) -> None:
@@ -157,8 +157,8 @@ def test_collector_tasks_created_on_demand_and_claim_is_idempotent(run: Run, run
     assert task_a.seed != task_b.seed
     again = run.claim(a).task
     assert again == task_a  # the same task, not a new one
-    assert run.tasks.tasks["collector-0"].claims == 1
-    assert sorted(t for t in run.tasks.tasks if t.startswith("collector")) == ["collector-0", "collector-1"]
+    assert run.fleet.tasks.tasks["collector-0"].claims == 1
+    assert sorted(t for t in run.fleet.tasks.tasks if t.startswith("collector")) == ["collector-0", "collector-1"]
 
 
 def test_learner_and_evaluator_tasks_exist_once(run: Run) -> None:
@@ -172,7 +172,7 @@ def test_learner_and_evaluator_tasks_exist_once(run: Run) -> None:
     assert isinstance(ev, EvaluatorTask) and ev.task_id == "evaluator-0"
     assert ev.evaluation.episodes == 4
     assert run.claim(register(run, "evaluator")).task is None
-    assert {"learner-1", "evaluator-1"}.isdisjoint(run.tasks.tasks)
+    assert {"learner-1", "evaluator-1"}.isdisjoint(run.fleet.tasks.tasks)
 
 
 def test_unknown_worker_and_scope_checks(run: Run) -> None:
@@ -201,8 +201,8 @@ def test_ingest_counts_exactly(run: Run, store: LocalStore) -> None:
     assert ack.directive.env_steps_total == 48
     assert counters(run) == (48, 3, 2, 48, 2, 48)
     assert run.status().recent_return_mean == pytest.approx(20.0)
-    assert [e.chunk_id for e in run.buffer.entries()] == ["c1", "c2"]
-    assert run.buffer.entries()[0].payload_path == "chunks/collector-0/c1.msgpack"
+    assert [e.chunk_id for e in run.data.buffer.entries()] == ["c1", "c2"]
+    assert run.data.buffer.entries()[0].payload_path == "chunks/collector-0/c1.msgpack"
 
 
 def test_ingest_many_chunks_counters_exact(run: Run, store: LocalStore) -> None:
@@ -218,7 +218,7 @@ def test_ingest_many_chunks_counters_exact(run: Run, store: LocalStore) -> None:
         all_returns += rets
     s = run.status()
     assert (s.env_steps, s.episodes, s.chunks, s.duplicate_chunks) == (steps, episodes, 40, 0)
-    assert s.buffers[0].transitions == sum(e.transitions for e in run.buffer.entries())
+    assert s.buffers[0].transitions == sum(e.transitions for e in run.data.buffer.entries())
     assert s.buffers[0].chunks + s.buffers[0].evicted_chunks == 40
     assert s.recent_return_mean == pytest.approx(float(np.mean(all_returns[-100:])))
 
@@ -239,7 +239,7 @@ def test_ingest_requires_the_payload_file(run: Run, store: LocalStore) -> None:
     with pytest.raises(Invalid, match="not in the store"):
         run.ingest(chunk(store, w, t, "c1", write=False))
     assert counters(run) == (0, 0, 0, 0, 0, 0)
-    assert "c1" not in run.chunk_hashes
+    assert "c1" not in run.data.ledger
 
 
 @pytest.mark.parametrize("delta", [-1, 1, 1000])
@@ -273,7 +273,7 @@ def test_duplicate_chunk_same_sha_is_acknowledged_without_counting(run: Run, sto
         assert ack.duplicate is True and ack.chunk_id == "c1"
         assert counters(run) == before
         assert run.status().duplicate_chunks == expected_dups
-    assert len(run.buffer) == 1
+    assert len(run.data.buffer) == 1
 
 
 def test_same_chunk_id_different_sha_conflicts(run: Run, store: LocalStore) -> None:
@@ -286,7 +286,7 @@ def test_same_chunk_id_different_sha_conflicts(run: Run, store: LocalStore) -> N
         run.ingest(first.model_copy(update={"sha256": sha256_hex(b"BBBB")}))
     assert counters(run) == before
     assert run.status().duplicate_chunks == 0
-    assert run.chunk_hashes["c1"] == sha256_hex(b"AAAA")
+    assert run.data.ledger.sha256("c1") == sha256_hex(b"AAAA")
 
 
 def test_ingest_renews_the_reporting_workers_lease(run: Run, store: LocalStore, clock: FakeClock) -> None:
@@ -295,8 +295,8 @@ def test_ingest_renews_the_reporting_workers_lease(run: Run, store: LocalStore, 
     run.ingest(chunk(store, w, t, "c1"))
     clock.advance(8)  # 16 s after registering, 8 s after the report
     run.tick()
-    assert run.registry.get(w) is not None
-    assert run.tasks.tasks[t].state == "claimed"
+    assert run.fleet.registry.get(w) is not None
+    assert run.fleet.tasks.tasks[t].state == "claimed"
 
 
 def test_eviction_deletes_payload_files(run: Run, store: LocalStore) -> None:
@@ -315,7 +315,7 @@ def test_eviction_deletes_payload_files(run: Run, store: LocalStore) -> None:
     buf = s.buffers[0]
     assert (s.chunks, buf.chunks, buf.evicted_chunks, buf.transitions) == (6, 4, 2, 2000)
     assert s.env_steps == 3000  # eviction never un-counts env steps
-    assert [e.chunk_id for e in run.buffer.entries()] == ["c2", "c3", "c4", "c5"]
+    assert [e.chunk_id for e in run.data.buffer.entries()] == ["c2", "c3", "c4", "c5"]
 
 
 def test_retry_of_acknowledged_chunk_after_its_eviction_is_a_duplicate(run: Run, store: LocalStore) -> None:
@@ -353,7 +353,7 @@ def test_sample_not_enough_data_below_min_size(run: Run, store: LocalStore) -> N
     run.ingest(chunk(store, w, t, "c1", env_steps=63))  # min_transitions is 64
     with pytest.raises(NotEnoughData, match="63 inserted transitions"):
         run.sample(SampleRequest(worker_id=lrn, batch_size=1))
-    assert run.limiter.sampled == 0
+    assert run.data.limiter.sampled == 0
     run.ingest(chunk(store, w, t, "c2", env_steps=1))
     assert len(run.sample(SampleRequest(worker_id=lrn, batch_size=1)).offsets) == 1
 
@@ -377,7 +377,7 @@ def test_sample_returns_valid_references(run: Run, store: LocalStore) -> None:
     for k, off in zip(resp.chunk_index, resp.offsets, strict=True):
         assert 0 <= k < len(resp.chunks)
         assert 0 <= off < sizes[resp.chunks[k].chunk_id]
-    assert run.limiter.sampled == 128
+    assert run.data.limiter.sampled == 128
     assert resp.directive.run_state == "running"
 
 
@@ -391,7 +391,7 @@ def test_sample_requires_a_claimed_learner_task(run: Run, store: LocalStore) -> 
         run.sample(SampleRequest(worker_id=w, batch_size=1))
     with pytest.raises(UnknownWorker):
         run.sample(SampleRequest(worker_id="learner-404-000000", batch_size=1))
-    assert run.limiter.sampled == 0
+    assert run.data.limiter.sampled == 0
 
 
 def test_sample_rate_limited_by_samples_per_insert(run: Run, store: LocalStore) -> None:
@@ -404,7 +404,7 @@ def test_sample_rate_limited_by_samples_per_insert(run: Run, store: LocalStore) 
         run.sample(request)
     with pytest.raises(NotEnoughData, match="ahead of samples_per_insert"):
         run.sample(request)
-    assert run.limiter.sampled == 4096
+    assert run.data.limiter.sampled == 4096
     run.ingest(chunk(store, w, t, "c2", env_steps=8))  # 8 inserts buy 64 samples at spi=8
     run.sample(request)
     with pytest.raises(NotEnoughData):
@@ -441,7 +441,7 @@ def test_learn_report_updates_status(run: Run) -> None:
 def test_policy_publish_and_distribution(run: Run, store: LocalStore) -> None:
     lrn = learner(run)
     ref = publish(run, store, lrn, 1, iteration=100)
-    assert run.latest_policy == ref
+    assert run.policies.latest == ref
     c = register(run, "collector")
     task = run.claim(c).task
     assert isinstance(task, CollectorTask) and task.policy == ref
@@ -455,7 +455,7 @@ def test_policy_versions_are_monotonic(run: Run, store: LocalStore) -> None:
     v1 = publish(run, store, lrn, 1)
     # same version and sha: an idempotent retry
     run.publish_policy(PolicyPublish(worker_id=lrn, policy=v1, iteration=0))
-    assert list(run.policies) == [v1]
+    assert list(run.policies.versions) == [v1]
     # same version, other content
     store.put("policies/v1-other", b"other weights")
     other = PolicyRef(version=1, path="policies/v1-other", sha256=sha256_hex(b"other weights"))
@@ -466,7 +466,7 @@ def test_policy_versions_are_monotonic(run: Run, store: LocalStore) -> None:
         publish(run, store, lrn, 2)
     with pytest.raises(Conflict):  # an older version, even re-sent with its original sha
         run.publish_policy(PolicyPublish(worker_id=lrn, policy=v1, iteration=0))
-    assert list(run.policies) == [v1, v3]
+    assert list(run.policies.versions) == [v1, v3]
     assert run.status().policy_version == 3
 
 
@@ -484,7 +484,7 @@ def test_policy_publish_validation(run: Run, store: LocalStore) -> None:
     with pytest.raises(Forbidden):
         run.publish_policy(PolicyPublish(worker_id=collector_id, iteration=0, policy=PolicyRef(
             version=1, path=policy_path(1), sha256=sha256_hex(b"w"))))
-    assert run.latest_policy is None
+    assert run.policies.latest is None
 
 
 def test_old_policy_files_beyond_keep_policies_deleted(make_run: Callable[..., Run],
@@ -492,7 +492,7 @@ def test_old_policy_files_beyond_keep_policies_deleted(make_run: Callable[..., R
     run = make_run(keep_policies=3)
     lrn = learner(run)
     refs = [publish(run, store, lrn, v) for v in range(1, 6)]
-    assert [p.version for p in run.policies] == [3, 4, 5]
+    assert [p.version for p in run.policies.versions] == [3, 4, 5]
     for ref in refs[:2]:
         assert store.size(ref.path) is None
     for ref in refs[2:]:
@@ -549,8 +549,8 @@ def test_evaluation_at_threshold_solves_the_run(run: Run, store: LocalStore, clo
     clock.advance(42)
     result = evaluate(run, ev, 1, [475.0, 475.0, 470.0, 480.0])  # mean == 475.0 == solve_threshold
     assert result.solved is True and result.env_steps == 100
-    assert run.state == "solved"
-    assert "475" in run.message and "v1" in run.message
+    assert run.lifecycle.state == "solved"
+    assert "475" in run.lifecycle.message and "v1" in run.lifecycle.message
     # every directive now says so, and no more work is handed out
     assert run.heartbeat(w).directive.run_state == "solved"
     assert run.heartbeat(lrn).directive.run_state == "solved"
@@ -564,7 +564,7 @@ def test_evaluation_at_threshold_solves_the_run(run: Run, store: LocalStore, clo
     # a later event cannot overwrite the final state
     run.stop("too late")
     run.tick()
-    assert (run.state, run.status().run_message) == ("solved", s.run_message)
+    assert (run.lifecycle.state, run.status().run_message) == ("solved", s.run_message)
 
 
 def test_env_step_budget_exhausts_the_run(make_run: Callable[..., Run], run_config: RunConfig,
@@ -572,11 +572,11 @@ def test_env_step_budget_exhausts_the_run(make_run: Callable[..., Run], run_conf
     run = make_run(make_config(run_config, budget={"max_env_steps": 100}))
     w, t = collector(run)
     run.ingest(chunk(store, w, t, "c1", env_steps=64))
-    assert run.state == "running"
+    assert run.lifecycle.state == "running"
     ack = run.ingest(chunk(store, w, t, "c2", env_steps=36))  # exactly 100
-    assert run.state == "budget_exhausted"
+    assert run.lifecycle.state == "budget_exhausted"
     assert ack.directive.run_state == "budget_exhausted"
-    assert "100" in run.message
+    assert "100" in run.lifecycle.message
     assert run.status().env_steps == 100
 
 
@@ -586,11 +586,11 @@ def test_wall_budget_via_tick(make_run: Callable[..., Run], run_config: RunConfi
     clock.advance(59.9)
     run.heartbeat(c)
     run.tick()
-    assert run.state == "running"
+    assert run.lifecycle.state == "running"
     clock.advance(0.1)
     run.tick()
-    assert run.state == "budget_exhausted"
-    assert "60s" in run.message
+    assert run.lifecycle.state == "budget_exhausted"
+    assert "60s" in run.lifecycle.message
     assert run.heartbeat(c).directive.run_state == "budget_exhausted"
     clock.advance(500)
     assert run.status().wall_seconds == pytest.approx(60.0)
@@ -602,7 +602,7 @@ def test_stop(run: Run, clock: FakeClock) -> None:
     assert (status.run_state, status.run_message) == ("stopped", "operator said so")
     assert status.wall_seconds == 5.0
     run.stop("again")
-    assert run.message == "operator said so"
+    assert run.lifecycle.message == "operator said so"
 
 
 def test_wall_seconds_frozen_when_run_ended_at_clock_zero(run_config: RunConfig, store: LocalStore) -> None:
@@ -624,11 +624,11 @@ def test_lease_expiry_returns_the_task_to_a_new_collector(run: Run, clock: FakeC
     run.heartbeat(b)
     clock.advance(4)  # a: silent for 10 s == lease; b: 4 s
     run.tick()
-    assert run.registry.get(a) is None
-    assert run.registry.get(b) is not None
-    assert run.tasks.tasks[task_a].state == "pending"
-    assert run.tasks.tasks[task_a].worker_id is None
-    assert run.tasks.tasks[task_b].worker_id == b
+    assert run.fleet.registry.get(a) is None
+    assert run.fleet.registry.get(b) is not None
+    assert run.fleet.tasks.tasks[task_a].state == "pending"
+    assert run.fleet.tasks.tasks[task_a].worker_id is None
+    assert run.fleet.tasks.tasks[task_b].worker_id == b
     with pytest.raises(UnknownWorker):
         run.heartbeat(a)
     c = register(run, "collector")
@@ -636,8 +636,8 @@ def test_lease_expiry_returns_the_task_to_a_new_collector(run: Run, clock: FakeC
     assert task_c is not None
     assert task_c.task_id == task_a == "collector-0"  # the same task id, not a new one
     assert task_c.seed != seed_a  # a re-claimed task does not replay the same episodes
-    assert run.tasks.tasks[task_a].claims == 2
-    assert "collector-2" not in run.tasks.tasks
+    assert run.fleet.tasks.tasks[task_a].claims == 2
+    assert "collector-2" not in run.fleet.tasks.tasks
 
 
 def test_heartbeats_keep_the_lease(run: Run, clock: FakeClock) -> None:
@@ -646,8 +646,8 @@ def test_heartbeats_keep_the_lease(run: Run, clock: FakeClock) -> None:
         clock.advance(9)
         run.heartbeat(a)
         run.tick()
-    assert run.registry.get(a) is not None
-    assert run.tasks.tasks[task].worker_id == a
+    assert run.fleet.registry.get(a) is not None
+    assert run.fleet.tasks.tasks[task].worker_id == a
 
 
 def test_expired_learner_task_can_be_reclaimed(run: Run, clock: FakeClock) -> None:
@@ -657,7 +657,7 @@ def test_expired_learner_task_can_be_reclaimed(run: Run, clock: FakeClock) -> No
     new = register(run, "learner")
     task = run.claim(new).task
     assert isinstance(task, LearnerTask) and task.task_id == "learner-0"
-    assert run.tasks.tasks["learner-0"].worker_id == new != old
+    assert run.fleet.tasks.tasks["learner-0"].worker_id == new != old
 
 
 # ----- status -----------------------------------------------------------------------------------------------

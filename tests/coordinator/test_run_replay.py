@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from coordinator.errors import Conflict, Invalid, NotEnoughData
-from coordinator.run import CONSUMED_GRACE_SECONDS, PAUSE_SECONDS, Run
+from coordinator.payloads import CONSUMED_GRACE_SECONDS
+from coordinator.run import PAUSE_SECONDS, Run
 from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import HeartbeatResponse, PriorityUpdate, SampleRequest, SampleResponse
@@ -131,12 +132,12 @@ def test_update_of_an_overwritten_id_is_ignored_and_spares_the_new_occupant(
     update(run, lrn, [60], [16.0])  # raises max_priority: later chunks enter at 16 + eps
     run.ingest(chunk(store, w, t, "b", env_steps=50))  # ids 100..149 overwrite slots 0..49
     new_leaf = (16.0 + EPS) ** 0.5
-    assert run.buffer.tree is not None
-    assert run.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)
+    assert run.data.buffer.tree is not None
+    assert run.data.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)
     ack = update(run, lrn, [3, 70], [1000.0, 9.0])  # id 3 now lives in slot 3 as id 103
     assert (ack.updated, ack.ignored) == (1, 1)
-    assert run.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)  # id 103 untouched
-    assert run.buffer.tree.get(np.array([70]))[0] == pytest.approx((9.0 + EPS) ** 0.5)
+    assert run.data.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)  # id 103 untouched
+    assert run.data.buffer.tree.get(np.array([70]))[0] == pytest.approx((9.0 + EPS) ** 0.5)
     assert run.status().buffers[0].max_priority == pytest.approx(16.0 + EPS)  # the ignored 1000 did not count
 
 
@@ -146,7 +147,7 @@ def test_priority_update_rejects_unissued_ids_and_mismatched_lengths(
     w, t = collector(run)
     lrn = learner(run)
     run.ingest(chunk(store, w, t, "c0", env_steps=20))  # ids 0..19; the head is 20
-    leaves = run.buffer.tree.get(np.arange(20)).copy()  # type: ignore[union-attr]
+    leaves = run.data.buffer.tree.get(np.arange(20)).copy()  # type: ignore[union-attr]
     with pytest.raises(Invalid, match="never issued") as err:
         update(run, lrn, [5, 20], [2.0, 2.0])
     assert err.value.status == 422
@@ -158,8 +159,8 @@ def test_priority_update_rejects_unissued_ids_and_mismatched_lengths(
     assert err.value.status == 422
     with pytest.raises(Invalid, match="1 ids but 3 priorities"):
         update(run, lrn, [1], [3.0, 3.0, 3.0])
-    assert np.array_equal(run.buffer.tree.get(np.arange(20)), leaves)  # type: ignore[union-attr]
-    assert run.buffer.max_priority == 1.0
+    assert np.array_equal(run.data.buffer.tree.get(np.arange(20)), leaves)  # type: ignore[union-attr]
+    assert run.data.buffer.max_priority == 1.0
     assert update(run, lrn, [19], [2.0]).updated == 1  # the boundary id is valid
 
 
@@ -170,7 +171,7 @@ def test_priorities_on_a_uniform_buffer_conflict(run: Run, store: LocalStore) ->
     with pytest.raises(Conflict, match="uniform sampler") as err:
         update(run, lrn, [1], [5.0])
     assert err.value.status == 409
-    assert run.buffer.max_priority == 1.0
+    assert run.data.buffer.max_priority == 1.0
 
 
 def test_new_items_enter_at_the_current_max_priority(make_run: Callable[..., Run], run_config: RunConfig,
@@ -179,7 +180,7 @@ def test_new_items_enter_at_the_current_max_priority(make_run: Callable[..., Run
     w, t = collector(run)
     lrn = learner(run)
     run.ingest(chunk(store, w, t, "c0", env_steps=10))
-    tree = run.buffer.tree
+    tree = run.data.buffer.tree
     assert tree is not None
     assert np.array_equal(tree.get(np.arange(10)), np.ones(10))  # max priority starts at 1
     update(run, lrn, [2, 4], [7.0, 3.0])
@@ -233,10 +234,10 @@ def test_transition_batches_outside_the_bounds_are_invalid(make_run: Callable[..
     with pytest.raises(Invalid, match=r"outside the configured batch bounds \[16, 256\]") as err:
         sample(run, lrn, batch_size, num_batches)
     assert f"({batch_size * num_batches} transitions)" in err.value.message
-    assert run.limiter.sampled == 0
+    assert run.data.limiter.sampled == 0
     assert len(sample(run, lrn, 16).ids) == 16  # the bounds themselves are fine
     assert len(sample(run, lrn, 128, 2).ids) == 256
-    assert run.limiter.sampled == 272
+    assert run.data.limiter.sampled == 272
 
 
 # ----- on-policy queues -------------------------------------------------------------------------------------
@@ -325,7 +326,7 @@ def test_consumed_payloads_are_deleted_by_tick_after_the_grace_period(
         run.ingest(report)
     resp = sample(run, lrn, 8)
     assert served_chunk_ids(resp) == ["c0", "c1"]
-    assert "c0" not in run.buffer and "c1" not in run.buffer
+    assert "c0" not in run.data.buffer and "c1" not in run.data.buffer
     for report in reports:  # the learner has yet to read them
         assert store.get(report.payload_path, sha256=report.sha256)
     clock.advance(CONSUMED_GRACE_SECONDS - 1)
@@ -338,7 +339,7 @@ def test_consumed_payloads_are_deleted_by_tick_after_the_grace_period(
     assert store.size(reports[0].payload_path) is None
     assert store.size(reports[1].payload_path) is None
     assert store.size(reports[2].payload_path) is not None  # still queued
-    assert "c2" in run.buffer
+    assert "c2" in run.data.buffer
 
 
 def test_orphan_gc_spares_consumed_payloads_within_their_grace_period(
@@ -381,7 +382,7 @@ def test_queue_sample_below_min_batch_size_is_not_enough_data(make_run: Callable
     with pytest.raises(NotEnoughData, match="holds 16 fresh transitions") as err:
         sample(run, lrn, 8)
     assert err.value.status == 409
-    assert run.limiter.sampled == 0 and "c0" in run.buffer
+    assert run.data.limiter.sampled == 0 and "c0" in run.data.buffer
     run.ingest(chunk(store, w, t, "c1", env_steps=16))
     assert served_chunk_ids(sample(run, lrn, 8)) == ["c0", "c1"]
 
@@ -449,7 +450,7 @@ def test_inconsistent_chunk_layout_is_invalid_and_counts_nothing(run: Run, store
         run.ingest(report)
     assert err.value.status == 422
     assert counters(run) == before == (0, 0, 0, 0, 0, 0)
-    assert "bad" not in run.chunk_hashes and "bad" not in run.buffer
+    assert "bad" not in run.data.ledger and "bad" not in run.data.buffer
     assert run.status().policy_lag.ingest_histogram == {}
 
 
@@ -457,7 +458,7 @@ def test_a_consistent_multi_env_layout_is_accepted(run: Run, store: LocalStore) 
     w, t = collector(run)
     run.ingest(chunk(store, w, t, "ok", env_steps=2000, num_envs=4, ends=[0, 5, 1999], fresh_columns=[0, 3]))
     assert counters(run) == (2000, 0, 1, 2000, 1, 2000)
-    (entry,) = run.buffer.entries()
+    (entry,) = run.data.buffer.entries()
     assert (entry.num_envs, entry.ends, entry.fresh_columns) == (4, (0, 5, 1999), (0, 3))
 
 

@@ -120,5 +120,5 @@ def test_run_survives_kill_9_of_collector_learner_and_coordinator(tmp_path: Path
     run = Run(RunConfig(), store, journal=Journal(run_dir / "coordinator.sqlite"))
     run.collect_garbage(grace_seconds=0)
     on_disk = {p.relative_to(store.root).as_posix() for p in (store.root / "chunks").rglob("*") if p.is_file()}
-    assert on_disk == {e.payload_path for e in run.buffer.entries()}
+    assert on_disk == {e.payload_path for e in run.data.buffer.entries()}
     run.journal.close()

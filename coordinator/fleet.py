@@ -1,0 +1,131 @@
+"""The fleet: registered workers, their leases and the tasks they hold.
+
+Owns who may act for whom (a token's scope against a worker's kind), registration idempotency (a retried
+registration gets the same worker back, never a phantom), the cap on live workers, lease expiry (returning
+tasks) and pruning of long-idle collector tasks. Every change comes back as journal statements for the
+caller to submit with the rest of its operation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator import journal as jr
+from coordinator.committer import Statement
+from coordinator.errors import Forbidden, TooManyWorkers, UnknownWorker
+from coordinator.journal import Snapshot
+from coordinator.registry import Registry, Worker
+from coordinator.tasks import TaskQueue, TaskRecord
+from shared.wire import TaskStatus, WorkerKind, WorkerStatus
+
+FLAG_AFTER_CORRUPT = 3  # a worker whose payloads were found corrupt this often may report no more chunks
+
+
+class Fleet:
+    def __init__(self, lease_seconds: float, max_workers: int, task_idle_seconds: float) -> None:
+        self.registry = Registry(lease_seconds)
+        self.tasks = TaskQueue()
+        self.max_workers = max_workers
+        self.task_idle_seconds = task_idle_seconds
+
+    @property
+    def lease_seconds(self) -> float:
+        return self.registry.lease_seconds
+
+    def create_singletons(self) -> list[Statement]:
+        """A new run's learner and evaluator tasks (collector tasks come on demand)."""
+        created = [self.tasks.create(kind) for kind in ("learner", "evaluator")]  # type: ignore[arg-type]
+        return [jr.task_row(t.task_id, t.kind, t.index, t.claims) for t in created]
+
+    # ----- workers -----------------------------------------------------------------------------------------
+    def register(self, kind: WorkerKind, name: str, restarts: int, request_id: str | None,
+                 now: float) -> tuple[Worker, list[Statement]]:
+        known = self.registry.by_request.get(request_id) if request_id else None
+        if known is not None and known in self.registry.workers:
+            worker = self.registry.workers[known]
+            if worker.kind != kind:
+                raise Forbidden(f"request id {request_id!r} already registered a {worker.kind}")
+            self.registry.renew(worker, now)
+            return worker, []
+        if len(self.registry.workers) >= self.max_workers:
+            raise TooManyWorkers(f"the fleet is full ({self.max_workers} live workers, RLFLEET_MAX_WORKERS); "
+                                 "retry once workers leave, or raise the limit")
+        worker = self.registry.register(kind, name, now, restarts, request_id)
+        return worker, [self._row(worker)]
+
+    def _row(self, worker: Worker) -> Statement:
+        return jr.worker_row(worker.worker_id, worker.kind, worker.name, worker.task_id, worker.restarts,
+                             worker.request_id)
+
+    def worker(self, worker_id: str, now: float, kind: WorkerKind | None = None, scope: str = "admin") -> Worker:
+        """The worker acting in this request, lease renewed; refuses unknown ids and foreign scopes."""
+        worker = self.registry.get(worker_id)
+        if worker is None:
+            raise UnknownWorker(f"worker {worker_id!r} is not registered (lease expired?); register again")
+        if scope != "admin" and worker.kind != scope:
+            raise Forbidden(f"a {scope!r} token cannot act for {worker.kind} {worker_id!r}")
+        if kind is not None and worker.kind != kind:
+            raise Forbidden(f"worker {worker_id!r} is a {worker.kind}; this endpoint is for {kind}s")
+        self.registry.renew(worker, now)
+        return worker
+
+    def claim(self, worker: Worker, now: float) -> tuple[TaskRecord | None, list[Statement]]:
+        if worker.task_id is not None:
+            return self.tasks.tasks[worker.task_id], []
+        task = self.tasks.claim(worker.kind, worker.worker_id, create_if_empty=worker.kind == "collector", now=now)
+        if task is None:
+            return None, []
+        worker.task_id = task.task_id
+        return task, [jr.task_row(task.task_id, task.kind, task.index, task.claims), self._row(worker)]
+
+    def note_corrupt(self, worker_id: str) -> bool:
+        """Count a corrupt payload against the worker that reported it; True if it is now flagged."""
+        worker = self.registry.get(worker_id)
+        if worker is None:
+            return False
+        worker.corrupt_chunks += 1
+        return worker.corrupt_chunks >= FLAG_AFTER_CORRUPT
+
+    @staticmethod
+    def flagged(worker: Worker) -> bool:
+        return worker.corrupt_chunks >= FLAG_AFTER_CORRUPT
+
+    # ----- housekeeping ------------------------------------------------------------------------------------
+    def expire(self, now: float) -> list[Statement]:
+        """Drop workers whose lease ran out (their tasks go back to pending) and long-idle collector tasks."""
+        stmts: list[Statement] = []
+        for worker in self.registry.expire(now):
+            if worker.task_id is not None and worker.task_id in self.tasks.tasks:
+                self.tasks.release(worker.task_id, now)
+            stmts += jr.worker_removed(worker.worker_id)
+        for task_id in self.tasks.prune("collector", now - self.task_idle_seconds):
+            stmts.append(jr.task_removed(task_id))
+        return stmts
+
+    # ----- persistence and status --------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"worker_counter": self.registry.counter,
+                "corrupt": {w.worker_id: w.corrupt_chunks for w in self.registry.workers.values()
+                            if w.corrupt_chunks}}
+
+    def load_state_dict(self, state: dict[str, Any], snap: Snapshot, now: float) -> None:
+        for task_id, kind, idx, claims in snap.tasks:
+            self.tasks.restore(task_id, kind, idx, claims, now)  # type: ignore[arg-type]
+        self.registry.counter = int(state["worker_counter"])
+        corrupt = state.get("corrupt", {})
+        for worker_id, kind, name, held, restarts, request_id in snap.workers:
+            # Workers keep their ids across a coordinator restart: each gets a fresh lease to reconnect within.
+            worker = self.registry.restore(worker_id, kind, name, held, restarts, request_id, now)  # type: ignore[arg-type]
+            worker.corrupt_chunks = int(corrupt.get(worker_id, 0))
+            if held is not None and held in self.tasks.tasks:
+                self.tasks.mark_claimed(held, worker_id)
+
+    def worker_status(self, now: float) -> list[WorkerStatus]:
+        return [WorkerStatus(worker_id=w.worker_id, kind=w.kind, name=w.name, task_id=w.task_id,
+                             last_seen_seconds_ago=now - w.last_seen, restarts=w.restarts,
+                             corrupt_chunks=w.corrupt_chunks, flagged=self.flagged(w))
+                for w in self.registry.workers.values()]
+
+    def task_status(self) -> list[TaskStatus]:
+        return [TaskStatus(task_id=t.task_id, kind=t.kind, state=t.state, worker_id=t.worker_id, claims=t.claims)
+                for t in self.tasks.tasks.values()]

@@ -1,0 +1,72 @@
+"""Payload lifetime: the coordinator decides when a payload file may go, and a thread of its own deletes it.
+
+Files of chunks that left the buffer go once that is committed; files of chunks consumed by a draw
+(`max_use`) go after a grace period, since the learner reads them just after sampling; files nobody
+references (a collector killed between writing and reporting) go after `orphan_grace`. Deleting never
+runs on a request's path: store I/O (a local disk today, an object store tomorrow) happens here alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+
+from shared.store import LocalStore
+
+log = logging.getLogger(__name__)
+CONSUMED_GRACE_SECONDS = 30.0  # a learner reads what it sampled within this; then max_use'd files are deleted
+
+
+class PayloadLifetime:
+    def __init__(self, store: LocalStore) -> None:
+        self.store = store
+        self.deleted = 0
+        self._consumed: deque[tuple[float, str]] = deque()
+        self._doomed: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name="payload-deleter", daemon=True)
+        self._thread.start()
+
+    def delete(self, paths: list[str]) -> None:
+        """Queue files for deletion (thread-safe: called once their removal from the buffer is durable)."""
+        for path in paths:
+            self._doomed.put(path)
+
+    def consumed(self, now: float, paths: list[str]) -> None:
+        self._consumed.extend((now, path) for path in paths)
+
+    def expire_consumed(self, now: float) -> None:
+        while self._consumed and now - self._consumed[0][0] >= CONSUMED_GRACE_SECONDS:
+            self._doomed.put(self._consumed.popleft()[1])
+
+    def in_grace(self) -> set[str]:
+        """Consumed files the learner may still be reading."""
+        return {path for _, path in self._consumed}
+
+    def collect_garbage(self, referenced: set[str], grace_seconds: float) -> int:
+        """(blocking: run in a thread) Delete payload files nothing references, once older than the grace."""
+        deleted = self.store.delete_unreferenced("chunks", referenced, time.time() - grace_seconds)
+        if deleted:
+            log.info("garbage-collected %d unacknowledged payload files", deleted)
+        return deleted
+
+    def flush(self) -> None:
+        """Block until every queued deletion is done (clean shutdown, and tests that look at the store)."""
+        self._doomed.join()
+
+    def close(self) -> None:
+        self._doomed.put(None)
+        self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while (path := self._doomed.get()) is not None:
+            try:
+                self.store.delete(path)
+                self.deleted += 1
+            except Exception:  # a failed delete leaves an orphan for the GC sweep; the thread must go on
+                log.exception("could not delete payload %s", path)
+            finally:
+                self._doomed.task_done()
+        self._doomed.task_done()

@@ -1,0 +1,275 @@
+"""The run's core: the components that own the coordinator's state, their persistence and housekeeping.
+
+Fleet (workers, leases, tasks), data plane (buffer, limiter, ingest window, sampling), policy book,
+judge (evaluations, the solve rule), lifecycle (state, budgets), learner progress and payload lifetime
+each own their state and persistence. Every method here runs on the event loop (or a test's one thread),
+so no lock is needed: an operation changes memory, submits its journal statements, and the route awaits
+`settle()` before replying, so nothing is acknowledged before it is durable. If a commit fails, `recover`
+reloads every component from what the journal holds, undoing the lost mutations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from coordinator import journal as jr
+from coordinator.committer import JournalFailed, Statement, when_durable
+from coordinator.dataplane import BUFFER_ID, Change, DataPlane
+from coordinator.errors import Invalid, JournalUnavailable, TaskNotHeld, WorkerFlagged
+from coordinator.fleet import Fleet
+from coordinator.ingest import check_report
+from coordinator.journal import FORMAT, Journal, Snapshot
+from coordinator.judge import Judge
+from coordinator.lifecycle import Lifecycle
+from coordinator.payloads import PayloadLifetime
+from coordinator.policybook import PolicyBook
+from coordinator.progress import LearnerProgress
+from coordinator.signals import Signal
+from coordinator.tasks import TaskRecord
+from shared.config import RunConfig
+from shared.store import LocalStore
+from shared.wire import (
+    ChunkReport,
+    CollectorTask,
+    Directive,
+    EvaluatorTask,
+    JournalStatus,
+    LearnerTask,
+    Task,
+    WorkerKind,
+)
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+PAUSE_SECONDS = 0.05
+SNAPSHOT_EVERY = 256  # replay-log records between buffer snapshots in the journal
+
+
+class RunCore:
+    def __init__(
+        self,
+        config: RunConfig,
+        store: LocalStore,
+        *,
+        lease_seconds: float = 10.0,
+        sample_wait_seconds: float = 1.0,
+        keep_policies: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        journal: Journal | None = None,
+        max_workers: int = 4096,
+        idempotency_seconds: float = 900.0,
+        max_chunk_ids: int = 1_000_000,
+    ) -> None:
+        self.journal = journal or Journal(None)
+        self.store = store
+        self.clock, self.wall_clock = clock, wall_clock
+        self.sample_wait_seconds = sample_wait_seconds
+        self._sizes = (lease_seconds, keep_policies, max_workers, idempotency_seconds, max_chunk_ids)
+        self.policy_signal, self.data_signal = Signal(), Signal()
+        self.payloads = PayloadLifetime(store)
+        snapshot = self.journal.load()
+        if snapshot is not None:
+            stored = RunConfig.model_validate(snapshot.meta["config"])
+            if stored != config:
+                log.warning("run %s resumes with the config it started with; the config file's changes are "
+                            "ignored (start a run under a new name to use them)", stored.name)
+            config = stored
+        self.config = config
+        self._build()
+        if snapshot is None:
+            self._commit(self.fleet.create_singletons(), "config", "lifecycle", "fleet", "data", "learner")
+        else:
+            self._restore(snapshot, resumed=True)
+
+    def _build(self) -> None:
+        lease, keep, max_workers, window, max_ids = self._sizes
+        cfg = self.config
+        self.fleet = Fleet(lease, max_workers, task_idle_seconds=max(60.0, 10 * lease))
+        self.data = DataPlane(cfg, window, max_ids)
+        self.policies = PolicyBook(keep)
+        self.judge = Judge(cfg.env, cfg.evaluation)
+        self.lifecycle = Lifecycle(cfg.budget, self.clock())
+        self.learner = LearnerProgress()
+        self._rate: list[tuple[float, int]] = []
+        self._heartbeat_cache: tuple[object, bytes] = (None, b"")
+
+    # ----- persistence -------------------------------------------------------------------------------------
+    def _state(self, part: str) -> Any:
+        if part == "config":
+            return self.config.model_dump(mode="json")
+        if part == "lifecycle":
+            return self.lifecycle.state_dict(self.clock())
+        if part == "fleet":
+            return self.fleet.state_dict()
+        return self.data.state_dict() if part == "data" else self.learner.state_dict()
+
+    def _commit(self, statements: list[Statement], *parts: str, change: Change | None = None) -> Future[None]:
+        """Submit statements with the state of the components named; payloads of `change.gone` are deleted
+        once this is durable."""
+        meta = {part: self._state(part) for part in parts}
+        meta["journal_format"] = FORMAT
+        if change is not None:
+            statements = statements + change.statements
+        if change is not None and change.replay is not None:
+            future = self.journal.submit_replay(change.replay, statements, meta)
+        else:
+            future = self.journal.submit(statements, meta)
+        if change is not None and change.gone:
+            paths = [e.payload_path for e in change.gone]
+            when_durable(future, lambda: self.payloads.delete(paths))
+        return future
+
+    def _restore(self, snap: Snapshot, resumed: bool) -> None:
+        meta, now = snap.meta, self.clock()
+        self.lifecycle.load_state_dict(meta["lifecycle"], now)
+        self.learner.load_state_dict(meta["learner"])
+        self.fleet.load_state_dict(meta["fleet"], snap, now)
+        self.policies.load(snap)
+        self.judge.load(snap)
+        gone = self.data.load(meta["data"], snap)
+        if resumed:
+            self.lifecycle.resumes += 1
+        # Only possible if the journal was cut between a draw and its removal: make it consistent.
+        self._commit([], "lifecycle", change=Change(gone=gone) if gone else None)
+        log.info("%s run %s: %d env steps, %d chunks in the buffer, policy v%d, state %s",
+                 "resumed" if resumed else "reloaded", self.config.name, self.data.env_steps, len(self.data.buffer),
+                 self.policies.latest_version, self.lifecycle.state)
+
+    async def settle(self) -> None:
+        """Wait until everything this request saw or did is durable; 503 (with state undone) if it is not."""
+        try:
+            await asyncio.wrap_future(self.journal.committer.barrier())
+        except JournalFailed as exc:
+            self.recover()
+            raise JournalUnavailable(f"{exc}; nothing of this request was kept, retry once the journal's disk "
+                                     "has room") from exc
+
+    async def settled(self, reply: R) -> R:
+        """`reply`, once everything it reflects is durable."""
+        await self.settle()
+        return reply
+
+    def recover(self) -> None:
+        """After a failed commit: reload every component from the journal, then accept commits again."""
+        if self.journal.committer.failure is None:
+            return
+        log.error("journal commit failed (%s): reloading the run's state from the journal",
+                  self.journal.committer.failure)
+        self.journal.committer.clear()
+        self.journal.recount()
+        snapshot = self.journal.load()
+        assert snapshot is not None  # the run's creation itself was committed before any request
+        self._build()
+        self._restore(snapshot, resumed=False)
+        self.policy_signal.fire()
+        self.data_signal.fire()
+
+    def on_loop_when_durable(self, future: Future[None], action: Callable[[], None]) -> None:
+        """Run `action` on the event loop once `future` committed (at once when no loop runs: tests, tools)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            with contextlib.suppress(JournalFailed):
+                future.result()
+                action()
+            return
+
+        def schedule() -> None:
+            loop.call_soon_threadsafe(action)
+
+        when_durable(future, schedule)
+
+    def policy_durable(self, policy: Any) -> None:
+        self.policies.mark_committed(policy)
+        self.policy_signal.fire()
+
+    # ----- helpers -----------------------------------------------------------------------------------------
+    def directive(self, kind: WorkerKind | None) -> Directive:
+        pause = PAUSE_SECONDS if kind == "collector" and self.data.collectors_ahead() else 0.0
+        return Directive(run_state=self.lifecycle.state, policy=self.policies.committed, pause_seconds=pause,
+                         env_steps_total=self.data.env_steps)
+
+    def end(self, state: Any, message: str) -> None:
+        if self.lifecycle.end(state, message, self.clock()):
+            self._commit([], "lifecycle")
+            self.policy_signal.fire()
+            self.data_signal.fire()
+
+    def task_model(self, task: TaskRecord) -> Task:
+        cfg = self.config
+        seed = cfg.seed + 10_000 * (task.index + 1) + 100 * task.claims
+        if task.kind == "collector":
+            return CollectorTask(task_id=task.task_id, algo=cfg.algo, env=cfg.env, collector=cfg.collector,
+                                 sampling=cfg.sampling, net=cfg.net, seed=seed, policy=self.policies.committed)
+        if task.kind == "learner":
+            return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env, dqn=cfg.dqn,
+                               ppo=cfg.ppo, replay=cfg.replay, sampling=cfg.sampling, collector=cfg.collector,
+                               seed=seed)
+        return EvaluatorTask(task_id=task.task_id, env=cfg.env, evaluation=cfg.evaluation, net=cfg.net, seed=seed)
+
+    def admit(self, report: ChunkReport, size: int | None) -> bool:
+        """Check a chunk report (False for a retry of an acknowledged one); raises for a report to refuse."""
+        if self.data.ledger.seen(report.chunk_id, report.sha256):
+            self.data.duplicate_chunks += 1
+            self._commit([], "data")
+            return False
+        check_report(report, self.config, self.policies.latest_version)
+        worker = self.fleet.worker(report.worker_id, self.clock(), "collector")
+        if worker.task_id != report.task_id:
+            raise TaskNotHeld(f"worker {report.worker_id!r} does not hold task {report.task_id!r} (it holds "
+                              f"{worker.task_id!r}); claim a task and report chunks of that task")
+        if self.fleet.flagged(worker):
+            raise WorkerFlagged(f"worker {report.worker_id!r} sent {worker.corrupt_chunks} corrupt payloads; its "
+                                "reports are refused. Check its disk and restart it (it registers anew)")
+        if size is None:
+            raise Invalid(f"payload {report.payload_path!r} is not in the store; write it before reporting")
+        if size != report.size_bytes:
+            raise Invalid(f"payload {report.payload_path!r} has {size} bytes, report says {report.size_bytes}")
+        return True
+
+    def accept(self, report: ChunkReport) -> None:
+        """Acknowledge an admitted chunk (memory and journal); the caller settles before replying."""
+        change = self.data.ingest(report, self.policies.latest_version, self.wall_clock())
+        self.lifecycle.check_budget(self.data.env_steps, self.clock())
+        self._commit([], "data", "lifecycle", change=change)
+        self.data_signal.fire()
+
+    # ----- housekeeping ------------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Expire leases (returning their tasks), enforce the budgets, sample the step rate, release consumed
+        payloads past their grace, forget chunk ids past the idempotency window, compact the buffer log."""
+        now = self.clock()
+        statements = self.fleet.expire(now)
+        if self.lifecycle.check_budget(self.data.env_steps, now):
+            self.policy_signal.fire()
+        self._rate = [*self._rate[-15:], (now, self.data.env_steps)]
+        self.payloads.expire_consumed(now)
+        statements.append(jr.chunks_forgotten(self.data.ledger.expire(self.wall_clock())))
+        change = None
+        if self.journal.replay_log_length() > SNAPSHOT_EVERY:
+            change = Change(replay=self.data.snapshot_record())
+        self._commit(statements, "lifecycle", "fleet", "data", change=change)
+
+    def referenced_payloads(self) -> set[str]:
+        return {e.payload_path for e in self.data.buffer.entries()} | self.payloads.in_grace()
+
+    def steps_per_second(self) -> float:
+        if len(self._rate) >= 2 and self._rate[-1][0] > self._rate[0][0]:
+            (t0, s0), (t1, s1) = self._rate[0], self._rate[-1]
+            return (s1 - s0) / (t1 - t0)
+        return 0.0
+
+    def close(self) -> None:
+        self.payloads.close()
+
+    def journal_status(self) -> JournalStatus:
+        committer = self.journal.committer
+        return JournalStatus(commits=committer.commits, submissions=committer.submissions,
+                             chunk_ids_remembered=len(self.data.ledger))

@@ -1,0 +1,42 @@
+"""The run's status document, assembled from what each component reports about itself."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from shared.wire import LearnerStatus, Status
+
+if TYPE_CHECKING:
+    from coordinator.run import Run
+
+
+def build_status(run: Run) -> Status:
+    now = run.clock()
+    data, returns = run.data, list(run.data.recent_returns)
+    return Status(
+        run_name=run.config.name,
+        run_state=run.lifecycle.state,
+        run_message=run.lifecycle.message,
+        coordinator_resumes=run.lifecycle.resumes,
+        wall_seconds=run.lifecycle.wall_seconds(now),
+        env_steps=data.env_steps,
+        env_steps_per_second=run.steps_per_second(),
+        episodes=data.episodes,
+        chunks=data.chunks,
+        duplicate_chunks=data.duplicate_chunks,
+        env_errors=data.env_errors,
+        corrupt_chunks=data.corrupt_chunks,
+        recent_return_mean=float(np.mean(returns)) if returns else None,
+        policy_version=run.policies.latest_version,
+        policy_lag=data.lag.status(),
+        learner=LearnerStatus(iteration=run.learner.iteration, transitions_trained=run.learner.transitions_trained,
+                              losses=dict(run.learner.losses), samples_per_insert=data.limiter.achieved_ratio()),
+        latest_evaluation=run.judge.latest,
+        best_evaluation=run.judge.best,
+        workers=run.fleet.worker_status(now),
+        tasks=run.fleet.task_status(),
+        buffers=[data.status()],
+        journal=run.journal_status(),
+    )
