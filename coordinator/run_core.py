@@ -136,8 +136,8 @@ class RunCore:
         gone = self.data.load(meta["data"], snap)
         if resumed:
             self.lifecycle.resumes += 1
-        # Only possible if the journal was cut between a draw and its removal: make it consistent.
-        self._commit([], "lifecycle", change=Change(gone=gone) if gone else None)
+        if resumed or gone:  # gone: only if the journal was cut between a draw and its removal
+            self._commit([], "lifecycle", change=Change(gone=gone) if gone else None)
         log.info("%s run %s: %d env steps, %d chunks in the buffer, policy v%d, state %s",
                  "resumed" if resumed else "reloaded", self.config.name, self.data.env_steps, len(self.data.buffer),
                  self.policies.latest_version, self.lifecycle.state)
