@@ -43,6 +43,7 @@ from shared.wire import (
 log = logging.getLogger(__name__)
 __all__ = ["BUFFER_ID", "PAUSE_SECONDS", "Run"]
 
+
 class Run(RunCore):
     # ----- workers -----------------------------------------------------------------------------------------
     @property
@@ -66,22 +67,16 @@ class Run(RunCore):
 
     async def heartbeat_reply(self, worker_id: str, scope: str, newer_than: int | None, wait: float) -> bytes:
         """Renew the lease; with `newer_than`, hold the reply until a newer policy is durable (at most `wait`).
-
         A publish wakes every waiter at once; they share one serialised reply while nothing else changed."""
-        worker = self.fleet.worker(worker_id, self.clock(), scope=scope)
-        deadline = asyncio.get_running_loop().time() + min(wait, self.max_wait_seconds)
-        while (newer_than is not None and self.policies.committed_version <= newer_than
-               and self.lifecycle.running):
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
-                break
-            await self.policy_signal.wait(remaining)
-        worker = self.fleet.worker(worker_id, self.clock(), scope=scope)  # renewed again after the wait
-        directive = self.directive(worker.kind)
-        key = (worker.kind, directive.model_dump_json())
+        self.fleet.worker(worker_id, self.clock(), scope=scope)  # unknown or foreign: refused before waiting
+        if newer_than is not None:
+            await self.wait_until(lambda: self.policies.committed_version > newer_than, self.policy_signal,
+                                  min(wait, self.max_wait_seconds))
+        reply = self.heartbeat(worker_id, scope)  # renews the lease again after the wait
+        key = (reply.directive.policy, reply.directive.run_state, reply.directive.pause_seconds,
+               reply.directive.env_steps_total, reply.lease_seconds)
         if self._heartbeat_cache[0] != key:
-            body = HeartbeatResponse(lease_seconds=self.fleet.lease_seconds, directive=directive)
-            self._heartbeat_cache = (key, body.model_dump_json().encode())
+            self._heartbeat_cache = (key, reply.model_dump_json().encode())
         return self._heartbeat_cache[1]
 
     def claim(self, worker_id: str, scope: str = "admin") -> ClaimResponse:
@@ -112,9 +107,7 @@ class Run(RunCore):
         return ChunkAck(chunk_id=report.chunk_id, duplicate=not fresh, directive=self.directive("collector"))
 
     async def ingest_one(self, report: ChunkReport) -> ChunkAck:
-        ack = self._ingest_sized(report, await asyncio.to_thread(self._size, report.payload_path))
-        await self.settle()
-        return ack
+        return await self.settled(self._ingest_sized(report, await asyncio.to_thread(self._size, report.payload_path)))
 
     async def ingest_batch(self, reports: list[ChunkReport]) -> ChunkBatchAck:
         """Each report on its own terms; one thread hop for all payload sizes, one settle for all commits."""
@@ -162,18 +155,11 @@ class Run(RunCore):
 
     async def sample_waiting(self, request: SampleRequest) -> SampleResponse:
         """Wait (without a thread) until the draw can be served, up to the configured wait, then draw."""
-        _, _, _, hoped = self.data.sample_size(request)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(self.config.sampling.max_wait_seconds, self.sample_wait_seconds)
-        while (self.lifecycle.running and self.data.retried(request.worker_id, request.request_id) is None
-               and not self.data.servable(hoped)):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            await self.data_signal.wait(remaining)
-        reply = self.sample(request)
-        await self.settle()
-        return reply
+        hoped = self.data.sample_size(request)[3]
+        await self.wait_until(lambda: self.data.retried(request.worker_id, request.request_id) is not None
+                              or self.data.servable(hoped), self.data_signal,
+                              min(self.config.sampling.max_wait_seconds, self.sample_wait_seconds))
+        return await self.settled(self.sample(request))
 
     def update_priorities(self, update: PriorityUpdate) -> PriorityAck:
         if len(update.ids) != len(update.priorities):
@@ -206,9 +192,7 @@ class Run(RunCore):
             size = await asyncio.to_thread(self.store.size, publish.policy.path)
         except StorePathError as exc:
             raise Invalid(str(exc)) from exc
-        ack = self._publish_sized(publish, size)
-        await self.settle()
-        return ack
+        return await self.settled(self._publish_sized(publish, size))
 
     def _publish_sized(self, publish: PolicyPublish, size: int | None) -> Ack:
         """Waiting collectors learn of the version only once it is durable (they may act with it at once)."""

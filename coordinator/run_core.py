@@ -156,6 +156,13 @@ class RunCore:
         await self.settle()
         return reply
 
+    async def wait_until(self, condition: Callable[[], bool], signal: Signal, timeout: float) -> None:
+        """Wait (no thread held) until `condition` holds, the run ends, or `timeout` seconds pass."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.lifecycle.running and not condition() and (remaining := deadline - loop.time()) > 0:
+            await signal.wait(remaining)
+
     def recover(self) -> None:
         """After a failed commit: reload every component from the journal, then accept commits again."""
         if self.journal.committer.failure is None:

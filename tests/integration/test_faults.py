@@ -30,8 +30,9 @@ from shared.wire import Status
 from tests.conftest import REPO
 
 
-def _child(parent: int, service: str) -> int | None:
-    """pid of `python -m launcher <service>` started by `parent` (read from /proc, no extra dependency)."""
+def _child(parent: int, service: str, exclude: list[int] | None = None) -> int | None:
+    """pid of a `python -m launcher <service>` started by `parent`, other than those in `exclude` (read from
+    /proc, no extra dependency)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -41,7 +42,7 @@ def _child(parent: int, service: str) -> int | None:
         except (OSError, IndexError, ValueError):
             continue
         args = [a for a in argv if a]
-        if ppid == parent and args[-2:] == [b"launcher", service.encode()]:
+        if ppid == parent and args[-2:] == [b"launcher", service.encode()] and int(entry.name) not in (exclude or ()):
             return int(entry.name)
     return None
 
@@ -110,7 +111,7 @@ def test_run_survives_kill_9_of_collector_learner_and_coordinator(tmp_path: Path
     assert {w["kind"] for w in summary["workers"] if w["restarts"] >= 1} == {"collector", "learner"}
     db = sqlite3.connect(run_dir / "coordinator.sqlite")
     rows = db.execute("SELECT chunk_id, transitions FROM chunks").fetchall()
-    env_steps = int(db.execute("SELECT value FROM meta WHERE key='env_steps'").fetchone()[0])
+    env_steps = int(json.loads(db.execute("SELECT value FROM meta WHERE key='data'").fetchone()[0])["env_steps"])
     db.close()
     assert len({cid for cid, _ in rows}) == len(rows)  # no chunk id counted twice
     assert env_steps == sum(n for _, n in rows)  # counters equal the sum over acknowledged chunks, exactly
@@ -118,7 +119,8 @@ def test_run_survives_kill_9_of_collector_learner_and_coordinator(tmp_path: Path
     # Garbage collection (grace 0 now that every writer has stopped) leaves exactly the referenced payloads.
     store = LocalStore(run_dir / "store")
     run = Run(RunConfig(), store, journal=Journal(run_dir / "coordinator.sqlite"))
-    run.collect_garbage(grace_seconds=0)
+    run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=0)
     on_disk = {p.relative_to(store.root).as_posix() for p in (store.root / "chunks").rglob("*") if p.is_file()}
     assert on_disk == {e.payload_path for e in run.data.buffer.entries()}
+    run.close()
     run.journal.close()
