@@ -48,7 +48,8 @@ def _check_journal(run_dir: Path, coordinator_kills: int) -> dict[str, int]:
     return {"env_steps": data["env_steps"], "chunks": data["chunks"]}
 
 
-def _soak_one_run(data_dir: Path, seed: int, rng: random.Random, until: float) -> tuple[list[str], str]:
+def _soak_one_run(data_dir: Path, seed: int, rng: random.Random, order: list[str],
+                  until: float) -> tuple[list[str], str]:
     """One `rlfleet up` run, killing a random service every KILL_EVERY s until it ends or `until` passes."""
     up = subprocess.Popen(
         [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir",
@@ -60,7 +61,9 @@ def _soak_one_run(data_dir: Path, seed: int, rng: random.Random, until: float) -
     try:
         while time.monotonic() < until and up.poll() is None:
             time.sleep(KILL_EVERY)
-            service = rng.choice(SERVICES)
+            if not order:  # random order, but every kind of service within each round of four kills
+                order.extend(rng.sample(SERVICES, len(SERVICES)))
+            service = order.pop()
             pids = _children(up.pid, service)
             if not pids or up.poll() is not None:
                 continue
@@ -85,11 +88,12 @@ def test_runs_solve_while_a_random_service_is_killed_every_12_seconds(tmp_path: 
     rng = random.Random(0)
     started = time.monotonic()
     all_kills: list[str] = []
+    order: list[str] = []
     seed = 0
     while time.monotonic() - started < soak:
         seed += 1
         data_dir = tmp_path / f"seed{seed}"
-        kills, out = _soak_one_run(data_dir, seed, rng, started + soak)
+        kills, out = _soak_one_run(data_dir, seed, rng, order, started + soak)
         (run_dir,) = (data_dir / "runs").iterdir()
         counts = _check_journal(run_dir, kills.count("coordinator"))
         all_kills += kills
