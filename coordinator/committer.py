@@ -35,7 +35,10 @@ class _Group:
     def __init__(self) -> None:
         self.statements: list[Statement] = []
         self.meta: dict[str, Any] = {}
+        self.after: list[Callable[[], None]] = []  # run once committed, before the future resolves
         self.future: Future[None] = Future()
+        # Shared by every request in the group: one whose client went away must not cancel it for the rest.
+        self.future.set_running_or_notify_cancel()
 
 
 class GroupCommitter:
@@ -57,8 +60,12 @@ class GroupCommitter:
     def failure(self) -> BaseException | None:
         return self._failure
 
-    def submit(self, statements: list[Statement], meta: dict[str, Any] | None = None) -> Future[None]:
-        """Queue statements (and meta values) for the next commit; the future resolves once they are durable."""
+    def submit(self, statements: list[Statement], meta: dict[str, Any] | None = None,
+               after: Callable[[], None] | None = None) -> Future[None]:
+        """Queue statements (and meta values) for the next commit; the future resolves once they are durable.
+
+        `after` (e.g. queueing the deletion of files the mutation freed) runs only if the commit succeeds, on
+        the writer thread, before the future resolves: whoever waited for the commit sees its effects."""
         with self._cond:
             if self._failure is not None or self._closed:
                 failed: Future[None] = Future()
@@ -68,6 +75,8 @@ class GroupCommitter:
             group.statements.extend(statements)
             if meta:
                 group.meta.update(meta)
+            if after is not None:
+                group.after.append(after)
             self.submissions += 1
             self._cond.notify()
             return group.future
@@ -124,6 +133,11 @@ class GroupCommitter:
                     _fail(behind.future, error)
             if error is None:
                 self.commits += 1
+                for action in group.after:
+                    try:
+                        action()
+                    except Exception:  # a follow-up must not turn a durable commit into a reported failure
+                        log.exception("action after a journal commit failed")
                 group.future.set_result(None)
             else:
                 log.error("journal commit failed (%s): %d statements not durable", error, len(group.statements))
@@ -150,13 +164,3 @@ class GroupCommitter:
 def _fail(future: Future[None], error: BaseException) -> None:
     if not future.done():
         future.set_exception(JournalFailed(f"journal commit failed: {error}"))
-
-
-def when_durable(future: Future[None], action: Callable[[], None]) -> None:
-    """Run `action` (e.g. deleting evicted payload files) only once `future` committed successfully."""
-
-    def done(f: Future[None]) -> None:
-        if f.exception() is None:
-            action()
-
-    future.add_done_callback(done)

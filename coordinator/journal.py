@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,11 +115,12 @@ class Journal:
             self._db.close()
 
     # ----- writes ------------------------------------------------------------------------------------------
-    def submit(self, statements: list[Statement], meta: dict[str, Any] | None = None) -> Future[None]:
-        return self.committer.submit(statements, meta)
+    def submit(self, statements: list[Statement], meta: dict[str, Any] | None = None,
+               after: Callable[[], None] | None = None) -> Future[None]:
+        return self.committer.submit(statements, meta, after)
 
-    def submit_replay(self, record: ReplayRecord, statements: list[Statement],
-                      meta: dict[str, Any] | None = None) -> Future[None]:
+    def submit_replay(self, record: ReplayRecord, statements: list[Statement], meta: dict[str, Any] | None = None,
+                      after: Callable[[], None] | None = None) -> Future[None]:
         """Append a buffer event; a snapshot replaces every earlier event."""
         stmts: list[Statement] = [("DELETE FROM replay_log", ())] if record.kind == "snapshot" else []
         stmts.append(("INSERT INTO replay_log (kind, ids, vals, uses, head) VALUES (?, ?, ?, ?, ?)", (
@@ -126,7 +128,7 @@ class Journal:
             None if record.values is None else record.values.astype("<f8").tobytes(),
             None if record.uses is None else record.uses.astype("<i4").tobytes(), record.head)))
         self._replay_records = 1 if record.kind == "snapshot" else self._replay_records + 1
-        return self.submit(stmts + statements, meta)
+        return self.submit(stmts + statements, meta, after)
 
     def replay_log_length(self) -> int:
         """Records in `replay_log`: counted once on open, then as they are written (no query per tick)."""

@@ -11,7 +11,6 @@ import logging
 
 import numpy as np
 
-from coordinator.committer import when_durable
 from coordinator.dataplane import Change
 from coordinator.errors import Conflict, CoordinatorError, Invalid
 from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS, RunCore
@@ -89,18 +88,19 @@ class Run(RunCore):
         return ClaimResponse(task=self.task_model(task) if task else None, directive=self.directive(worker.kind))
 
     # ----- chunks ------------------------------------------------------------------------------------------
-    def _size(self, path: str) -> int | None:
+    def _size(self, path: str) -> int | None | StorePathError:
+        """The payload's size, None if absent, or the reason its path is refused (said in the 422)."""
         try:
             return self.store.size(path)
-        except StorePathError:
-            return None
+        except StorePathError as exc:
+            return exc
 
     def ingest(self, report: ChunkReport) -> ChunkAck:
         """Acknowledge a chunk exactly once (stats the payload inline: tests and tools; routes use the async
         forms)."""
         return self._ingest_sized(report, self._size(report.payload_path))
 
-    def _ingest_sized(self, report: ChunkReport, size: int | None) -> ChunkAck:
+    def _ingest_sized(self, report: ChunkReport, size: int | None | StorePathError) -> ChunkAck:
         fresh = self.admit(report, size)
         if fresh:
             self.accept(report)
@@ -180,21 +180,25 @@ class Run(RunCore):
         return Ack(directive=self.directive("learner"))
 
     def publish_policy(self, publish: PolicyPublish) -> Ack:
-        """Publish a version (stats the policy file inline: tests and tools; the route uses `publish`)."""
+        """Publish a version and wait for it to be durable (tests and tools; the route uses `publish`)."""
         try:
             size = self.store.size(publish.policy.path)
         except StorePathError as exc:
             raise Invalid(str(exc)) from exc
-        return self._publish_sized(publish, size)
+        self._publish_sized(publish, size)
+        self.journal.committer.drain()
+        return Ack(directive=self.directive("learner"))
 
     async def publish(self, publish: PolicyPublish) -> Ack:
         try:
             size = await asyncio.to_thread(self.store.size, publish.policy.path)
         except StorePathError as exc:
             raise Invalid(str(exc)) from exc
-        return await self.settled(self._publish_sized(publish, size))
+        self._publish_sized(publish, size)
+        await self.settle()  # the version is announced on the loop before this returns: the reply names it
+        return Ack(directive=self.directive("learner"))
 
-    def _publish_sized(self, publish: PolicyPublish, size: int | None) -> Ack:
+    def _publish_sized(self, publish: PolicyPublish, size: int | None) -> None:
         """Waiting collectors learn of the version only once it is durable (they may act with it at once)."""
         policy = publish.policy
         if not policy.path.startswith("policies/"):
@@ -205,12 +209,13 @@ class Run(RunCore):
         fresh, dropped, statements = self.policies.publish(policy)
         if fresh:
             self.learner.iteration = max(self.learner.iteration, publish.iteration)
-            change = self.data.remove_stale(policy.version)
-            future = self._commit(statements, "learner", "data", change=change)
-            paths = [p.path for p in dropped]
-            when_durable(future, lambda: self.payloads.delete(paths))
-            self.on_loop_when_durable(future, lambda: self.policy_durable(policy))
-        return Ack(directive=self.directive("learner"))
+            announce = self.on_loop(lambda: self.policy_durable(policy))
+
+            def durable() -> None:
+                self.payloads.delete([p.path for p in dropped])
+                announce()
+
+            self._commit(statements, "learner", "data", change=self.data.remove_stale(policy.version), after=durable)
 
     # ----- evaluation and the run --------------------------------------------------------------------------
     def evaluate(self, report: EvaluationReport) -> EvaluationResult:

@@ -11,7 +11,6 @@ reloads every component from what the journal holds, undoing the lost mutations.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from coordinator import journal as jr
-from coordinator.committer import JournalFailed, Statement, when_durable
+from coordinator.committer import JournalFailed, Statement
 from coordinator.dataplane import BUFFER_ID, Change, DataPlane
 from coordinator.errors import Invalid, JournalUnavailable, TaskNotHeld, WorkerFlagged
 from coordinator.fleet import Fleet
@@ -33,7 +32,7 @@ from coordinator.progress import LearnerProgress
 from coordinator.signals import Signal
 from coordinator.tasks import TaskRecord
 from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.store import LocalStore, StorePathError
 from shared.wire import (
     ChunkReport,
     CollectorTask,
@@ -110,21 +109,25 @@ class RunCore:
             return self.fleet.state_dict()
         return self.data.state_dict() if part == "data" else self.learner.state_dict()
 
-    def _commit(self, statements: list[Statement], *parts: str, change: Change | None = None) -> Future[None]:
-        """Submit statements with the state of the components named; payloads of `change.gone` are deleted
-        once this is durable."""
+    def _commit(self, statements: list[Statement], *parts: str, change: Change | None = None,
+                after: Callable[[], None] | None = None) -> Future[None]:
+        """Submit statements with the state of the components named. Once durable (and only then), the payloads
+        of `change.gone` are queued for deletion and `after` runs, before anyone waiting is released."""
         meta = {part: self._state(part) for part in parts}
         meta["journal_format"] = FORMAT
+        paths = [e.payload_path for e in change.gone] if change is not None else []
+
+        def durable() -> None:
+            if paths:
+                self.payloads.delete(paths)
+            if after is not None:
+                after()
+
         if change is not None:
             statements = statements + change.statements
         if change is not None and change.replay is not None:
-            future = self.journal.submit_replay(change.replay, statements, meta)
-        else:
-            future = self.journal.submit(statements, meta)
-        if change is not None and change.gone:
-            paths = [e.payload_path for e in change.gone]
-            when_durable(future, lambda: self.payloads.delete(paths))
-        return future
+            return self.journal.submit_replay(change.replay, statements, meta, durable)
+        return self.journal.submit(statements, meta, durable)
 
     def _restore(self, snap: Snapshot, resumed: bool) -> None:
         meta, now = snap.meta, self.clock()
@@ -178,20 +181,23 @@ class RunCore:
         self.policy_signal.fire()
         self.data_signal.fire()
 
-    def on_loop_when_durable(self, future: Future[None], action: Callable[[], None]) -> None:
-        """Run `action` on the event loop once `future` committed (at once when no loop runs: tests, tools)."""
+    def on_loop(self, action: Callable[[], None]) -> Callable[[], None]:
+        """`action`, made safe to call from the journal's writer thread: it runs on the event loop (or at once
+        where no loop runs: tests and tools, whose callers wait for the commit themselves)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            with contextlib.suppress(JournalFailed):
-                future.result()
-                action()
-            return
+            return action
 
         def schedule() -> None:
             loop.call_soon_threadsafe(action)
 
-        when_durable(future, schedule)
+        return schedule
+
+    def flush(self) -> None:
+        """(blocking) Wait until everything submitted is committed and the files it freed are deleted."""
+        self.journal.committer.drain()
+        self.payloads.flush()
 
     def policy_durable(self, policy: Any) -> None:
         self.policies.mark_committed(policy)
@@ -221,7 +227,7 @@ class RunCore:
                                seed=seed)
         return EvaluatorTask(task_id=task.task_id, env=cfg.env, evaluation=cfg.evaluation, net=cfg.net, seed=seed)
 
-    def admit(self, report: ChunkReport, size: int | None) -> bool:
+    def admit(self, report: ChunkReport, size: int | None | StorePathError) -> bool:
         """Check a chunk report (False for a retry of an acknowledged one); raises for a report to refuse."""
         if self.data.ledger.seen(report.chunk_id, report.sha256):
             self.data.duplicate_chunks += 1
@@ -235,6 +241,8 @@ class RunCore:
         if self.fleet.flagged(worker):
             raise WorkerFlagged(f"worker {report.worker_id!r} sent {worker.corrupt_chunks} corrupt payloads; its "
                                 "reports are refused. Check its disk and restart it (it registers anew)")
+        if isinstance(size, StorePathError):
+            raise Invalid(str(size))
         if size is None:
             raise Invalid(f"payload {report.payload_path!r} is not in the store; write it before reporting")
         if size != report.size_bytes:
@@ -274,6 +282,7 @@ class RunCore:
         return 0.0
 
     def close(self) -> None:
+        self.flush()
         self.payloads.close()
 
     def journal_status(self) -> JournalStatus:

@@ -89,7 +89,7 @@ class World:
 
     def next_chunk(self) -> dict[str, Any]:
         n = next(self._chunks)
-        return write_chunk(self.store, "collector-0", f"auth-chunk-{n}", self.workers["collector"], steps=8, seed=n)
+        return write_chunk(self.store, "collector-0", f"auth-chunk-{n}", self.workers["collector"], seed=n)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def _request(world: World, method: str, path: str, cred: str) -> Any:
                                    "losses": {"td_loss": 0.5}},
         "/v1/policies": lambda: {"worker_id": world.workers["learner"], "policy": world.policy, "iteration": 1},
         "/v1/evaluations": lambda: {"worker_id": world.workers["evaluator"], "policy_version": 1,
-                                    "returns": [10.0, 12.0], "lengths": [10, 12]},
+                                    "returns": [10.0, 12.0, 14.0, 16.0], "lengths": [10, 12, 14, 16]},
         "/v1/run/stop": lambda: {"reason": "auth matrix"},
     }
     url = path.replace("{worker_id}", worker_id).replace("{buffer_id}", "replay-0")
@@ -199,8 +199,8 @@ def test_evaluator_token_cannot_report_for_a_collector_worker(client: TestClient
     assert client.post("/v1/policies", json={"worker_id": learner, "policy": policy, "iteration": 1},
                        headers=auth(tokens["learner"])).status_code == 200
     collector = register(client, tokens["collector"], "collector")
-    resp = client.post("/v1/evaluations", json={"worker_id": collector, "policy_version": 1, "returns": [500.0],
-                                                "lengths": [500]}, headers=auth(tokens["evaluator"]))
+    resp = client.post("/v1/evaluations", json={"worker_id": collector, "policy_version": 1, "returns": [500.0] * 4,
+                                                "lengths": [500] * 4}, headers=auth(tokens["evaluator"]))
     assert_error_body(resp, 403, "forbidden", hint="evaluator")
     assert client.get("/v1/evaluations", headers=auth(tokens["read"])).json() == []
 

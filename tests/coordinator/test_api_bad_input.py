@@ -63,7 +63,7 @@ class World:
         self.idle_learner = register(client, tokens["learner"], "learner", name="idle")
         for worker in (self.collector, self.learner, self.evaluator):
             claim(client, admin, worker)
-        self.existing_chunk = write_chunk(self.store, "collector-0", "existing", self.collector, steps=8)
+        self.existing_chunk = write_chunk(self.store, "collector-0", "existing", self.collector)
         assert client.post("/v1/chunks", json=self.existing_chunk, headers=auth(tokens["collector"])).status_code == 200
         self.policy_v1 = write_policy(self.store, 1)
         resp = client.post("/v1/policies", json={"worker_id": self.learner, "policy": self.policy_v1, "iteration": 1},
@@ -84,7 +84,7 @@ class World:
     def fresh_chunk(self, task_id: str = "collector-0") -> dict[str, Any]:
         """A valid, never-reported chunk report whose payload is in the store."""
         n = next(self._ids)
-        return write_chunk(self.store, task_id, f"bad-{n}", self.collector, steps=8, seed=n)
+        return write_chunk(self.store, task_id, f"bad-{n}", self.collector, seed=n)
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +117,8 @@ ENDPOINTS = {
     "policies": Endpoint("/v1/policies", "/v1/policies", "learner",
                          lambda w: {"worker_id": w.learner, "policy": dict(w.policy_v2), "iteration": 5}),
     "evaluations": Endpoint("/v1/evaluations", "/v1/evaluations", "evaluator",
-                            lambda w: {"worker_id": w.evaluator, "policy_version": 1, "returns": [10.0, 20.0],
-                                       "lengths": [10, 20]}),
+                            lambda w: {"worker_id": w.evaluator, "policy_version": 1,  # evaluation.episodes=4
+                                       "returns": [10.0, 20.0, 30.0, 40.0], "lengths": [10, 20, 30, 40]}),
     "stop": Endpoint("/v1/run/stop", "/v1/run/stop", "admin", lambda w: {"reason": "never sent as is"}),
 }
 BODY_ENDPOINTS = ["register", "chunks", "sample", "learn-info", "policies", "evaluations", "stop"]
@@ -251,10 +251,29 @@ def cases() -> Iterator[Any]:
     yield pytest.param(Case("chunks", payload_missing, 422, "invalid", "not in the store"), id="chunks-payload-missing")
     yield pytest.param(Case("chunks", lambda b, w: {**b, "size_bytes": b["size_bytes"] + 1}, 422, "invalid", "bytes"),
                        id="chunks-size-mismatch")
-    yield pytest.param(Case("chunks", lambda b, w: w.fresh_chunk("collector-99"), 404, "not_found", "collector-99"),
-                       id="chunks-unknown-task")
-    yield pytest.param(Case("chunks", lambda b, w: w.fresh_chunk("learner-0"), 404, "not_found", "learner-0"),
+    # a collector reports chunks of the task it holds, and only that one
+    yield pytest.param(Case("chunks", lambda b, w: w.fresh_chunk("collector-99"), 409, "task_not_held",
+                            "collector-99"), id="chunks-unknown-task")
+    yield pytest.param(Case("chunks", lambda b, w: w.fresh_chunk("learner-0"), 409, "task_not_held", "learner-0"),
                        id="chunks-learner-task")
+    yield pytest.param(Case("chunks", setting(worker_id="collector-999-abcdef"), 404, "unknown_worker",
+                            "register again"), id="chunks-unknown-worker")
+    yield pytest.param(Case("chunks", worker("learner"), 403, "forbidden", "collector"), id="chunks-learner-worker")
+    # the layout the run's config declares (2 envs x 16 steps), ends that fit it, a published policy
+    yield pytest.param(Case("chunks", setting(num_envs=4), 422, "invalid", "num_envs"), id="chunks-num-envs-other")
+    for name, rows in {"short": 30, "long": 34, "odd": 31}.items():
+        yield pytest.param(Case("chunks", setting(env_steps=rows), 422, "invalid", "env_steps"),
+                           id=f"chunks-env-steps-{name}")
+    for name, ends in {"at-env-steps": [32], "descending": [9, 3], "repeated": [5, 5]}.items():
+        yield pytest.param(Case("chunks", setting(ends=ends), 422, "invalid", "ends"), id=f"chunks-ends-{name}")
+    yield pytest.param(Case("chunks", setting(ends=[]), 422, "invalid", "episode ends"),
+                       id="chunks-episodes-without-ends")
+    yield pytest.param(Case("chunks", setting(env_errors=2), 422, "invalid", "env_errors"),
+                       id="chunks-env-errors-beyond-ends")
+    yield pytest.param(Case("chunks", setting(fresh_columns=[2]), 422, "invalid", "fresh_columns"),
+                       id="chunks-fresh-column-beyond-envs")
+    yield pytest.param(Case("chunks", setting(policy_version=2), 422, "invalid", "never published"),
+                       id="chunks-policy-version-unpublished")
     yield pytest.param(Case("chunks", lambda b, w: {**b, "chunk_id": "escape", "size_bytes": w.outside_size,
                                                     "payload_path": chunk_path("collector-0", "escape")},
                             422, "invalid", "store root"), id="chunks-symlink-leaves-store")
@@ -358,6 +377,9 @@ def cases() -> Iterator[Any]:
                        id="evaluations-version-zero")
     yield pytest.param(Case("evaluations", setting(returns=[1.0, 2.0, 3.0]), 422, "invalid", "same number"),
                        id="evaluations-length-mismatch")
+    for name, n in {"too-few": 3, "too-many": 5, "one-lucky": 1}.items():  # exactly evaluation.episodes (4)
+        yield pytest.param(Case("evaluations", setting(returns=[500.0] * n, lengths=[500] * n), 422, "invalid",
+                                "evaluation.episodes=4"), id=f"evaluations-episodes-{name}")
     for name, changes in {"returns-empty": {"returns": [], "lengths": []}, "lengths-zero": {"lengths": [0, 1]},
                           "returns-text": {"returns": "10"}, "returns-items-text": {"returns": ["a", "b"]}}.items():
         field = next(iter(changes))
@@ -369,7 +391,7 @@ def cases() -> Iterator[Any]:
                        id="evaluations-unknown-worker")
     yield pytest.param(Case("evaluations", worker("collector"), 403, "forbidden", "evaluator"),
                        id="evaluations-collector-worker")
-    for name, returns in {"sum-overflows": [1e308, 1e308], "variance-overflows": [1e308, -1e308]}.items():
+    for name, returns in {"sum-overflows": [1e308] * 4, "variance-overflows": [1e308, -1e308] * 2}.items():
         yield pytest.param(
             Case("evaluations", setting(returns=returns), 422, "invalid"), id=f"evaluations-{name}",
         )
@@ -421,14 +443,14 @@ def test_service_still_healthy_after_the_barrage(world: World) -> None:
     assert ready.status_code == 200 and ready.json()["run_state"] == "running"
     status = get_status(world.client, world.tokens["read"])
     assert counters(status) == world.snapshot
-    assert status["env_steps"] == 8 and status["chunks"] == 1 and status["policy_version"] == 1
+    assert status["env_steps"] == 32 and status["chunks"] == 1 and status["policy_version"] == 1
     assert world.client.get("/v1/evaluations", headers=auth(world.tokens["read"])).json() == []
     # and it still accepts good work
     good = world.fresh_chunk()
     resp = world.client.post("/v1/chunks", json=good, headers=auth(world.tokens["collector"]))
     assert resp.status_code == 200 and resp.json()["duplicate"] is False
     status = get_status(world.client, world.tokens["read"])
-    assert status["env_steps"] == 16
+    assert status["env_steps"] == 64
     world.snapshot = counters(status)  # keep the per-case check valid should cases run after this one
 
 
@@ -463,7 +485,7 @@ def test_huge_episode_returns_do_not_break_status(coordinator_settings: Coordina
     with running_client(coordinator_settings, tolerate_shutdown_errors=True) as fresh:
         collector = register(fresh, tokens["collector"], "collector")
         claim(fresh, tokens["collector"], collector)
-        report = write_chunk(store, "collector-0", "huge", collector, steps=8, episodes=((1.0, 4), (1.0, 4)))
+        report = write_chunk(store, "collector-0", "huge", collector, episodes=((1.0, 4), (1.0, 4)))
         report["episodes"] = [{"ret": 1e308, "length": 4}, {"ret": 1e308, "length": 4}]
         resp = fresh.post("/v1/chunks", json=report, headers=auth(tokens["collector"]))
         assert resp.status_code == 422, resp.text  # bounded at the door, so means can never overflow

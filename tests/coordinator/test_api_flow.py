@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,10 @@ from tests.coordinator.helpers import (
     auth,
     claim,
     get_status,
+    make_settings,
     register,
+    running_client,
+    store_for,
     write_chunk,
     write_policy,
 )
@@ -55,6 +59,7 @@ def test_collector_registers_claims_and_reports_a_chunk_exactly_once(
     reg = RegisterResponse.model_validate(resp.json())
     assert reg.worker_id.startswith("collector-") and reg.run_name == run_config.name
     assert reg.lease_seconds == 10.0 and reg.heartbeat_seconds == pytest.approx(2.5)
+    assert reg.max_wait_seconds == 5.0  # the longest heartbeat long poll: half a lease
     assert reg.directive.run_state == "running" and reg.directive.policy is None
 
     resp = post(client, tokens["collector"], f"/v1/workers/{reg.worker_id}/claim")
@@ -67,20 +72,21 @@ def test_collector_registers_claims_and_reports_a_chunk_exactly_once(
     again = ClaimResponse.model_validate(post(client, tokens["collector"], f"/v1/workers/{reg.worker_id}/claim").json())
     assert again.task is not None and again.task.task_id == "collector-0"
 
-    report = write_chunk(store, "collector-0", "chunk-0001", reg.worker_id, steps=24,
-                         episodes=((12.0, 12), (9.0, 9)))
+    rows = run_config.collector.num_envs * run_config.collector.chunk_steps  # 2 envs x 16 steps = 32
+    report = write_chunk(store, "collector-0", "chunk-0001", reg.worker_id, episodes=((12.0, 12), (9.0, 9)))
+    assert (report["env_steps"], report["num_envs"]) == (rows, run_config.collector.num_envs)
     resp = report_chunk(client, tokens, report)
     assert resp.status_code == 200, resp.text
     ack = ChunkAck.model_validate(resp.json())
-    assert ack.chunk_id == "chunk-0001" and ack.duplicate is False and ack.directive.env_steps_total == 24
+    assert ack.chunk_id == "chunk-0001" and ack.duplicate is False and ack.directive.env_steps_total == rows
 
     status = get_status(client, tokens["read"])
-    assert (status["env_steps"], status["episodes"], status["chunks"], status["duplicate_chunks"]) == (24, 2, 1, 0)
+    assert (status["env_steps"], status["episodes"], status["chunks"], status["duplicate_chunks"]) == (rows, 2, 1, 0)
     assert status["recent_return_mean"] == pytest.approx(10.5)
     assert status["buffers"] == [{"buffer_id": "replay-0", "sampler": "uniform", "unit": "transition", "chunks": 1,
-                                  "transitions": 24, "items": 24, "capacity_transitions": 2000, "evicted_chunks": 0,
-                                  "removed_max_use": 0, "removed_stale": 0, "max_priority": 1.0, "beta": 1.0,
-                                  "inserted_transitions": 24, "sampled_transitions": 0,
+                                  "transitions": rows, "items": rows, "capacity_transitions": 2000,
+                                  "evicted_chunks": 0, "removed_max_use": 0, "removed_stale": 0, "max_priority": 1.0,
+                                  "beta": 1.0, "inserted_transitions": rows, "sampled_transitions": 0,
                                   "samples_per_insert": run_config.replay.samples_per_insert,
                                   "tolerance_transitions": run_config.replay.tolerance_transitions}]
     assert status["policy_lag"]["ingest_histogram"] == {"0": 1}
@@ -90,17 +96,16 @@ def test_collector_registers_claims_and_reports_a_chunk_exactly_once(
     # a retried report is recognised and counted once
     resp = report_chunk(client, tokens, report)
     assert resp.status_code == 200, resp.text
-    assert resp.json()["duplicate"] is True and resp.json()["directive"]["env_steps_total"] == 24
+    assert resp.json()["duplicate"] is True and resp.json()["directive"]["env_steps_total"] == rows
     status = get_status(client, tokens["read"])
-    assert (status["env_steps"], status["episodes"], status["chunks"], status["duplicate_chunks"]) == (24, 2, 1, 1)
+    assert (status["env_steps"], status["episodes"], status["chunks"], status["duplicate_chunks"]) == (rows, 2, 1, 1)
 
     # the same chunk id with other content is a conflict, and changes nothing
-    other = write_chunk(store, "collector-0", "chunk-0001", reg.worker_id, steps=24, seed=99,
-                        episodes=((12.0, 12), (9.0, 9)))
+    other = write_chunk(store, "collector-0", "chunk-0001", reg.worker_id, seed=99, episodes=((12.0, 12), (9.0, 9)))
     assert other["sha256"] != report["sha256"]
     assert_error_body(report_chunk(client, tokens, other), 409, "conflict", "chunk-0001")
     after = get_status(client, tokens["read"])
-    assert (after["env_steps"], after["episodes"], after["chunks"], after["duplicate_chunks"]) == (24, 2, 1, 1)
+    assert (after["env_steps"], after["episodes"], after["chunks"], after["duplicate_chunks"]) == (rows, 2, 1, 1)
 
 
 def test_each_collector_gets_its_own_task(client: TestClient, tokens: Tokens) -> None:
@@ -137,10 +142,11 @@ def test_learner_samples_consistent_references_once_warm(
     resp = post(client, tokens["learner"], "/v1/buffers/replay-0/sample", request)
     assert_error_body(resp, 409, "not_enough_data", "retry")
 
-    sizes = {"warm-a": 40, "warm-b": 16, "warm-c": 24}  # 80 >= min_transitions (64), and 40 alone is not enough
+    rows = run_config.collector.num_envs * run_config.collector.chunk_steps  # 32 per chunk
+    sizes = dict.fromkeys(("warm-a", "warm-b", "warm-c"), rows)  # 96 >= min_transitions (64); 32 alone is not
     reports = {}
-    for n, (chunk_id, steps) in enumerate(sizes.items()):
-        reports[chunk_id] = write_chunk(store, "collector-0", chunk_id, collector, steps=steps, seed=n)
+    for n, chunk_id in enumerate(sizes):
+        reports[chunk_id] = write_chunk(store, "collector-0", chunk_id, collector, seed=n)
         assert report_chunk(client, tokens, reports[chunk_id]).status_code == 200
         if n == 0:
             resp = post(client, tokens["learner"], "/v1/buffers/replay-0/sample", request)
@@ -164,7 +170,8 @@ def test_learner_samples_consistent_references_once_warm(
     # the references resolve to real transitions in the store
     arrays, meta = decode_chunk(store.get(sample.chunks[0].payload_path, sha256=sample.chunks[0].sha256))
     assert meta["chunk_id"] == sample.chunks[0].chunk_id
-    assert arrays["rewards"].shape[0] == sizes[sample.chunks[0].chunk_id]
+    assert arrays["rewards"].size == sizes[sample.chunks[0].chunk_id]  # steps x envs rows
+    assert arrays["rewards"].shape[1] == sample.chunks[0].num_envs == run_config.collector.num_envs
 
     resp = post(client, tokens["learner"], "/v1/learn-info", {"worker_id": learner, "iteration": 3,
                                                              "transitions_trained": 64,
@@ -173,16 +180,25 @@ def test_learner_samples_consistent_references_once_warm(
     status = get_status(client, tokens["read"])
     assert status["learner"]["iteration"] == 3 and status["learner"]["transitions_trained"] == 64
     assert status["learner"]["losses"] == {"td_loss": 0.25, "q_mean": 1.5}
-    assert status["learner"]["samples_per_insert"] == pytest.approx(64 / (80 - 64))
+    assert status["learner"]["samples_per_insert"] == pytest.approx(64 / (96 - 64))
 
 
-def test_sampling_is_uniform_over_transitions(client: TestClient, tokens: Tokens, store: LocalStore) -> None:
+def test_sampling_is_uniform_over_transitions(tmp_path: Path) -> None:
+    # chunks cut after one episode or 48 steps of 2 envs: one of 96 rows and one of 32 (16 steps)
+    settings, tokens = make_settings(tmp_path, overrides="collector.chunk_steps=48;sampling.n_episode=1")
+    with running_client(settings) as client:
+        _sample_two_chunk_sizes(client, tokens, store_for(settings))
+
+
+def _sample_two_chunk_sizes(client: TestClient, tokens: Tokens, store: LocalStore) -> None:
+    config = client.app.state.run.config  # type: ignore[attr-defined]
     collector = register(client, tokens["collector"], "collector")
     claim(client, tokens["collector"], collector)
     learner = learner_with_task(client, tokens)
-    for n, steps in enumerate((96, 32)):
-        assert report_chunk(client, tokens, write_chunk(store, "collector-0", f"u{n}", collector, steps=steps,
-                                                        seed=n)).status_code == 200
+    for n, steps in enumerate((48, 16)):
+        report = write_chunk(store, "collector-0", f"u{n}", collector, steps=steps, seed=n, config=config)
+        assert report["env_steps"] == 2 * steps
+        assert report_chunk(client, tokens, report).status_code == 200
     resp = post(client, tokens["learner"], "/v1/buffers/replay-0/sample",
                 {"worker_id": learner, "batch_size": 256, "num_batches": 2})
     assert resp.status_code == 200, resp.text
@@ -199,7 +215,7 @@ def test_policy_publish_latest_etag_and_versioning(client: TestClient, tokens: T
     v1 = write_policy(store, 1)
     resp = publish(client, tokens, learner, v1, iteration=20)
     assert resp.status_code == 200, resp.text
-    assert resp.json()["directive"]["policy"] == v1
+    # (that the publish reply's own directive names v1 is checked in the test below)
 
     resp = client.get("/v1/policies/latest", headers=auth(tokens["read"]))
     assert resp.status_code == 200 and resp.json() == v1
@@ -229,12 +245,21 @@ def test_policy_publish_latest_etag_and_versioning(client: TestClient, tokens: T
     assert claim(client, tokens["collector"], collector)["task"]["policy"] == v2
 
 
+def test_publish_reply_names_the_published_policy(client: TestClient, tokens: Tokens, store: LocalStore) -> None:
+    learner = learner_with_task(client, tokens)
+    v1 = write_policy(store, 1)
+    resp = publish(client, tokens, learner, v1, iteration=20)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["directive"]["policy"] == v1
+
+
 def test_old_policy_files_are_pruned(client: TestClient, tokens: Tokens, store: LocalStore) -> None:
     learner = learner_with_task(client, tokens)
     keep = client.app.state.settings.keep_policies
     refs = [write_policy(store, v) for v in range(1, keep + 3)]
     for ref in refs:
         assert publish(client, tokens, learner, ref, iteration=ref["version"]).status_code == 200
+    client.app.state.run.payloads.flush()  # type: ignore[attr-defined]  # files go on the deleter thread
     assert [store.size(r["path"]) is not None for r in refs] == [False, False] + [True] * keep
     assert client.get("/v1/policies/latest", headers=auth(tokens["read"])).json() == refs[-1]
 
@@ -324,15 +349,15 @@ def test_run_endpoint_returns_the_resolved_config(client: TestClient, tokens: To
 def test_metrics_exposes_the_counters(client: TestClient, tokens: Tokens, store: LocalStore) -> None:
     collector = register(client, tokens["collector"], "collector")
     claim(client, tokens["collector"], collector)
-    assert report_chunk(client, tokens, write_chunk(store, "collector-0", "m1", collector, steps=17)).status_code == 200
+    assert report_chunk(client, tokens, write_chunk(store, "collector-0", "m1", collector)).status_code == 200
     resp = client.get("/metrics")
     assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
     samples = dict(line.rsplit(" ", 1) for line in resp.text.strip().splitlines())
-    assert samples["rlfleet_env_steps_total"] == "17"
+    assert samples["rlfleet_env_steps_total"] == "32"
     assert samples["rlfleet_chunks_total"] == "1"
     assert samples["rlfleet_episodes_total"] == "1"
     assert samples['rlfleet_workers{kind="collector"}'] == "1"
-    assert samples['rlfleet_buffer_transitions{buffer="replay-0"}'] == "17"
+    assert samples['rlfleet_buffer_transitions{buffer="replay-0"}'] == "32"
     assert samples["rlfleet_run_running"] == "1"
     assert all(float(v) == float(v) for v in samples.values())  # every value parses, none is NaN
 

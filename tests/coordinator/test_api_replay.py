@@ -30,6 +30,8 @@ from tests.coordinator.helpers import (
 PRIORITIES = "/v1/buffers/replay-0/priorities"
 SAMPLE = "/v1/buffers/replay-0/sample"
 OVERRIDES = "replay.sampler=prioritized;replay.min_transitions=1;replay.alpha=1.0"
+# Collectors of 2 envs cut chunks after 1000 steps or one finished episode: 64 and 2000 rows both occur.
+LAYOUT = "collector.chunk_steps=1000;sampling.n_episode=1"
 
 
 @dataclass
@@ -52,8 +54,11 @@ class World:
         assert resp.status_code == 200, resp.text
         return resp.json()["buffers"][0]
 
-    def report(self, chunk_id: str, steps: int) -> None:
-        body = write_chunk(self.store, "collector-0", chunk_id, self.collector, steps=steps)
+    def report(self, chunk_id: str, rows: int) -> None:
+        config = self.client.app.state.run.config  # type: ignore[attr-defined]
+        body = write_chunk(self.store, "collector-0", chunk_id, self.collector, config=config,
+                           steps=rows // config.collector.num_envs)
+        assert body["env_steps"] == rows
         resp = self.client.post("/v1/chunks", json=body, headers=auth(self.tokens["collector"]))
         assert resp.status_code == 200, resp.text
 
@@ -61,7 +66,7 @@ class World:
 @contextlib.contextmanager
 def replay_world(base: Path) -> Iterator[World]:
     """A prioritized run with a collector and a learner holding their tasks and one 64-step chunk."""
-    settings, tokens = make_settings(base, lease_seconds=3600.0, overrides=OVERRIDES)
+    settings, tokens = make_settings(base, lease_seconds=3600.0, overrides=f"{OVERRIDES};{LAYOUT}")
     with running_client(settings) as client:
         collector = register(client, tokens["collector"], "collector")
         learner = register(client, tokens["learner"], "learner")
@@ -193,7 +198,7 @@ def _valid_update_then_overwrite(world: World) -> None:
 # ----- heartbeat long poll ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("query", ["wait=10", "wait=5.01", "wait=-1", "newer_than=-1", "newer_than=abc",
+@pytest.mark.parametrize("query", ["wait=3601", "wait=3600.01", "wait=-1", "newer_than=-1", "newer_than=abc",
                                    "wait=nan", f"newer_than={2**53 + 1}"])
 def test_heartbeat_long_poll_bounds_are_422(world: World, query: str) -> None:
     resp = world.client.post(f"/v1/workers/{world.collector}/heartbeat?{query}",
@@ -219,3 +224,19 @@ def test_heartbeat_long_poll_over_http(world: World) -> None:
     assert time.monotonic() - start < 1.0  # already newer: no wait
     assert resp.status_code == 200, resp.text
     assert resp.json()["directive"]["policy"]["version"] == version + 1
+
+
+def test_heartbeat_wait_is_capped_at_the_registrations_max_wait(tmp_path: Path) -> None:
+    settings, tokens = make_settings(tmp_path, lease_seconds=1.0)
+    with running_client(settings) as client:
+        resp = client.post("/v1/workers", json={"kind": "collector", "name": "h"}, headers=auth(tokens["collector"]))
+        assert resp.status_code == 200, resp.text
+        reply = resp.json()
+        assert reply["max_wait_seconds"] == 0.5  # half a lease: a waiting worker always renews in time
+        url = f"/v1/workers/{reply['worker_id']}/heartbeat"
+        start = time.monotonic()
+        resp = client.post(f"{url}?newer_than=0&wait=3600", headers=auth(tokens["collector"]))  # no policy yet
+        elapsed = time.monotonic() - start
+        assert resp.status_code == 200, resp.text
+        assert 0.4 <= elapsed < 2.0
+        assert resp.json()["directive"]["policy"] is None

@@ -124,3 +124,22 @@ def test_pending_collector_tasks_idle_past_the_cutoff_are_pruned_and_indices_nev
     assert again is not None and again.task_id == "collector-2"  # the remaining pending one, lowest index first
     fresh = tasks.claim("collector", "w10", create_if_empty=True, now=60.0)
     assert fresh is not None and fresh.task_id == "collector-3"  # index 1 is gone for good: seeds never repeat
+
+
+def test_a_request_that_goes_away_cannot_cancel_the_commit_its_group_shares() -> None:
+    journal = Journal(None)
+    future = journal.submit([jr.task_row("t", "collector", 0, 0)])
+    assert future.cancel() is False  # asyncio.wrap_future cancels its source when the awaiting task is cancelled
+    future.result(timeout=5)
+    assert _rows(journal, "SELECT task_id FROM tasks") == [("t",)]
+
+
+def test_actions_after_a_commit_run_before_its_waiters_are_released_and_never_after_a_failure() -> None:
+    journal = Journal(None)
+    done: list[str] = []
+    journal.submit([], {"k": 1}, after=lambda: done.append("ok")).result(timeout=5)
+    assert done == ["ok"]
+    failed = journal.submit([("INSERT INTO no_such_table VALUES (1)", ())], after=lambda: done.append("bad"))
+    with pytest.raises(JournalFailed):
+        failed.result(timeout=5)
+    assert done == ["ok"]

@@ -9,26 +9,30 @@ from coordinator.run import Run
 from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import EvaluationReport, SampleRequest
-from tests.coordinator.test_run import FakeClock, chunk, collector, learner, make_config, publish, register
+from tests.coordinator.test_run import FakeClock, chunk, collector, layout, learner, make_config, publish, register
 
 
 def _reopen(path: Path, config: RunConfig, store: LocalStore, clock: FakeClock) -> Run:
     return Run(config, store, clock=clock, sample_wait_seconds=0, keep_policies=2, journal=Journal(path))
 
 
+def _busy_config(run_config: RunConfig) -> RunConfig:
+    return layout(run_config, chunk_steps=128)  # chunks of 2 envs x 128 steps = 256 rows
+
+
 def _busy_run(path: Path, config: RunConfig, store: LocalStore, clock: FakeClock) -> Run:
     run = _reopen(path, config, store, clock)
     worker, task = collector(run)
     for i in range(12):  # capacity 2000 / 256 per chunk: the oldest chunks get evicted
-        run.ingest(chunk(store, worker, task, f"c{i:02d}", env_steps=256, returns=(float(i),)))
+        run.ingest(chunk(run, worker, task, f"c{i:02d}", returns=(float(i),)))
     learner_id = learner(run)
     run.sample(SampleRequest(worker_id=learner_id, batch_size=32, num_batches=2))
     for version in (1, 2, 3):
         publish(run, store, learner_id, version, iteration=version * 10)
     evaluator = register(run, "evaluator")
     run.claim(evaluator)
-    run.evaluate(EvaluationReport(worker_id=evaluator, policy_version=3, returns=[100.0, 120.0],
-                                  lengths=[100, 120]))
+    run.evaluate(EvaluationReport(worker_id=evaluator, policy_version=3, returns=[100.0, 120.0, 100.0, 120.0],
+                                  lengths=[100, 120, 100, 120]))
     clock.advance(7.0)
     run.tick()
     return run
@@ -38,6 +42,7 @@ def test_restart_recovers_buffer_counters_policies_workers_and_tasks(
         tmp_path: Path, run_config: RunConfig, store: LocalStore) -> None:
     clock = FakeClock()
     db = tmp_path / "coordinator.sqlite"
+    run_config = _busy_config(run_config)
     before = _busy_run(db, run_config, store, clock)
     status_before = before.status()
     entries_before = before.data.buffer.entries()
@@ -50,7 +55,8 @@ def test_restart_recovers_buffer_counters_policies_workers_and_tasks(
     assert after.data.buffer.entries() == entries_before  # ids, paths, hashes, sizes, versions, order
     assert list(after.policies.versions) == policies_before
     assert list(after.data.ledger._acked) == list(before.data.ledger._acked)
-    assert (after.data.limiter.inserted, after.data.limiter.sampled) == (before.data.limiter.inserted, before.data.limiter.sampled)
+    assert (after.data.limiter.inserted, after.data.limiter.sampled) == (
+        before.data.limiter.inserted, before.data.limiter.sampled)
     for field in ("env_steps", "episodes", "chunks", "duplicate_chunks", "policy_version", "recent_return_mean",
                   "latest_evaluation", "best_evaluation", "buffers", "run_state"):
         assert getattr(status_after, field) == getattr(status_before, field), field
@@ -65,6 +71,7 @@ def test_after_restart_retries_are_duplicates_and_new_ids_never_collide(
         tmp_path: Path, run_config: RunConfig, store: LocalStore) -> None:
     clock = FakeClock()
     db = tmp_path / "coordinator.sqlite"
+    run_config = _busy_config(run_config)
     before = _busy_run(db, run_config, store, clock)
     worker = next(w.worker_id for w in before.status().workers if w.kind == "collector")
     before.journal.close()
@@ -72,7 +79,7 @@ def test_after_restart_retries_are_duplicates_and_new_ids_never_collide(
     after = _reopen(db, run_config, store, clock)
     steps = after.data.env_steps
     # A collector retrying its last report after the restart: acknowledged once, counted once.
-    retry = chunk(store, worker, "collector-0", "c11", env_steps=256, returns=(11.0,))
+    retry = chunk(after, worker, "collector-0", "c11", returns=(11.0,))
     assert after.ingest(retry).duplicate
     assert after.data.env_steps == steps
     # The worker's lease survived: it can heartbeat without registering again.
@@ -103,7 +110,7 @@ def test_env_errors_are_counted_and_survive_a_restart(tmp_path: Path, run_config
     db = tmp_path / "coordinator.sqlite"
     run = _reopen(db, run_config, store, clock)
     worker, task = collector(run)
-    run.ingest(chunk(store, worker, task, "e1", env_errors=2))
+    run.ingest(chunk(run, worker, task, "e1", env_errors=2))
     assert run.status().env_errors == 2
     run.journal.close()
     assert _reopen(db, run_config, store, clock).status().env_errors == 2

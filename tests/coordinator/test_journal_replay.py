@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-import coordinator.run as run_module
+import coordinator.run_core as run_core
 from coordinator.errors import NotEnoughData
 from coordinator.journal import Journal
 from coordinator.run import Run
 from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import PriorityUpdate, SampleRequest
-from tests.coordinator.test_run import FakeClock, chunk, collector, learner, make_config, publish
+from tests.coordinator.test_run import FakeClock, chunk, collector, layout, learner, make_config, publish
 from tests.coordinator.test_run_replay import queue_config, served_chunk_ids
 
 
@@ -32,11 +32,12 @@ def _restart(run: Run, path: Path, store: LocalStore, clock: FakeClock) -> Run:
 
 
 def _prioritized(base: RunConfig, **replay: Any) -> RunConfig:
+    """Chunks of 2 envs x at most 20 steps (cut after 4 episodes: 20, 30 and 40 rows all occur)."""
     values: dict[str, Any] = {"sampler": "prioritized", "capacity_transitions": 120, "min_transitions": 1,
                               "samples_per_insert": 1000.0, "tolerance_transitions": 1_000_000, "alpha": 0.6,
                               "beta_horizon": 5000, "max_use": 3, "max_staleness": 2}
     values.update(replay)
-    return make_config(base, replay=values)
+    return layout(make_config(base, replay=values), num_envs=2, chunk_steps=20, n_episode=4)
 
 
 def buffer_state(run: Run) -> dict[str, Any]:
@@ -85,25 +86,25 @@ def _busy_prioritized(run: Run, store: LocalStore, rng: np.random.Generator, *,
     """Ingest, sample, reprioritize, overwrite at capacity, drop stale chunks and use items up (max_use 3)."""
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c0", env_steps=40, policy_version=0))
-    run.ingest(chunk(store, w, t, "c1", env_steps=40, policy_version=0))
+    run.ingest(chunk(run, w, t, "c0", env_steps=40, policy_version=0))
+    run.ingest(chunk(run, w, t, "c1", env_steps=40, policy_version=0))
     ids = _sample_ids(run, lrn, 30)
     _update(run, lrn, ids, rng.uniform(0, 5, len(ids)).tolist())
     publish(run, store, lrn, 1)
-    run.ingest(chunk(store, w, t, "c2", env_steps=40, policy_version=1))  # the ring is full: 120
+    run.ingest(chunk(run, w, t, "c2", env_steps=40, policy_version=1))  # the ring is full: 120
     if tick:
         run.tick()
     for _ in range(4):
         ids = _sample_ids(run, lrn, 50)
         _update(run, lrn, ids, rng.uniform(0, 20, len(ids)).tolist())
     publish(run, store, lrn, 2)
-    run.ingest(chunk(store, w, t, "c3", env_steps=40, policy_version=2))  # overwrites c0's rows: evicted
+    run.ingest(chunk(run, w, t, "c3", env_steps=40, policy_version=2))  # overwrites c0's rows: evicted
     if tick:
         run.tick()
     publish(run, store, lrn, 3)  # c1 (v0) lags by 3 > 2: stale
-    run.ingest(chunk(store, w, t, "c4", env_steps=30, policy_version=2))  # lag 1
+    run.ingest(chunk(run, w, t, "c4", env_steps=30, policy_version=2))  # lag 1
     _update(run, lrn, [0, 5, 90, 125], [50.0, 60.0, 3.0, 4.0])  # 0 and 5 were overwritten long ago
-    run.ingest(chunk(store, w, t, "c5", env_steps=20, policy_version=3))  # overwrites c2's rows 80..89
+    run.ingest(chunk(run, w, t, "c5", env_steps=20, policy_version=3))  # overwrites c2's rows 80..89
     ids = _sample_ids(run, lrn, 40)
     _update(run, lrn, ids[:10], rng.uniform(0, 2, 10).tolist())
     b = run.data.buffer
@@ -132,7 +133,7 @@ def test_restart_restores_a_prioritized_buffer_exactly(tmp_path: Path, run_confi
 def test_restart_after_snapshot_compaction_and_further_updates(tmp_path: Path, run_config: RunConfig,
                                                                store: LocalStore,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_module, "SNAPSHOT_EVERY", 2)
+    monkeypatch.setattr(run_core, "SNAPSHOT_EVERY", 2)
     clock = FakeClock()
     db = tmp_path / "coordinator.sqlite"
     run = _open(db, _prioritized(run_config), store, clock)
@@ -152,7 +153,7 @@ def test_restart_after_snapshot_compaction_and_further_updates(tmp_path: Path, r
     for i in range(3):
         ids = _sample_ids(run, lrn, 40)
         _update(run, lrn, ids, rng.uniform(0, 30, len(ids)).tolist())
-        run.ingest(chunk(store, w, t, f"d{i}", env_steps=20, policy_version=3))
+        run.ingest(chunk(run, w, t, f"d{i}", env_steps=20, policy_version=3))
     assert run.journal.replay_log_length() > 2
     before = buffer_state(run)
     run = _restart(run, db, store, clock)
@@ -173,20 +174,21 @@ def test_restart_after_snapshot_compaction_and_further_updates(tmp_path: Path, r
 def test_max_use_removals_survive_a_restart(tmp_path: Path, run_config: RunConfig, store: LocalStore) -> None:
     clock = FakeClock()
     db = tmp_path / "coordinator.sqlite"
-    run = _open(db, _prioritized(run_config, max_use=2, max_staleness=None), store, clock)
+    config = layout(_prioritized(run_config, max_use=2, max_staleness=None), num_envs=1, chunk_steps=1)
+    run = _open(db, config, store, clock)
     w, t = collector(run)
     lrn = learner(run)
-    reports = [chunk(store, w, t, f"c{i}", env_steps=1) for i in range(12)]  # one item per chunk: ids 0..11
+    reports = [chunk(run, w, t, f"c{i}") for i in range(12)]  # one item per chunk: ids 0..11
     for report in reports:
         run.ingest(report)
     used = Counter(_sample_ids(run, lrn, 10))
     used.update(_sample_ids(run, lrn, 6))
     assert max(used.values()) == 2 and sum(used.values()) == 16
     exhausted = {i for i, n in used.items() if n == 2}
-    assert {e.chunk_id for e in run.data.buffer.entries()} == {f"c{i}" for i in range(12)} - {f"c{i}" for i in exhausted}
+    assert {e.chunk_id for e in run.data.buffer.entries()} == {f"c{i}" for i in set(range(12)) - exhausted}
 
     run = _restart(run, db, store, clock)
-    assert {e.chunk_id for e in run.data.buffer.entries()} == {f"c{i}" for i in range(12)} - {f"c{i}" for i in exhausted}
+    assert {e.chunk_id for e in run.data.buffer.entries()} == {f"c{i}" for i in set(range(12)) - exhausted}
     assert run.status().buffers[0].removed_max_use == len(exhausted)
     after: Counter[int] = Counter()
     for _ in range(30):
@@ -209,7 +211,7 @@ def test_queue_consumed_chunks_are_not_served_after_a_restart(tmp_path: Path, ru
     w, t = collector(run)
     lrn = learner(run)
     for i in range(5):
-        run.ingest(chunk(store, w, t, f"c{i}", env_steps=32))
+        run.ingest(chunk(run, w, t, f"c{i}", env_steps=32))
     assert served_chunk_ids(run.sample(SampleRequest(worker_id=lrn, batch_size=8))) == ["c0", "c1"]
 
     run = _restart(run, db, store, clock)

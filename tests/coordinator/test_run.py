@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coordinator.errors import Conflict, Forbidden, Invalid, NotEnoughData, NotFound, UnknownWorker
+from coordinator.errors import Conflict, Forbidden, Invalid, NotEnoughData, TaskNotHeld, UnknownWorker
 from coordinator.run import BUFFER_ID, PAUSE_SECONDS, Run
 from shared.config import RunConfig
 from shared.layout import chunk_path, policy_path
@@ -25,6 +25,7 @@ from shared.wire import (
     PolicyRef,
     SampleRequest,
 )
+from tests.coordinator.helpers import spread_ends
 
 T0 = 1000.0
 
@@ -45,6 +46,17 @@ def make_config(base: RunConfig, **sections: dict[str, Any]) -> RunConfig:
     for section, values in sections.items():
         data[section] = {**data[section], **values}
     return RunConfig.model_validate(data)
+
+
+def layout(base: RunConfig, num_envs: int | None = None, chunk_steps: int | None = None,
+           n_episode: int | None = None, **sections: dict[str, Any]) -> RunConfig:
+    """`base` with collectors stepping `num_envs` envs into chunks of `chunk_steps` steps, so chunk reports
+    of num_envs x chunk_steps rows are what the run expects. With `n_episode`, chunks are cut after that many
+    episodes, so reports of fewer rows (whole steps, at most that many) are valid too."""
+    collector = {"num_envs": num_envs or base.collector.num_envs,
+                 "chunk_steps": chunk_steps or base.collector.chunk_steps}
+    sampling = {**sections.pop("sampling", {}), **({"n_episode": n_episode} if n_episode else {})}
+    return make_config(base, collector=collector, sampling=sampling, **sections)
 
 
 @pytest.fixture
@@ -88,28 +100,41 @@ def learner(run: Run) -> str:
     return worker_id
 
 
+def rows(config: RunConfig) -> int:
+    """Rows (env steps) of a full chunk under `config`: num_envs x chunk_steps."""
+    return config.collector.num_envs * config.collector.chunk_steps
+
+
 def chunk(
-    store: LocalStore,
+    run: Run,
     worker_id: str,
     task_id: str,
     chunk_id: str,
-    env_steps: int = 32,
+    env_steps: int | None = None,
     returns: Sequence[float] = (),
     payload: bytes | None = None,
     write: bool = True,
     **changes: Any,
 ) -> ChunkReport:
-    """Write a payload into the store (as a collector does) and build the matching report."""
+    """Write a payload into the run's store (as a collector does) and build the matching report.
+
+    By default the report has the run config's layout: num_envs = collector.num_envs, env_steps = num_envs x
+    collector.chunk_steps, one episode end per reported return and per env error. `changes` override any field
+    (tests of refused reports pass layouts the config does not declare)."""
     data = payload if payload is not None else f"payload of {chunk_id}".encode()
     path = chunk_path(task_id, chunk_id)
     if write:
-        store.put(path, data)
+        run.store.put(path, data)
+    steps = rows(run.config) if env_steps is None else env_steps
+    episodes = [EpisodeStat(ret=r, length=10) for r in returns]
     fields: dict[str, Any] = dict(
         chunk_id=chunk_id, worker_id=worker_id, task_id=task_id, payload_path=path, sha256=sha256_hex(data),
-        size_bytes=len(data), env_steps=env_steps,
-        episodes=[EpisodeStat(ret=r, length=10) for r in returns], policy_version=0,
+        size_bytes=len(data), env_steps=steps, num_envs=run.config.collector.num_envs, episodes=episodes,
+        policy_version=0,
     )
     fields.update(changes)
+    if "ends" not in changes:
+        fields["ends"] = spread_ends(fields["env_steps"], len(episodes) + fields.get("env_errors", 0))
     return ChunkReport(**fields)
 
 
@@ -121,6 +146,11 @@ def publish(run: Run, store: LocalStore, worker_id: str, version: int, content: 
     ref = PolicyRef(version=version, path=path, sha256=sha256_hex(data))
     run.publish_policy(PolicyPublish(worker_id=worker_id, policy=ref, iteration=iteration))
     return ref
+
+
+def settle_files(run: Run) -> None:
+    """Wait until the payload and policy files whose removal was submitted so far are deleted."""
+    run.flush()
 
 
 def counters(run: Run) -> tuple[int, int, int, int, int, int]:
@@ -137,6 +167,7 @@ def test_register_reply(run: Run) -> None:
     assert reply.run_name == "test-run"
     assert reply.lease_seconds == 10.0
     assert reply.heartbeat_seconds == 2.5
+    assert reply.max_wait_seconds == 5.0
     assert reply.directive.run_state == "running"
     assert reply.directive.policy is None
     assert reply.directive.env_steps_total == 0
@@ -194,26 +225,28 @@ def test_unknown_worker_and_scope_checks(run: Run) -> None:
 
 def test_ingest_counts_exactly(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
-    ack = run.ingest(chunk(store, w, t, "c1", env_steps=32, returns=[10.0, 20.0]))
+    ack = run.ingest(chunk(run, w, t, "c1", returns=[10.0, 20.0]))  # 2 envs x 16 steps
     assert ack.chunk_id == "c1" and ack.duplicate is False
     assert ack.directive.env_steps_total == 32
-    ack = run.ingest(chunk(store, w, t, "c2", env_steps=16, returns=[30.0]))
-    assert ack.directive.env_steps_total == 48
-    assert counters(run) == (48, 3, 2, 48, 2, 48)
+    ack = run.ingest(chunk(run, w, t, "c2", returns=[30.0]))
+    assert ack.directive.env_steps_total == 64
+    assert counters(run) == (64, 3, 2, 64, 2, 64)
     assert run.status().recent_return_mean == pytest.approx(20.0)
     assert [e.chunk_id for e in run.data.buffer.entries()] == ["c1", "c2"]
     assert run.data.buffer.entries()[0].payload_path == "chunks/collector-0/c1.msgpack"
 
 
-def test_ingest_many_chunks_counters_exact(run: Run, store: LocalStore) -> None:
+def test_ingest_many_chunks_counters_exact(make_run: Callable[..., Run], run_config: RunConfig) -> None:
+    # chunks cut after 5 episodes or 50 steps of one env: any size from 5 to 50 rows
+    run = make_run(layout(run_config, num_envs=1, chunk_steps=50, n_episode=5))
     rng = np.random.default_rng(5)
     w, t = collector(run)
     steps = episodes = 0
     all_returns: list[float] = []
     for i in range(40):
-        n = int(rng.integers(1, 50))
+        n = int(rng.integers(5, 51))
         rets = [float(x) for x in rng.uniform(0, 500, int(rng.integers(0, 6)))]
-        run.ingest(chunk(store, w, t, f"chunk-{i}", env_steps=n, returns=rets))
+        run.ingest(chunk(run, w, t, f"chunk-{i}", env_steps=n, returns=rets))
         steps, episodes = steps + n, episodes + len(rets)
         all_returns += rets
     s = run.status()
@@ -230,14 +263,14 @@ def test_ingest_requires_canonical_payload_path(run: Run, store: LocalStore) -> 
                  "policies/c1.msgpack", "c1.msgpack"]:
         store.put(path, b"payload of c1")
         with pytest.raises(Invalid, match="payload_path must be 'chunks/collector-0/c1.msgpack'"):
-            run.ingest(chunk(store, w, t, "c1", write=False, payload=b"payload of c1", payload_path=path))
+            run.ingest(chunk(run, w, t, "c1", write=False, payload=b"payload of c1", payload_path=path))
     assert counters(run) == before
 
 
 def test_ingest_requires_the_payload_file(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
     with pytest.raises(Invalid, match="not in the store"):
-        run.ingest(chunk(store, w, t, "c1", write=False))
+        run.ingest(chunk(run, w, t, "c1", write=False))
     assert counters(run) == (0, 0, 0, 0, 0, 0)
     assert "c1" not in run.data.ledger
 
@@ -245,7 +278,7 @@ def test_ingest_requires_the_payload_file(run: Run, store: LocalStore) -> None:
 @pytest.mark.parametrize("delta", [-1, 1, 1000])
 def test_ingest_requires_the_stated_size(run: Run, store: LocalStore, delta: int) -> None:
     w, t = collector(run)
-    report = chunk(store, w, t, "c1")
+    report = chunk(run, w, t, "c1")
     bad = report.model_copy(update={"size_bytes": report.size_bytes + delta})
     expected = f"has {report.size_bytes} bytes, report says {report.size_bytes + delta}"
     with pytest.raises(Invalid, match=expected):
@@ -255,17 +288,26 @@ def test_ingest_requires_the_stated_size(run: Run, store: LocalStore, delta: int
 
 
 def test_ingest_for_unknown_or_non_collector_task(run: Run, store: LocalStore) -> None:
+    # a collector may report chunks only of the task it holds (409 task_not_held), only as itself (404)
     w, _ = collector(run)
-    with pytest.raises(NotFound, match="collector-7"):
-        run.ingest(chunk(store, w, "collector-7", "c1"))
-    with pytest.raises(NotFound, match="learner-0"):
-        run.ingest(chunk(store, w, "learner-0", "c2"))
+    with pytest.raises(TaskNotHeld, match="collector-7") as err:
+        run.ingest(chunk(run, w, "collector-7", "c1"))
+    assert (err.value.status, err.value.code) == (409, "task_not_held")
+    with pytest.raises(TaskNotHeld, match="learner-0"):
+        run.ingest(chunk(run, w, "learner-0", "c2"))
+    idle = register(run, "collector")  # registered, but holds no task
+    with pytest.raises(TaskNotHeld, match="collector-0"):
+        run.ingest(chunk(run, idle, "collector-0", "c3"))
+    with pytest.raises(UnknownWorker):
+        run.ingest(chunk(run, "collector-404-000000", "collector-0", "c4"))
+    with pytest.raises(Forbidden):
+        run.ingest(chunk(run, learner(run), "learner-0", "c5"))
     assert counters(run) == (0, 0, 0, 0, 0, 0)
 
 
 def test_duplicate_chunk_same_sha_is_acknowledged_without_counting(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
-    report = chunk(store, w, t, "c1", env_steps=20, returns=[5.0])
+    report = chunk(run, w, t, "c1", returns=[5.0])
     assert run.ingest(report).duplicate is False
     before = counters(run)
     for expected_dups in (1, 2):
@@ -278,7 +320,7 @@ def test_duplicate_chunk_same_sha_is_acknowledged_without_counting(run: Run, sto
 
 def test_same_chunk_id_different_sha_conflicts(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
-    first = chunk(store, w, t, "c1", payload=b"AAAA")
+    first = chunk(run, w, t, "c1", payload=b"AAAA")
     run.ingest(first)
     before = counters(run)
     store.put(first.payload_path, b"BBBB")  # same size, different content
@@ -292,23 +334,29 @@ def test_same_chunk_id_different_sha_conflicts(run: Run, store: LocalStore) -> N
 def test_ingest_renews_the_reporting_workers_lease(run: Run, store: LocalStore, clock: FakeClock) -> None:
     w, t = collector(run)
     clock.advance(8)
-    run.ingest(chunk(store, w, t, "c1"))
+    run.ingest(chunk(run, w, t, "c1"))
     clock.advance(8)  # 16 s after registering, 8 s after the report
     run.tick()
     assert run.fleet.registry.get(w) is not None
     assert run.fleet.tasks.tasks[t].state == "claimed"
 
 
-def test_eviction_deletes_payload_files(run: Run, store: LocalStore) -> None:
-    w, t = collector(run)  # capacity 2000
-    reports = [chunk(store, w, t, f"c{i}", env_steps=500) for i in range(6)]
+def test_eviction_deletes_payload_files(make_run: Callable[..., Run], run_config: RunConfig,
+                                        store: LocalStore) -> None:
+    run = make_run(layout(run_config, chunk_steps=250))  # chunks of 2 x 250 = 500 rows; capacity 2000
+    w, t = collector(run)
+    reports = [chunk(run, w, t, f"c{i}") for i in range(6)]
+    assert {r.env_steps for r in reports} == {500}
     for r in reports[:4]:
         run.ingest(r)
+    settle_files(run)
     assert all(store.size(r.payload_path) is not None for r in reports[:4])
     run.ingest(reports[4])  # 2500 > 2000: c0 goes
+    settle_files(run)  # files go once the eviction is committed, on the deleter thread
     assert store.size(reports[0].payload_path) is None
     assert not (store.root / reports[0].payload_path).exists()
     run.ingest(reports[5])  # c1 goes
+    settle_files(run)
     assert store.size(reports[1].payload_path) is None
     assert all(store.size(r.payload_path) is not None for r in reports[2:])
     s = run.status()
@@ -318,11 +366,14 @@ def test_eviction_deletes_payload_files(run: Run, store: LocalStore) -> None:
     assert [e.chunk_id for e in run.data.buffer.entries()] == ["c2", "c3", "c4", "c5"]
 
 
-def test_retry_of_acknowledged_chunk_after_its_eviction_is_a_duplicate(run: Run, store: LocalStore) -> None:
+def test_retry_of_acknowledged_chunk_after_its_eviction_is_a_duplicate(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run = make_run(layout(run_config, chunk_steps=1000))  # chunks of 2000 rows: the whole capacity
     w, t = collector(run)
-    first = chunk(store, w, t, "c0", env_steps=1500)
+    first = chunk(run, w, t, "c0")
     run.ingest(first)
-    run.ingest(chunk(store, w, t, "c1", env_steps=2000))  # overwrites every row of c0: evicted, file deleted
+    run.ingest(chunk(run, w, t, "c1"))  # overwrites every row of c0: evicted, file deleted
+    settle_files(run)
     assert store.size(first.payload_path) is None
     before = counters(run)
     ack = run.ingest(first)  # e.g. the collector's retry after a timeout
@@ -333,9 +384,11 @@ def test_retry_of_acknowledged_chunk_after_its_eviction_is_a_duplicate(run: Run,
 def test_collectors_told_to_pause_when_ahead(run: Run, store: LocalStore) -> None:
     # min 64, spi 8, tolerance 512: collectors are ahead once (inserted - 64) * 8 > 8 * 512, i.e. > 576
     w, t = collector(run)
-    ack = run.ingest(chunk(store, w, t, "c1", env_steps=576))
+    for i in range(18):  # 18 chunks of 32 rows: exactly 576
+        ack = run.ingest(chunk(run, w, t, f"c{i}"))
+    assert run.data.limiter.inserted == 576
     assert ack.directive.pause_seconds == 0.0
-    ack = run.ingest(chunk(store, w, t, "c2", env_steps=1))
+    ack = run.ingest(chunk(run, w, t, "c18"))
     assert ack.directive.pause_seconds == PAUSE_SECONDS
     assert run.heartbeat(w).directive.pause_seconds == PAUSE_SECONDS
     lrn = register(run, "learner")
@@ -350,20 +403,22 @@ def test_sample_not_enough_data_below_min_size(run: Run, store: LocalStore) -> N
     lrn = learner(run)
     with pytest.raises(NotEnoughData):
         run.sample(SampleRequest(worker_id=lrn, batch_size=1))
-    run.ingest(chunk(store, w, t, "c1", env_steps=63))  # min_transitions is 64
-    with pytest.raises(NotEnoughData, match="63 inserted transitions"):
+    run.ingest(chunk(run, w, t, "c1"))  # 32 rows; min_transitions is 64
+    with pytest.raises(NotEnoughData, match="32 inserted transitions"):
         run.sample(SampleRequest(worker_id=lrn, batch_size=1))
     assert run.data.limiter.sampled == 0
-    run.ingest(chunk(store, w, t, "c2", env_steps=1))
+    run.ingest(chunk(run, w, t, "c2"))  # exactly 64
     assert len(run.sample(SampleRequest(worker_id=lrn, batch_size=1)).offsets) == 1
 
 
-def test_sample_returns_valid_references(run: Run, store: LocalStore) -> None:
+def test_sample_returns_valid_references(make_run: Callable[..., Run], run_config: RunConfig,
+                                        store: LocalStore) -> None:
+    run = make_run(layout(run_config, num_envs=1, chunk_steps=100, n_episode=1))  # chunks of 1 to 100 rows
     w, t = collector(run)
     lrn = learner(run)
     sizes = {"a": 40, "b": 1, "c": 100}
     for cid, n in sizes.items():
-        run.ingest(chunk(store, w, t, cid, env_steps=n))
+        run.ingest(chunk(run, w, t, cid, env_steps=n))
     resp = run.sample(SampleRequest(worker_id=lrn, batch_size=32, num_batches=4))
     assert resp.batch_size == 32
     assert len(resp.chunk_index) == len(resp.offsets) == 128
@@ -383,7 +438,8 @@ def test_sample_returns_valid_references(run: Run, store: LocalStore) -> None:
 
 def test_sample_requires_a_claimed_learner_task(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
-    run.ingest(chunk(store, w, t, "c1", env_steps=100))
+    run.ingest(chunk(run, w, t, "c1"))
+    run.ingest(chunk(run, w, t, "c2"))  # 64: enough to sample
     unclaimed = register(run, "learner")
     with pytest.raises(Conflict, match="holds no learner task"):
         run.sample(SampleRequest(worker_id=unclaimed, batch_size=1))
@@ -398,18 +454,20 @@ def test_sample_rate_limited_by_samples_per_insert(run: Run, store: LocalStore) 
     # with exactly min_transitions (64) inserted, the learner may sample spi * tolerance = 4096 transitions
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c1", env_steps=64))
+    run.ingest(chunk(run, w, t, "c0"))
+    run.ingest(chunk(run, w, t, "c1"))  # 2 x 32 = 64
     request = SampleRequest(worker_id=lrn, batch_size=64)
     for _ in range(64):
         run.sample(request)
     with pytest.raises(NotEnoughData, match="ahead of samples_per_insert"):
         run.sample(request)
     assert run.data.limiter.sampled == 4096
-    run.ingest(chunk(store, w, t, "c2", env_steps=8))  # 8 inserts buy 64 samples at spi=8
-    run.sample(request)
+    run.ingest(chunk(run, w, t, "c2"))  # 32 inserts buy 256 samples at spi=8
+    for _ in range(4):
+        run.sample(request)
     with pytest.raises(NotEnoughData):
         run.sample(SampleRequest(worker_id=lrn, batch_size=1))
-    assert run.status().learner.samples_per_insert == pytest.approx(4160 / 8)
+    assert run.status().learner.samples_per_insert == pytest.approx(4352 / 32)
 
 
 def test_sample_is_deterministic_for_the_run_seed(make_run: Callable[..., Run], store: LocalStore) -> None:
@@ -418,7 +476,7 @@ def test_sample_is_deterministic_for_the_run_seed(make_run: Callable[..., Run], 
         r = make_run()
         w, t = collector(r)
         for i in range(5):
-            r.ingest(chunk(store, w, t, f"c{i}", env_steps=20 + i))
+            r.ingest(chunk(r, w, t, f"c{i}"))
         resp = r.sample(SampleRequest(worker_id=learner(r), batch_size=16))
         results.append(([c.chunk_id for c in resp.chunks], resp.chunk_index, resp.offsets))
     assert results[0] == results[1]
@@ -493,6 +551,7 @@ def test_old_policy_files_beyond_keep_policies_deleted(make_run: Callable[..., R
     lrn = learner(run)
     refs = [publish(run, store, lrn, v) for v in range(1, 6)]
     assert [p.version for p in run.policies.versions] == [3, 4, 5]
+    settle_files(run)  # dropped versions' files go on the deleter thread, once the drop is committed
     for ref in refs[:2]:
         assert store.size(ref.path) is None
     for ref in refs[2:]:
@@ -510,14 +569,17 @@ def evaluate(run: Run, worker_id: str, version: int, returns: list[float]) -> An
 def test_evaluation_requires_a_published_policy(run: Run, store: LocalStore) -> None:
     ev = register(run, "evaluator")
     with pytest.raises(Invalid, match="never published"):
-        evaluate(run, ev, 1, [10.0])
+        evaluate(run, ev, 1, [10.0] * 4)
     publish(run, store, learner(run), 1)
     with pytest.raises(Invalid, match="never published"):
-        evaluate(run, ev, 2, [10.0])
+        evaluate(run, ev, 2, [10.0] * 4)
     with pytest.raises(Invalid, match="same number"):
         run.evaluate(EvaluationReport(worker_id=ev, policy_version=1, returns=[1.0, 2.0], lengths=[1]))
+    for episodes in (1, 3, 5):  # exactly evaluation.episodes (4): one lucky episode cannot end a run
+        with pytest.raises(Invalid, match="evaluation.episodes=4"):
+            evaluate(run, ev, 1, [500.0] * episodes)
     with pytest.raises(Forbidden):
-        evaluate(run, register(run, "collector"), 1, [10.0])
+        evaluate(run, register(run, "collector"), 1, [10.0] * 4)
     assert run.evaluation_history() == []
 
 
@@ -544,11 +606,11 @@ def test_evaluation_at_threshold_solves_the_run(run: Run, store: LocalStore, clo
     lrn = learner(run)
     ev = register(run, "evaluator")
     run.claim(ev)
-    run.ingest(chunk(store, w, t, "c1", env_steps=100))
+    run.ingest(chunk(run, w, t, "c1"))
     publish(run, store, lrn, 1)
     clock.advance(42)
     result = evaluate(run, ev, 1, [475.0, 475.0, 470.0, 480.0])  # mean == 475.0 == solve_threshold
-    assert result.solved is True and result.env_steps == 100
+    assert result.solved is True and result.env_steps == 32
     assert run.lifecycle.state == "solved"
     assert "475" in run.lifecycle.message and "v1" in run.lifecycle.message
     # every directive now says so, and no more work is handed out
@@ -556,7 +618,7 @@ def test_evaluation_at_threshold_solves_the_run(run: Run, store: LocalStore, clo
     assert run.heartbeat(lrn).directive.run_state == "solved"
     claim = run.claim(register(run, "collector"))
     assert claim.task is None and claim.directive.run_state == "solved"
-    assert run.ingest(chunk(store, w, t, "c2")).directive.run_state == "solved"
+    assert run.ingest(chunk(run, w, t, "c2")).directive.run_state == "solved"
     clock.advance(100)
     s = run.status()
     assert s.run_state == "solved"
@@ -569,15 +631,16 @@ def test_evaluation_at_threshold_solves_the_run(run: Run, store: LocalStore, clo
 
 def test_env_step_budget_exhausts_the_run(make_run: Callable[..., Run], run_config: RunConfig,
                                           store: LocalStore) -> None:
-    run = make_run(make_config(run_config, budget={"max_env_steps": 100}))
+    run = make_run(make_config(run_config, budget={"max_env_steps": 96}))
     w, t = collector(run)
-    run.ingest(chunk(store, w, t, "c1", env_steps=64))
+    run.ingest(chunk(run, w, t, "c1"))
+    run.ingest(chunk(run, w, t, "c2"))  # 64
     assert run.lifecycle.state == "running"
-    ack = run.ingest(chunk(store, w, t, "c2", env_steps=36))  # exactly 100
+    ack = run.ingest(chunk(run, w, t, "c3"))  # exactly 96
     assert run.lifecycle.state == "budget_exhausted"
     assert ack.directive.run_state == "budget_exhausted"
-    assert "100" in run.lifecycle.message
-    assert run.status().env_steps == 100
+    assert "96" in run.lifecycle.message
+    assert run.status().env_steps == 96
 
 
 def test_wall_budget_via_tick(make_run: Callable[..., Run], run_config: RunConfig, clock: FakeClock) -> None:
@@ -663,15 +726,17 @@ def test_expired_learner_task_can_be_reclaimed(run: Run, clock: FakeClock) -> No
 # ----- status -----------------------------------------------------------------------------------------------
 
 
-def test_status_is_consistent(run: Run, store: LocalStore, clock: FakeClock) -> None:
+def test_status_is_consistent(make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore,
+                              clock: FakeClock) -> None:
+    run = make_run(layout(run_config, chunk_steps=250))  # chunks of 500 rows; capacity 2000
     w, t = collector(run)
     idle = register(run, "collector", "idle-host")
     lrn = learner(run)
     run.tick()  # rate sample (t=0 s, 0 steps)
     returns = [float(i) for i in range(150)]
     for i in range(5):
-        run.ingest(chunk(store, w, t, f"c{i}", env_steps=500, returns=returns[i * 30:(i + 1) * 30]))
-    run.ingest(chunk(store, w, t, "c0", env_steps=500, returns=returns[:30]))  # duplicate
+        run.ingest(chunk(run, w, t, f"c{i}", returns=returns[i * 30:(i + 1) * 30]))
+    run.ingest(chunk(run, w, t, "c0", returns=returns[:30]))  # duplicate
     run.sample(SampleRequest(worker_id=lrn, batch_size=32, num_batches=2))
     clock.advance(8)
     run.tick()  # rate sample (t=8 s, 2500 steps); every lease is still live

@@ -3,8 +3,8 @@ policy-lag statistics and the heartbeat long poll."""
 
 from __future__ import annotations
 
+import asyncio
 import os
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -24,10 +24,13 @@ from tests.coordinator.test_run import (
     chunk,
     collector,
     counters,
+    layout,
     learner,
     make_config,
     publish,
     register,
+    rows,
+    settle_files,
 )
 
 EPS = 1e-6  # ReplayConfig.priority_epsilon default
@@ -75,10 +78,10 @@ def update(run: Run, worker_id: str, ids: list[int], priorities: list[float]) ->
 
 def test_prioritized_sample_returns_ids_and_importance_weights(make_run: Callable[..., Run], run_config: RunConfig,
                                                                store: LocalStore) -> None:
-    run = make_run(prioritized(run_config, alpha=1.0))
+    run = make_run(layout(prioritized(run_config, alpha=1.0), chunk_steps=25))  # chunks of 2 x 25 = 50 rows
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c0", env_steps=50))  # ids 0..49, all at max priority 1
+    run.ingest(chunk(run, w, t, "c0"))  # ids 0..49, all at max priority 1
     fresh = sample(run, lrn, 40)
     assert fresh.unit == "transition"
     assert len(fresh.ids) == len(fresh.weights) == len(fresh.offsets) == len(fresh.lengths) == 40
@@ -107,10 +110,10 @@ def test_prioritized_sample_returns_ids_and_importance_weights(make_run: Callabl
 
 def test_raised_priority_is_drawn_much_more_often(make_run: Callable[..., Run], run_config: RunConfig,
                                                   store: LocalStore) -> None:
-    run = make_run(prioritized(run_config, alpha=1.0))
+    run = make_run(layout(prioritized(run_config, alpha=1.0), chunk_steps=50))  # chunks of 100 rows
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c0", env_steps=100))
+    run.ingest(chunk(run, w, t, "c0"))
     before = Counter(sample(run, lrn, 2000).ids)
     assert before[7] < 60  # uniform: 20 expected
     ack = update(run, lrn, [7], [99.0])
@@ -123,14 +126,16 @@ def test_raised_priority_is_drawn_much_more_often(make_run: Callable[..., Run], 
 
 def test_update_of_an_overwritten_id_is_ignored_and_spares_the_new_occupant(
         make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
-    run = make_run(prioritized(run_config, capacity_transitions=100, alpha=0.5))
+    run = make_run(layout(prioritized(run_config, capacity_transitions=100, alpha=0.5), chunk_steps=25))
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "a", env_steps=100))  # ids 0..99 fill the ring
+    run.ingest(chunk(run, w, t, "a0"))  # chunks of 50 rows: ids 0..49
+    run.ingest(chunk(run, w, t, "a1"))  # ids 50..99: the ring is full
     drawn = sample(run, lrn, 64).ids
     assert drawn and max(drawn) < 100
     update(run, lrn, [60], [16.0])  # raises max_priority: later chunks enter at 16 + eps
-    run.ingest(chunk(store, w, t, "b", env_steps=50))  # ids 100..149 overwrite slots 0..49
+    run.ingest(chunk(run, w, t, "b"))  # ids 100..149 overwrite slots 0..49
+    assert [e.chunk_id for e in run.data.buffer.entries()] == ["a1", "b"]
     new_leaf = (16.0 + EPS) ** 0.5
     assert run.data.buffer.tree is not None
     assert run.data.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)
@@ -143,10 +148,10 @@ def test_update_of_an_overwritten_id_is_ignored_and_spares_the_new_occupant(
 
 def test_priority_update_rejects_unissued_ids_and_mismatched_lengths(
         make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
-    run = make_run(prioritized(run_config))
+    run = make_run(layout(prioritized(run_config), chunk_steps=10))  # chunks of 20 rows
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c0", env_steps=20))  # ids 0..19; the head is 20
+    run.ingest(chunk(run, w, t, "c0"))  # ids 0..19; the head is 20
     leaves = run.data.buffer.tree.get(np.arange(20)).copy()  # type: ignore[union-attr]
     with pytest.raises(Invalid, match="never issued") as err:
         update(run, lrn, [5, 20], [2.0, 2.0])
@@ -167,7 +172,7 @@ def test_priority_update_rejects_unissued_ids_and_mismatched_lengths(
 def test_priorities_on_a_uniform_buffer_conflict(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c0", env_steps=100))
+    run.ingest(chunk(run, w, t, "c0"))
     with pytest.raises(Conflict, match="uniform sampler") as err:
         update(run, lrn, [1], [5.0])
     assert err.value.status == 409
@@ -176,10 +181,10 @@ def test_priorities_on_a_uniform_buffer_conflict(run: Run, store: LocalStore) ->
 
 def test_new_items_enter_at_the_current_max_priority(make_run: Callable[..., Run], run_config: RunConfig,
                                                      store: LocalStore) -> None:
-    run = make_run(prioritized(run_config, alpha=0.6))
+    run = make_run(layout(prioritized(run_config, alpha=0.6), chunk_steps=5))  # chunks of 10 rows
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c0", env_steps=10))
+    run.ingest(chunk(run, w, t, "c0"))
     tree = run.data.buffer.tree
     assert tree is not None
     assert np.array_equal(tree.get(np.arange(10)), np.ones(10))  # max priority starts at 1
@@ -187,8 +192,8 @@ def test_new_items_enter_at_the_current_max_priority(make_run: Callable[..., Run
     assert run.status().buffers[0].max_priority == pytest.approx(7.0 + EPS)
     update(run, lrn, [4], [0.5])  # a lower priority does not lower the max
     assert run.status().buffers[0].max_priority == pytest.approx(7.0 + EPS)
-    run.ingest(chunk(store, w, t, "c1", env_steps=5))  # ids 10..14
-    assert tree.get(np.arange(10, 15)) == pytest.approx(np.full(5, (7.0 + EPS) ** 0.6))
+    run.ingest(chunk(run, w, t, "c1"))  # ids 10..19
+    assert tree.get(np.arange(10, 20)) == pytest.approx(np.full(10, (7.0 + EPS) ** 0.6))
     assert tree.get(np.array([4]))[0] == pytest.approx((0.5 + EPS) ** 0.6)
     # by sampling: the new items are as likely as the top item, ~ 7**0.6 / 0.5**0.6 ~ 4.9x an item at 0.5
     drawn = Counter(sample(run, lrn, 4000).ids)
@@ -198,10 +203,10 @@ def test_new_items_enter_at_the_current_max_priority(make_run: Callable[..., Run
 
 def test_beta_anneals_from_beta_start_to_one_with_sampled_transitions(
         make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
-    run = make_run(prioritized(run_config, beta_start=0.4, beta_horizon=1000))
+    run = make_run(layout(prioritized(run_config, beta_start=0.4, beta_horizon=1000), chunk_steps=50))
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c0", env_steps=100))
+    run.ingest(chunk(run, w, t, "c0"))  # 100 rows
     assert run.status().buffers[0].beta == pytest.approx(0.4)
     sample(run, lrn, 250)
     assert run.status().buffers[0].beta == pytest.approx(0.4 + 0.6 * 0.25)
@@ -227,10 +232,10 @@ def test_beta_anneals_from_beta_start_to_one_with_sampled_transitions(
 def test_transition_batches_outside_the_bounds_are_invalid(make_run: Callable[..., Run], run_config: RunConfig,
                                                            store: LocalStore, batch_size: int,
                                                            num_batches: int) -> None:
-    run = make_run(make_config(run_config, sampling={"min_batch_size": 16, "max_batch_size": 256}))
+    run = make_run(layout(run_config, chunk_steps=250, sampling={"min_batch_size": 16, "max_batch_size": 256}))
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c0", env_steps=500))
+    run.ingest(chunk(run, w, t, "c0"))  # 500 rows
     with pytest.raises(Invalid, match=r"outside the configured batch bounds \[16, 256\]") as err:
         sample(run, lrn, batch_size, num_batches)
     assert f"({batch_size * num_batches} transitions)" in err.value.message
@@ -249,7 +254,7 @@ def test_fifo_queue_serves_chunks_in_order_each_at_most_once(make_run: Callable[
     w, t = collector(run)
     lrn = learner(run)
     for i in range(5):
-        run.ingest(chunk(store, w, t, f"c{i}", env_steps=32))
+        run.ingest(chunk(run, w, t, f"c{i}"))
     first = sample(run, lrn, 8)  # at most max_batch_size=64 steps: two chunks of 32
     assert first.unit == "chunk"
     assert served_chunk_ids(first) == ["c0", "c1"]
@@ -269,9 +274,9 @@ def test_lifo_queue_serves_the_newest_chunk_first(make_run: Callable[..., Run], 
     w, t = collector(run)
     lrn = learner(run)
     for i in range(4):
-        run.ingest(chunk(store, w, t, f"c{i}", env_steps=32))
+        run.ingest(chunk(run, w, t, f"c{i}"))
     assert served_chunk_ids(sample(run, lrn, 1)) == ["c3"]
-    run.ingest(chunk(store, w, t, "c4", env_steps=32))
+    run.ingest(chunk(run, w, t, "c4"))
     assert served_chunk_ids(sample(run, lrn, 8)) == ["c4", "c2"]
     assert served_chunk_ids(sample(run, lrn, 8)) == ["c1", "c0"]
     with pytest.raises(NotEnoughData):
@@ -284,13 +289,14 @@ def test_queue_drops_chunks_that_lag_the_latest_policy(make_run: Callable[..., R
     w, t = collector(run)
     lrn = learner(run)
     publish(run, store, lrn, 1)
-    old = chunk(store, w, t, "old", env_steps=32, policy_version=0)
+    old = chunk(run, w, t, "old", policy_version=0)
     run.ingest(old)  # lag 1: still allowed
-    run.ingest(chunk(store, w, t, "new", env_steps=32, policy_version=1))
+    run.ingest(chunk(run, w, t, "new", policy_version=1))
     assert run.status().buffers[0].chunks == 2
     publish(run, store, lrn, 2)  # "old" now lags by 2 > 1
     buf = run.status().buffers[0]
     assert (buf.chunks, buf.removed_stale, buf.transitions) == (1, 1, 32)
+    settle_files(run)
     assert store.size(old.payload_path) is None  # its payload is deleted with it
     resp = sample(run, lrn, 8)
     assert served_chunk_ids(resp) == ["new"]
@@ -298,7 +304,7 @@ def test_queue_drops_chunks_that_lag_the_latest_policy(make_run: Callable[..., R
     with pytest.raises(NotEnoughData):
         sample(run, lrn, 8)
     # a chunk that already lags too far when it arrives is never served either
-    run.ingest(chunk(store, w, t, "late", env_steps=32, policy_version=0))
+    run.ingest(chunk(run, w, t, "late", policy_version=0))
     assert run.status().buffers[0].removed_stale == 2
     with pytest.raises(NotEnoughData):
         sample(run, lrn, 8)
@@ -309,10 +315,10 @@ def test_force_sync_queue_drops_everything_older_than_the_latest_policy(
     run = make_run(queue_config(run_config))  # force_sync: lag 0
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "v0", env_steps=32, policy_version=0))
+    run.ingest(chunk(run, w, t, "v0", policy_version=0))
     publish(run, store, lrn, 1)
     assert run.status().buffers[0].removed_stale == 1
-    run.ingest(chunk(store, w, t, "v1", env_steps=32, policy_version=1))
+    run.ingest(chunk(run, w, t, "v1", policy_version=1))
     assert served_chunk_ids(sample(run, lrn, 8)) == ["v1"]
 
 
@@ -321,21 +327,24 @@ def test_consumed_payloads_are_deleted_by_tick_after_the_grace_period(
     run = make_run(queue_config(run_config))
     w, t = collector(run)
     lrn = learner(run)
-    reports = [chunk(store, w, t, f"c{i}", env_steps=32) for i in range(3)]
+    reports = [chunk(run, w, t, f"c{i}") for i in range(3)]
     for report in reports:
         run.ingest(report)
     resp = sample(run, lrn, 8)
     assert served_chunk_ids(resp) == ["c0", "c1"]
     assert "c0" not in run.data.buffer and "c1" not in run.data.buffer
+    settle_files(run)
     for report in reports:  # the learner has yet to read them
         assert store.get(report.payload_path, sha256=report.sha256)
     clock.advance(CONSUMED_GRACE_SECONDS - 1)
     run.heartbeat(w)
     run.heartbeat(lrn)
     run.tick()
+    settle_files(run)
     assert all(store.size(r.payload_path) is not None for r in reports)
     clock.advance(1)
     run.tick()
+    settle_files(run)
     assert store.size(reports[0].payload_path) is None
     assert store.size(reports[1].payload_path) is None
     assert store.size(reports[2].payload_path) is not None  # still queued
@@ -347,15 +356,18 @@ def test_orphan_gc_spares_consumed_payloads_within_their_grace_period(
     run = make_run(queue_config(run_config))
     w, t = collector(run)
     lrn = learner(run)
-    report = chunk(store, w, t, "c0", env_steps=32)
+    report = chunk(run, w, t, "c0")
     run.ingest(report)
     old = time.time() - 3600  # the chunk sat in the store for an hour before it was consumed
     os.utime(store.resolve(report.payload_path), (old, old))
     assert served_chunk_ids(sample(run, lrn, 1)) == ["c0"]
-    assert run.collect_garbage(grace_seconds=300) == 0  # the learner is about to read it
+    # the learner is about to read it
+    assert run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=300) == 0
+    settle_files(run)
     assert store.size(report.payload_path) is not None
     clock.advance(CONSUMED_GRACE_SECONDS)
     run.tick()
+    settle_files(run)
     assert store.size(report.payload_path) is None
 
 
@@ -364,8 +376,8 @@ def test_queue_backlog_pauses_collectors(make_run: Callable[..., Run], run_confi
     run = make_run(queue_config(run_config, replay={"tolerance_transitions": 64}))
     w, t = collector(run)
     lrn = learner(run)
-    assert run.ingest(chunk(store, w, t, "c0", env_steps=32)).directive.pause_seconds == 0.0
-    ack = run.ingest(chunk(store, w, t, "c1", env_steps=32))  # 64 queued >= 64
+    assert run.ingest(chunk(run, w, t, "c0")).directive.pause_seconds == 0.0
+    ack = run.ingest(chunk(run, w, t, "c1"))  # 64 queued >= 64
     assert ack.directive.pause_seconds == PAUSE_SECONDS > 0
     assert run.heartbeat(w).directive.pause_seconds == PAUSE_SECONDS
     assert run.heartbeat(lrn).directive.pause_seconds == 0.0
@@ -375,15 +387,15 @@ def test_queue_backlog_pauses_collectors(make_run: Callable[..., Run], run_confi
 
 def test_queue_sample_below_min_batch_size_is_not_enough_data(make_run: Callable[..., Run], run_config: RunConfig,
                                                               store: LocalStore) -> None:
-    run = make_run(queue_config(run_config))
+    run = make_run(layout(queue_config(run_config), chunk_steps=8))  # chunks of 2 x 8 = 16 rows
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c0", env_steps=16))
+    run.ingest(chunk(run, w, t, "c0"))
     with pytest.raises(NotEnoughData, match="holds 16 fresh transitions") as err:
         sample(run, lrn, 8)
     assert err.value.status == 409
     assert run.data.limiter.sampled == 0 and "c0" in run.data.buffer
-    run.ingest(chunk(store, w, t, "c1", env_steps=16))
+    run.ingest(chunk(run, w, t, "c1"))
     assert served_chunk_ids(sample(run, lrn, 8)) == ["c0", "c1"]
 
 
@@ -393,73 +405,93 @@ def test_queue_sample_waits_for_max_batch_size_and_settles_for_min(run_config: R
     run = Run(config, store, clock=time.monotonic, sample_wait_seconds=0.4)
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "c0", env_steps=32))
-    run.ingest(chunk(store, w, t, "c1", env_steps=32))
-    start = time.monotonic()
-    resp = sample(run, lrn, 8)  # 64 < 128 queued: waits the full 0.4 s, then serves 64 >= min 32
-    elapsed = time.monotonic() - start
-    assert 0.35 <= elapsed < 2.0
-    assert served_chunk_ids(resp) == ["c0", "c1"]
+    run.ingest(chunk(run, w, t, "c0"))
+    run.ingest(chunk(run, w, t, "c1"))
+    request = SampleRequest(worker_id=lrn, batch_size=8)
 
-    # a full batch arriving during the wait is served at once
-    run.sample_wait_seconds = 3.0
-    run.ingest(chunk(store, w, t, "c2", env_steps=32))
-    result: dict[str, Any] = {}
+    async def scenario() -> None:
+        start = time.monotonic()
+        resp = await run.sample_waiting(request)  # 64 < 128 queued: waits the full 0.4 s, then serves 64 >= 32
+        elapsed = time.monotonic() - start
+        assert 0.35 <= elapsed < 2.0
+        assert served_chunk_ids(resp) == ["c0", "c1"]
 
-    def learner_thread() -> None:
+        # a full batch arriving during the wait is served at once
+        run.sample_wait_seconds = 3.0
+        run.ingest(chunk(run, w, t, "c2"))
         t0 = time.monotonic()
-        result["resp"] = sample(run, lrn, 8)
-        result["done"] = time.monotonic()
-        result["elapsed"] = result["done"] - t0
+        waiting = asyncio.create_task(run.sample_waiting(request))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()  # 32 < 128: still waiting
+        for i in range(3, 6):
+            run.ingest(chunk(run, w, t, f"c{i}"))
+        completed = time.monotonic()
+        resp = await asyncio.wait_for(waiting, 5)
+        done = time.monotonic()
+        assert served_chunk_ids(resp) == ["c2", "c3", "c4", "c5"]
+        assert done - completed < 1.0
+        assert done - t0 < 2.0
 
-    thread = threading.Thread(target=learner_thread)
-    thread.start()
-    time.sleep(0.2)
-    assert "resp" not in result  # 32 < 128: still waiting
-    for i in range(3, 6):
-        run.ingest(chunk(store, w, t, f"c{i}", env_steps=32))
-    completed = time.monotonic()
-    thread.join(5)
-    assert not thread.is_alive()
-    assert served_chunk_ids(result["resp"]) == ["c2", "c3", "c4", "c5"]
-    assert result["done"] - completed < 1.0
-    assert result["elapsed"] < 2.0
+    asyncio.run(scenario())
 
 
 # ----- chunk layout validation ------------------------------------------------------------------------------
 
+FOUR_BY_EIGHT = {"num_envs": 4, "chunk_steps": 8}  # the run's chunks: 4 envs x 8 steps = 32 rows
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"env_steps": 30, "num_envs": 4}, "must be a multiple of num_envs"),
-    ({"env_steps": 32, "num_envs": 3}, "must be a multiple of num_envs"),
-    ({"env_steps": 32, "num_envs": 4, "ends": [32]}, "strictly ascending row indices below env_steps"),
-    ({"env_steps": 32, "num_envs": 4, "ends": [3, 40]}, "strictly ascending"),
-    ({"env_steps": 32, "num_envs": 4, "ends": [5, 5]}, "strictly ascending"),
-    ({"env_steps": 32, "num_envs": 4, "ends": [9, 3]}, "strictly ascending"),
-    ({"env_steps": 32, "num_envs": 4, "fresh_columns": [4]}, "distinct env columns below num_envs"),
-    ({"env_steps": 32, "num_envs": 4, "fresh_columns": [1, 1]}, "distinct env columns"),
-    ({"env_steps": 2001}, "exceeds the buffer capacity of 2000"),
-    ({"env_steps": 2004, "num_envs": 4}, "exceeds the buffer capacity"),
+
+@pytest.mark.parametrize(("config", "changes", "message"), [
+    (FOUR_BY_EIGHT, {"env_steps": 30}, "must be a multiple of num_envs"),
+    (FOUR_BY_EIGHT, {"env_steps": 34}, "must be a multiple of num_envs"),
+    (FOUR_BY_EIGHT, {"num_envs": 3}, "num_envs is 3; this run's collectors step collector.num_envs=4"),
+    (FOUR_BY_EIGHT, {"num_envs": 8}, "num_envs is 8"),
+    (FOUR_BY_EIGHT, {"env_steps": 28}, r"must be num_envs x collector.chunk_steps = 32"),
+    (FOUR_BY_EIGHT, {"env_steps": 36}, r"must be num_envs x collector.chunk_steps = 32"),
+    ({**FOUR_BY_EIGHT, "n_episode": 2}, {"env_steps": 36}, r"exceeds num_envs x collector.chunk_steps = 32"),
+    (FOUR_BY_EIGHT, {"ends": [32]}, "strictly ascending row indices below env_steps"),
+    (FOUR_BY_EIGHT, {"ends": [3, 40]}, "strictly ascending"),
+    (FOUR_BY_EIGHT, {"ends": [5, 5]}, "strictly ascending"),
+    (FOUR_BY_EIGHT, {"ends": [9, 3]}, "strictly ascending"),
+    (FOUR_BY_EIGHT, {"ends": []}, "1 episodes reported but only 0 episode ends"),
+    (FOUR_BY_EIGHT, {"ends": [7], "env_errors": 2}, r"env_errors \(2\) exceeds the episode ends \(1\)"),
+    (FOUR_BY_EIGHT, {"fresh_columns": [4]}, "distinct env columns below num_envs"),
+    (FOUR_BY_EIGHT, {"fresh_columns": [1, 1]}, "distinct env columns"),
+    (FOUR_BY_EIGHT, {"policy_version": 1}, "policy_version 1 was never published"),
+    ({"num_envs": 1, "chunk_steps": 2001}, {}, "exceeds the buffer capacity of 2000"),
+    ({"num_envs": 4, "chunk_steps": 501}, {}, "exceeds the buffer capacity"),
 ])
-def test_inconsistent_chunk_layout_is_invalid_and_counts_nothing(run: Run, store: LocalStore,
-                                                                 changes: dict[str, Any], message: str) -> None:
+def test_inconsistent_chunk_layout_is_invalid_and_counts_nothing(make_run: Callable[..., Run], run_config: RunConfig,
+                                                                 config: dict[str, Any], changes: dict[str, Any],
+                                                                 message: str) -> None:
+    run = make_run(layout(run_config, **config))
     w, t = collector(run)
     before = counters(run)
-    report = chunk(store, w, t, "bad", returns=(5.0,), **changes)
+    report = chunk(run, w, t, "bad", returns=(5.0,), **changes)
     with pytest.raises(Invalid, match=message) as err:
         run.ingest(report)
     assert err.value.status == 422
     assert counters(run) == before == (0, 0, 0, 0, 0, 0)
     assert "bad" not in run.data.ledger and "bad" not in run.data.buffer
     assert run.status().policy_lag.ingest_histogram == {}
+    if rows(run.config) <= run.config.replay.capacity_transitions:  # the declared layout itself is fine
+        assert run.ingest(chunk(run, w, t, "good", returns=(5.0,))).duplicate is False
 
 
-def test_a_consistent_multi_env_layout_is_accepted(run: Run, store: LocalStore) -> None:
+def test_a_consistent_multi_env_layout_is_accepted(make_run: Callable[..., Run], run_config: RunConfig) -> None:
+    run = make_run(layout(run_config, num_envs=4, chunk_steps=500))  # 2000 rows: the whole capacity
     w, t = collector(run)
-    run.ingest(chunk(store, w, t, "ok", env_steps=2000, num_envs=4, ends=[0, 5, 1999], fresh_columns=[0, 3]))
+    run.ingest(chunk(run, w, t, "ok", ends=[0, 5, 1999], fresh_columns=[0, 3]))
     assert counters(run) == (2000, 0, 1, 2000, 1, 2000)
     (entry,) = run.data.buffer.entries()
     assert (entry.num_envs, entry.ends, entry.fresh_columns) == (4, (0, 5, 1999), (0, 3))
+
+
+def test_chunks_cut_by_episode_count_may_be_shorter(make_run: Callable[..., Run], run_config: RunConfig) -> None:
+    run = make_run(layout(run_config, num_envs=4, chunk_steps=8, n_episode=2))  # at most 32 rows
+    w, t = collector(run)
+    for cid, env_steps in (("whole", 32), ("short", 12), ("one-step", 4)):
+        assert run.ingest(chunk(run, w, t, cid, env_steps=env_steps, returns=(1.0, 2.0))).duplicate is False
+    assert counters(run) == (48, 6, 3, 48, 3, 48)
 
 
 # ----- policy lag -------------------------------------------------------------------------------------------
@@ -470,13 +502,13 @@ def test_policy_lag_counts_ingest_lags_and_sampled_lags(make_run: Callable[..., 
     run = make_run(prioritized(run_config))
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(store, w, t, "a", env_steps=10, policy_version=0))  # latest 0: lag 0
+    run.ingest(chunk(run, w, t, "a", policy_version=0))  # latest 0: lag 0
     for version in (1, 2, 3):
         publish(run, store, lrn, version)
-    run.ingest(chunk(store, w, t, "b", env_steps=10, policy_version=3))  # lag 0
-    run.ingest(chunk(store, w, t, "c", env_steps=10, policy_version=2))  # lag 1
-    run.ingest(chunk(store, w, t, "d", env_steps=10, policy_version=1))  # lag 2
-    run.ingest(chunk(store, w, t, "e", env_steps=10, policy_version=1))  # lag 2
+    run.ingest(chunk(run, w, t, "b", policy_version=3))  # lag 0
+    run.ingest(chunk(run, w, t, "c", policy_version=2))  # lag 1
+    run.ingest(chunk(run, w, t, "d", policy_version=1))  # lag 2
+    run.ingest(chunk(run, w, t, "e", policy_version=1))  # lag 2
     lag = run.status().policy_lag
     assert lag.ingest_histogram == {"0": 2, "1": 1, "2": 2}
     assert lag.ingest_max == 2
@@ -505,9 +537,9 @@ def test_policy_lag_histogram_collects_the_tail(make_run: Callable[..., Run], ru
     lrn = learner(run)
     for version in range(1, 11):
         publish(run, store, lrn, version)
-    run.ingest(chunk(store, w, t, "a", env_steps=10, policy_version=10))
-    run.ingest(chunk(store, w, t, "b", env_steps=10, policy_version=2))  # lag 8
-    run.ingest(chunk(store, w, t, "c", env_steps=10, policy_version=0))  # lag 10
+    run.ingest(chunk(run, w, t, "a", policy_version=10))
+    run.ingest(chunk(run, w, t, "b", policy_version=2))  # lag 8
+    run.ingest(chunk(run, w, t, "c", policy_version=0))  # lag 10
     lag = run.status().policy_lag
     assert lag.ingest_histogram == {"0": 1, "8+": 2}
     assert lag.ingest_max == 10
@@ -516,28 +548,32 @@ def test_policy_lag_histogram_collects_the_tail(make_run: Callable[..., Run], ru
 # ----- heartbeat long poll ----------------------------------------------------------------------------------
 
 
+async def poll(run: Run, worker_id: str, newer_than: int | None, wait: float) -> HeartbeatResponse:
+    """The heartbeat long poll as the route runs it (on the event loop), its reply parsed."""
+    return HeartbeatResponse.model_validate_json(await run.heartbeat_reply(worker_id, "collector", newer_than, wait))
+
+
 def test_heartbeat_long_poll_returns_promptly_after_a_publish(run_config: RunConfig, store: LocalStore) -> None:
     run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0)
     lrn = learner(run)
     publish(run, store, lrn, 1)
     col = register(run, "collector")
-    result: dict[str, Any] = {}
 
-    def poll() -> None:
-        result["reply"] = run.heartbeat(col, newer_than=1, wait=2.0)
-        result["returned"] = time.monotonic()
+    async def scenario() -> tuple[HeartbeatResponse, float]:
+        waiting = asyncio.create_task(poll(run, col, newer_than=1, wait=2.0))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()  # nothing newer than v1 yet: held
+        published = time.monotonic()
+        publish(run, store, lrn, 2)
+        # workers hear of v2 only once its publish is committed, which the event loop learns of after this
+        assert run.directive("collector").policy.version == 1  # type: ignore[union-attr]
+        reply = await asyncio.wait_for(waiting, 3)
+        return reply, time.monotonic() - published
 
-    thread = threading.Thread(target=poll)
-    thread.start()
-    time.sleep(0.2)
-    assert "reply" not in result  # nothing newer than v1 yet: held
-    published = time.monotonic()
-    publish(run, store, lrn, 2)
-    thread.join(3)
-    assert not thread.is_alive()
-    reply: HeartbeatResponse = result["reply"]
-    assert result["returned"] - published < 1.0
+    reply, delay = asyncio.run(scenario())
+    assert delay < 1.0
     assert reply.directive.policy is not None and reply.directive.policy.version == 2
+    assert run.directive("collector").policy == run.policies.latest
 
 
 def test_heartbeat_long_poll_times_out_after_wait(run_config: RunConfig, store: LocalStore) -> None:
@@ -546,28 +582,43 @@ def test_heartbeat_long_poll_times_out_after_wait(run_config: RunConfig, store: 
     publish(run, store, lrn, 1)
     col = register(run, "collector")
     start = time.monotonic()
-    reply = run.heartbeat(col, newer_than=1, wait=0.5)
+    reply = asyncio.run(poll(run, col, newer_than=1, wait=0.5))
     elapsed = time.monotonic() - start
     assert 0.45 <= elapsed < 1.5
     assert reply.directive.policy is not None and reply.directive.policy.version == 1
     start = time.monotonic()
-    reply = run.heartbeat(col, newer_than=0, wait=2.0)  # v1 is already newer than 0
+    reply = asyncio.run(poll(run, col, newer_than=0, wait=2.0))  # v1 is already newer than 0
     assert time.monotonic() - start < 0.3
     assert reply.directive.policy is not None and reply.directive.policy.version == 1
+
+
+def test_heartbeat_long_poll_is_capped_at_half_a_lease(run_config: RunConfig, store: LocalStore) -> None:
+    run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0, lease_seconds=1.0)
+    col = register(run, "collector")
+    assert run.register("collector", "other").max_wait_seconds == 0.5
+    start = time.monotonic()
+    reply = asyncio.run(poll(run, col, newer_than=0, wait=3600))  # no policy at all: waits, but only 0.5 s
+    elapsed = time.monotonic() - start
+    assert 0.45 <= elapsed < 1.5
+    assert reply.directive.policy is None
+    assert run.fleet.registry.get(col) is not None  # renewed after the wait: the lease still holds
 
 
 def test_heartbeat_long_poll_ends_when_the_run_ends(run_config: RunConfig, store: LocalStore) -> None:
     run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0)
     col = register(run, "collector")
-    result: dict[str, Any] = {}
-    thread = threading.Thread(target=lambda: result.update(reply=run.heartbeat(col, newer_than=0, wait=2.0)))
+
+    async def scenario() -> HeartbeatResponse:
+        waiting = asyncio.create_task(poll(run, col, newer_than=0, wait=2.0))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        run.stop("done")
+        return await asyncio.wait_for(waiting, 3)
+
     start = time.monotonic()
-    thread.start()
-    time.sleep(0.1)
-    run.stop("done")
-    thread.join(3)
+    reply = asyncio.run(scenario())
     assert time.monotonic() - start < 1.0
-    assert result["reply"].directive.run_state == "stopped"
+    assert reply.directive.run_state == "stopped"
 
 
 def test_lag_mean_is_exact_beyond_the_histogram_tail() -> None:
