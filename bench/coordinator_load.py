@@ -47,7 +47,8 @@ client timeout or broken connection); throughput and CPU are over the window its
   propagation       publish request sent -> EVERY collector's heartbeat long poll answered with that version
                     or newer: median and max over the point's publishes, ms ("-" if one never arrived)
   result            PASS: every collector set up, zero errors (setup and warm-up included), every publish
-                    propagated, coordinator alive; else FAIL with the reasons below the table
+                    propagated, acked/s >= 80% of N / --chunk-interval (the fleet kept its pace), coordinator
+                    alive; else FAIL with the reasons below the table
 
 Coordinator settings: RLFLEET_LEASE_SECONDS=--lease-seconds (default 30). The design lets the heartbeat scale
 with the fleet: a collector long-polls continuously, so its lease is renewed every `wait` seconds, and a dead
@@ -99,6 +100,7 @@ BUFFER_ID = "replay-0"
 RUN_NAME_PREFIX = "load"
 CLIENT_BOUND = 0.9  # client CPU >= 90% of one core: it may be what limits the point
 MAX_ERROR_EXAMPLES = 8
+KEEP_PACE = 0.8  # a passing point acknowledges at least this share of N / --chunk-interval
 OTHER_LOAD_NOTE = 0.25  # cores used by other processes above which a row gets a note
 IDLE_RECONNECT = 4.0  # a keep-alive connection idle this long is replaced: uvicorn closes idle ones after 5 s
 
@@ -913,8 +915,12 @@ def judge(point: dict[str, Any], expected_publishes: int, batch: int = 1) -> Non
     if prop["complete"] < prop["publishes"]:
         reasons.append(f"{prop['publishes'] - prop['complete']}/{prop['publishes']} publishes never reached every "
                        f"collector")
+    target, acked = point["offered_target_chunks_per_second"], point["acked_chunks_per_second"]
     if not point["acked_chunks_in_window"]:
         reasons.append("no chunk acknowledged in the window")
+    elif acked < KEEP_PACE * target:
+        reasons.append(f"{acked:.0f} chunks/s acknowledged of the {target:.0f}/s the fleet should send: the "
+                       f"collectors could not keep their pace (they wait for each ack)")
     if not point.get("coordinator_alive", True):
         reasons.append(f"the coordinator exited (code {point.get('coordinator_exit')})")
     point["pass"] = not reasons

@@ -22,7 +22,7 @@ def _load_bench():
 def test_five_collectors_are_acknowledged_without_errors(tmp_path: Path) -> None:
     bench = _load_bench()
     out = tmp_path / "load.json"
-    rc = bench.main(["--sweep", "5", "--seconds", "3", "--warmup", "2", "--publishes", "2",
+    rc = bench.main(["--sweep", "5", "--seconds", "3", "--warmup", "2", "--publishes", "2", "--chunk-interval", "0.2",
                      "--workdir", str(tmp_path), "--json", str(out)])
     doc = json.loads(out.read_text())
     (point,) = doc["points"]
