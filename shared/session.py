@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -52,6 +53,7 @@ class WorkerSession:
         self.run_name = ""
         self.generation = 0
         self.heartbeat_seconds = 2.0
+        self.max_wait_seconds = 0.0  # no long poll until the coordinator said how long it may be
         self.fatal: BaseException | None = None
         self.fatal_reason = ""
         self._directive = Directive(run_state="running")
@@ -104,11 +106,15 @@ class WorkerSession:
         return thread
 
     def register(self) -> RegisterResponse:
-        request = RegisterRequest(kind=self.kind, name=self.name, restarts=self.restarts)
+        # One id per logical registration, fixed before the first try: a retry after a lost reply gets the
+        # same worker instead of a second one holding a lease nobody renews.
+        request = RegisterRequest(kind=self.kind, name=self.name, restarts=self.restarts,
+                                  request_id=uuid.uuid4().hex)
         reply = self.client.call("POST", "/v1/workers", RegisterResponse, request)
         with self._lock:
             self.worker_id, self.run_name = reply.worker_id, reply.run_name
             self.heartbeat_seconds = reply.heartbeat_seconds
+            self.max_wait_seconds = reply.max_wait_seconds
             self._directive = reply.directive
             self.generation += 1
         log.info("registered as %s %s (lease %.0fs)", self.kind, reply.worker_id, reply.lease_seconds)
@@ -117,11 +123,17 @@ class WorkerSession:
     def start_heartbeats(self) -> None:
         self._thread = self.spawn("heartbeat", self._heartbeat_loop)
 
+    def long_poll_wait(self, wait: float) -> float:
+        """`wait` clamped to what the heartbeat route accepts (a longer one is a 422) and to half the HTTP
+        timeout (a longer one would time out and be retried instead of answered)."""
+        return max(0.0, min(wait, self.max_wait_seconds, self.client.timeout / 2))
+
     def heartbeat(self, newer_than: int | None = None, wait: float = 0.0) -> None:
-        """Renew the lease; with `newer_than`, the coordinator replies once a newer policy exists (or `wait`)."""
+        """Renew the lease; with `newer_than`, the coordinator replies once a newer policy exists (or after
+        `wait` seconds, clamped by `long_poll_wait`)."""
         path = f"/v1/workers/{self.worker_id}/heartbeat"
         if newer_than is not None:
-            path += f"?newer_than={newer_than}&wait={wait:g}"
+            path += f"?newer_than={newer_than}&wait={self.long_poll_wait(wait):g}"
         try:
             reply = self.client.call("POST", path, HeartbeatResponse)
             self.update(reply.directive)

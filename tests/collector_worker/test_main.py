@@ -11,7 +11,7 @@ from collector_worker import main as collector_main
 from collector_worker.rollout import Chunk, Rollout
 from shared.config import CollectorConfig, EnvConfig, NetConfig, SamplingConfig
 from shared.store import LocalStore
-from shared.wire import CollectorTask
+from shared.wire import CollectorTask, Directive, PolicyRef
 from shared.worker import EXIT_CRASHED, EXIT_OK, run_session
 from tests.shared.fake_coordinator import FakeCoordinator, make_session
 
@@ -69,3 +69,19 @@ def test_an_unreportable_chunk_is_a_non_zero_exit(tmp_path: Path, monkeypatch: p
     assert collect(fake, tmp_path) == EXIT_CRASHED
     assert fake.of("chunks") == []
 
+
+def test_force_sync_wait_is_clamped_to_max_wait() -> None:
+    fake = FakeCoordinator(max_wait_seconds=0.5)
+    session = make_session(fake, "collector")
+    session.register()
+    collector_main._await_newer_policy(session, 0)  # asks for SYNC_WAIT_SECONDS = 2
+    session.update(Directive(run_state="running",
+                             policy=PolicyRef(version=4, path="policies/v4.safetensors", sha256="0" * 64)))
+    collector_main._await_newer_policy(session, 3)  # a newer policy is already known: no wait at all
+    collector_main._await_newer_policy(session, 4)
+    session.close()
+    beats = fake.of("heartbeat")
+    assert [(b.request.url.params["newer_than"], float(b.request.url.params["wait"])) for b in beats] == [
+        ("0", 0.5), ("4", 0.5)]
+    assert all(b.status == 200 for b in beats)
+    assert collector_main.SYNC_WAIT_SECONDS > 0.5

@@ -1,4 +1,4 @@
-"""WorkerSession: threads that fail loudly."""
+"""WorkerSession: registration ids reused across retries, long-poll waits clamped, threads that fail loudly."""
 
 from __future__ import annotations
 
@@ -31,6 +31,62 @@ def wait_for(condition, timeout: float = 10.0) -> None:
 def closed(session: WorkerSession) -> WorkerSession:
     session.close()
     return session
+
+
+# ----- request ids -------------------------------------------------------------------------------------------
+
+
+def test_register_retry_reuses_its_request_id_and_each_registration_gets_a_new_one() -> None:
+    fake = FakeCoordinator(fail_once={"register"})
+    session = make_session(fake, "collector")
+    session.register()
+    session.register()
+    session.close()
+    attempts = fake.of("register")
+    assert [a.status for a in attempts] == [503, 200, 200]
+    ids = [a.body["request_id"] for a in attempts]
+    assert ids[0] == ids[1], "a retry must carry the id of the first try"
+    assert ids[2] != ids[0], "a new registration is a new logical request"
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)  # uuid4 hex
+
+
+# ----- long-poll wait ----------------------------------------------------------------------------------------
+
+
+def test_heartbeat_wait_is_clamped_to_the_coordinators_max_wait() -> None:
+    fake = FakeCoordinator(lease_seconds=60.0, max_wait_seconds=1.5)
+    session = make_session(fake, "collector")
+    session.register()
+    session.heartbeat(newer_than=3, wait=15.0)
+    closed(session)
+    (beat,) = fake.of("heartbeat")
+    assert beat.status == 200
+    assert beat.request.url.params["newer_than"] == "3"
+    assert float(beat.request.url.params["wait"]) == 1.5
+
+
+def test_heartbeat_wait_stays_within_half_the_http_timeout() -> None:
+    fake = FakeCoordinator(max_wait_seconds=30.0)
+    session = make_session(fake, "collector", timeout=2.0)
+    session.register()
+    session.heartbeat(newer_than=0, wait=15.0)
+    closed(session)
+    assert float(fake.of("heartbeat")[0].request.url.params["wait"]) == 1.0
+
+
+def test_long_lease_heartbeat_loop_never_asks_for_more_than_max_wait() -> None:
+    """RLFLEET_LEASE_SECONDS=60 gives heartbeat_seconds=15; a 15 s long poll used to be a 422 and a dead collector."""
+    fake = FakeCoordinator(lease_seconds=60.0, max_wait_seconds=0.2)
+    session = make_session(fake, "collector")
+    session.register()
+    assert session.heartbeat_seconds == 15.0
+    session.start_heartbeats()
+    wait_for(lambda: len(fake.of("heartbeat")) >= 2)
+    closed(session)
+    beats = fake.of("heartbeat")
+    assert {float(b.request.url.params["wait"]) for b in beats} == {0.2}
+    assert all(b.status == 200 for b in beats)
+    assert session.fatal is None
 
 
 # ----- failing loudly ----------------------------------------------------------------------------------------
