@@ -38,7 +38,7 @@ def test_run_ending_is_exit_0(tmp_path: Path) -> None:
         reports += 1
         if reports == 3:
             fake.run_state = "solved"
-        return FakeCoordinator._default(fake, "chunks", request)
+        return fake._default("chunks", request)
 
     fake.handlers["chunks"] = ack_then_solve
     assert collect(fake, tmp_path) == EXIT_OK

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from shared.client import CoordinatorUnavailable, Stopped
-from shared.session import WorkerSession, one_line
+from shared.session import one_line
 from shared.worker import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
 from tests.shared.fake_coordinator import FakeCoordinator, make_session
 
@@ -26,11 +26,6 @@ def wait_for(condition, timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not met in time"
         time.sleep(0.01)
-
-
-def closed(session: WorkerSession) -> WorkerSession:
-    session.close()
-    return session
 
 
 # ----- request ids -------------------------------------------------------------------------------------------
@@ -58,7 +53,7 @@ def test_heartbeat_wait_is_clamped_to_the_coordinators_max_wait() -> None:
     session = make_session(fake, "collector")
     session.register()
     session.heartbeat(newer_than=3, wait=15.0)
-    closed(session)
+    session.close()
     (beat,) = fake.of("heartbeat")
     assert beat.status == 200
     assert beat.request.url.params["newer_than"] == "3"
@@ -70,7 +65,7 @@ def test_heartbeat_wait_stays_within_half_the_http_timeout() -> None:
     session = make_session(fake, "collector", timeout=2.0)
     session.register()
     session.heartbeat(newer_than=0, wait=15.0)
-    closed(session)
+    session.close()
     assert float(fake.of("heartbeat")[0].request.url.params["wait"]) == 1.0
 
 
@@ -82,7 +77,7 @@ def test_long_lease_heartbeat_loop_never_asks_for_more_than_max_wait() -> None:
     assert session.heartbeat_seconds == 15.0
     session.start_heartbeats()
     wait_for(lambda: len(fake.of("heartbeat")) >= 2)
-    closed(session)
+    session.close()
     beats = fake.of("heartbeat")
     assert {float(b.request.url.params["wait"]) for b in beats} == {0.2}
     assert all(b.status == 200 for b in beats)
@@ -104,7 +99,7 @@ def test_an_unexpected_heartbeat_error_fails_the_session() -> None:
     fake.handlers["heartbeat"] = boom
     session.start_heartbeats()
     wait_for(session.stop_event.is_set)
-    closed(session)
+    session.close()
     assert isinstance(session.fatal, RuntimeError)
     assert session.fatal_reason == "heartbeat thread: RuntimeError: transport bug"
     assert not session.running
@@ -119,7 +114,7 @@ def test_heartbeat_with_the_coordinator_gone_fails_with_unavailable() -> None:
     fake.handlers["heartbeat"] = lambda request: httpx.Response(503)
     session.start_heartbeats()
     wait_for(session.stop_event.is_set)
-    closed(session)
+    session.close()
     assert isinstance(session.fatal, CoordinatorUnavailable)
     assert exit_code(session.fatal) == EXIT_UNAVAILABLE
 
@@ -132,7 +127,7 @@ def test_spawned_thread_ending_with_stopped_is_not_a_failure() -> None:
 
     session.spawn("quiet", stopped).join(5)
     assert session.fatal is None and not session.stop_event.is_set()
-    closed(session)
+    session.close()
 
 
 @pytest.mark.parametrize("exc", [OSError(28, "No space left on device"), SystemExit(3), ValueError("x\ny")])
@@ -146,7 +141,7 @@ def test_spawned_thread_exception_records_a_one_line_reason_and_stops(exc: BaseE
     assert session.fatal is exc and session.stop_event.is_set()
     assert session.fatal_reason.startswith(f"worker-thread thread: {type(exc).__name__}")
     assert "\n" not in session.fatal_reason
-    closed(session)
+    session.close()
 
 
 def test_the_first_failure_wins() -> None:
@@ -164,7 +159,7 @@ def test_the_first_failure_wins() -> None:
     session.fail(later, "main thread")
     thread.join()
     assert session.fatal is first and session.fatal_reason == "uploader thread: OSError: disk full"
-    closed(session)
+    session.close()
 
 
 def test_one_line_flattens_and_bounds_messages() -> None:
