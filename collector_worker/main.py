@@ -52,8 +52,9 @@ def _await_newer_policy(session: WorkerSession, version: int) -> None:
     """force_sync: after a chunk made with policy `version`, wait for a newer one (a long-polled heartbeat).
 
     Version 0 (no policy yet) waits too: the PPO learner publishes its initial policy first, so all data of
-    a round comes from one policy. The wait is bounded: if no newer policy comes (say the learner restarted
-    and lost the batch it had taken), fresh data from the same version is still lag 0, so collect again."""
+    a round comes from one policy. The wait is bounded (and clamped to the coordinator's `max_wait_seconds` by
+    the session): if no newer policy comes (say the learner restarted and lost the batch it had taken), fresh
+    data from the same version is still lag 0, so collect again."""
     policy = session.directive.policy
     if policy is None or policy.version <= version:
         session.heartbeat(newer_than=version, wait=SYNC_WAIT_SECONDS)

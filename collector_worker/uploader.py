@@ -1,20 +1,21 @@
 """Background upload of chunks: encode, write atomically to the store, then report, while envs keep stepping.
 
 The queue is bounded (backpressure instead of unbounded memory). A chunk id is fixed before the first try,
-so a report retried after a timeout is recognised by the coordinator and never counted twice.
+so a report retried after a timeout is recognised by the coordinator and never counted twice. The thread is
+started by `WorkerSession.spawn`: if an upload fails other than by a 4xx for that chunk (a full disk, a report
+that does not validate, the coordinator gone), the whole collector ends with a non-zero status.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
-import threading
 import time
 import uuid
 from dataclasses import dataclass
 
 from collector_worker.rollout import Chunk
-from shared.client import CoordinatorRejected, CoordinatorUnavailable, Stopped
+from shared.client import CoordinatorRejected, Stopped
 from shared.codec import encode_chunk
 from shared.layout import chunk_path
 from shared.session import WorkerSession
@@ -37,8 +38,7 @@ class Uploader:
         self.queue: queue.Queue[Pending | None] = queue.Queue(maxsize=depth)
         self.acked = 0
         self.rejected = 0
-        self._thread = threading.Thread(target=self._loop, name="uploader", daemon=True)
-        self._thread.start()
+        self._thread = session.spawn("uploader", self._loop)
 
     def submit(self, pending: Pending) -> None:
         """Queue a chunk, waiting while the queue is full; raises Stopped if the upload thread has ended."""
@@ -75,13 +75,6 @@ class Uploader:
         while (item := self.queue.get()) is not None:
             try:
                 self._upload(item)
-            except Stopped:
-                return
-            except CoordinatorUnavailable as exc:
-                log.error("%s", exc)
-                self.session.fatal = exc
-                self.session.stop_event.set()
-                return
             finally:
                 self.queue.task_done()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 
 import numpy as np
 
@@ -59,14 +60,22 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             continue
         returns, lengths = evaluate(policy.greedy, task.env.id, task.evaluation.num_envs, task.evaluation.episodes,
                                     task.seed + ref.version)
-        result = session.client.call("POST", "/v1/evaluations", EvaluationResult, EvaluationReport(
-            worker_id=session.worker_id, policy_version=ref.version, returns=returns, lengths=lengths))
+        result = report_evaluation(session, ref.version, returns, lengths)
         evaluated = ref.version
         log.info("policy v%d: mean %.1f ± %.1f over %d episodes", ref.version, result.mean, result.std,
                  result.episodes)
         if result.mean > best:
             best = result.mean
             _keep_best(store, layout, ref, result)
+
+
+def report_evaluation(session: WorkerSession, version: int, returns: list[float], lengths: list[int]
+                      ) -> EvaluationResult:
+    """POST one evaluation. Its id is fixed before the first try, so a retry after a lost reply is answered
+    with the first result instead of recording the same episodes twice."""
+    return session.client.call("POST", "/v1/evaluations", EvaluationResult, EvaluationReport(
+        worker_id=session.worker_id, request_id=uuid.uuid4().hex, policy_version=version, returns=returns,
+        lengths=lengths))
 
 
 def _keep_best(store: LocalStore, layout: RunLayout, ref: PolicyRef, result: EvaluationResult) -> None:

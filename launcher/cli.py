@@ -27,13 +27,19 @@ def up(
     set_: Annotated[list[str] | None, typer.Option("--set", help="config override key=value (repeatable)")] = None,
     data_dir: Annotated[Path, typer.Option(help="where runs/<name>/ and tokens.json are kept")] = Path("data"),
     port: Annotated[int, typer.Option(help="coordinator port on 127.0.0.1 (0 = any free port)")] = 8000,
+    max_quick_crashes: Annotated[int, typer.Option(
+        min=1, help="fail the run when a service crashes this many times in a row, each within --stable-seconds "
+                    "of starting; crashed services are restarted otherwise, however often")] = 5,
+    stable_seconds: Annotated[float, typer.Option(
+        min=0, help="a service up this long has started properly: its next crash begins a new streak")] = 10.0,
 ) -> None:
     """Run every service of docker-compose.yml as a local process and train until solved or out of budget."""
     from launcher.up import Up, UpOptions
 
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
     raise typer.Exit(Up(UpOptions(config=config, data_dir=data_dir, port=port, collectors=collectors,
-                                  overrides=overrides)).run())
+                                  overrides=overrides, max_quick_crashes=max_quick_crashes,
+                                  stable_seconds=stable_seconds)).run())
 
 
 @app.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ class Child:
     replica: int
     proc: subprocess.Popen
     log_path: Path
+    started: float  # time.monotonic() at start: how long it ran decides its restart backoff
 
     @property
     def exit_code(self) -> int | None:
@@ -56,4 +58,4 @@ def start(service: LocalService, replica: int, logs: Path, cwd: Path, restarts: 
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(service.argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
-    return Child(name, service.name, replica, proc, log_path)
+    return Child(name, service.name, replica, proc, log_path, time.monotonic())

@@ -18,6 +18,7 @@ from coordinator.overrides import parse_overrides
 from launcher.compose import LocalService, load_services
 from launcher.processes import Child, child_environment, start
 from launcher.progress import Progress
+from launcher.restarts import CrashRecord, RestartPolicy
 from shared.config import load_run_config
 from shared.layout import RunLayout
 from shared.tokens import load_tokens_file
@@ -37,7 +38,12 @@ class UpOptions:
     compose_file: Path = REPO / "docker-compose.yml"
     ready_timeout: float = 60.0
     drain_timeout: float = 30.0
-    max_restarts: int = 5
+    max_quick_crashes: int = 5  # a service crashing this often in a row, each soon after starting, fails the run
+    stable_seconds: float = 10.0  # a process up this long has started properly: its next crash starts a new streak
+
+    @property
+    def restart_policy(self) -> RestartPolicy:
+        return RestartPolicy(stable_seconds=self.stable_seconds, max_quick_crashes=self.max_quick_crashes)
 
 
 class ServiceFailed(RuntimeError):
@@ -76,7 +82,9 @@ class Up:
             self.services["collector"].replicas = opts.collectors
         self.launched = time.monotonic()
         self.children: list[Child] = []
-        self.restarts: dict[str, int] = {}
+        self.policy = opts.restart_policy
+        self.clock = time.monotonic  # of restart decisions; children's `started` come from the same clock
+        self.crashes: dict[str, CrashRecord] = {}
         self._restart_due: dict[str, float] = {}
         self.progress = Progress()
 
@@ -114,24 +122,32 @@ class Up:
 
     # ----- watching ---------------------------------------------------------------------------------------
     def _supervise(self) -> None:
-        """Restart children that crashed (non-zero exit or killed), after 1, 2, 4, ... seconds, like compose's
-        `restart: on-failure`; a process that crashes more than `max_restarts` times fails the run."""
-        now = time.monotonic()
+        """Restart children that crashed (non-zero exit or killed) like compose's `restart: on-failure`, as
+        often as it takes, with the backoff of launcher/restarts.py; only a crash loop fails the run."""
+        now = self.clock()
         for i, child in enumerate(self.children):
             code = child.exit_code
             if code in (None, 0):
                 continue
-            count = self.restarts.get(child.name, 0)
-            if child.service == "secrets" or count >= self.opts.max_restarts:
-                raise ServiceFailed(f"{child.name} exited with code {code} (after {count} restarts); last lines of "
-                                    f"{child.log_path}:\n{child.log_tail()}")
-            due = self._restart_due.setdefault(child.name, now + min(30.0, 2.0**count))
-            if now < due:
+            if child.service == "secrets":  # a one-shot job: nothing later would work without its tokens
+                raise ServiceFailed(f"{child.name} exited with code {code}; last lines of {child.log_path}:\n"
+                                    f"{child.log_tail()}")
+            record = self.crashes.setdefault(child.name, CrashRecord(self.policy))
+            if child.name not in self._restart_due:
+                delay = record.crashed(now - child.started)
+                if delay is None:
+                    raise ServiceFailed(
+                        f"{child.name} exited with code {code}, crash {record.streak} in a row within "
+                        f"{self.policy.stable_seconds:g}s of starting ({record.restarts} restarts in all); "
+                        f"last lines of {child.log_path}:\n{child.log_tail()}")
+                self._restart_due[child.name] = now + delay
+                self.progress.note(f"{child.name} exited with code {code}; restarting in {delay:g}s "
+                                   f"(crash {record.streak} in a row, {self.policy.max_quick_crashes} fail the run)")
+            if now < self._restart_due[child.name]:
                 continue
             del self._restart_due[child.name]
-            self.restarts[child.name] = count + 1
-            self.progress.note(f"{child.name} exited with code {code}; restart {count + 1}/{self.opts.max_restarts}")
-            self.children[i] = start(self.services[child.service], child.replica, self.layout.logs, REPO, count + 1)
+            self.children[i] = start(self.services[child.service], child.replica, self.layout.logs, REPO,
+                                     record.restarted())
 
     def _status(self, http: httpx.Client) -> Status | None:
         try:
@@ -195,7 +211,8 @@ class Up:
             self.shutdown()
             return EXIT_FAILED
         self.shutdown()
-        restarts = f"; restarts: {self.restarts}" if self.restarts else ""
+        counts = {name: record.restarts for name, record in self.crashes.items() if record.restarts}
+        restarts = f"; restarts: {counts}" if counts else ""
         self.progress.done(f"run {status.run_state}: {status.run_message} after {status.env_steps:,} env steps "
                            f"in {status.wall_seconds:.1f}s{restarts}; curves in {self.layout.run_dir}")
         return EXIT_SOLVED if status.run_state == "solved" else EXIT_UNSOLVED

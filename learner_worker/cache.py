@@ -2,6 +2,11 @@
 
 Each payload is read once (sha256 verified, decoded without pickle); afterwards a sampled reference costs a
 numpy gather. Least recently used chunks are dropped beyond `max_chunks`.
+
+A payload that is gone (FileNotFoundError: evicted since the sample) is skipped quietly. One that is there but
+unusable (hash mismatch, undecodable, wrong shapes or dtypes, unreadable) is skipped and queued for a report:
+otherwise the coordinator would keep serving it and the learner keep skipping it, unseen. The reader does no
+HTTP; the thread that already talks to the coordinator for it sends the reports (`take_corrupt`).
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ import numpy as np
 
 from learner_worker.nstep import nstep_targets
 from shared.codec import PayloadError, decode_chunk
-from shared.store import IntegrityError, LocalStore
+from shared.store import IntegrityError, LocalStore, StorePathError
 from shared.wire import SampledChunk, SampleResponse
 
 log = logging.getLogger(__name__)
 FIELDS = ("obs", "actions", "returns", "boot_obs", "discount")
+FLAGS = ("terminated", "truncated", "valid")
 
 
 @dataclass
@@ -39,28 +45,46 @@ class PayloadReader:
         self.loaded = 0
         self.missing = 0
         self.corrupt = 0
+        self._unreported: list[tuple[str, str]] = []
 
     def read(self, ref: SampledChunk) -> dict[str, np.ndarray] | None:
-        """A chunk's arrays, verified (sha256, shapes); None when it is gone or unreadable (counted)."""
+        """A chunk's arrays, verified (sha256, shapes, dtypes); None when it is gone or unusable (counted, and
+        unusable ones queued for `take_corrupt`)."""
         try:
             arrays, _ = decode_chunk(self.store.get(ref.payload_path, ref.sha256))
             rewards = arrays["rewards"]
             arrays.setdefault("valid", np.ones(rewards.shape, bool))
             obs = arrays["obs"]
             if obs.ndim != 3 or rewards.shape != obs.shape[:2] or rewards.shape[1] != ref.num_envs or any(
-                    arrays[k].shape != rewards.shape for k in ("actions", "terminated", "truncated", "valid")
+                    arrays[k].shape != rewards.shape for k in ("actions", *FLAGS)
             ) or arrays["next_obs"].shape != obs.shape or ("logp" in arrays and arrays["logp"].shape != rewards.shape):
                 raise PayloadError(f"inconsistent shapes: obs {obs.shape}, rewards {rewards.shape}, "
                                    f"{ref.num_envs} envs reported")
+            if any(arrays[k].dtype != np.bool_ for k in FLAGS):  # `~` on a float flag would crash the loader
+                raise PayloadError(f"flags must be bool: {[arrays[k].dtype.name for k in FLAGS]}")
         except FileNotFoundError:
             self.missing += 1  # evicted between the sample and the load: skip its references
             return None
-        except (IntegrityError, PayloadError, KeyError) as exc:
-            self.corrupt += 1
-            log.warning("skipping chunk %s: %s", ref.chunk_id, exc)
+        except KeyError as exc:
+            self._unusable(ref, f"missing array {exc}")
+            return None
+        except (IntegrityError, PayloadError, StorePathError, OSError) as exc:  # OSError: a directory, EACCES, EIO
+            self._unusable(ref, f"{type(exc).__name__}: {exc}")
             return None
         self.loaded += 1
         return arrays
+
+    def _unusable(self, ref: SampledChunk, reason: str) -> None:
+        self.corrupt += 1
+        self._unreported.append((ref.chunk_id, reason))
+        log.warning("skipping chunk %s: %s", ref.chunk_id, reason)
+
+    def take_corrupt(self) -> list[tuple[str, str]]:
+        """(chunk id, reason) of each unusable payload found since the last call, for the coordinator.
+
+        Called by the thread that reads (the prefetcher for DQN, the training loop for PPO): no lock needed."""
+        taken, self._unreported = self._unreported, []
+        return taken
 
 
 class ChunkCache(PayloadReader):

@@ -6,6 +6,10 @@ PPO loop (on-policy): take the fresh chunks from the queue -> update -> publish 
 acting with an old policy is exactly the lag being bounded. Both report learn info and checkpoint
 periodically and on stop. Policy versions keep increasing across restarts: a resumed learner continues
 from the larger of its checkpoint's version and the coordinator's latest.
+
+A non-finite loss or TD error is a training failure, not something to average away or to send as a priority:
+the learner raises TrainingDiverged naming the iteration, exits non-zero (see shared/worker.py), and does not
+checkpoint the broken model, so a restart resumes from the last good checkpoint.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -23,7 +28,7 @@ from learner_worker.cache import ChunkCache, PayloadReader
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from learner_worker.dqn import DQN
 from learner_worker.ppo import PPO
-from learner_worker.prefetch import Prefetcher
+from learner_worker.prefetch import Prefetcher, report_corrupt
 from shared.client import CoordinatorRejected
 from shared.envs import make_vector_env, space_dims
 from shared.layout import RunLayout
@@ -36,6 +41,19 @@ from shared.worker import run_worker
 
 log = logging.getLogger("rlfleet.learner")
 MAX_CHUNKS_PER_TAKE = 256  # PPO: an upper bound on chunks per sample; max_batch_size is the real limit
+
+
+class TrainingDiverged(RuntimeError):
+    """An update produced a non-finite loss or TD error: the model can no longer be trusted."""
+
+
+def check_finite(iteration: int, losses: dict[str, float], td_abs: np.ndarray | None = None) -> None:
+    """Raise TrainingDiverged naming `iteration` and the offending values unless everything is finite."""
+    bad = [f"{name}={value}" for name, value in losses.items() if not math.isfinite(value)]
+    if td_abs is not None and not np.isfinite(td_abs).all():
+        bad.append(f"{int((~np.isfinite(td_abs)).sum())} of {td_abs.size} TD errors")
+    if bad:
+        raise TrainingDiverged(f"training diverged at iteration {iteration}: non-finite {', '.join(bad)}")
 
 
 class Algorithm(Protocol):
@@ -90,6 +108,7 @@ class Trainer:
     def train(self) -> None:
         generation = self.session.generation
         started, first = time.monotonic(), self.iteration
+        diverged = False
         try:
             self.loop(lambda: self.session.running and self.session.generation == generation)
         except CoordinatorRejected as exc:
@@ -97,9 +116,13 @@ class Trainer:
                 raise
             log.warning("lease lost (%s); registering again", exc)
             self.session.register()
+        except TrainingDiverged:
+            diverged = True  # keep the last good checkpoint: a restart must not resume a broken model
+            raise
         finally:
             self.stop()
-            self.checkpoint()
+            if not diverged:
+                self.checkpoint()
             rate = (self.iteration - first) / max(1e-9, time.monotonic() - started)
             log.info("learner stopped at iteration %d (%.1f it/s this session; %d payloads loaded, %d missing)",
                      self.iteration, rate, self.reader.loaded, self.reader.missing)
@@ -121,8 +144,7 @@ class Trainer:
 
     def report(self, losses: dict[str, float]) -> None:
         ack = self.session.client.call("POST", "/v1/learn-info", Ack, LearnReport(
-            worker_id=self.session.worker_id, iteration=self.iteration,
-            losses={k: v for k, v in losses.items() if math.isfinite(v)},
+            worker_id=self.session.worker_id, iteration=self.iteration, losses=losses,  # finite: check_finite
             transitions_trained=self.transitions))
         self.session.update(ack.directive)
 
@@ -151,6 +173,7 @@ class DQNTrainer(Trainer):
             if batch is None:
                 continue
             losses = self.dqn.update(batch)
+            check_finite(self.iteration + 1, losses, self.dqn.td_abs)
             if self.prioritized:
                 self.prefetch.send_priorities(batch["ids"], self.dqn.td_abs)
             self.iteration += 1
@@ -177,7 +200,10 @@ class PPOTrainer(Trainer):
 
     def take(self) -> list[dict[str, np.ndarray]]:
         """The queue's fresh chunks (the coordinator waits up to max_wait_seconds for a full batch)."""
-        request = SampleRequest(worker_id=self.session.worker_id, batch_size=MAX_CHUNKS_PER_TAKE, num_batches=1)
+        # The id is fixed before the first try: a retry gets the chunks of the first reply, which max_use=1
+        # has already consumed, instead of losing them and taking the next ones.
+        request = SampleRequest(worker_id=self.session.worker_id, request_id=uuid.uuid4().hex,
+                                batch_size=MAX_CHUNKS_PER_TAKE, num_batches=1)
         try:
             reply = self.session.client.call("POST", self.path, SampleResponse, request)
         except CoordinatorRejected as exc:
@@ -185,7 +211,9 @@ class PPOTrainer(Trainer):
                 raise
             return []  # the coordinator already waited max_wait_seconds; ask again
         self.session.update(reply.directive)
-        return [arrays for arrays in map(self.reader.read, reply.chunks) if arrays is not None]
+        chunks = [arrays for arrays in map(self.reader.read, reply.chunks) if arrays is not None]
+        report_corrupt(self.session, self.task.buffer_id, self.reader)
+        return chunks
 
     def loop(self, running: Callable[[], bool]) -> None:
         if self.version == 0:
@@ -199,6 +227,7 @@ class PPOTrainer(Trainer):
             except ValueError as exc:  # e.g. every row invalid (env errors): nothing to learn from
                 log.warning("skipping batch: %s", exc)
                 continue
+            check_finite(self.iteration + 1, losses)
             self.iteration += 1
             self.transitions += sum(int(c["rewards"].size) for c in chunks)
             self.publish()

@@ -3,7 +3,11 @@
 The training loop never waits on an HTTP round trip per gradient step: one sample call fetches
 `batches_per_request` batches, and the next call is already under way while those are trained on. New
 priorities (prioritized replay) travel the same way: queued by the training loop, sent by this thread in
-one request just before the next sample call.
+one request just before the next sample call; so do reports of unusable payloads the cache found.
+
+The thread is started by `WorkerSession.spawn`: an exception it does not expect (say priorities that are not
+finite, or a bug) ends the learner with a non-zero status instead of leaving the training loop waiting for
+batches that will never come while the heartbeat keeps the lease alive.
 """
 
 from __future__ import annotations
@@ -11,15 +15,31 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import uuid
 
 import numpy as np
 
-from learner_worker.cache import ChunkCache
-from shared.client import CoordinatorRejected, CoordinatorUnavailable, Stopped
+from learner_worker.cache import ChunkCache, PayloadReader
+from shared.client import CoordinatorRejected
 from shared.session import WorkerSession
-from shared.wire import PriorityAck, PriorityUpdate, SampleRequest, SampleResponse
+from shared.wire import CorruptAck, CorruptReport, PriorityAck, PriorityUpdate, SampleRequest, SampleResponse
 
 log = logging.getLogger(__name__)
+
+
+def report_corrupt(session: WorkerSession, buffer_id: str, reader: PayloadReader) -> None:
+    """Tell the coordinator about each payload `reader` found unusable, so it stops serving it.
+
+    A refusal (the chunk already left the buffer, say) is logged, not fatal: the learner skips the chunk anyway."""
+    for chunk_id, reason in reader.take_corrupt():
+        report = CorruptReport(worker_id=session.worker_id, chunk_id=chunk_id, reason=reason[:500])
+        try:
+            ack = session.client.call("POST", f"/v1/buffers/{buffer_id}/corrupt", CorruptAck, report)
+        except CoordinatorRejected as exc:
+            log.warning("report of corrupt chunk %s refused: %s", chunk_id, exc)
+            continue
+        session.update(ack.directive)
+        log.info("reported corrupt chunk %s (%s)", chunk_id, "removed" if ack.removed else "already gone")
 
 
 class Prefetcher:
@@ -27,6 +47,7 @@ class Prefetcher:
                  batches_per_request: int, depth: int = 2) -> None:
         self.session = session
         self.cache = cache
+        self.buffer_id = buffer_id
         self.path = f"/v1/buffers/{buffer_id}/sample"
         self.priority_path = f"/v1/buffers/{buffer_id}/priorities"
         self._priorities: list[tuple[np.ndarray, np.ndarray]] = []
@@ -35,13 +56,14 @@ class Prefetcher:
         self.batch_size = batch_size
         self.per_request = batches_per_request
         self.queue: queue.Queue[dict[str, np.ndarray]] = queue.Queue(maxsize=depth * batches_per_request)
-        self.error: BaseException | None = None
+        self.error: CoordinatorRejected | None = None
         self.waits = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="prefetch", daemon=True)
-        self._thread.start()
+        self._thread = session.spawn("prefetch", self._loop)
 
     def get(self, timeout: float) -> dict[str, np.ndarray] | None:
+        """The next batch, or None after `timeout`; re-raises a refusal the training loop must handle (a 404
+        means the lease was lost). Other failures end the process through the session."""
         if self.error is not None:
             raise self.error
         try:
@@ -71,8 +93,10 @@ class Prefetcher:
 
     def _loop(self) -> None:
         while not self._stop.is_set() and self.session.running:
-            request = SampleRequest(worker_id=self.session.worker_id, batch_size=self.batch_size,
-                                    num_batches=self.per_request)
+            # A fresh id per logical request, fixed before the first try: a retried sample is answered with
+            # the first reply instead of drawing (and counting) a second batch.
+            request = SampleRequest(worker_id=self.session.worker_id, request_id=uuid.uuid4().hex,
+                                    batch_size=self.batch_size, num_batches=self.per_request)
             try:
                 self._flush_priorities()
                 reply = self.session.client.call("POST", self.path, SampleResponse, request)
@@ -82,11 +106,10 @@ class Prefetcher:
                     continue  # the coordinator already waited; ask again
                 self.error = exc
                 return
-            except (CoordinatorUnavailable, Stopped) as exc:
-                self.error = exc
-                return
             self.session.update(reply.directive)
-            for batch in self.cache.batches(reply):
+            batches = self.cache.batches(reply)
+            report_corrupt(self.session, self.buffer_id, self.cache)
+            for batch in batches:
                 while not self._stop.is_set():
                     try:
                         self.queue.put(batch, timeout=0.5)

@@ -54,6 +54,7 @@ class CoordinatorClient:
             timeout=timeout,
             transport=transport,
         )
+        self.timeout = timeout  # of one request: a long poll must be answered well within it
         self.max_unavailable_seconds = max_unavailable_seconds
         self.stop_event = stop_event or threading.Event()
 

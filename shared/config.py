@@ -7,12 +7,22 @@ described in exactly one place and a scaled-out collector cannot disagree with t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
+import annotated_types
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.ids import ID_PATTERN
+
+
+def chunk_rows_limit() -> int:
+    """The most rows one chunk report may carry: `ChunkReport.env_steps`'s bound, read from the wire model so
+    the number lives in one place. Imported when called: shared.wire imports this module."""
+    from shared.wire import ChunkReport
+
+    bounds = [m.le for m in ChunkReport.model_fields["env_steps"].metadata if isinstance(m, annotated_types.Le)]
+    return min(cast(list[int], bounds))
 
 
 class _Strict(BaseModel):
@@ -200,7 +210,25 @@ class RunConfig(_Strict):
         if self.sampling.policy_lag is not None and self.replay.max_staleness not in (None, self.sampling.policy_lag):
             raise ValueError(f"replay.max_staleness ({self.replay.max_staleness}) contradicts the sampling "
                              f"policy lag ({self.sampling.policy_lag}); set only one")
+        self._chunks_fit()
         return self
+
+    def _chunks_fit(self) -> None:
+        """A chunk (num_envs x chunk_steps rows) must fit in one chunk report and in the buffer; otherwise every
+        collector's first report is refused, or evicts itself, long after the run started."""
+        envs, steps = self.collector.num_envs, self.collector.chunk_steps
+        rows = envs * steps
+        chunk = f"a chunk of collector.num_envs x collector.chunk_steps = {envs} x {steps} = {rows:,} rows"
+        wire = chunk_rows_limit()
+        if rows > wire:
+            raise ValueError(f"{chunk} exceeds the {wire:,} rows one chunk report may carry: set "
+                             f"collector.chunk_steps <= {wire // envs}")
+        capacity = self.replay.capacity_transitions
+        if rows > capacity:
+            smaller = (f"collector.chunk_steps <= {capacity // envs}" if capacity >= envs
+                       else f"collector.num_envs <= {capacity}")
+            raise ValueError(f"{chunk} does not fit in replay.capacity_transitions ({capacity:,}): set it to at "
+                             f"least {rows} or set {smaller}")
 
     @property
     def net(self) -> NetConfig:

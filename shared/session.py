@@ -3,13 +3,18 @@
 The heartbeat runs in a daemon thread so a worker busy stepping envs or training never loses its lease. If
 the coordinator no longer knows the worker (its lease expired, or the coordinator restarted), the session
 registers again and bumps `generation`, telling the main loop to claim a task afresh.
+
+Every background thread of a worker is started with `spawn`, so none can die quietly: an exception other
+than Stopped records the process's fatal reason (`fail`) and sets the stop event, and `run_worker` exits
+non-zero with it. A dead thread behind a live heartbeat would hold a lease while doing nothing, for ever.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from shared.client import CoordinatorClient, CoordinatorRejected, CoordinatorUnavailable, Stopped
@@ -28,6 +33,14 @@ from shared.wire import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", CollectorTask, LearnerTask, EvaluatorTask)
+# The coordinator could not be reached for long enough, or refused the worker for good: not a bug in the worker.
+COORDINATOR_ERRORS = (CoordinatorUnavailable, CoordinatorRejected)
+
+
+def one_line(exc: BaseException) -> str:
+    """`Type: message` on one line (a pydantic ValidationError spans many), short enough for a log tail."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:500] if text else type(exc).__name__
 
 
 class WorkerSession:
@@ -40,7 +53,9 @@ class WorkerSession:
         self.run_name = ""
         self.generation = 0
         self.heartbeat_seconds = 2.0
+        self.max_wait_seconds = 0.0  # no long poll until the coordinator said how long it may be
         self.fatal: BaseException | None = None
+        self.fatal_reason = ""
         self._directive = Directive(run_state="running")
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -62,26 +77,63 @@ class WorkerSession:
     def running(self) -> bool:
         return not self.stop_event.is_set() and self.directive.run_state == "running" and self.fatal is None
 
+    def fail(self, exc: BaseException, where: str) -> None:
+        """Record why this process must end and stop all its loops; any thread may call it, the first reason
+        wins (later errors are usually consequences of the first)."""
+        with self._lock:
+            first = self.fatal is None
+            if first:
+                self.fatal, self.fatal_reason = exc, f"{where}: {one_line(exc)}"
+        if first:
+            # The traceback of a bug goes to the log once; the coordinator's errors say all there is to say.
+            log.error("%s failed: %s", where, one_line(exc),
+                      exc_info=None if isinstance(exc, COORDINATOR_ERRORS) else exc)
+        self.stop_event.set()
+
+    def spawn(self, name: str, target: Callable[[], None]) -> threading.Thread:
+        """Start a daemon thread whose death is never silent: Stopped (the stop event was set) is an expected
+        ending; any other exception ends the whole process through `fail`."""
+        def guarded() -> None:
+            try:
+                target()
+            except Stopped:
+                return
+            except BaseException as exc:  # SystemExit too: in a thread it would vanish without a trace
+                self.fail(exc, f"{name} thread")
+
+        thread = threading.Thread(target=guarded, name=name, daemon=True)
+        thread.start()
+        return thread
+
     def register(self) -> RegisterResponse:
-        request = RegisterRequest(kind=self.kind, name=self.name, restarts=self.restarts)
+        # One id per logical registration, fixed before the first try: a retry after a lost reply gets the
+        # same worker instead of a second one holding a lease nobody renews.
+        request = RegisterRequest(kind=self.kind, name=self.name, restarts=self.restarts,
+                                  request_id=uuid.uuid4().hex)
         reply = self.client.call("POST", "/v1/workers", RegisterResponse, request)
         with self._lock:
             self.worker_id, self.run_name = reply.worker_id, reply.run_name
             self.heartbeat_seconds = reply.heartbeat_seconds
+            self.max_wait_seconds = reply.max_wait_seconds
             self._directive = reply.directive
             self.generation += 1
         log.info("registered as %s %s (lease %.0fs)", self.kind, reply.worker_id, reply.lease_seconds)
         return reply
 
     def start_heartbeats(self) -> None:
-        self._thread = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
-        self._thread.start()
+        self._thread = self.spawn("heartbeat", self._heartbeat_loop)
+
+    def long_poll_wait(self, wait: float) -> float:
+        """`wait` clamped to what the heartbeat route accepts (a longer one is a 422) and to half the HTTP
+        timeout (a longer one would time out and be retried instead of answered)."""
+        return max(0.0, min(wait, self.max_wait_seconds, self.client.timeout / 2))
 
     def heartbeat(self, newer_than: int | None = None, wait: float = 0.0) -> None:
-        """Renew the lease; with `newer_than`, the coordinator replies once a newer policy exists (or `wait`)."""
+        """Renew the lease; with `newer_than`, the coordinator replies once a newer policy exists (or after
+        `wait` seconds, clamped by `long_poll_wait`)."""
         path = f"/v1/workers/{self.worker_id}/heartbeat"
         if newer_than is not None:
-            path += f"?newer_than={newer_than}&wait={wait:g}"
+            path += f"?newer_than={newer_than}&wait={self.long_poll_wait(wait):g}"
         try:
             reply = self.client.call("POST", path, HeartbeatResponse)
             self.update(reply.directive)
@@ -93,24 +145,17 @@ class WorkerSession:
 
     def _heartbeat_loop(self) -> None:
         """Renew the lease every heartbeat_seconds. A collector makes each renewal a long poll for the next
-        policy version, so a new policy reaches it within a round trip, not with its next chunk's ack."""
+        policy version, so a new policy reaches it within a round trip, not with its next chunk's ack.
+        Run under `spawn`: a coordinator gone for good, or any bug, ends the process."""
         follow = self.kind == "collector"
         while self.directive.run_state == "running":
             if self.stop_event.wait(0.05 if follow else self.heartbeat_seconds):
                 return
             policy = self.directive.policy
-            try:
-                if follow:
-                    self.heartbeat(newer_than=policy.version if policy else 0, wait=self.heartbeat_seconds)
-                else:
-                    self.heartbeat()
-            except Stopped:
-                return
-            except (CoordinatorUnavailable, CoordinatorRejected) as exc:
-                log.error("heartbeat failed for good: %s", exc)
-                self.fatal = exc
-                self.stop_event.set()
-                return
+            if follow:
+                self.heartbeat(newer_than=policy.version if policy else 0, wait=self.heartbeat_seconds)
+            else:
+                self.heartbeat()
 
     def claim(self) -> Task | None:
         """Claim a task, waiting while none is free; None once the run is no longer running."""

@@ -2,15 +2,22 @@
 
 Writes are atomic (temp file, fsync, rename, fsync of the directory) so a reader sees a whole file or none,
 and a crash never leaves a torn payload that was already acknowledged. Reads can verify a sha256.
+
+Deletes never follow a symlink: they walk from the root one directory at a time with O_NOFOLLOW and unlink
+relative to the directory's descriptor, so a link is removed as a link, and no link (planted before or
+swapped in during the walk) can make the store delete anything outside its root.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
+import stat
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from shared.ids import PAYLOAD_PATH_PATTERN
@@ -57,11 +64,15 @@ class LocalStore:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def resolve(self, relpath: str) -> Path:
-        """Map a relative path to an absolute one, refusing '..', absolute paths and symlinks leaving the root."""
+    @staticmethod
+    def _check(relpath: str) -> str:
         if not isinstance(relpath, str) or not _PATH_RE.fullmatch(relpath):
             raise StorePathError(f"payload path {relpath!r} must be relative segments of [A-Za-z0-9_.-]")
-        path = (self.root / relpath).resolve()
+        return relpath
+
+    def resolve(self, relpath: str) -> Path:
+        """Map a relative path to an absolute one, refusing '..', absolute paths and symlinks leaving the root."""
+        path = (self.root / self._check(relpath)).resolve()
         if not path.is_relative_to(self.root):
             raise StorePathError(f"payload path {relpath!r} leaves the store root")
         return path
@@ -87,24 +98,60 @@ class LocalStore:
         except FileNotFoundError:
             return None
 
+    @contextlib.contextmanager
+    def _parent_fd(self, relpath: str) -> Iterator[tuple[int, str]]:
+        """(a descriptor of relpath's directory, its last segment), reached from the root without following any
+        symlink. FileNotFoundError if a directory is missing; StorePathError if one is a link or not a directory."""
+        *dirs, name = self._check(relpath).split("/")
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in dirs:
+                try:
+                    child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                        raise
+                    raise StorePathError(f"payload path {relpath!r} leaves the store root or passes through a "
+                                         f"symlink at {part!r}; deleting never follows links") from exc
+                os.close(fd)
+                fd = child
+            yield fd, name
+        finally:
+            os.close(fd)
+
     def delete_unreferenced(self, prefix: str, keep: set[str], older_than: float) -> int:
         """Delete regular files under `prefix` (torn temp files included) whose relative path is not in `keep`
-        and whose mtime is before `older_than` (a Unix time). Returns how many were deleted."""
-        base = self.resolve(prefix)
+        and whose mtime is before `older_than` (a Unix time). Returns how many were deleted. Symlinks are
+        neither followed nor deleted (the sweep only collects what collectors wrote)."""
         deleted = 0
-        for path in list(base.rglob("*")) if base.is_dir() else ():
-            try:
-                if (path.is_file() and not path.is_symlink() and path.stat().st_mtime < older_than
-                        and path.relative_to(self.root).as_posix() not in keep):
-                    path.unlink()
-                    deleted += 1
-            except FileNotFoundError:
-                continue  # deleted meanwhile
+        try:
+            with self._parent_fd(prefix) as (parent, name):
+                base = prefix.rpartition("/")[0]
+                # fwalk with follow_symlinks=False opens each directory relative to its parent's descriptor and
+                # checks it is the directory it listed: a link swapped in meanwhile is not entered.
+                for dirpath, _, files, dir_fd in os.fwalk(name, dir_fd=parent, follow_symlinks=False):
+                    for file in files:
+                        relpath = f"{base}/{dirpath}/{file}" if base else f"{dirpath}/{file}"
+                        try:
+                            info = os.stat(file, dir_fd=dir_fd, follow_symlinks=False)
+                            if stat.S_ISREG(info.st_mode) and info.st_mtime < older_than and relpath not in keep:
+                                os.unlink(file, dir_fd=dir_fd)
+                                deleted += 1
+                        except FileNotFoundError:
+                            continue  # deleted meanwhile
+        except FileNotFoundError:
+            pass  # nothing was ever written under prefix
         return deleted
 
     def delete(self, relpath: str) -> bool:
+        """Remove the file at `relpath`: a regular file, or a symlink as a link (never its target). False if
+        nothing is there; StorePathError if the way there passes through a link or the entry is something else."""
         try:
-            self.resolve(relpath).unlink()
-            return True
+            with self._parent_fd(relpath) as (parent, name):
+                mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+                if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                    raise StorePathError(f"payload path {relpath!r} is neither a file nor a link; nothing deleted")
+                os.unlink(name, dir_fd=parent)  # unlink never follows a link in its last segment
+                return True
         except FileNotFoundError:
             return False

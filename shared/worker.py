@@ -1,42 +1,61 @@
 """The life of every worker process: connect, register, keep the lease, run the body, map endings to exit codes.
 
-Exit codes: 0 when the run ended (solved, out of budget, stopped) or the worker was asked to stop; 2 when the
-coordinator stayed unreachable longer than `max_unavailable_seconds` or refused the worker for good.
+Exit codes, for supervisors (compose `restart: on-failure`, `rlfleet up`) that restart on anything but 0:
+
+- 0 (EXIT_OK): an expected ending: the run ended (solved, out of budget, stopped) or the worker was asked to stop.
+- 2 (EXIT_UNAVAILABLE): the coordinator stayed unreachable longer than `max_unavailable_seconds`, or refused the
+  worker for good (a 4xx it cannot recover from).
+- 4 (EXIT_CRASHED): anything else that ended the worker, in any of its threads (uploader, prefetch, heartbeat,
+  the main loop): a full disk, a payload that cannot be encoded, a learner whose training diverged, a bug.
+
+Either way the last log line names the reason on one line (`<kind> exits with status N: <thread>: <error>`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
-from shared.client import CoordinatorClient, CoordinatorRejected, CoordinatorUnavailable, Stopped
+from shared.client import CoordinatorClient, Stopped
 from shared.layout import RunLayout
-from shared.session import WorkerSession
+from shared.session import COORDINATOR_ERRORS, WorkerSession
 from shared.settings import WorkerSettings
 from shared.wire import WorkerKind
 
 log = logging.getLogger("rlfleet.worker")
-EXIT_OK, EXIT_UNAVAILABLE = 0, 2
+EXIT_OK, EXIT_UNAVAILABLE, EXIT_CRASHED = 0, 2, 4
+
+Body = Callable[[WorkerSession, RunLayout], None]
 
 
-def run_worker(settings: WorkerSettings, kind: WorkerKind,
-               body: Callable[[WorkerSession, RunLayout], None]) -> int:
+def exit_code(fatal: BaseException) -> int:
+    """The exit status for a fatal error: the coordinator's fault (2) or the worker's own crash (4)."""
+    return EXIT_UNAVAILABLE if isinstance(fatal, COORDINATOR_ERRORS) else EXIT_CRASHED
+
+
+def run_worker(settings: WorkerSettings, kind: WorkerKind, body: Body) -> int:
     client = CoordinatorClient(settings.coordinator_url, settings.resolve_token(kind),
                                timeout=settings.http_timeout_seconds,
                                max_unavailable_seconds=settings.max_unavailable_seconds)
-    session = WorkerSession(client, kind, settings.worker_name, settings.restarts)
+    return run_session(WorkerSession(client, kind, settings.worker_name, settings.restarts), settings.data_dir, body)
+
+
+def run_session(session: WorkerSession, data_dir: Path, body: Body) -> int:
+    """Register, heartbeat, run `body` in this thread; the exit status from how it ended (see the module doc)."""
     try:
         session.register()
         session.start_heartbeats()
-        body(session, RunLayout(settings.data_dir, session.run_name))
+        body(session, RunLayout(data_dir, session.run_name))
     except Stopped:
-        pass
-    except (CoordinatorUnavailable, CoordinatorRejected) as exc:
-        log.error("%s: %s", kind, exc)
-        return EXIT_UNAVAILABLE
+        pass  # the stop event was set: the run ended, or another thread failed (recorded in session.fatal)
+    except Exception as exc:
+        session.fail(exc, "main thread")
     finally:
         session.close()
     if session.fatal is not None:
-        return EXIT_UNAVAILABLE
-    log.info("%s done: run %s", kind, session.directive.run_state)
+        code = exit_code(session.fatal)
+        log.error("%s exits with status %d: %s", session.kind, code, session.fatal_reason)
+        return code
+    log.info("%s done: run %s", session.kind, session.directive.run_state)
     return EXIT_OK

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import threading
 from collections.abc import Callable
@@ -11,15 +12,17 @@ import httpx
 import numpy as np
 import pytest
 import torch
+from pydantic import ValidationError
 
 from collector_worker.rollout import Chunk
 from collector_worker.uploader import Pending, Uploader
-from shared.client import CoordinatorClient
+from shared.client import CoordinatorClient, Stopped
 from shared.codec import decode_chunk
 from shared.layout import chunk_path
 from shared.session import WorkerSession
 from shared.store import LocalStore, sha256_hex
 from shared.wire import ChunkAck, ChunkReport, Directive, PolicyRef
+from shared.worker import EXIT_CRASHED, exit_code
 
 torch.set_num_threads(1)
 
@@ -182,3 +185,40 @@ def test_close_returns_after_fatal_with_full_queue(store: LocalStore):
     hung = closer.is_alive()  # with the bug, this daemon thread stays blocked in queue.put
     session.client.close()
     assert not hung, "Uploader.close() hangs when its thread is gone and the queue is full"
+
+
+# ----- failing loudly: an upload that cannot succeed ends the collector -----------------------------------------
+
+
+def test_disk_full_fails_the_collector(store: LocalStore, monkeypatch: pytest.MonkeyPatch):
+    def no_space(relpath: str, data: bytes) -> str:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store, "put", no_space)
+    coordinator = Coordinator(store, ack())
+    session = make_session(coordinator)
+    uploader = Uploader(session, store, depth=2)
+    uploader.submit(Pending(make_chunk(5), TASK))
+    uploader._thread.join(10)
+    assert not uploader._thread.is_alive()
+    assert isinstance(session.fatal, OSError) and session.fatal.errno == errno.ENOSPC
+    assert "No space left on device" in session.fatal_reason and session.fatal_reason.startswith("uploader thread")
+    assert session.stop_event.is_set() and not session.running
+    assert exit_code(session.fatal) == EXIT_CRASHED
+    with pytest.raises(Stopped):  # the main loop learns of it at its next submit, and run_worker exits 4
+        uploader.submit(Pending(make_chunk(6), TASK))
+    uploader.close(timeout=5)
+    session.client.close()
+    assert coordinator.requests == []
+
+
+def test_a_report_that_does_not_validate_fails_the_collector(store: LocalStore):
+    chunk = make_chunk(7)
+    chunk.episodes = [(float("nan"), 3)]  # say an env returned a NaN reward
+    coordinator = Coordinator(store, ack())
+    session = make_session(coordinator)
+    uploader = run(session, store, [Pending(chunk, TASK)])
+    assert uploader.acked == 0 and coordinator.requests == []
+    assert isinstance(session.fatal, ValidationError)
+    assert exit_code(session.fatal) == EXIT_CRASHED
+    assert session.fatal_reason.startswith("uploader thread: ValidationError:") and "\n" not in session.fatal_reason

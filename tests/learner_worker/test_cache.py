@@ -246,3 +246,96 @@ def test_learner_cache_is_sized_from_the_replay_capacity() -> None:
     task = LearnerTask(task_id="learner-0", buffer_id="replay-0", algo="dqn", env=cfg.env, dqn=cfg.dqn,
                        ppo=cfg.ppo, replay=cfg.replay, sampling=cfg.sampling, collector=cfg.collector, seed=0)
     assert cache_chunks(task) == 70
+
+
+# ----- unusable payloads are reported, not hidden --------------------------------------------------------------
+
+
+def _hash_mismatch(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path.write_bytes(path.read_bytes() + b"tampered")
+
+
+def _undecodable(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Garbage whose sha256 is the one reported (a hostile or buggy collector)."""
+    fx.refs[0] = fx.refs[0].model_copy(update={"sha256": fx.store.put(fx.refs[0].payload_path, b"\x93not msgpack")})
+
+
+def _rewrite(fx: Fixture, arrays: dict[str, np.ndarray]) -> None:
+    fx.refs[0] = fx.refs[0].model_copy(update={"sha256": fx.store.put(fx.refs[0].payload_path, encode_chunk(arrays))})
+
+
+def _shapes(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arrays = chunk_arrays(0)
+    arrays["rewards"] = arrays["rewards"][:, :1]
+    _rewrite(fx, arrays)
+
+
+def _float_flags(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arrays = chunk_arrays(0)
+    arrays["terminated"] = arrays["terminated"].astype(np.float32)  # `~` on it would raise TypeError later
+    _rewrite(fx, arrays)
+
+
+def _missing_array(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arrays = chunk_arrays(0)
+    del arrays["next_obs"]
+    _rewrite(fx, arrays)
+
+
+def _directory(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path.unlink()
+    path.mkdir()  # IsADirectoryError on open
+
+
+def _unreadable(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_get = fx.store.get
+
+    def get(relpath: str, sha256: str | None = None) -> bytes:
+        if relpath == fx.refs[0].payload_path:  # root ignores chmod 000: raise what open() would
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_get(relpath, sha256)
+
+    monkeypatch.setattr(fx.store, "get", get)
+
+
+def _outside_link(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outside = path.parent.parent.parent.parent / "outside.msgpack"
+    outside.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(outside)  # StorePathError: the store never reads outside its root
+
+
+CORRUPTIONS = {
+    "hash-mismatch": (_hash_mismatch, "IntegrityError"),
+    "undecodable": (_undecodable, "PayloadError"),
+    "inconsistent-shapes": (_shapes, "inconsistent shapes"),
+    "float-flags": (_float_flags, "flags must be bool"),
+    "missing-array": (_missing_array, "missing array 'next_obs'"),
+    "directory": (_directory, "IsADirectoryError"),
+    "permission": (_unreadable, "PermissionError"),
+    "symlink-outside": (_outside_link, "StorePathError"),
+}
+
+
+@pytest.mark.parametrize("kind", list(CORRUPTIONS))
+def test_unusable_payload_is_skipped_and_queued_for_a_report(fx: Fixture, kind: str,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    corrupt, reason = CORRUPTIONS[kind]
+    path = fx.store.root / fx.refs[0].payload_path
+    corrupt(fx, path, monkeypatch)
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    pairs = [(k, off) for k in range(3) for off in range(4)]
+    batches = cache.batches(fx.sample(pairs, batch_size=4))
+    seen = [pair for batch in batches for pair in check_rows(fx, batch)]
+    assert Counter(seen) == Counter(p for p in pairs if p[0] != 0)  # the other chunks still train
+    assert (cache.corrupt, cache.missing, cache.loaded) == (1, 0, 2)
+    ((chunk_id, why),) = cache.take_corrupt()
+    assert chunk_id == "chunk0" and reason in why
+    assert cache.take_corrupt() == []  # handed over once
+
+
+def test_deleted_payload_is_not_reported(fx: Fixture):
+    fx.store.delete(fx.refs[1].payload_path)  # evicted since the sample: legitimate
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache.batches(fx.sample([(k, 0) for k in range(3)], batch_size=1))
+    assert cache.missing == 1 and cache.take_corrupt() == []

@@ -12,12 +12,15 @@ from pydantic import ValidationError
 
 from coordinator.overrides import parse_overrides
 from shared.config import (
+    CollectorConfig,
     EpsilonSchedule,
     EvalConfig,
     RunConfig,
+    chunk_rows_limit,
     dump_run_config,
     load_run_config,
 )
+from shared.wire import ChunkReport
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -202,6 +205,59 @@ def test_evaluation_even_split_accepted(episodes: int, num_envs: int) -> None:
 def test_evaluation_uneven_split_rejected(episodes: int, num_envs: int) -> None:
     with pytest.raises(ValidationError, match=rf"episodes \({episodes}\).*num_envs \({num_envs}\)"):
         EvalConfig(episodes=episodes, num_envs=num_envs)
+
+
+# ----- chunk size against the wire and the buffer -------------------------------------------------------------
+
+
+def _le(model: type, field: str) -> int:
+    return next(int(m.le) for m in model.model_fields[field].metadata if hasattr(m, "le"))
+
+
+def test_chunk_rows_limit_is_the_chunk_reports_bound() -> None:
+    limit = chunk_rows_limit()
+    assert limit == _le(ChunkReport, "env_steps") == 1_000_000
+    fields = {"chunk_id": "c", "worker_id": "w", "task_id": "t", "payload_path": "chunks/t/c.msgpack",
+              "sha256": "0" * 64, "size_bytes": 1, "policy_version": 0}
+    ChunkReport(env_steps=limit, **fields)
+    with pytest.raises(ValidationError):
+        ChunkReport(env_steps=limit + 1, **fields)
+
+
+def test_num_envs_can_never_exceed_what_a_chunk_report_carries() -> None:
+    """collector.num_envs is bounded tighter than ChunkReport.num_envs, so no config check is needed for it;
+    this fails if someone raises the first above the second."""
+    assert _le(CollectorConfig, "num_envs") <= _le(ChunkReport, "num_envs")
+
+
+def test_chunk_larger_than_a_chunk_report_is_refused_at_load(tmp_path: Path) -> None:
+    doc = {"collector": {"num_envs": 256, "chunk_steps": 4096}, "replay": {"capacity_transitions": 2_000_000}}
+    with pytest.raises(ValidationError) as info:
+        load_run_config(_write(tmp_path, doc))
+    message = str(info.value)
+    assert "collector.num_envs x collector.chunk_steps = 256 x 4096 = 1,048,576 rows" in message
+    assert "1,000,000 rows one chunk report may carry" in message
+    assert "collector.chunk_steps <= 3906" in message
+    fixed = load_run_config(_write(tmp_path, doc), {"collector.chunk_steps": 3906})  # what the message said
+    assert fixed.collector.num_envs * fixed.collector.chunk_steps <= chunk_rows_limit()
+
+
+def test_chunk_larger_than_the_buffer_is_refused_at_load(tmp_path: Path) -> None:
+    doc = {"collector": {"num_envs": 8, "chunk_steps": 256},
+           "replay": {"capacity_transitions": 2000, "min_transitions": 100}}
+    with pytest.raises(ValidationError) as info:
+        load_run_config(_write(tmp_path, doc))
+    message = str(info.value)
+    assert "8 x 256 = 2,048 rows does not fit in replay.capacity_transitions (2,000)" in message
+    assert "at least 2048" in message and "collector.chunk_steps <= 250" in message
+    load_run_config(_write(tmp_path, doc), {"collector.chunk_steps": 250})
+    load_run_config(_write(tmp_path, doc), {"replay.capacity_transitions": 2048})  # exactly one chunk fits
+
+
+def test_buffer_smaller_than_num_envs_suggests_fewer_envs(tmp_path: Path) -> None:
+    doc = {"collector": {"num_envs": 8, "chunk_steps": 1}, "replay": {"capacity_transitions": 4, "min_transitions": 1}}
+    with pytest.raises(ValidationError, match=r"collector.num_envs <= 4"):
+        load_run_config(_write(tmp_path, doc))
 
 
 # ----- epsilon schedule -------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,92 @@ def test_many_puts_leave_only_final_files(store: LocalStore) -> None:
     assert _tmp_leftovers(store.root) == []
     assert len(_all_files(store.root)) == 20
     assert [store.size(f"chunks/t/{i}.msgpack") for i in range(20)] == list(range(20))
+
+
+# ----- deleting never follows symlinks ----------------------------------------------------------------------
+
+
+def test_delete_removes_a_link_inside_the_root_not_its_target(store: LocalStore) -> None:
+    store.put("chunks/t/real.msgpack", b"payload")
+    os.symlink(store.root / "chunks/t/real.msgpack", store.root / "chunks/t/alias.msgpack")
+    assert store.delete("chunks/t/alias.msgpack") is True
+    assert not os.path.lexists(store.root / "chunks/t/alias.msgpack")
+    assert store.get("chunks/t/real.msgpack") == b"payload"  # the target is untouched
+
+
+def test_delete_removes_a_link_pointing_outside_as_a_link(store: LocalStore, tmp_path: Path) -> None:
+    target = tmp_path / "precious"
+    target.write_bytes(b"outside the store")
+    os.symlink(target, store.root / "link")
+    assert store.delete("link") is True
+    assert not os.path.lexists(store.root / "link")
+    assert target.read_bytes() == b"outside the store"
+
+
+def test_delete_never_walks_through_a_linked_directory(store: LocalStore, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "c.msgpack").write_bytes(b"not ours")
+    (store.root / "chunks").mkdir()
+    os.symlink(outside, store.root / "chunks" / "t")
+    store.put("real/c.msgpack", b"ours")
+    os.symlink(store.root / "real", store.root / "inside-alias")  # even a link that stays inside
+    for relpath in ("chunks/t/c.msgpack", "inside-alias/c.msgpack"):
+        with pytest.raises(StorePathError, match="symlink"):
+            store.delete(relpath)
+    assert (outside / "c.msgpack").read_bytes() == b"not ours"
+    assert store.get("real/c.msgpack") == b"ours"
+
+
+def test_delete_of_a_dangling_link_removes_the_link(store: LocalStore, tmp_path: Path) -> None:
+    os.symlink(tmp_path / "gone", store.root / "dangling")
+    assert store.delete("dangling") is True and not os.path.lexists(store.root / "dangling")
+    assert store.delete("dangling") is False
+
+
+def test_delete_refuses_a_directory(store: LocalStore) -> None:
+    store.put("chunks/t/c.msgpack", b"x")
+    with pytest.raises(StorePathError, match="neither a file nor a link"):
+        store.delete("chunks/t")
+    assert store.get("chunks/t/c.msgpack") == b"x"
+
+
+def test_delete_unreferenced_touches_only_regular_files_inside(store: LocalStore, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "victim.msgpack").write_bytes(b"not ours")
+    victim_file = tmp_path / "victim-file"
+    victim_file.write_bytes(b"not ours either")
+    store.put("chunks/t/orphan.msgpack", b"orphan")
+    store.put("chunks/t/kept.msgpack", b"referenced")
+    os.symlink(outside, store.root / "chunks" / "linked-dir")
+    os.symlink(victim_file, store.root / "chunks" / "t" / "linked-file.msgpack")
+    old = time.time() - 3600
+    for path in (store.root / "chunks/t/orphan.msgpack", store.root / "chunks/t/kept.msgpack",
+                 outside / "victim.msgpack", victim_file):
+        os.utime(path, (old, old))
+    deleted = store.delete_unreferenced("chunks", {"chunks/t/kept.msgpack"}, time.time() - 60)
+    assert deleted == 1
+    assert _all_files(store.root) == ["chunks/linked-dir", "chunks/t/kept.msgpack", "chunks/t/linked-file.msgpack"]
+    assert (outside / "victim.msgpack").read_bytes() == b"not ours"
+    assert victim_file.read_bytes() == b"not ours either"
+
+
+def test_delete_unreferenced_under_a_linked_prefix_does_nothing(store: LocalStore, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "t").mkdir(parents=True)
+    (outside / "t" / "old.msgpack").write_bytes(b"not ours")
+    os.utime(outside / "t" / "old.msgpack", (0, 0))
+    os.symlink(outside, store.root / "chunks")
+    assert store.delete_unreferenced("chunks", set(), time.time()) == 0
+    assert (outside / "t" / "old.msgpack").exists()
+
+
+def test_delete_unreferenced_of_a_nested_prefix_reports_root_relative_paths(store: LocalStore) -> None:
+    store.put("chunks/t/a.msgpack", b"a")
+    store.put("chunks/t/b.msgpack", b"b")
+    for name in ("a", "b"):
+        os.utime(store.root / f"chunks/t/{name}.msgpack", (0, 0))
+    assert store.delete_unreferenced("chunks/t", {"chunks/t/a.msgpack"}, time.time()) == 1
+    assert _all_files(store.root) == ["chunks/t/a.msgpack"]
+    assert store.delete_unreferenced("never-written", set(), time.time()) == 0

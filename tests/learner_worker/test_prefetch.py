@@ -1,0 +1,148 @@
+"""Prefetcher against a fake coordinator and a real store: request ids, corrupt reports, failing loudly."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from learner_worker.cache import ChunkCache
+from learner_worker.prefetch import Prefetcher
+from shared.session import WorkerSession
+from shared.wire import SampleRequest
+from shared.worker import EXIT_CRASHED, exit_code
+from tests.learner_worker.test_cache import GAMMA, NSTEP, Fixture
+from tests.shared.fake_coordinator import FakeCoordinator, error, make_session, reply
+
+pytestmark = pytest.mark.timeout(60)
+BUFFER = "replay-0"
+
+
+@pytest.fixture(autouse=True)
+def _short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shared.client.random.random", lambda: 0.0)
+
+
+@pytest.fixture
+def fx(tmp_path: Path) -> Fixture:
+    return Fixture(tmp_path / "store", 3)
+
+
+def serve(fake: FakeCoordinator, fx: Fixture) -> None:
+    """Sample replies drawing row k of chunk k % 3 for item k."""
+    def sample(request: httpx.Request) -> httpx.Response:
+        ask = SampleRequest.model_validate_json(request.content)
+        items = ask.batch_size * ask.num_batches
+        return reply(fx.sample([(k % 3, k % 16) for k in range(items)], batch_size=ask.batch_size))
+    fake.handlers["sample"] = sample
+
+
+def started(fake: FakeCoordinator, fx: Fixture, **kwargs) -> tuple[WorkerSession, Prefetcher]:
+    session = make_session(fake, "learner", **kwargs)
+    session.register()
+    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    return session, Prefetcher(session, cache, BUFFER, batch_size=4, batches_per_request=2)
+
+
+def wait_for(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def finish(session: WorkerSession, prefetch: Prefetcher) -> None:
+    prefetch.stop()
+    assert not prefetch._thread.is_alive()
+    session.close()
+
+
+def test_a_retried_sample_carries_the_id_of_its_first_try(fx: Fixture) -> None:
+    fake = FakeCoordinator(fail_once={"sample"})
+    serve(fake, fx)
+    session, prefetch = started(fake, fx)
+    assert prefetch.get(timeout=10) is not None
+    wait_for(lambda: len(fake.of("sample")) >= 3)
+    finish(session, prefetch)
+    attempts = fake.of("sample")
+    assert [a.status for a in attempts[:3]] == [503, 200, 200]
+    ids = [a.body["request_id"] for a in attempts]
+    assert ids[0] == ids[1], "the retry must reuse the first try's id"
+    assert len(set(ids[1:])) == len(ids) - 1, "every new sample call is a new logical request"
+
+
+def test_nan_priorities_end_the_learner_instead_of_hanging_it(fx: Fixture) -> None:
+    fake = FakeCoordinator()
+    serve(fake, fx)
+    session, prefetch = started(fake, fx)
+    batch = prefetch.get(timeout=10)
+    assert batch is not None
+    prefetch.send_priorities(batch["ids"], np.full(len(batch["ids"]), np.nan))
+    wait_for(lambda: prefetch.get(timeout=0.01) is None and session.stop_event.is_set())  # train on meanwhile
+    wait_for(lambda: not prefetch._thread.is_alive())
+    assert isinstance(session.fatal, ValidationError)
+    assert session.fatal_reason.startswith("prefetch thread: ValidationError:")
+    assert exit_code(session.fatal) == EXIT_CRASHED
+    assert not session.running  # the training loop's condition: it stops instead of waiting for batches
+    assert fake.of("priorities") == []  # never sent
+    finish(session, prefetch)
+
+
+def test_an_unexpected_cache_error_ends_the_learner(fx: Fixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: ChunkCache, sample: object) -> list:
+        raise MemoryError("cannot allocate the batch")
+
+    monkeypatch.setattr(ChunkCache, "batches", broken)
+    fake = FakeCoordinator()
+    serve(fake, fx)
+    session, prefetch = started(fake, fx)
+    wait_for(session.stop_event.is_set)
+    assert prefetch.get(timeout=0.01) is None and not session.running
+    assert isinstance(session.fatal, MemoryError) and exit_code(session.fatal) == EXIT_CRASHED
+    finish(session, prefetch)
+
+
+def test_a_directory_for_a_payload_is_reported_and_skipped(fx: Fixture) -> None:
+    path = fx.store.root / fx.refs[1].payload_path
+    path.unlink()
+    path.mkdir()
+    fake = FakeCoordinator()
+    serve(fake, fx)
+    session, prefetch = started(fake, fx)
+    batches = [prefetch.get(timeout=10) for _ in range(3)]
+    wait_for(lambda: len(fake.of("corrupt")) >= 1)
+    finish(session, prefetch)
+    assert session.fatal is None
+    assert all(b is not None and set(b["obs"][:, 0].tolist()) <= {0.0, 2.0} for b in batches)  # chunk 1 skipped
+    report = fake.of("corrupt")[0]
+    assert report.request.url.path == f"/v1/buffers/{BUFFER}/corrupt"
+    assert report.body["worker_id"] == "worker-1" and report.body["chunk_id"] == "chunk1"
+    assert report.body["reason"].startswith("IsADirectoryError")
+
+
+def test_a_refused_corrupt_report_is_not_fatal(fx: Fixture) -> None:
+    fx.store.put(fx.refs[0].payload_path, b"overwritten")  # sha256 mismatch
+    fake = FakeCoordinator()
+    serve(fake, fx)
+    fake.handlers["corrupt"] = lambda request: error(404, "not_found", "chunk not in the buffer")
+    session, prefetch = started(fake, fx)
+    assert prefetch.get(timeout=10) is not None
+    wait_for(lambda: len(fake.of("corrupt")) >= 2)
+    finish(session, prefetch)
+    assert session.fatal is None and prefetch.error is None
+    assert {r.body["chunk_id"] for r in fake.of("corrupt")} == {"chunk0"}
+
+
+def test_a_lost_lease_is_handed_to_the_training_loop(fx: Fixture) -> None:
+    fake = FakeCoordinator()
+    fake.handlers["sample"] = lambda request: error(404, "unknown_worker", "lease expired")
+    session, prefetch = started(fake, fx)
+    wait_for(lambda: prefetch.error is not None)
+    with pytest.raises(Exception, match="lease expired"):
+        prefetch.get(timeout=0.01)
+    assert session.fatal is None  # the training loop registers again: not a crash
+    finish(session, prefetch)
