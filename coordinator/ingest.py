@@ -20,7 +20,8 @@ from shared.wire import ChunkReport
 
 
 def check_report(report: ChunkReport, config: RunConfig, latest_version: int) -> None:
-    """Refuse a report whose metadata cannot describe a chunk of this run (422 naming the field)."""
+    """Refuse a report whose metadata cannot describe a chunk of this run (422 naming the field). The run
+    config already guarantees such a chunk fits the buffer and the wire (shared/config.py)."""
     expected = chunk_path(report.task_id, report.chunk_id)
     if report.payload_path != expected:
         raise Invalid(f"payload_path must be {expected!r} for this task and chunk id")
@@ -34,9 +35,6 @@ def check_report(report: ChunkReport, config: RunConfig, latest_version: int) ->
         raise Invalid(f"env_steps ({rows}) must be num_envs x collector.chunk_steps = {envs * declared}")
     if steps > declared:
         raise Invalid(f"env_steps ({rows}) exceeds num_envs x collector.chunk_steps = {envs * declared}")
-    if rows > config.replay.capacity_transitions:
-        raise Invalid(f"a chunk of {rows} transitions exceeds the buffer capacity of "
-                      f"{config.replay.capacity_transitions}")
     ends = report.ends
     if ends and (ends[-1] >= rows or any(b <= a for a, b in zip(ends, ends[1:], strict=False))):
         raise Invalid(f"ends must be strictly ascending row indices below env_steps ({rows})")

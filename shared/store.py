@@ -93,10 +93,17 @@ class LocalStore:
         return data
 
     def size(self, relpath: str) -> int | None:
+        """Size of the regular file at `relpath`, None if absent. Reached from the root without following links
+        (a few syscalls, no realpath walk: the coordinator asks this for every chunk report)."""
         try:
-            return self.resolve(relpath).stat().st_size
+            with self._parent_fd(relpath) as (parent, name):
+                info = os.stat(name, dir_fd=parent, follow_symlinks=False)
         except FileNotFoundError:
             return None
+        if not stat.S_ISREG(info.st_mode):
+            raise StorePathError(f"payload path {relpath!r} is not a regular file inside the store root "
+                                 "(a link or a directory)")
+        return info.st_size
 
     @contextlib.contextmanager
     def _parent_fd(self, relpath: str) -> Iterator[tuple[int, str]]:
@@ -112,7 +119,7 @@ class LocalStore:
                     if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                         raise
                     raise StorePathError(f"payload path {relpath!r} leaves the store root or passes through a "
-                                         f"symlink at {part!r}; deleting never follows links") from exc
+                                         f"symlink at {part!r}; the store never follows links") from exc
                 os.close(fd)
                 fd = child
             yield fd, name

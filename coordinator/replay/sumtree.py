@@ -50,6 +50,9 @@ class SumTree:
         pos = leaves + self._size                                # sorted and unique from here on
         self._sums[pos] = vals
         self._mins[pos] = np.where(vals > 0, vals, np.inf)
+        if pos[-1] - pos[0] == pos.size - 1:
+            self._set_parents_of_range(int(pos[0]), int(pos[-1]))
+            return
         for _ in range(self._depth):
             pos = pos >> 1
             if pos.size > 1:
@@ -61,6 +64,21 @@ class SumTree:
             right = left + 1
             self._sums[pos] = self._sums.take(left) + self._sums.take(right)
             self._mins[pos] = np.minimum(self._mins.take(left), self._mins.take(right))
+
+    def _set_parents_of_range(self, lo: int, hi: int) -> None:
+        """Recompute the ancestors of the contiguous nodes lo..hi with slices while a level has several, then
+        one scalar node per level (a chunk's rows are contiguous slots: the common case, several times cheaper
+        than gathering by index)."""
+        sums, mins = self._sums, self._mins
+        while lo > 1 and hi > lo:
+            lo, hi = lo >> 1, hi >> 1
+            np.add(sums[2 * lo:2 * hi + 2:2], sums[2 * lo + 1:2 * hi + 2:2], out=sums[lo:hi + 1])
+            np.minimum(mins[2 * lo:2 * hi + 2:2], mins[2 * lo + 1:2 * hi + 2:2], out=mins[lo:hi + 1])
+        while lo > 1:
+            lo >>= 1
+            left = 2 * lo
+            sums[lo] = sums.item(left) + sums.item(left + 1)
+            mins[lo] = min(mins.item(left), mins.item(left + 1))
 
     # ----- queries ---------------------------------------------------------------------------------------
     def get(self, idx: np.ndarray) -> np.ndarray:
