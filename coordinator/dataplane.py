@@ -35,6 +35,11 @@ class Change:
     gone: list[Entry] = field(default_factory=list)
     replay: ReplayRecord | None = None
 
+    def merge(self, other: Change) -> None:
+        """Fold another ingest's change into this one (no replay records: ingest never writes one)."""
+        self.statements += other.statements
+        self.gone += other.gone
+
 
 class DataPlane:
     def __init__(self, config: RunConfig, idempotency_seconds: float, max_ids: int) -> None:

@@ -103,25 +103,28 @@ class Run(RunCore):
     def _ingest_sized(self, report: ChunkReport, size: int | None | StorePathError) -> ChunkAck:
         fresh = self.admit(report, size)
         if fresh:
-            self.accept(report)
+            self.accept(self.data.ingest(report, self.policies.latest_version, self.wall_clock()))
         return ChunkAck(chunk_id=report.chunk_id, duplicate=not fresh, directive=self.directive("collector"))
 
     async def ingest_one(self, report: ChunkReport) -> ChunkAck:
         return await self.settled(self._ingest_sized(report, await asyncio.to_thread(self._size, report.payload_path)))
 
     async def ingest_batch(self, reports: list[ChunkReport]) -> ChunkBatchAck:
-        """Each report on its own terms; one thread hop for all payload sizes, one settle for all commits."""
+        """Each report on its own terms; one thread hop for all payload sizes, one journal submission (and one
+        component snapshot) for all accepted chunks, one settle."""
         sizes = await asyncio.to_thread(lambda: [self._size(r.payload_path) for r in reports])
-        results = []
+        results, accepted = [], Change()
         for report, size in zip(reports, sizes, strict=True):
             try:
                 fresh = self.admit(report, size)
                 if fresh:
-                    self.accept(report)
+                    accepted.merge(self.data.ingest(report, self.policies.latest_version, self.wall_clock()))
                 results.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=not fresh))
             except CoordinatorError as exc:
                 results.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=False, error=exc.code,
                                             message=exc.message))
+        if accepted.statements:
+            self.accept(accepted)
         await self.settle()
         return ChunkBatchAck(results=results, directive=self.directive("collector"))
 

@@ -249,9 +249,8 @@ class RunCore:
             raise Invalid(f"payload {report.payload_path!r} has {size} bytes, report says {report.size_bytes}")
         return True
 
-    def accept(self, report: ChunkReport) -> None:
-        """Acknowledge an admitted chunk (memory and journal); the caller settles before replying."""
-        change = self.data.ingest(report, self.policies.latest_version, self.wall_clock())
+    def accept(self, change: Change) -> None:
+        """Journal chunks the data plane took in (`data.ingest`); the caller settles before replying."""
         self.lifecycle.check_budget(self.data.env_steps, self.clock())
         self._commit([], "data", "lifecycle", change=change)
         self.data_signal.fire()

@@ -105,7 +105,7 @@ class ReplayBuffer:
         if entry.ends and (min(entry.ends) < 0 or max(entry.ends) >= rows):  # checked before anything changes
             raise ValueError(f"chunk {entry.chunk_id!r}: episode ends must be row indices below {rows}")
         slots = (self.head + np.arange(rows)) % self.capacity
-        gone = self._overwrite(slots)
+        gone = self._overwrite(slots, refresh_tree=False)  # the tree.set over all of `slots` below refreshes it
         leaf = self.new_leaf if initial_leaf is None else initial_leaf
         chunk = Chunk(entry, self._next_key, self.head, leaf, rows, 0)
         self._next_key += 1
@@ -135,12 +135,13 @@ class ReplayBuffer:
             gone.append(self.drop(chunk))
         return chunk, gone
 
-    def _overwrite(self, slots: np.ndarray) -> list[Entry]:
-        """Take `slots` away from their current chunks (FIFO at capacity); chunks left without items go."""
+    def _overwrite(self, slots: np.ndarray, refresh_tree: bool = True) -> list[Entry]:
+        """Take `slots` away from their current chunks (FIFO at capacity); chunks left without items go.
+        `refresh_tree=False` leaves the sums above `slots` stale for a caller that sets all of `slots` next."""
         held = slots[self.ids[slots] >= 0]
         if len(held) == 0:
             return []
-        self._kill_items(held[self.length[held] > 0])
+        self._kill_items(held[self.length[held] > 0], refresh_tree)
         keys, counts = np.unique(self.chunk_key[held], return_counts=True)
         self.ids[held] = -1
         self.chunk_key[held] = -1
@@ -154,7 +155,7 @@ class ReplayBuffer:
                 gone.append(self.drop(chunk))
         return gone
 
-    def _kill_items(self, item_slots: np.ndarray) -> None:
+    def _kill_items(self, item_slots: np.ndarray, refresh_tree: bool = True) -> None:
         """Retire live items (their rows stay for other items that span them)."""
         if len(item_slots) == 0:
             return
@@ -164,8 +165,10 @@ class ReplayBuffer:
         for key, n in zip(keys.tolist(), counts.tolist(), strict=True):
             self.chunks[key].live_items -= n
         self.length[item_slots] = 0
-        if self.tree is not None:
+        if self.tree is not None and refresh_tree:
             self.tree.set(item_slots, np.zeros(len(item_slots)))
+        elif self.tree is not None:
+            self.tree.clear_leaves(item_slots)
         else:
             for slot in item_slots.tolist():
                 self.queue.pop(slot, None)

@@ -65,6 +65,13 @@ class SumTree:
             self._sums[pos] = self._sums.take(left) + self._sums.take(right)
             self._mins[pos] = np.minimum(self._mins.take(left), self._mins.take(right))
 
+    def clear_leaves(self, idx: np.ndarray) -> None:
+        """Zero leaves WITHOUT updating their ancestors: only for a caller that `set`s a batch covering them
+        right after (a chunk overwriting the ring), which recomputes those ancestors once instead of twice."""
+        pos = self._leaf_index(idx) + self._size
+        self._sums[pos] = 0.0
+        self._mins[pos] = np.inf
+
     def _set_parents_of_range(self, lo: int, hi: int) -> None:
         """Recompute the ancestors of the contiguous nodes lo..hi with slices while a level has several, then
         one scalar node per level (a chunk's rows are contiguous slots: the common case, several times cheaper

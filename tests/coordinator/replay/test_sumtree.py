@@ -278,3 +278,26 @@ def test_importing_the_sumtree_loads_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_a_ring_of_overwriting_chunks_keeps_every_internal_node_exact() -> None:
+    """add() zeroes overwritten leaves without refreshing their ancestors and lets its own set() do it once:
+    every node must still be exactly the sum (and min) of its children, also across the ring's wrap."""
+    from coordinator.replay.buffer import Entry, ReplayBuffer
+    from shared.config import ReplayConfig, SamplingConfig
+
+    buffer = ReplayBuffer("r", ReplayConfig(capacity_transitions=1000, min_transitions=1, sampler="prioritized"),
+                          SamplingConfig())
+    rng = np.random.default_rng(0)
+    for i in range(200):
+        rows = int(rng.integers(1, 40)) * 2
+        buffer.add(Entry(f"c{i}", f"chunks/t/c{i}.msgpack", "0" * 64, rows, 0, 2, (rows - 1,), ()))
+        if i % 7 == 0 and buffer.items:
+            drawn = buffer.sample(rng, 8, 0.4)
+            buffer.update_priorities(drawn.ids, rng.random(len(drawn.ids)) + 0.1)
+        tree = buffer.tree
+        assert tree is not None
+        size = tree._size
+        for node in range(size - 1, 0, -1):
+            assert tree._sums[node] == tree._sums[2 * node] + tree._sums[2 * node + 1]
+            assert tree._mins[node] == min(tree._mins[2 * node], tree._mins[2 * node + 1])
