@@ -61,12 +61,26 @@ class PayloadLifetime:
         self._thread.join(timeout=30)
 
     def _loop(self) -> None:
-        while (path := self._doomed.get()) is not None:
+        """Delete in batches: whatever queued up while the last batch ran, each directory opened once."""
+        while (first := self._doomed.get()) is not None:
+            batch, done = [first], False
+            while not done and len(batch) < 1024:
+                try:
+                    path = self._doomed.get_nowait()
+                except queue.Empty:
+                    break
+                if path is None:
+                    done = True
+                    self._doomed.task_done()
+                else:
+                    batch.append(path)
             try:
-                self.store.delete(path)
-                self.deleted += 1
-            except Exception:  # a failed delete leaves an orphan for the GC sweep; the thread must go on
-                log.exception("could not delete payload %s", path)
+                self.deleted += self.store.delete_many(batch)
+            except Exception:  # a failed delete leaves orphans for the GC sweep; the thread must go on
+                log.exception("could not delete %d payloads", len(batch))
             finally:
-                self._doomed.task_done()
+                for _ in batch:
+                    self._doomed.task_done()
+            if done:
+                return
         self._doomed.task_done()

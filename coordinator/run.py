@@ -95,6 +95,12 @@ class Run(RunCore):
         except StorePathError as exc:
             return exc
 
+    async def _payload_sizes(self, reports: list[ChunkReport]) -> list[int | None | StorePathError]:
+        """Payload sizes: inline for a local store (microseconds each), in a thread for a remote one."""
+        if self.store.local:
+            return [self._size(r.payload_path) for r in reports]
+        return await asyncio.to_thread(lambda: [self._size(r.payload_path) for r in reports])
+
     def ingest(self, report: ChunkReport) -> ChunkAck:
         """Acknowledge a chunk exactly once (stats the payload inline: tests and tools; routes use the async
         forms)."""
@@ -107,12 +113,13 @@ class Run(RunCore):
         return ChunkAck(chunk_id=report.chunk_id, duplicate=not fresh, directive=self.directive("collector"))
 
     async def ingest_one(self, report: ChunkReport) -> ChunkAck:
-        return await self.settled(self._ingest_sized(report, await asyncio.to_thread(self._size, report.payload_path)))
+        (size,) = await self._payload_sizes([report])
+        return await self.settled(self._ingest_sized(report, size))
 
     async def ingest_batch(self, reports: list[ChunkReport]) -> ChunkBatchAck:
         """Each report on its own terms; one thread hop for all payload sizes, one journal submission (and one
         component snapshot) for all accepted chunks, one settle."""
-        sizes = await asyncio.to_thread(lambda: [self._size(r.payload_path) for r in reports])
+        sizes = await self._payload_sizes(reports)
         results, accepted = [], Change()
         for report, size in zip(reports, sizes, strict=True):
             try:

@@ -60,6 +60,10 @@ def atomic_write(path: Path, data: bytes) -> None:
 class LocalStore:
     """A directory (a shared volume in compose) holding chunk payloads and policy files."""
 
+    # Metadata calls (size, delete) are local syscalls answered in microseconds: an event loop may make them
+    # inline rather than pay a thread hop and GIL hand-offs per request (a remote store would not be).
+    local = True
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -155,10 +159,32 @@ class LocalStore:
         nothing is there; StorePathError if the way there passes through a link or the entry is something else."""
         try:
             with self._parent_fd(relpath) as (parent, name):
-                mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
-                if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-                    raise StorePathError(f"payload path {relpath!r} is neither a file nor a link; nothing deleted")
-                os.unlink(name, dir_fd=parent)  # unlink never follows a link in its last segment
-                return True
+                return self._unlink_in(parent, name, relpath)
         except FileNotFoundError:
             return False
+
+    def delete_many(self, relpaths: list[str]) -> int:
+        """`delete` for many files, opening each directory once (a batch of evicted chunks shares a few task
+        directories). A path that cannot be deleted is skipped and does not stop the others; returns how many
+        were deleted."""
+        by_dir: dict[str, list[str]] = {}
+        for relpath in relpaths:
+            by_dir.setdefault(relpath.rpartition("/")[0], []).append(relpath)
+        deleted = 0
+        for paths in by_dir.values():
+            try:
+                with self._parent_fd(paths[0]) as (parent, _):
+                    for relpath in paths:
+                        with contextlib.suppress(FileNotFoundError, StorePathError):
+                            deleted += self._unlink_in(parent, self._check(relpath).rpartition("/")[2], relpath)
+            except (FileNotFoundError, StorePathError):
+                continue
+        return deleted
+
+    @staticmethod
+    def _unlink_in(parent: int, name: str, relpath: str) -> bool:
+        mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            raise StorePathError(f"payload path {relpath!r} is neither a file nor a link; nothing deleted")
+        os.unlink(name, dir_fd=parent)  # unlink never follows a link in its last segment
+        return True

@@ -319,3 +319,20 @@ def test_delete_unreferenced_of_a_nested_prefix_reports_root_relative_paths(stor
     assert store.delete_unreferenced("chunks/t", {"chunks/t/a.msgpack"}, time.time()) == 1
     assert _all_files(store.root) == ["chunks/t/a.msgpack"]
     assert store.delete_unreferenced("never-written", set(), time.time()) == 0
+
+
+def test_delete_many_removes_files_across_directories_and_skips_what_it_must_not_touch(
+        store: LocalStore, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"keep me")
+    for path in ("chunks/a/1.msgpack", "chunks/a/2.msgpack", "chunks/b/3.msgpack"):
+        store.put(path, b"x")
+    (store.root / "chunks" / "a" / "link").symlink_to(outside)
+    (store.root / "chunks" / "a" / "dir").mkdir()
+    (store.root / "chunks" / "c").symlink_to(tmp_path)  # a linked directory: never entered
+    deleted = store.delete_many(["chunks/a/1.msgpack", "chunks/a/dir", "chunks/a/gone.msgpack", "chunks/a/link",
+                                 "chunks/b/3.msgpack", "chunks/c/outside.txt", "chunks/a/2.msgpack"])
+    assert deleted == 4  # 1, 2, 3 and the link itself
+    assert outside.read_bytes() == b"keep me"
+    assert (store.root / "chunks" / "a" / "dir").is_dir()
+    assert sorted(p.name for p in (store.root / "chunks").rglob("*") if p.is_file()) == []
