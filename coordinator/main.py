@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from coordinator.errors import CoordinatorError
+from coordinator.gcpacing import GcPacing
 from coordinator.journal import Journal
 from coordinator.metrics import MetricsRecorder
 from coordinator.middleware import BodySizeLimit, TokenGate
@@ -50,9 +51,11 @@ async def _tick_loop(app: FastAPI) -> None:
     settings: CoordinatorSettings = app.state.settings
     finished = not run_.lifecycle.running  # a resumed run that had already ended
     last_gc = asyncio.get_running_loop().time()
+    pacing = GcPacing()
     while True:
         await asyncio.sleep(settings.tick_seconds)
         try:
+            pacing.tick()
             run_.tick()
             await run_.settle()
             if asyncio.get_running_loop().time() - last_gc >= settings.gc_every_seconds:
