@@ -51,11 +51,12 @@ async def _tick_loop(app: FastAPI) -> None:
     settings: CoordinatorSettings = app.state.settings
     finished = not run_.lifecycle.running  # a resumed run that had already ended
     last_gc = asyncio.get_running_loop().time()
-    pacing = GcPacing()
+    pacing = GcPacing() if settings.gc_pacing else None
     while True:
         await asyncio.sleep(settings.tick_seconds)
         try:
-            pacing.tick()
+            if pacing is not None:
+                pacing.tick()
             run_.tick()
             await run_.settle()
             if asyncio.get_running_loop().time() - last_gc >= settings.gc_every_seconds:

@@ -58,7 +58,7 @@ def config_file(tmp_path: Path, run_config: RunConfig) -> Path:
 @pytest.fixture
 def coordinator_settings(config_file: Path, data_dir: Path, tokens: dict[str, str]) -> CoordinatorSettings:
     return CoordinatorSettings(config=config_file, data_dir=data_dir, tokens_file=data_dir / "tokens.json",
-                               sample_wait_seconds=0.05, tick_seconds=0.2)
+                               sample_wait_seconds=0.05, tick_seconds=0.2, gc_pacing=False)
 
 
 @pytest.fixture
