@@ -51,12 +51,16 @@ def _check_journal(run_dir: Path, coordinator_kills: int) -> dict[str, int]:
 def _soak_one_run(data_dir: Path, seed: int, rng: random.Random, order: list[str],
                   until: float) -> tuple[list[str], str]:
     """One `rlfleet up` run, killing a random service every KILL_EVERY s until it ends or `until` passes."""
-    up = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir",
-         str(data_dir), "--port", str(free_port()), "--seed", str(seed)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
-        env={**os.environ, "RLFLEET_IDEMPOTENCY_SECONDS": "7200"},  # keep every chunk row for the final check
-    )
+    data_dir.mkdir(parents=True)
+    # Its output goes to a file, not a pipe read only at the end: a full pipe would block the supervisor.
+    out_path = data_dir / "up.out"
+    with open(out_path, "wb") as out_file:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir",
+             str(data_dir), "--port", str(free_port()), "--seed", str(seed)],
+            cwd=REPO, stdout=out_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "RLFLEET_IDEMPOTENCY_SECONDS": "7200"},  # keep every chunk row for the final check
+        )
     kills: list[str] = []
     try:
         while time.monotonic() < until and up.poll() is None:
@@ -73,11 +77,12 @@ def _soak_one_run(data_dir: Path, seed: int, rng: random.Random, order: list[str
             while time.monotonic() < deadline and up.poll() is None and len(_children(up.pid, service)) < len(pids):
                 time.sleep(0.2)
             assert up.poll() is not None or len(_children(up.pid, service)) == len(pids), \
-                f"{service} did not come back within {KILL_EVERY:.0f}s of its kill"
-        out, _ = up.communicate(timeout=900)
+                f"{service} did not come back within {KILL_EVERY:.0f}s of its kill:\n{out_path.read_text()[-3000:]}"
+        up.wait(timeout=900)
     finally:
         if up.poll() is None:
             up.kill()
+    out = out_path.read_text(errors="replace")
     assert up.returncode == 0 and "run solved" in out, f"seed {seed}, kills {kills}:\n{out[-4000:]}"
     return kills, out
 
