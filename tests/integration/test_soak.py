@@ -38,7 +38,8 @@ def _children(parent: int, service: str) -> list[int]:
 
 def _check_journal(run_dir: Path, coordinator_kills: int) -> dict[str, int]:
     summary = json.loads((run_dir / "summary.json").read_text())  # the final /v1/status
-    assert summary["coordinator_resumes"] == coordinator_kills, summary["coordinator_resumes"]
+    # Every coordinator kill is resumed, except one that lands as the run ends (nothing restarts it then).
+    assert coordinator_kills - 1 <= summary["coordinator_resumes"] <= coordinator_kills, summary["coordinator_resumes"]
     db = sqlite3.connect(run_dir / "coordinator.sqlite")
     rows = db.execute("SELECT chunk_id, transitions FROM chunks").fetchall()
     data = json.loads(db.execute("SELECT value FROM meta WHERE key='data'").fetchone()[0])
@@ -62,21 +63,25 @@ def _soak_one_run(data_dir: Path, seed: int, rng: random.Random, order: list[str
             env={**os.environ, "RLFLEET_IDEMPOTENCY_SECONDS": "7200"},  # keep every chunk row for the final check
         )
     kills: list[str] = []
+
+    def over() -> bool:  # the run ended (rlfleet up is draining its services): nothing is restarted any more
+        return up.poll() is not None or "stopping services" in out_path.read_text(errors="replace")
+
     try:
-        while time.monotonic() < until and up.poll() is None:
+        while time.monotonic() < until and not over():
             time.sleep(KILL_EVERY)
             if not order:  # random order, but every kind of service within each round of four kills
                 order.extend(rng.sample(SERVICES, len(SERVICES)))
             service = order.pop()
             pids = _children(up.pid, service)
-            if not pids or up.poll() is not None:
+            if not pids or over():
                 continue
             os.kill(rng.choice(pids), signal.SIGKILL)
             kills.append(service)
             deadline = time.monotonic() + KILL_EVERY
-            while time.monotonic() < deadline and up.poll() is None and len(_children(up.pid, service)) < len(pids):
+            while time.monotonic() < deadline and not over() and len(_children(up.pid, service)) < len(pids):
                 time.sleep(0.2)
-            assert up.poll() is not None or len(_children(up.pid, service)) == len(pids), \
+            assert over() or len(_children(up.pid, service)) == len(pids), \
                 f"{service} did not come back within {KILL_EVERY:.0f}s of its kill:\n{out_path.read_text()[-3000:]}"
         up.wait(timeout=900)
     finally:
