@@ -88,19 +88,6 @@ class Run(RunCore):
         return ClaimResponse(task=self.task_model(task) if task else None, directive=self.directive(worker.kind))
 
     # ----- chunks ------------------------------------------------------------------------------------------
-    def _size(self, path: str) -> int | None | StorePathError:
-        """The payload's size, None if absent, or the reason its path is refused (said in the 422)."""
-        try:
-            return self.store.size(path)
-        except StorePathError as exc:
-            return exc
-
-    async def _payload_sizes(self, reports: list[ChunkReport]) -> list[int | None | StorePathError]:
-        """Payload sizes: inline for a local store (microseconds each), in a thread for a remote one."""
-        if self.store.local:
-            return [self._size(r.payload_path) for r in reports]
-        return await asyncio.to_thread(lambda: [self._size(r.payload_path) for r in reports])
-
     def ingest(self, report: ChunkReport) -> ChunkAck:
         """Acknowledge a chunk exactly once (stats the payload inline: tests and tools; routes use the async
         forms)."""

@@ -227,6 +227,19 @@ class RunCore:
                                seed=seed)
         return EvaluatorTask(task_id=task.task_id, env=cfg.env, evaluation=cfg.evaluation, net=cfg.net, seed=seed)
 
+    def _size(self, path: str) -> int | None | StorePathError:
+        """The payload's size, None if absent, or the reason its path is refused (said in the 422)."""
+        try:
+            return self.store.size(path)
+        except StorePathError as exc:
+            return exc
+
+    async def _payload_sizes(self, reports: list[ChunkReport]) -> list[int | None | StorePathError]:
+        """Payload sizes: inline for a local store (microseconds each), in a thread for a remote one."""
+        if self.store.local:
+            return [self._size(r.payload_path) for r in reports]
+        return await asyncio.to_thread(lambda: [self._size(r.payload_path) for r in reports])
+
     def admit(self, report: ChunkReport, size: int | None | StorePathError) -> bool:
         """Check a chunk report (False for a retry of an acknowledged one); raises for a report to refuse."""
         if self.data.ledger.seen(report.chunk_id, report.sha256):
