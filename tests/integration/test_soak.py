@@ -76,12 +76,17 @@ def _soak_one_run(data_dir: Path, seed: int, rng: random.Random, order: list[str
             pids = _children(up.pid, service)
             if not pids or over():
                 continue
-            os.kill(rng.choice(pids), signal.SIGKILL)
+            victim = rng.choice(pids)
+            os.kill(victim, signal.SIGKILL)
             kills.append(service)
+
+            def back() -> bool:  # as many as before, the victim not counted (it lingers in /proc while it dies)
+                return len(set(_children(up.pid, service)) - {victim}) == len(pids)  # noqa: B023
+
             deadline = time.monotonic() + KILL_EVERY
-            while time.monotonic() < deadline and not over() and len(_children(up.pid, service)) < len(pids):
+            while time.monotonic() < deadline and not over() and not back():
                 time.sleep(0.2)
-            assert over() or len(_children(up.pid, service)) == len(pids), \
+            assert over() or back(), \
                 f"{service} did not come back within {KILL_EVERY:.0f}s of its kill:\n{out_path.read_text()[-3000:]}"
         up.wait(timeout=900)
     finally:
