@@ -40,6 +40,8 @@ from shared.wire import (
     EvaluatorTask,
     JournalStatus,
     LearnerTask,
+    PolicyRef,
+    RunState,
     Task,
     WorkerKind,
 )
@@ -199,7 +201,7 @@ class RunCore:
         self.journal.committer.drain()
         self.payloads.flush()
 
-    def policy_durable(self, policy: Any) -> None:
+    def policy_durable(self, policy: PolicyRef) -> None:
         self.policies.mark_committed(policy)
         self.policy_signal.fire()
 
@@ -209,7 +211,7 @@ class RunCore:
         return Directive(run_state=self.lifecycle.state, policy=self.policies.committed, pause_seconds=pause,
                          env_steps_total=self.data.env_steps)
 
-    def end(self, state: Any, message: str) -> None:
+    def end(self, state: RunState, message: str) -> None:
         if self.lifecycle.end(state, message, self.clock()):
             self._commit([], "lifecycle")
             self.policy_signal.fire()
