@@ -603,15 +603,8 @@ class SimCollector:
     async def chunk_loop(self) -> None:
         fleet, cfg = self.fleet, self.fleet.cfg
         period = cfg.chunk_interval * cfg.batch
-        next_at = time.perf_counter() + random.uniform(0, period)  # spread the fleet's reports over the period
-        while True:
-            delay = next_at - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if fleet.stopping:
-                return
-            start = time.perf_counter()
-            next_at = max(next_at + period, start)  # closed loop: never burst to catch up
+        pacer = Pacer(period, time.perf_counter() + random.uniform(0, period))  # spread the fleet over the period
+        while (start := await pacer.tick(lambda: fleet.stopping)) is not None:
             generation = self.generation
             reports = [self._write_chunk() for _ in range(cfg.batch)]
             if fleet.rec.in_window(start):
@@ -652,7 +645,30 @@ class SimCollector:
             pause = self._directive(reply.get("directive"))
             if pause > 0:
                 fleet.rec.paused += 1
-                next_at = max(next_at, time.perf_counter() + pause)
+                pacer.hold_until(time.perf_counter() + pause)
+
+
+class Pacer:
+    """Ticks every `period` seconds from `first_at`. Closed loop: a late tick moves the schedule on instead of
+    bursting to catch up, as a real worker that waits for each reply would."""
+
+    def __init__(self, period: float, first_at: float) -> None:
+        self.period, self.next_at = period, first_at
+
+    async def tick(self, stopping: Any) -> float | None:
+        """Sleep until the next tick; its start time, or None once `stopping()`."""
+        delay = self.next_at - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if stopping():
+            return None
+        start = time.perf_counter()
+        self.next_at = max(self.next_at + self.period, start)
+        return start
+
+    def hold_until(self, when: float) -> None:
+        """No tick before `when` (a pause directive)."""
+        self.next_at = max(self.next_at, when)
 
 
 class SimLearner:
@@ -687,15 +703,8 @@ class SimLearner:
     async def sample_loop(self) -> None:
         fleet, cfg = self.fleet, self.fleet.cfg
         target = f"/v1/buffers/{self.buffer_id}/sample"
-        next_at = time.perf_counter()
-        while not fleet.stopping:
-            delay = next_at - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            if fleet.stopping:
-                return
-            start = time.perf_counter()
-            next_at = max(next_at + cfg.sample_interval, start)
+        pacer = Pacer(cfg.sample_interval, time.perf_counter())
+        while (start := await pacer.tick(lambda: fleet.stopping)) is not None:
             self.requests += 1
             body = {"worker_id": self.worker_id, "batch_size": cfg.sample_batch_size,
                     "num_batches": cfg.sample_batches, "request_id": f"s-{fleet.tag}-{self.requests}"}

@@ -67,8 +67,8 @@ class Run(RunCore):
     async def heartbeat_reply(self, worker_id: str, scope: str, newer_than: int | None, wait: float) -> bytes:
         """Renew the lease; with `newer_than`, hold the reply until a newer policy is durable (at most `wait`).
         A publish wakes every waiter at once; they share one serialised reply while nothing else changed."""
-        self.fleet.worker(worker_id, self.clock(), scope=scope)  # unknown or foreign: refused before waiting
         if newer_than is not None:
+            self.fleet.worker(worker_id, self.clock(), scope=scope)  # unknown or foreign: refused before waiting
             await self.wait_until(lambda: self.policies.committed_version > newer_than, self.policy_signal,
                                   min(wait, self.max_wait_seconds))
         reply = self.heartbeat(worker_id, scope)  # renews the lease again after the wait
@@ -136,27 +136,31 @@ class Run(RunCore):
     # ----- sampling and learning ---------------------------------------------------------------------------
     def sample(self, request: SampleRequest) -> SampleResponse:
         """Draw now (no waiting); a retry of the learner's last request id gets that same reply."""
+        return SampleResponse.model_validate_json(self._draw(request))
+
+    def _draw(self, request: SampleRequest) -> str:
+        """The reply as JSON, serialised once: journalled for retries and sent as it is."""
         worker = self.fleet.worker(request.worker_id, self.clock(), "learner")
         if worker.task_id is None:
             raise Conflict(f"worker {request.worker_id!r} holds no learner task; claim one first")
         retried = self.data.retried(worker.worker_id, request.request_id)
         if retried is not None:
-            return SampleResponse.model_validate_json(retried)
+            return retried
         drawn, change = self.data.sample(request, self.policies.latest_version)
         self.payloads.consumed(self.clock(), [e.payload_path for e in drawn.gone])
         change.gone = []  # consumed files outlive the draw by a grace period (the learner is about to read them)
-        reply = self.data.response(drawn, request.batch_size, self.directive("learner"))
-        statements = self.data.remember_reply(worker.worker_id, request.request_id, reply.model_dump_json())
-        self._commit(statements, "data", change=change)
-        return reply
+        body = self.data.response(drawn, request.batch_size, self.directive("learner")).model_dump_json()
+        self._commit(self.data.remember_reply(worker.worker_id, request.request_id, body), "data", change=change)
+        return body
 
-    async def sample_waiting(self, request: SampleRequest) -> SampleResponse:
-        """Wait (without a thread) until the draw can be served, up to the configured wait, then draw."""
+    async def sample_waiting(self, request: SampleRequest) -> str:
+        """Wait (without a thread) until the draw can be served, up to the configured wait, then draw; the
+        reply's JSON, ready to send."""
         hoped = self.data.sample_size(request)[3]
         await self.wait_until(lambda: self.data.retried(request.worker_id, request.request_id) is not None
                               or self.data.servable(hoped), self.data_signal,
                               min(self.config.sampling.max_wait_seconds, self.sample_wait_seconds))
-        return await self.settled(self.sample(request))
+        return await self.settled(self._draw(request))
 
     def update_priorities(self, update: PriorityUpdate) -> PriorityAck:
         if len(update.ids) != len(update.priorities):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from coordinator.deps import CollectorScope, LearnerScope, RunDep
 from coordinator.errors import NotFound
@@ -42,9 +42,9 @@ def _check_buffer(buffer_id: str, run: RunDep) -> None:
 
 @router.post("/buffers/{buffer_id}/sample", response_model=SampleResponse,
              summary="Sample item references (409 not_enough_data while the rate limiter holds)")
-async def sample(buffer_id: str, body: SampleRequest, run: RunDep, _: LearnerScope) -> SampleResponse:
+async def sample(buffer_id: str, body: SampleRequest, run: RunDep, _: LearnerScope) -> Response:
     _check_buffer(buffer_id, run)
-    return await run.sample_waiting(body)
+    return Response(content=await run.sample_waiting(body), media_type="application/json")
 
 
 @router.post("/buffers/{buffer_id}/priorities", response_model=PriorityAck,

@@ -411,7 +411,8 @@ def test_queue_sample_waits_for_max_batch_size_and_settles_for_min(run_config: R
 
     async def scenario() -> None:
         start = time.monotonic()
-        resp = await run.sample_waiting(request)  # 64 < 128 queued: waits the full 0.4 s, then serves 64 >= 32
+        # 64 < 128 queued: waits the full 0.4 s, then serves 64 >= 32
+        resp = SampleResponse.model_validate_json(await run.sample_waiting(request))
         elapsed = time.monotonic() - start
         assert 0.35 <= elapsed < 2.0
         assert served_chunk_ids(resp) == ["c0", "c1"]
@@ -426,7 +427,7 @@ def test_queue_sample_waits_for_max_batch_size_and_settles_for_min(run_config: R
         for i in range(3, 6):
             run.ingest(chunk(run, w, t, f"c{i}"))
         completed = time.monotonic()
-        resp = await asyncio.wait_for(waiting, 5)
+        resp = SampleResponse.model_validate_json(await asyncio.wait_for(waiting, 5))
         done = time.monotonic()
         assert served_chunk_ids(resp) == ["c2", "c3", "c4", "c5"]
         assert done - completed < 1.0
