@@ -72,10 +72,11 @@ def _soak_one_run(data_dir: Path, seed: int, rng: random.Random, order: list[str
             time.sleep(KILL_EVERY)
             if not order:  # random order, but every kind of service within each round of four kills
                 order.extend(rng.sample(SERVICES, len(SERVICES)))
-            service = order.pop()
+            service = order[-1]  # taken off the order only once killed: a run's end never skips a kind
             pids = _children(up.pid, service)
             if not pids or over():
                 continue
+            order.pop()
             victim = rng.choice(pids)
             os.kill(victim, signal.SIGKILL)
             kills.append(service)
@@ -105,10 +106,14 @@ def test_runs_solve_while_a_random_service_is_killed_every_12_seconds(tmp_path: 
     all_kills: list[str] = []
     order: list[str] = []
     seed = 0
-    while time.monotonic() - started < soak:
+    # At least `soak` seconds, and on until every kind of service was killed (runs that solve by luck within
+    # seconds see few kills), but never past three times the soak.
+    while (time.monotonic() - started < soak or set(all_kills) != set(SERVICES)) and \
+            time.monotonic() - started < 3 * soak:
         seed += 1
         data_dir = tmp_path / f"seed{seed}"
-        kills, out = _soak_one_run(data_dir, seed, rng, order, started + soak)
+        until = max(started + soak, time.monotonic() + 4 * KILL_EVERY)
+        kills, out = _soak_one_run(data_dir, seed, rng, order, until)
         (run_dir,) = (data_dir / "runs").iterdir()
         counts = _check_journal(run_dir, kills.count("coordinator"))
         all_kills += kills
