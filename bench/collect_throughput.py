@@ -33,7 +33,7 @@ def baseline_worker(envs: int, chunk_steps: int, seconds: float, warmup: float) 
 
     torch.set_num_threads(1)
     cfg = RunConfig()
-    rollout = Rollout(cfg.env.id, envs, cfg.net, seed=0)
+    rollout = Rollout(cfg.env, envs, cfg.net, seed=0)
     end_warm = time.perf_counter() + warmup
     while time.perf_counter() < end_warm:
         rollout.collect(chunk_steps, 0.1)

@@ -72,7 +72,7 @@ def _claim_and_collect(session: WorkerSession, layout: RunLayout) -> None:
 
 def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> None:
     generation = session.generation
-    rollout = Rollout(task.env.id, task.collector.num_envs, task.net, task.seed, sample=task.algo == "ppo")
+    rollout = Rollout(task.env, task.collector.num_envs, task.net, task.seed, sample=task.algo == "ppo")
     uploader = Uploader(session, store)
     sync = task.sampling.force_sync
     follower = PolicyFollower(session, store, rollout)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shared.config import NetConfig
+from shared.config import EnvConfig, NetConfig
 from shared.envs import ENV_ERROR, make_vector_env, space_dims
 from shared.inference import NumpyPolicy
 
@@ -50,8 +50,8 @@ class Chunk:
 
 
 class Rollout:
-    def __init__(self, env_id: str, num_envs: int, net: NetConfig, seed: int, sample: bool = False) -> None:
-        self.env = make_vector_env(env_id, num_envs, reset_on_error=True)
+    def __init__(self, env: EnvConfig, num_envs: int, net: NetConfig, seed: int, sample: bool = False) -> None:
+        self.env = make_vector_env(env, num_envs, reset_on_error=True)
         self.num_envs = num_envs
         self.obs_dim, self.n_actions = space_dims(self.env)
         self.rng = np.random.default_rng(seed)

@@ -10,23 +10,24 @@ from collections.abc import Callable
 
 import numpy as np
 
+from shared.config import EnvConfig
 from shared.envs import make_vector_env
 
 Act = Callable[[np.ndarray], np.ndarray]  # observations -> greedy actions
 
 
-def evaluate(act: Act, env_id: str, num_envs: int, episodes: int, seed: int) -> tuple[list[float], list[int]]:
+def evaluate(act: Act, env: EnvConfig, num_envs: int, episodes: int, seed: int) -> tuple[list[float], list[int]]:
     per_env = episodes // num_envs
-    env = make_vector_env(env_id, num_envs)
+    vec = make_vector_env(env, num_envs)
     try:
-        obs, _ = env.reset(seed=seed)
+        obs, _ = vec.reset(seed=seed)
         ret = np.zeros(num_envs)
         length = np.zeros(num_envs, dtype=np.int64)
         done_count = np.zeros(num_envs, dtype=np.int64)
         returns: list[float] = []
         lengths: list[int] = []
         while (done_count < per_env).any():
-            obs, rew, term, trunc, _ = env.step(act(obs))
+            obs, rew, term, trunc, _ = vec.step(act(obs))
             ret += rew
             length += 1
             for i in np.flatnonzero(term | trunc):
@@ -37,4 +38,4 @@ def evaluate(act: Act, env_id: str, num_envs: int, episodes: int, seed: int) -> 
                 ret[i], length[i] = 0.0, 0
         return returns, lengths
     finally:
-        env.close()
+        vec.close()

@@ -41,7 +41,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
     if not isinstance(task, EvaluatorTask):
         return  # the run ended before a task was free
     store = LocalStore(layout.store_root)
-    probe = make_vector_env(task.env.id, 1)
+    probe = make_vector_env(task.env, 1)
     policy = NumpyPolicy(*space_dims(probe), task.net, np.random.default_rng(task.seed))
     probe.close()
     best = float("-inf")
@@ -58,7 +58,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             log.warning("policy v%d unreadable (%s); waiting for the next", ref.version, exc)
             evaluated = ref.version
             continue
-        returns, lengths = evaluate(policy.greedy, task.env.id, task.evaluation.num_envs, task.evaluation.episodes,
+        returns, lengths = evaluate(policy.greedy, task.env, task.evaluation.num_envs, task.evaluation.episodes,
                                     task.seed + ref.version)
         result = report_evaluation(session, ref.version, returns, lengths)
         evaluated = ref.version

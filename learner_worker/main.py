@@ -89,7 +89,7 @@ class Trainer:
     def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
         self.session, self.layout, self.task = session, layout, task
         self.store = LocalStore(layout.store_root)
-        probe = make_vector_env(task.env.id, 1)
+        probe = make_vector_env(task.env, 1)
         self.obs_dim, self.n_actions = space_dims(probe)
         probe.close()
         self.iteration = 0

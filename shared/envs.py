@@ -8,6 +8,8 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from shared.config import EnvConfig
+
 log = logging.getLogger(__name__)
 ENV_ERROR = "env_error"
 
@@ -27,13 +29,13 @@ class ResetOnError(gym.Wrapper):
             return obs, 0.0, False, True, {ENV_ERROR: f"{type(exc).__name__}: {exc}"[:200]}
 
 
-def make_vector_env(env_id: str, num_envs: int, reset_on_error: bool = False) -> SyncVectorEnv:
+def make_vector_env(env: EnvConfig, num_envs: int, reset_on_error: bool = False) -> SyncVectorEnv:
     """SAME_STEP autoreset: a finished episode's last observation comes back in info['final_obs'] and the
     returned observation is already the next episode's first, so every step is a real transition."""
 
     def make() -> gym.Env:
-        env = gym.make(env_id)
-        return ResetOnError(env) if reset_on_error else env
+        made = gym.make(env.id)
+        return ResetOnError(made) if reset_on_error else made
 
     return SyncVectorEnv([make for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
 

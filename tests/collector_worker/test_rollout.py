@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from collector_worker.rollout import Chunk, Rollout
-from shared.config import NetConfig
+from shared.config import EnvConfig, NetConfig
 
 torch.set_num_threads(1)
 
@@ -21,7 +21,7 @@ HIDDEN = NetConfig(hidden=(16,))
 
 
 def make(env_id: str = CARTPOLE, num_envs: int = 3, seed: int = 0) -> Rollout:
-    return Rollout(env_id, num_envs, HIDDEN, seed)
+    return Rollout(EnvConfig(id=env_id), num_envs, HIDDEN, seed)
 
 
 def collect(rollout: Rollout, sizes: list[int], epsilon: float) -> list[Chunk]:
@@ -244,7 +244,7 @@ def test_same_seed_same_chunks():
 
 def test_sampling_mode_records_behaviour_log_probs():
     """PPO collectors draw from softmax(logits) and keep log pi(a|s) of the drawn action for the learner."""
-    rollout = Rollout(CARTPOLE, 4, HIDDEN, seed=2, sample=True)
+    rollout = Rollout(EnvConfig(id=CARTPOLE), 4, HIDDEN, seed=2, sample=True)
     try:
         chunk = rollout.collect(50, epsilon=0.0)
     finally:

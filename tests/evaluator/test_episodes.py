@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from evaluator.episodes import Act, evaluate
-from shared.config import NetConfig
+from shared.config import EnvConfig, NetConfig
 from shared.inference import NumpyPolicy
 
 torch.set_num_threads(1)
@@ -54,7 +54,7 @@ def net() -> Act:
 
 @pytest.mark.parametrize(("num_envs", "episodes"), [(1, 3), (2, 6), (3, 6), (3, 12)])
 def test_each_env_contributes_equally(net, num_envs: int, episodes: int):
-    returns, lengths = evaluate(net, SEED_LENGTH_ID, num_envs=num_envs, episodes=episodes, seed=0)
+    returns, lengths = evaluate(net, EnvConfig(id=SEED_LENGTH_ID), num_envs=num_envs, episodes=episodes, seed=0)
     assert len(returns) == len(lengths) == episodes
     per_env = episodes // num_envs
     expected = Counter({2 + 3 * i: per_env for i in range(num_envs)})  # env i has seed i
@@ -65,30 +65,30 @@ def test_each_env_contributes_equally(net, num_envs: int, episodes: int):
 
 def test_short_episodes_are_not_over_sampled(net):
     """Stopping at the first 4 finished episodes would give lengths [2, 2, 2, 5]."""
-    _, lengths = evaluate(net, SEED_LENGTH_ID, num_envs=2, episodes=4, seed=0)
+    _, lengths = evaluate(net, EnvConfig(id=SEED_LENGTH_ID), num_envs=2, episodes=4, seed=0)
     assert sorted(lengths) == [2, 2, 5, 5]
 
 
 def test_started_episodes_are_finished(net):
     """No episode is cut short: every reported length is a full episode of its env."""
-    _, lengths = evaluate(net, SEED_LENGTH_ID, num_envs=2, episodes=6, seed=1)  # seeds 1, 2: limits 5, 8
+    _, lengths = evaluate(net, EnvConfig(id=SEED_LENGTH_ID), num_envs=2, episodes=6, seed=1)  # seeds 1, 2: limits 5, 8
     assert sorted(lengths) == [5, 5, 5, 8, 8, 8]
 
 
 def test_greedy_cartpole_returns_equal_lengths():
     net = NumpyPolicy(4, 2, NetConfig(hidden=(16,)), np.random.default_rng(3)).greedy
-    returns, lengths = evaluate(net, "CartPole-v1", num_envs=2, episodes=4, seed=0)
+    returns, lengths = evaluate(net, EnvConfig(id="CartPole-v1"), num_envs=2, episodes=4, seed=0)
     assert len(returns) == len(lengths) == 4
     assert returns == [float(n) for n in lengths]
     assert all(1 <= n <= 500 for n in lengths)
     # deterministic: greedy policy, fixed seed
-    assert evaluate(net, "CartPole-v1", num_envs=2, episodes=4, seed=0) == (returns, lengths)
+    assert evaluate(net, EnvConfig(id="CartPole-v1"), num_envs=2, episodes=4, seed=0) == (returns, lengths)
 
 
 def test_greedy_cartpole_matches_a_manual_rollout():
     """Each env's first episode equals a single-env greedy rollout with the same seed."""
     net = NumpyPolicy(4, 2, NetConfig(hidden=(16,)), np.random.default_rng(4)).greedy
-    returns, lengths = evaluate(net, "CartPole-v1", num_envs=2, episodes=2, seed=10)
+    returns, lengths = evaluate(net, EnvConfig(id="CartPole-v1"), num_envs=2, episodes=2, seed=10)
     expected = []
     for i in range(2):
         env = gym.make("CartPole-v1")
