@@ -299,9 +299,9 @@ def make_templates(seed: int) -> list[Template]:
     collector encodes them: ends, episodes and fresh columns are exactly those of the bytes."""
     from collector_worker.rollout import Rollout
     from shared.codec import encode_chunk
-    from shared.config import NetConfig
+    from shared.config import EnvConfig, NetConfig
 
-    rollout = Rollout("CartPole-v1", NUM_ENVS, NetConfig(hidden=(64, 64)), seed)
+    rollout = Rollout(EnvConfig(id="CartPole-v1"), NUM_ENVS, NetConfig(hidden=(64, 64)), seed)
     templates = []
     try:
         for k in range(TEMPLATES):

@@ -154,6 +154,7 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
     from stable_baselines3.common.env_util import make_vec_env
 
     from evaluator.episodes import evaluate
+    from shared.config import EnvConfig
 
     torch.set_num_threads(1)
 
@@ -168,8 +169,8 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
                 return True
             self.next_eval += eval_every
             model = self.model
-            returns, _ = evaluate(lambda obs: model.predict(obs, deterministic=True)[0], "CartPole-v1", 10, 10,
-                                  seed + self.num_timesteps)
+            returns, _ = evaluate(lambda obs: model.predict(obs, deterministic=True)[0], EnvConfig(id="CartPole-v1"),
+                                  10, 10, seed + self.num_timesteps)
             if sum(returns) / len(returns) >= THRESHOLD:
                 self.solved_at = (time.time() - launched, self.num_timesteps)
                 return False
