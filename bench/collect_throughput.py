@@ -30,10 +30,15 @@ def baseline_worker(envs: int, chunk_steps: int, seconds: float, warmup: float) 
 
     from collector_worker.rollout import Rollout
     from shared.config import RunConfig
+    from shared.manifest import PolicyManifest
+    from shared.nets import PolicyNet
+    from shared.plan import RunPlan
 
     torch.set_num_threads(1)
-    cfg = RunConfig()
-    rollout = Rollout(cfg.env, envs, cfg.net, seed=0)
+    plan = RunPlan.of(RunConfig())
+    rollout = Rollout(plan.config.env, envs, plan.spaces, plan.behaviour, seed=0)
+    manifest = PolicyManifest(spaces=plan.spaces, net=plan.config.algo.net, head=plan.behaviour.head)
+    rollout.load_policy(manifest, {k: v.numpy() for k, v in PolicyNet(manifest).state_dict().items()})
     end_warm = time.perf_counter() + warmup
     while time.perf_counter() < end_warm:
         rollout.collect(chunk_steps, 0.1)

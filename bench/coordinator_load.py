@@ -299,9 +299,11 @@ def make_templates(seed: int) -> list[Template]:
     collector encodes them: ends, episodes and fresh columns are exactly those of the bytes."""
     from collector_worker.rollout import Rollout
     from shared.codec import encode_chunk
-    from shared.config import EnvConfig, NetConfig
+    from shared.config import RunConfig
+    from shared.plan import RunPlan
 
-    rollout = Rollout(EnvConfig(id="CartPole-v1"), NUM_ENVS, NetConfig(hidden=(64, 64)), seed)
+    plan = RunPlan.of(RunConfig())  # CartPole; no policy loaded: the rollout acts uniformly at random
+    rollout = Rollout(plan.config.env, NUM_ENVS, plan.spaces, plan.behaviour, seed)
     templates = []
     try:
         for k in range(TEMPLATES):

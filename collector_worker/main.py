@@ -11,8 +11,9 @@ import logging
 
 from collector_worker.rollout import Rollout
 from collector_worker.uploader import Pending, Uploader
-from shared.inference import PolicyError
+from shared.actors import PolicyError
 from shared.layout import RunLayout
+from shared.manifest import ManifestError
 from shared.policy_io import load_policy
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
@@ -40,8 +41,8 @@ class PolicyFollower:
         if ref is None or ref.version <= max(self.rollout.version, self.refused):
             return
         try:
-            self.rollout.load_state(load_policy(self.store, ref), ref.version)
-        except (FileNotFoundError, IntegrityError, PolicyError) as exc:
+            self.rollout.load_policy(*load_policy(self.store, ref), version=ref.version)
+        except (FileNotFoundError, IntegrityError, ManifestError, PolicyError) as exc:
             log.warning("could not load policy v%d: %s", ref.version, exc)
             self.refused = ref.version
             return
@@ -51,8 +52,8 @@ class PolicyFollower:
 def _await_newer_policy(session: WorkerSession, version: int) -> None:
     """force_sync: after a chunk made with policy `version`, wait for a newer one (a long-polled heartbeat).
 
-    Version 0 (no policy yet) waits too: the PPO learner publishes its initial policy first, so all data of
-    a round comes from one policy. The wait is bounded (and clamped to the coordinator's `max_wait_seconds` by
+    Version 0 (no policy yet) waits too: on-policy learners publish their initial policy first, so all data
+    of a round comes from one policy. The wait is bounded (and clamped to the coordinator's `max_wait_seconds` by
     the session): if no newer policy comes (say the learner restarted and lost the batch it had taken), fresh
     data from the same version is still lag 0, so collect again."""
     policy = session.directive.policy
@@ -72,7 +73,8 @@ def _claim_and_collect(session: WorkerSession, layout: RunLayout) -> None:
 
 def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> None:
     generation = session.generation
-    rollout = Rollout(task.env, task.collector.num_envs, task.net, task.seed, sample=task.algo == "ppo")
+    behaviour = task.behaviour
+    rollout = Rollout(task.env, task.collector.num_envs, task.spaces, behaviour, task.seed)
     uploader = Uploader(session, store)
     sync = task.sampling.force_sync
     follower = PolicyFollower(session, store, rollout)
@@ -90,9 +92,14 @@ def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> 
             if sync:
                 _await_newer_policy(session, rollout.version)
             follower.refresh()
-            epsilon = task.collector.epsilon.value(directive.env_steps_total) if task.algo == "dqn" else 0.0
+            if behaviour.sample and rollout.actor is None:
+                session.heartbeat(newer_than=0, wait=SYNC_WAIT_SECONDS)  # log-probs need the learner's policy
+                continue
+            steps = directive.env_steps_total
+            epsilon = behaviour.epsilon.value(steps) if behaviour.epsilon is not None else 0.0
             chunk = rollout.collect(task.collector.chunk_steps, epsilon, task.sampling.n_episode,
-                                    refresh=None if sync else follower.refresh)
+                                    refresh=None if sync else follower.refresh,
+                                    random=steps < behaviour.random_env_steps)
             uploader.submit(Pending(chunk, task.task_id))
             if sync:
                 uploader.flush()  # acknowledged before we look for the policy trained on it

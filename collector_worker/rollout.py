@@ -1,14 +1,15 @@
-"""Stepping a vector env with an epsilon-greedy Q policy into columnar chunks. No I/O, no HTTP.
+"""Stepping a vector env with the run's policy into columnar chunks of the run's schema. No I/O, no HTTP.
 
 terminated and truncated are kept apart: a truncated (time-limit) episode still bootstraps from its final
 observation, a terminated one does not. With SAME_STEP autoreset the final observation of a finished
 episode is taken from info['final_obs'], so `next_obs` is always the true successor of `obs`. A step on which
 the env raised is kept with `valid=False` (the learner never trains on it) and its episode is not reported.
 
-Two ways to act: epsilon-greedy on Q-values (DQN) or sampling from logits (PPO), which also records the
-behaviour log-probability the PPO learner needs for its importance ratio. Every chunk also carries where its
-episodes end and which env columns start a fresh episode, so the coordinator can serve sequences and whole
-episodes without opening the payload.
+How to act comes from the task's `Behaviour` (declared by the algorithm): epsilon-greedy on q-values, or
+sampling from the policy's distribution, which also records the behaviour log-probability that importance
+ratios need. Before the first policy (or during an off-policy warm-up) actions are uniformly random. Every
+chunk also carries where its episodes end and which env columns start a fresh episode, so the coordinator
+can serve sequences and whole episodes without opening the payload.
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shared.config import EnvConfig, NetConfig
-from shared.envs import ENV_ERROR, make_vector_env, space_dims
-from shared.inference import NumpyPolicy
+from shared.actors import Actor, Decision, PolicyError, build_actor, random_actions
+from shared.config import EnvConfig
+from shared.envs import ENV_ERROR, make_vector_env
+from shared.gymspaces import describe
+from shared.manifest import Behaviour, PolicyManifest
+from shared.plan import chunk_schema
+from shared.spaces import Spaces
 
 
 @dataclass
@@ -50,48 +55,50 @@ class Chunk:
 
 
 class Rollout:
-    def __init__(self, env: EnvConfig, num_envs: int, net: NetConfig, seed: int, sample: bool = False) -> None:
+    def __init__(self, env: EnvConfig, num_envs: int, spaces: Spaces, behaviour: Behaviour, seed: int) -> None:
         self.env = make_vector_env(env, num_envs, reset_on_error=True)
+        found = describe(self.env)
+        if found != spaces:
+            self.env.close()
+            raise ValueError(f"env {env.id!r} here has spaces {found}, the coordinator planned the run for {spaces}")
         self.num_envs = num_envs
-        self.obs_dim, self.n_actions = space_dims(self.env)
+        self.spaces, self.behaviour = spaces, behaviour
+        self.schema = chunk_schema(spaces, behaviour)
         self.rng = np.random.default_rng(seed)
-        self.policy = NumpyPolicy(self.obs_dim, self.n_actions, net, self.rng)
+        self.actor: Actor | None = None
         self.version = 0
-        self.sample = sample
         self.obs, _ = self.env.reset(seed=seed)
         self.ep_return = np.zeros(num_envs)
         self.ep_length = np.zeros(num_envs, dtype=np.int64)
 
-    def load_state(self, state: dict[str, np.ndarray], version: int = 0) -> None:
-        self.policy.load(state)
+    def load_policy(self, manifest: PolicyManifest, state: dict[str, np.ndarray], version: int = 0) -> None:
+        """Act with a published policy from now on; PolicyError if it was not made for this run's spaces/head."""
+        if manifest.spaces != self.spaces or manifest.head != self.behaviour.head:
+            raise PolicyError(f"policy is a {manifest.head} policy for {manifest.spaces}; this run needs a "
+                              f"{self.behaviour.head} policy for {self.spaces}")
+        self.actor = build_actor(manifest, state)
         self.version = version
 
-    def act(self, obs: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray | None]:
-        """(actions, behaviour log-probs or None when acting epsilon-greedily)."""
-        if self.sample:
-            return self.policy.sample(obs, self.rng)
-        actions = self.policy.greedy(obs)
-        explore = self.rng.random(self.num_envs) < epsilon
-        if explore.any():
-            actions[explore] = self.rng.integers(0, self.n_actions, size=int(explore.sum()))
-        return actions, None
+    def act(self, obs: np.ndarray, epsilon: float, random: bool) -> Decision:
+        if self.actor is None or random:
+            if self.behaviour.sample:
+                raise RuntimeError("a sampling behaviour records log-probs and cannot act before the first policy")
+            return random_actions(self.spaces, self.behaviour.head, self.num_envs, self.rng)
+        return self.actor.act(obs, explore=True, rng=self.rng, epsilon=epsilon)
 
-    def collect(self, steps: int, epsilon: float, episodes_target: int | None = None,
-                refresh: Callable[[], None] | None = None) -> Chunk:
+    def collect(self, steps: int, epsilon: float = 0.0, episodes_target: int | None = None,
+                refresh: Callable[[], None] | None = None, random: bool = False) -> Chunk:
         """Step `steps` times (n_sample), or until `episodes_target` episodes finished, at most `steps` (n_episode).
 
-        `refresh` runs before every step, so a newly published policy takes over mid-chunk."""
-        n, d = self.num_envs, self.obs_dim
+        `refresh` runs before every step, so a newly published policy takes over mid-chunk; `random` acts
+        uniformly at random throughout (an off-policy warm-up)."""
+        n = self.num_envs
         first_version = self.version
         fresh = np.flatnonzero(self.ep_length == 0).tolist()
-        obs = np.empty((steps, n, d), np.float32)
-        next_obs = np.empty((steps, n, d), np.float32)
-        actions = np.empty((steps, n), np.int64)
-        rewards = np.empty((steps, n), np.float32)
-        terminated = np.empty((steps, n), bool)
-        truncated = np.empty((steps, n), bool)
-        valid = np.ones((steps, n), bool)
-        logp = np.zeros((steps, n), np.float32)
+        arrays = self.schema.allocate(steps, n)
+        obs, next_obs, actions, valid = arrays["obs"], arrays["next_obs"], arrays["actions"], arrays["valid"]
+        rewards, terminated, truncated = arrays["rewards"], arrays["terminated"], arrays["truncated"]
+        logp = arrays.get("logp")
         episodes: list[tuple[float, int]] = []
         finished = 0
         t = 0
@@ -99,10 +106,11 @@ class Rollout:
             if refresh is not None:
                 refresh()
             obs[t] = self.obs
-            actions[t], step_logp = self.act(self.obs, epsilon)
-            if step_logp is not None:
-                logp[t] = step_logp
-            self.obs, rew, term, trunc, info = self.env.step(actions[t])
+            decision = self.act(self.obs, epsilon, random)
+            actions[t] = decision.actions
+            if logp is not None:
+                logp[t] = decision.logp
+            self.obs, rew, term, trunc, info = self.env.step(decision.env_actions)
             rewards[t], terminated[t], truncated[t] = rew, term, trunc
             next_obs[t] = self.obs
             self.ep_return += rew
@@ -119,10 +127,6 @@ class Rollout:
                 self.ep_return[done] = 0.0
                 self.ep_length[done] = 0
             t += 1
-        arrays: dict[str, np.ndarray] = {"obs": obs, "actions": actions, "rewards": rewards, "terminated": terminated,
-                                         "truncated": truncated, "next_obs": next_obs, "valid": valid}
-        if self.sample:
-            arrays["logp"] = logp
         if t < steps:
             arrays = {k: v[:t] for k, v in arrays.items()}
         return Chunk(arrays, episodes, first_version, fresh)

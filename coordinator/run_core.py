@@ -32,6 +32,7 @@ from coordinator.progress import LearnerProgress
 from coordinator.signals import Signal
 from coordinator.tasks import TaskRecord
 from shared.config import RunConfig
+from shared.plan import RunPlan
 from shared.store import LocalStore, StorePathError
 from shared.wire import (
     ChunkReport,
@@ -92,6 +93,7 @@ class RunCore:
     def _build(self) -> None:
         lease, keep, max_workers, window, max_ids = self._sizes
         cfg = self.config
+        self.plan = RunPlan.of(cfg)
         self.fleet = Fleet(lease, max_workers, task_idle_seconds=max(60.0, 10 * lease))
         self.data = DataPlane(cfg, window, max_ids)
         self.policies = PolicyBook(keep)
@@ -218,16 +220,18 @@ class RunCore:
             self.data_signal.fire()
 
     def task_model(self, task: TaskRecord) -> Task:
-        cfg = self.config
+        cfg, plan = self.config, self.plan
         seed = cfg.seed + 10_000 * (task.index + 1) + 100 * task.claims
         if task.kind == "collector":
-            return CollectorTask(task_id=task.task_id, algo=cfg.algo, env=cfg.env, collector=cfg.collector,
-                                 sampling=cfg.sampling, net=cfg.net, seed=seed, policy=self.policies.committed)
+            return CollectorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, behaviour=plan.behaviour,
+                                 collector=cfg.collector, sampling=cfg.sampling, seed=seed,
+                                 policy=self.policies.committed)
         if task.kind == "learner":
-            return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env, dqn=cfg.dqn,
-                               ppo=cfg.ppo, replay=cfg.replay, sampling=cfg.sampling, collector=cfg.collector,
-                               seed=seed)
-        return EvaluatorTask(task_id=task.task_id, env=cfg.env, evaluation=cfg.evaluation, net=cfg.net, seed=seed)
+            return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env,
+                               spaces=plan.spaces, behaviour=plan.behaviour, replay=cfg.replay,
+                               sampling=cfg.sampling, collector=cfg.collector, seed=seed)
+        return EvaluatorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, evaluation=cfg.evaluation,
+                             seed=seed)
 
     def _size(self, path: str) -> int | None | StorePathError:
         """The payload's size, None if absent, or the reason its path is refused (said in the 422)."""

@@ -1,5 +1,7 @@
 """The evaluator process: evaluate each new policy version greedily, report it, keep the best one.
 
+The actor is built from the policy file's manifest alone (shared/actors.py): the evaluator knows no algorithm.
+
 It watches `GET /v1/policies/latest` with an ETag (a 304 costs next to nothing), so a new version is
 evaluated within a fraction of a second; versions published while an evaluation runs are skipped in favour
 of the newest. The coordinator, not the evaluator, decides whether the run is solved.
@@ -12,12 +14,10 @@ import logging
 import os
 import uuid
 
-import numpy as np
-
 from evaluator.episodes import evaluate
-from shared.envs import make_vector_env, space_dims
-from shared.inference import NumpyPolicy, PolicyError
+from shared.actors import PolicyError, build_actor
 from shared.layout import RunLayout
+from shared.manifest import ManifestError
 from shared.policy_io import load_policy
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
@@ -41,9 +41,6 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
     if not isinstance(task, EvaluatorTask):
         return  # the run ended before a task was free
     store = LocalStore(layout.store_root)
-    probe = make_vector_env(task.env, 1)
-    policy = NumpyPolicy(*space_dims(probe), task.net, np.random.default_rng(task.seed))
-    probe.close()
     best = float("-inf")
     evaluated = 0
     etag = ""
@@ -53,12 +50,15 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             session.stop_event.wait(POLL_SECONDS)
             continue
         try:
-            policy.load(load_policy(store, ref))
-        except (FileNotFoundError, IntegrityError, PolicyError) as exc:
+            manifest, state = load_policy(store, ref)
+            if manifest.spaces != task.spaces:
+                raise PolicyError(f"policy made for {manifest.spaces}, the run's env has {task.spaces}")
+            actor = build_actor(manifest, state)
+        except (FileNotFoundError, IntegrityError, ManifestError, PolicyError) as exc:
             log.warning("policy v%d unreadable (%s); waiting for the next", ref.version, exc)
             evaluated = ref.version
             continue
-        returns, lengths = evaluate(policy.greedy, task.env, task.evaluation.num_envs, task.evaluation.episodes,
+        returns, lengths = evaluate(actor.greedy, task.env, task.evaluation.num_envs, task.evaluation.episodes,
                                     task.seed + ref.version)
         result = report_evaluation(session, ref.version, returns, lengths)
         evaluated = ref.version

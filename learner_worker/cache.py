@@ -19,29 +19,30 @@ import numpy as np
 
 from learner_worker.nstep import nstep_targets
 from shared.codec import PayloadError, decode_chunk
+from shared.schema import ChunkSchema, SchemaError
 from shared.store import IntegrityError, LocalStore, StorePathError
 from shared.wire import SampledChunk, SampleResponse
 
 log = logging.getLogger(__name__)
 FIELDS = ("obs", "actions", "returns", "boot_obs", "discount")
-FLAGS = ("terminated", "truncated", "valid")
 
 
 @dataclass
 class Prepared:
-    obs: np.ndarray        # [M, d]
-    actions: np.ndarray    # [M]
+    obs: np.ndarray        # [M, *obs]
+    actions: np.ndarray    # [M, *action]
     returns: np.ndarray    # [M]
-    boot_obs: np.ndarray   # [M, d]
+    boot_obs: np.ndarray   # [M, *obs]
     discount: np.ndarray   # [M]
     valid: np.ndarray      # [M] False where the env raised: never trained on
 
 
 class PayloadReader:
-    """Reads sampled chunks from the store, verified, and counts what could not be read (both learners)."""
+    """Reads sampled chunks from the store, verified against the run's chunk schema, and counts what could not
+    be read (both loops)."""
 
-    def __init__(self, store: LocalStore) -> None:
-        self.store = store
+    def __init__(self, store: LocalStore, schema: ChunkSchema) -> None:
+        self.store, self.schema = store, schema
         self.loaded = 0
         self.missing = 0
         self.corrupt = 0
@@ -52,23 +53,12 @@ class PayloadReader:
         unusable ones queued for `take_corrupt`)."""
         try:
             arrays, _ = decode_chunk(self.store.get(ref.payload_path, ref.sha256))
-            rewards = arrays["rewards"]
-            arrays.setdefault("valid", np.ones(rewards.shape, bool))
-            obs = arrays["obs"]
-            if obs.ndim != 3 or rewards.shape != obs.shape[:2] or rewards.shape[1] != ref.num_envs or any(
-                    arrays[k].shape != rewards.shape for k in ("actions", *FLAGS)
-            ) or arrays["next_obs"].shape != obs.shape or ("logp" in arrays and arrays["logp"].shape != rewards.shape):
-                raise PayloadError(f"inconsistent shapes: obs {obs.shape}, rewards {rewards.shape}, "
-                                   f"{ref.num_envs} envs reported")
-            if any(arrays[k].dtype != np.bool_ for k in FLAGS):  # `~` on a float flag would crash the loader
-                raise PayloadError(f"flags must be bool: {[arrays[k].dtype.name for k in FLAGS]}")
+            self.schema.check(arrays, ref.num_envs)
         except FileNotFoundError:
             self.missing += 1  # evicted between the sample and the load: skip its references
             return None
-        except KeyError as exc:
-            self._unusable(ref, f"missing array {exc}")
-            return None
-        except (IntegrityError, PayloadError, StorePathError, OSError) as exc:  # OSError: a directory, EACCES, EIO
+        # OSError: a directory, EACCES, EIO
+        except (IntegrityError, PayloadError, SchemaError, StorePathError, OSError) as exc:
             self._unusable(ref, f"{type(exc).__name__}: {exc}")
             return None
         self.loaded += 1
@@ -82,16 +72,18 @@ class PayloadReader:
     def take_corrupt(self) -> list[tuple[str, str]]:
         """(chunk id, reason) of each unusable payload found since the last call, for the coordinator.
 
-        Called by the thread that reads (the prefetcher for DQN, the training loop for PPO): no lock needed."""
+        Called by the thread that reads (the replay loop's prefetcher, or the chunk loop itself): no lock."""
         taken, self._unreported = self._unreported, []
         return taken
 
 
 class ChunkCache(PayloadReader):
-    """DQN's reader: keeps prepared chunks (n-step targets) and assembles batches from item references."""
+    """The replay loop's reader: keeps prepared chunks (n-step targets) and assembles batches from item
+    references."""
 
-    def __init__(self, store: LocalStore, gamma: float, n_step: int, max_chunks: int, seed: int = 0) -> None:
-        super().__init__(store)
+    def __init__(self, store: LocalStore, schema: ChunkSchema, gamma: float, n_step: int, max_chunks: int,
+                 seed: int = 0) -> None:
+        super().__init__(store, schema)
         self.rng = np.random.default_rng(seed)
         self.gamma, self.n_step = gamma, n_step
         self.max_chunks = max_chunks
@@ -108,9 +100,11 @@ class ChunkCache(PayloadReader):
         cut = trunc.copy()
         cut[:-1] |= ~valid[1:]
         returns, boot_obs, discount = nstep_targets(rewards, term, cut, next_obs, self.gamma, self.n_step)
-        d = obs.shape[2]
-        return Prepared(obs.reshape(-1, d), actions.reshape(-1), returns.reshape(-1),
-                        boot_obs.reshape(-1, d), discount.reshape(-1), valid.reshape(-1))
+        def rows(a: np.ndarray) -> np.ndarray:
+            return a.reshape(-1, *a.shape[2:])
+
+        return Prepared(rows(obs), rows(actions), returns.reshape(-1), rows(boot_obs), discount.reshape(-1),
+                        valid.reshape(-1))
 
     def get(self, ref: SampledChunk) -> Prepared | None:
         prepared = self._chunks.get(ref.chunk_id)

@@ -17,7 +17,7 @@ def nstep_targets(
     gamma: float,
     n: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For [T, N] arrays: (returns [T, N], bootstrap obs [T, N, d], bootstrap discount [T, N]).
+    """For [T, N] arrays: (returns [T, N], bootstrap obs [T, N, *obs], bootstrap discount [T, N]).
 
     target = returns + discount * Q(bootstrap obs); discount is gamma**k, or 0 when the window ended in a
     termination. Truncation stops the window but still bootstraps from the final observation.
@@ -44,4 +44,4 @@ def nstep_targets(
     cols = np.arange(rewards.shape[1])[None, :]
     boot_obs = next_obs[boot_index, cols]
     discount = np.where(boot_terminal, 0.0, gamma ** length.astype(np.float64))
-    return returns.astype(np.float32), boot_obs.astype(np.float32), discount.astype(np.float32)
+    return returns.astype(np.float32), boot_obs, discount.astype(np.float32)  # obs keep their dtype (uint8)

@@ -11,8 +11,10 @@ from typing import Annotated, Literal, cast
 
 import annotated_types
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from shared.algorithms import DEFAULT, REGISTRY, AlgoConfig, default_params, spec_of
+from shared.confbase import EpsilonSchedule, NetConfig, Strict
 from shared.ids import ID_PATTERN
 
 
@@ -25,45 +27,22 @@ def chunk_rows_limit() -> int:
     return min(cast(list[int], bounds))
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
-
-
-class EnvConfig(_Strict):
+class EnvConfig(Strict):
     id: str = Field("CartPole-v1", description="gymnasium environment id")
     solve_threshold: float = Field(475.0, description="mean evaluation return that marks the run solved")
 
 
-class EpsilonSchedule(_Strict):
-    start: Annotated[float, Field(ge=0, le=1)] = 1.0
-    end: Annotated[float, Field(ge=0, le=1)] = 0.04
-    decay_env_steps: Annotated[int, Field(ge=1, description="global env steps over which epsilon decays")] = 10_000
-
-    def value(self, env_steps: int) -> float:
-        """Linear decay on the run's global env-step count, so adding collectors does not slow the schedule."""
-        frac = min(1.0, max(0, env_steps) / self.decay_env_steps)
-        return self.start + frac * (self.end - self.start)
-
-
-class CollectorConfig(_Strict):
+class CollectorConfig(Strict):
     num_envs: Annotated[int, Field(ge=1, le=256, description="environments stepped in one process")] = 8
     chunk_steps: Annotated[int, Field(ge=1, le=4096, description="vector steps per payload chunk")] = 256
     epsilon: EpsilonSchedule = EpsilonSchedule()
 
 
-class NetConfig(_Strict):
-    """The policy network every service builds: a published state dict loads into any of them."""
-
-    hidden: tuple[int, ...] = Field((256, 256), description="hidden layer widths")
-    activation: Literal["relu", "tanh"] = "relu"
-
-
-Algo = Literal["dqn", "ppo"]
 SamplingUnit = Literal["transition", "sequence", "episode", "chunk"]
 SamplerKind = Literal["uniform", "prioritized", "fifo", "lifo"]
 
 
-class ReplayConfig(_Strict):
+class ReplayConfig(Strict):
     """The coordinator's buffer: storage (a ring of transition slots), sampler and removers."""
 
     capacity_transitions: Annotated[int, Field(ge=1, description="FIFO eviction above this many")] = 100_000
@@ -87,7 +66,7 @@ class ReplayConfig(_Strict):
     ] = None
 
 
-class SamplingConfig(_Strict):
+class SamplingConfig(Strict):
     """What one sample call returns and how collection is cut into chunks (one model for both sides)."""
 
     unit: SamplingUnit = Field("transition", description="transition, sequence (fixed length, never crossing "
@@ -127,40 +106,7 @@ class SamplingConfig(_Strict):
         return 0 if self.force_sync else self.max_policy_lag
 
 
-class DQNConfig(_Strict):
-    net: NetConfig = NetConfig()
-    learning_rate: Annotated[float, Field(gt=0)] = 2.3e-3
-    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
-    n_step: Annotated[int, Field(ge=1, le=32)] = 3
-    batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
-    batches_per_request: Annotated[int, Field(ge=1, le=256, description="batches fetched per sample call")] = 16
-    target_update_every: Annotated[int, Field(ge=1, description="iterations between target-net syncs")] = 100
-    publish_every: Annotated[int, Field(ge=1, description="iterations between policy versions")] = 100
-    report_every: Annotated[int, Field(ge=1, description="iterations between learn-info reports")] = 100
-    checkpoint_every: Annotated[int, Field(ge=1, description="iterations between checkpoints")] = 2_000
-    max_grad_norm: Annotated[float, Field(gt=0)] = 10.0
-    double_q: bool = True
-
-
-class PPOConfig(_Strict):
-    """Defaults are rl-zoo's CartPole-v1 hyperparameters (separate 64x64 tanh actor and critic)."""
-
-    net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh")
-    learning_rate: Annotated[float, Field(gt=0)] = 1e-3
-    gamma: Annotated[float, Field(gt=0, le=1)] = 0.98
-    gae_lambda: Annotated[float, Field(ge=0, le=1)] = 0.8
-    clip_range: Annotated[float, Field(gt=0)] = 0.2
-    epochs: Annotated[int, Field(ge=1, le=1000, description="passes over each batch")] = 20
-    minibatch_size: Annotated[int, Field(ge=1, le=2**20)] = 256
-    value_coef: Annotated[float, Field(ge=0)] = 0.5
-    entropy_coef: Annotated[float, Field(ge=0)] = 0.0
-    max_grad_norm: Annotated[float, Field(gt=0)] = 0.5
-    normalize_advantages: bool = True
-    report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 1
-    checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 50
-
-
-class EvalConfig(_Strict):
+class EvalConfig(Strict):
     episodes: Annotated[int, Field(ge=1, le=1000)] = 10
     num_envs: Annotated[int, Field(ge=1, le=256)] = 10
 
@@ -174,23 +120,38 @@ class EvalConfig(_Strict):
         return self
 
 
-class BudgetConfig(_Strict):
+class BudgetConfig(Strict):
     max_env_steps: Annotated[int, Field(ge=1)] = 1_000_000
     max_wall_seconds: Annotated[float, Field(gt=0)] = 1_800.0
 
 
-class RunConfig(_Strict):
+class RunConfig(Strict):
     name: str = Field("cartpole-dqn", pattern=ID_PATTERN, description="run directory name")
     seed: int = 0
-    algo: Algo = "dqn"
+    algo: AlgoConfig = Field(default_factory=default_params, description=(
+        "the algorithm and its hyperparameters: `name` picks one from the registry (shared/algorithms)"))
     env: EnvConfig = EnvConfig()
     collector: CollectorConfig = CollectorConfig()
     replay: ReplayConfig = ReplayConfig()
     sampling: SamplingConfig = SamplingConfig()
-    dqn: DQNConfig = DQNConfig()
-    ppo: PPOConfig = PPOConfig()
     evaluation: EvalConfig = EvalConfig()
     budget: BudgetConfig = BudgetConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_section(cls, raw: object) -> object:
+        """Configs of earlier releases name the algorithm (`algo: ppo`) and keep its parameters in a section of
+        that name (`ppo: {...}`); earlier run dumps hold every algorithm's section. Fold that into `algo`."""
+        if not isinstance(raw, dict):
+            return raw
+        algo = raw.get("algo", DEFAULT)
+        if not isinstance(algo, str):
+            return raw
+        raw = dict(raw)
+        sections = {name: raw.pop(name) for name in REGISTRY if name in raw}
+        section = sections.get(algo) or {}
+        raw["algo"] = {**section, "name": algo} if isinstance(section, dict) else section
+        return raw
 
     @model_validator(mode="after")
     def _servable(self) -> RunConfig:
@@ -203,10 +164,7 @@ class RunConfig(_Strict):
         if queue and unit != "chunk":
             raise ValueError(f"replay.sampler={self.replay.sampler} is a queue of whole chunks: set "
                              f"sampling.unit=chunk (got {unit})")
-        if self.algo == "dqn" and unit != "transition":
-            raise ValueError(f"the DQN learner trains on transitions: set sampling.unit=transition (got {unit})")
-        if self.algo == "ppo" and unit != "chunk":
-            raise ValueError(f"the PPO learner trains on whole chunks: set sampling.unit=chunk (got {unit})")
+        spec_of(self.algo).check(self)
         if self.sampling.policy_lag is not None and self.replay.max_staleness not in (None, self.sampling.policy_lag):
             raise ValueError(f"replay.max_staleness ({self.replay.max_staleness}) contradicts the sampling "
                              f"policy lag ({self.sampling.policy_lag}); set only one")
@@ -233,7 +191,7 @@ class RunConfig(_Strict):
     @property
     def net(self) -> NetConfig:
         """The network of the policy being trained, which collectors and the evaluator must build too."""
-        return self.ppo.net if self.algo == "ppo" else self.dqn.net
+        return self.algo.net
 
     @property
     def max_staleness(self) -> int | None:

@@ -1,7 +1,9 @@
-"""Networks shared by collectors, learner and evaluator, so a published state dict loads everywhere.
+"""Torch networks built from the manifest's description, so a published state dict loads everywhere.
 
-Every published policy is one `policy_network`: an MLP from observations to one output per action (Q-values
-for DQN, logits for PPO's actor). Acting greedily is argmax either way, so the evaluator needs no algorithm.
+`Network` is the one trunk every algorithm uses: observations (normalised with frozen statistics when the
+manifest has them; images scaled from uint8 to [0, 1] and put channels-first) -> an optional CNN -> an MLP.
+`PolicyNet` is the published actor: a Network whose last layer matches the manifest's action head, plus the
+state-independent `log_std` of a gaussian head. Critics and Q-networks are Networks that are never published.
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from shared.config import NetConfig
+from shared.actors import head_outputs
+from shared.confbase import NetConfig
+from shared.manifest import CnnEncoder, Encoder, ObsNorm, PolicyManifest
+from shared.spaces import ObsSpace
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
@@ -24,19 +29,65 @@ def mlp(in_dim: int, out_dim: int, net: NetConfig) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def policy_network(obs_dim: int, n_actions: int, net: NetConfig) -> nn.Sequential:
-    return mlp(obs_dim, n_actions, net)
+class Network(nn.Module):
+    """obs (+ an optional extra input such as an action, joined after the encoder) -> out_dim outputs."""
+
+    def __init__(self, obs: ObsSpace, encoder: Encoder, net: NetConfig, out_dim: int, extra_in: int = 0,
+                 obs_norm: ObsNorm | None = None) -> None:
+        super().__init__()
+        self.obs_space = obs
+        self.image = isinstance(encoder, CnnEncoder)
+        if isinstance(encoder, CnnEncoder):
+            if not obs.image:
+                raise ValueError(f"a CNN encoder needs uint8 image observations, got {obs.dtype}{list(obs.shape)}")
+            channels = obs.shape[-1] if obs.channels_last else obs.shape[0]
+            layers: list[nn.Module] = []
+            for width in encoder.channels:
+                layers += [nn.Conv2d(channels, width, 3, stride=2, padding=1), nn.ReLU()]
+                channels = width
+            self.conv = nn.Sequential(*layers, nn.Flatten())
+            with torch.no_grad():
+                features = self.conv(self._chw(torch.zeros((1, *obs.shape), dtype=torch.uint8))).shape[1]
+        else:
+            features = obs.flat_size
+        self.body = mlp(features + extra_in, out_dim, net)
+        self.register_buffer("norm_mean", torch.zeros(0), persistent=False)
+        self.register_buffer("norm_std", torch.zeros(0), persistent=False)
+        self.norm_clip = 0.0
+        self.set_obs_norm(obs_norm)
+
+    def set_obs_norm(self, norm: ObsNorm | None) -> None:
+        """Frozen statistics (not part of the state dict: they travel in the manifest)."""
+        if norm is None:
+            self.norm_mean, self.norm_std = torch.zeros(0), torch.zeros(0)
+            return
+        shape = self.obs_space.shape
+        self.norm_mean = torch.tensor(norm.mean, dtype=torch.float32).reshape(shape)
+        self.norm_std = torch.sqrt(torch.tensor(norm.var, dtype=torch.float32).reshape(shape) + 1e-8)
+        self.norm_clip = norm.clip
+
+    def _chw(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.to(torch.float32) / 255.0
+        return x.permute(0, 3, 1, 2) if self.obs_space.channels_last else x
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        if self.image:
+            return self.conv(self._chw(obs))
+        x = obs.to(torch.float32)
+        if self.norm_mean.numel():
+            x = ((x - self.norm_mean) / self.norm_std).clamp(-self.norm_clip, self.norm_clip)
+        return x.flatten(start_dim=x.ndim - len(self.obs_space.shape))  # any leading batch dims
+
+    def forward(self, obs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.features(obs)
+        if extra is not None:
+            x = torch.cat([x, extra], dim=1)
+        return self.body(x)
 
 
-def greedy_actions(net: nn.Module, obs) -> torch.Tensor:
-    with torch.inference_mode():
-        return net(torch.as_tensor(obs, dtype=torch.float32)).argmax(dim=1)
-
-
-def sampled_actions(net: nn.Module, obs, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Draw actions from softmax(logits); returns (actions, their log-probabilities under the behaviour policy)."""
-    with torch.inference_mode():
-        logits = net(torch.as_tensor(obs, dtype=torch.float32))
-        logp_all = torch.log_softmax(logits, dim=1)
-        actions = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(1)
-        return actions, logp_all.gather(1, actions[:, None]).squeeze(1)
+class PolicyNet(Network):
+    def __init__(self, manifest: PolicyManifest) -> None:
+        super().__init__(manifest.spaces.obs, manifest.encoder, manifest.net,
+                         head_outputs(manifest.spaces, manifest.head), obs_norm=manifest.obs_norm)
+        if manifest.head == "gaussian":
+            self.log_std = nn.Parameter(torch.zeros(head_outputs(manifest.spaces, manifest.head)))

@@ -10,20 +10,19 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.algorithms import AlgoConfig
 from shared.config import (
-    Algo,
     CollectorConfig,
-    DQNConfig,
     EnvConfig,
     EvalConfig,
-    NetConfig,
-    PPOConfig,
     ReplayConfig,
     RunConfig,
     SamplingConfig,
     SamplingUnit,
 )
 from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
+from shared.manifest import Behaviour
+from shared.spaces import Spaces
 
 Id = Annotated[str, Field(pattern=ID_PATTERN, description="identifier (see each field for who issues it)")]
 RequestId = Annotated[str, Field(pattern=ID_PATTERN, description=(
@@ -87,11 +86,11 @@ class HeartbeatResponse(Wire):
 class CollectorTask(Wire):
     kind: Literal["collector"] = "collector"
     task_id: Id
-    algo: Algo
     env: EnvConfig
+    spaces: Spaces = Field(description="the env's spaces as the coordinator derived them; chunks follow them")
+    behaviour: Behaviour = Field(description="how to act: the algorithm's action head and exploration")
     collector: CollectorConfig
     sampling: SamplingConfig
-    net: NetConfig
     seed: int
     policy: PolicyRef | None
 
@@ -100,10 +99,10 @@ class LearnerTask(Wire):
     kind: Literal["learner"] = "learner"
     task_id: Id
     buffer_id: Id
-    algo: Algo
+    algo: AlgoConfig
     env: EnvConfig
-    dqn: DQNConfig
-    ppo: PPOConfig
+    spaces: Spaces
+    behaviour: Behaviour
     replay: ReplayConfig
     sampling: SamplingConfig
     collector: CollectorConfig
@@ -114,8 +113,8 @@ class EvaluatorTask(Wire):
     kind: Literal["evaluator"] = "evaluator"
     task_id: Id
     env: EnvConfig
+    spaces: Spaces
     evaluation: EvalConfig
-    net: NetConfig
     seed: int
 
 

@@ -8,7 +8,8 @@ import pytest
 from gymnasium.envs.classic_control import CartPoleEnv
 
 from collector_worker.rollout import Rollout
-from shared.config import EnvConfig, NetConfig
+from shared.config import EnvConfig
+from tests.policies import CARTPOLE, EPSILON_GREEDY
 
 
 class FlakyCartPole(CartPoleEnv):
@@ -36,7 +37,7 @@ def _register() -> None:
 
 def test_env_exception_resets_that_env_and_marks_the_step_invalid() -> None:
     FlakyCartPole.instances = 0
-    rollout = Rollout(EnvConfig(id="FlakyCartPole-v0"), 2, NetConfig(hidden=(8,)), seed=0)
+    rollout = Rollout(EnvConfig(id="FlakyCartPole-v0"), 2, CARTPOLE, EPSILON_GREEDY, seed=0)
     chunk = rollout.collect(8, epsilon=0.0)
     a = chunk.arrays
     assert chunk.env_errors == 1

@@ -9,20 +9,20 @@ import pytest
 
 from collector_worker import main as collector_main
 from collector_worker.rollout import Chunk, Rollout
-from shared.config import CollectorConfig, EnvConfig, NetConfig, SamplingConfig
+from shared.config import CollectorConfig, EnvConfig, SamplingConfig
 from shared.store import LocalStore
 from shared.wire import CollectorTask, Directive, PolicyRef
 from shared.worker import EXIT_CRASHED, EXIT_OK, run_session
+from tests.policies import CARTPOLE, EPSILON_GREEDY
 from tests.shared.fake_coordinator import FakeCoordinator, make_session
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def task(force_sync: bool = False) -> CollectorTask:
-    return CollectorTask(task_id="collect-0", algo="dqn", env=EnvConfig(),
+    return CollectorTask(task_id="collect-0", env=EnvConfig(), spaces=CARTPOLE, behaviour=EPSILON_GREEDY,
                          collector=CollectorConfig(num_envs=2, chunk_steps=8),
-                         sampling=SamplingConfig(force_sync=force_sync), net=NetConfig(hidden=(8,)), seed=0,
-                         policy=None)
+                         sampling=SamplingConfig(force_sync=force_sync), seed=0, policy=None)
 
 
 def collect(fake: FakeCoordinator, data_dir: Path) -> int:

@@ -8,7 +8,11 @@ import pytest
 import torch
 
 from collector_worker.rollout import Chunk, Rollout
-from shared.config import EnvConfig, NetConfig
+from shared.actors import PolicyError
+from shared.config import EnvConfig
+from shared.manifest import Behaviour
+from tests.policies import CARTPOLE as CARTPOLE_SPACES
+from tests.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, manifest, policy_state
 
 torch.set_num_threads(1)
 
@@ -17,11 +21,14 @@ CARTPOLE5 = "RlfleetTestRollout/CartPole5-v1"  # time limit of 5 steps: every ep
 if CARTPOLE5 not in gym.registry:
     gym.register(id=CARTPOLE5, entry_point="gymnasium.envs.classic_control:CartPoleEnv", max_episode_steps=5)
 
-HIDDEN = NetConfig(hidden=(16,))
+Q_POLICY = manifest(CARTPOLE_SPACES, "q_values", (16,))
 
 
 def make(env_id: str = CARTPOLE, num_envs: int = 3, seed: int = 0) -> Rollout:
-    return Rollout(EnvConfig(id=env_id), num_envs, HIDDEN, seed)
+    """A rollout acting epsilon-greedily with a randomly initialised Q-network."""
+    rollout = Rollout(EnvConfig(id=env_id), num_envs, CARTPOLE_SPACES, EPSILON_GREEDY, seed)
+    rollout.load_policy(Q_POLICY, policy_state(Q_POLICY, seed))
+    return rollout
 
 
 def collect(rollout: Rollout, sizes: list[int], epsilon: float) -> list[Chunk]:
@@ -177,8 +184,8 @@ def test_epsilon_one_is_uniform():
     rollout = make(num_envs=4, seed=3)
     try:
         obs = rollout.obs
-        greedy = rollout.policy.greedy(obs)
-        actions = np.stack([rollout.act(obs, 1.0)[0] for _ in range(1000)])
+        greedy = rollout.actor.greedy(obs)
+        actions = np.stack([rollout.act(obs, 1.0, random=False).actions for _ in range(1000)])
     finally:
         rollout.close()
     assert actions.shape == (1000, 4) and actions.dtype == np.int64
@@ -192,8 +199,8 @@ def test_epsilon_partial_explores_at_that_rate():
     rollout = make(num_envs=4, seed=3)
     try:
         obs = rollout.obs
-        greedy = rollout.policy.greedy(obs)
-        actions = np.stack([rollout.act(obs, 0.3)[0] for _ in range(2000)])
+        greedy = rollout.actor.greedy(obs)
+        actions = np.stack([rollout.act(obs, 0.3, random=False).actions for _ in range(2000)])
     finally:
         rollout.close()
     # exploring picks uniformly among 2 actions, so a non-greedy action has probability 0.3 / 2
@@ -202,20 +209,17 @@ def test_epsilon_partial_explores_at_that_rate():
 
 def test_epsilon_zero_is_greedy():
     rollout = make(num_envs=3, seed=4)
-    policy = rollout.policy
+    policy = rollout.actor
     (chunk,) = collect(rollout, [30], epsilon=0.0)
     for t in range(30):
         np.testing.assert_array_equal(chunk.arrays["actions"][t], policy.greedy(chunk.arrays["obs"][t]))
 
 
-def forced_state(rollout: Rollout, action: int) -> dict[str, np.ndarray]:
-    """The rollout's own state dict with the output layer rewired to always prefer `action`."""
-    state = {}
-    for i, (weight, bias) in enumerate(rollout.policy.layers):  # kept as [in, out]; files hold [out, in]
-        state[f"{2 * i}.weight"], state[f"{2 * i}.bias"] = weight.T.copy(), bias.copy()
-    last = f"{2 * len(HIDDEN.hidden)}"
-    state[f"{last}.weight"][:] = 0.0
-    state[f"{last}.bias"][:] = [1.0, 0.0] if action == 0 else [0.0, 1.0]
+def forced_state(action: int) -> dict[str, np.ndarray]:
+    """A Q-network state dict with the output layer rewired to always prefer `action`."""
+    state = policy_state(Q_POLICY)
+    state["body.2.weight"][:] = 0.0
+    state["body.2.bias"][:] = [1.0, 0.0] if action == 0 else [0.0, 1.0]
     return state
 
 
@@ -225,7 +229,7 @@ def test_load_state_changes_actions():
         before = rollout.collect(10, 0.0).arrays["actions"]
         seen = {}
         for action in (0, 1):
-            rollout.load_state(forced_state(rollout, action))
+            rollout.load_policy(Q_POLICY, forced_state(action))
             seen[action] = rollout.collect(10, 0.0).arrays["actions"]
             assert np.all(seen[action] == action)
     finally:
@@ -243,14 +247,17 @@ def test_same_seed_same_chunks():
 
 
 def test_sampling_mode_records_behaviour_log_probs():
-    """PPO collectors draw from softmax(logits) and keep log pi(a|s) of the drawn action for the learner."""
-    rollout = Rollout(EnvConfig(id=CARTPOLE), 4, HIDDEN, seed=2, sample=True)
+    """Sampling collectors draw from softmax(logits) and keep log pi(a|s) of the drawn action for the learner."""
+    rollout = Rollout(EnvConfig(id=CARTPOLE), 4, CARTPOLE_SPACES, SAMPLING, seed=2)
+    policy = manifest(CARTPOLE_SPACES, "categorical", (16,))
+    rollout.load_policy(policy, policy_state(policy))
     try:
         chunk = rollout.collect(50, epsilon=0.0)
     finally:
         rollout.close()
     arrays = chunk.arrays
-    logits = rollout.policy(arrays["obs"].reshape(-1, 4))
+    assert rollout.actor is not None
+    logits = rollout.actor.forward(arrays["obs"].reshape(-1, 4)).astype(np.float64)
     logp_all = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
     expected = logp_all[np.arange(len(logits)), arrays["actions"].reshape(-1)]
     np.testing.assert_allclose(arrays["logp"].reshape(-1), expected, rtol=1e-5, atol=1e-6)
@@ -264,7 +271,7 @@ def test_new_policy_takes_over_mid_chunk_and_the_chunk_reports_the_oldest():
     def refresh() -> None:
         steps["n"] += 1
         if steps["n"] == 6:
-            rollout.load_state(forced_state(rollout, 1), version=5)
+            rollout.load_policy(Q_POLICY, forced_state(1), version=5)
 
     try:
         chunk = rollout.collect(12, 0.0, refresh=refresh)
@@ -283,3 +290,52 @@ def test_n_episode_mode_cuts_the_chunk_after_that_many_episodes():
     # every episode lasts exactly 5 steps, in all 3 envs at once: after 10 steps 6 episodes have finished
     assert chunk.arrays["rewards"].shape == (10, 3)
     assert chunk.ends == [12, 13, 14, 27, 28, 29] and chunk.fresh_columns == [0, 1, 2]
+
+
+def test_before_the_first_policy_actions_are_uniform_and_sampling_waits():
+    rollout = Rollout(EnvConfig(id=CARTPOLE), 4, CARTPOLE_SPACES, EPSILON_GREEDY, seed=1)
+    try:
+        actions = rollout.collect(200, epsilon=0.0).arrays["actions"]
+    finally:
+        rollout.close()
+    assert abs(actions.mean() - 0.5) < 0.05
+    sampler = Rollout(EnvConfig(id=CARTPOLE), 2, CARTPOLE_SPACES, SAMPLING, seed=1)
+    try:
+        with pytest.raises(RuntimeError, match="before the first policy"):
+            sampler.collect(5)
+    finally:
+        sampler.close()
+
+
+def test_a_policy_for_other_spaces_or_another_head_is_refused():
+    rollout = make()
+    try:
+        with pytest.raises(PolicyError, match="this run needs"):
+            rollout.load_policy(manifest(CARTPOLE_SPACES, "categorical"), policy_state(Q_POLICY))
+        other = manifest(PENDULUM, "q_values")
+        with pytest.raises(PolicyError, match="this run needs"):
+            rollout.load_policy(other, policy_state(Q_POLICY))
+    finally:
+        rollout.close()
+
+
+def test_an_env_with_other_spaces_than_planned_is_refused():
+    with pytest.raises(ValueError, match="planned the run for"):
+        Rollout(EnvConfig(id="Pendulum-v1"), 1, CARTPOLE_SPACES, EPSILON_GREEDY, seed=0)
+
+
+def test_continuous_actions_are_stored_as_drawn_and_applied_within_bounds():
+    gaussian = manifest(PENDULUM, "gaussian", (8,))
+    rollout = Rollout(EnvConfig(id="Pendulum-v1"), 2, PENDULUM, Behaviour(head="gaussian", sample=True), seed=0)
+    state = policy_state(gaussian)
+    state["log_std"][:] = 1.0  # std e: many draws beyond the [-2, 2] bounds
+    rollout.load_policy(gaussian, state)
+    try:
+        chunk = rollout.collect(100)
+    finally:
+        rollout.close()
+    arrays = chunk.arrays
+    assert arrays["actions"].dtype == np.float32 and arrays["actions"].shape == (100, 2, 1)
+    assert np.abs(arrays["actions"]).max() > 2.0 and arrays["logp"].shape == (100, 2)
+    # Pendulum's reward is -(theta^2 + 0.1 thetadot^2 + 0.001 u^2) with u clipped to [-2, 2]: never below -16.3
+    assert arrays["rewards"].min() >= -16.3

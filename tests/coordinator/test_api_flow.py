@@ -67,7 +67,8 @@ def test_collector_registers_claims_and_reports_a_chunk_exactly_once(
     task = ClaimResponse.model_validate(resp.json()).task
     assert task is not None and task.kind == "collector" and task.task_id == "collector-0"
     assert task.collector == run_config.collector and task.env == run_config.env
-    assert task.net == run_config.net and task.policy is None
+    assert task.behaviour.head == "q_values" and task.behaviour.epsilon == run_config.collector.epsilon
+    assert task.spaces.action.kind == "discrete" and task.spaces.obs.shape == (4,) and task.policy is None
     # claiming again re-reads the same task
     again = ClaimResponse.model_validate(post(client, tokens["collector"], f"/v1/workers/{reg.worker_id}/claim").json())
     assert again.task is not None and again.task.task_id == "collector-0"
@@ -124,7 +125,7 @@ def test_learner_has_no_claimable_second_task(client: TestClient, tokens: Tokens
     learner = register(client, tokens["learner"], "learner")
     task = claim(client, tokens["learner"], learner)["task"]
     assert task["kind"] == "learner" and task["task_id"] == "learner-0" and task["buffer_id"] == "replay-0"
-    assert task["dqn"]["batch_size"] == run_config.dqn.batch_size
+    assert task["algo"]["name"] == "dqn" and task["algo"]["batch_size"] == run_config.algo.batch_size
     spare = register(client, tokens["learner"], "learner")
     assert claim(client, tokens["learner"], spare)["task"] is None
 
@@ -136,7 +137,7 @@ def test_learner_samples_consistent_references_once_warm(
     collector = register(client, tokens["collector"], "collector")
     assert claim(client, tokens["collector"], collector)["task"]["task_id"] == "collector-0"
     learner = learner_with_task(client, tokens)
-    batch_size, num_batches = run_config.dqn.batch_size, run_config.dqn.batches_per_request
+    batch_size, num_batches = run_config.algo.batch_size, run_config.algo.batches_per_request
     request = {"worker_id": learner, "batch_size": batch_size, "num_batches": num_batches}
 
     resp = post(client, tokens["learner"], "/v1/buffers/replay-0/sample", request)

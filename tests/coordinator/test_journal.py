@@ -98,7 +98,7 @@ def test_ended_run_stays_ended_and_keeps_its_config(tmp_path: Path, run_config: 
     run = _reopen(db, run_config, store, clock)
     run.stop("done for today")
     run.journal.close()
-    changed = make_config(run_config, dqn={"learning_rate": 0.5})
+    changed = make_config(run_config, algo={"learning_rate": 0.5})
     after = _reopen(db, changed, store, clock)
     assert after.lifecycle.state == "stopped" and after.lifecycle.message == "done for today"
     assert after.config == run_config  # a resumed run keeps the config it started with

@@ -183,7 +183,7 @@ def test_collector_tasks_created_on_demand_and_claim_is_idempotent(run: Run, run
     assert (task_a.task_id, task_b.task_id) == ("collector-0", "collector-1")
     assert task_a.collector == run_config.collector
     assert task_a.env == run_config.env
-    assert task_a.net.hidden == (32, 32)
+    assert task_a.spaces.obs.shape == (4,) and task_a.behaviour.head == "q_values"
     assert task_a.policy is None
     assert task_a.seed != task_b.seed
     again = run.claim(a).task

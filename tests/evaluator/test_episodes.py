@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from evaluator.episodes import Act, evaluate
-from shared.config import EnvConfig, NetConfig
-from shared.inference import NumpyPolicy
+from shared.config import EnvConfig
+from tests.policies import flat_spaces, random_actor
 
 torch.set_num_threads(1)
 
@@ -49,7 +49,7 @@ if SEED_LENGTH_ID not in gym.registry:
 
 @pytest.fixture
 def net() -> Act:
-    return NumpyPolicy(2, 2, NetConfig(hidden=(8,)), np.random.default_rng(0)).greedy
+    return random_actor(flat_spaces(2, 2), hidden=(8,)).greedy
 
 
 @pytest.mark.parametrize(("num_envs", "episodes"), [(1, 3), (2, 6), (3, 6), (3, 12)])
@@ -76,7 +76,7 @@ def test_started_episodes_are_finished(net):
 
 
 def test_greedy_cartpole_returns_equal_lengths():
-    net = NumpyPolicy(4, 2, NetConfig(hidden=(16,)), np.random.default_rng(3)).greedy
+    net = random_actor(seed=3).greedy
     returns, lengths = evaluate(net, EnvConfig(id="CartPole-v1"), num_envs=2, episodes=4, seed=0)
     assert len(returns) == len(lengths) == 4
     assert returns == [float(n) for n in lengths]
@@ -87,7 +87,7 @@ def test_greedy_cartpole_returns_equal_lengths():
 
 def test_greedy_cartpole_matches_a_manual_rollout():
     """Each env's first episode equals a single-env greedy rollout with the same seed."""
-    net = NumpyPolicy(4, 2, NetConfig(hidden=(16,)), np.random.default_rng(4)).greedy
+    net = random_actor(seed=4).greedy
     returns, lengths = evaluate(net, EnvConfig(id="CartPole-v1"), num_envs=2, episodes=2, seed=10)
     expected = []
     for i in range(2):

@@ -52,8 +52,8 @@ def test_run_survives_kill_9_of_collector_learner_and_coordinator(tmp_path: Path
     port = free_port()
     up = subprocess.Popen(
         [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir",
-         str(tmp_path), "--port", str(port), "--seed", "3", "--set", "dqn.publish_every=1000",
-         "--set", "dqn.checkpoint_every=100"],
+         str(tmp_path), "--port", str(port), "--seed", "3", "--set", "algo.publish_every=1000",
+         "--set", "algo.checkpoint_every=100"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
     )
     http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)

@@ -29,7 +29,7 @@ def scaling_config() -> RunConfig:
     data["collector"] = {"num_envs": 4, "chunk_steps": 32}
     data["replay"] = {"capacity_transitions": 20_000, "min_transitions": MIN, "samples_per_insert": SPI,
                       "tolerance_transitions": TOLERANCE}
-    data["dqn"]["batches_per_request"] = 4
+    data["algo"]["batches_per_request"] = 4
     return RunConfig.model_validate(data)
 
 
@@ -48,7 +48,7 @@ def test_ratio_stays_in_band_as_collectors_go_from_1_to_3_to_1(tmp_path: Path, d
     config_file.write_text(dump_run_config(config))
     fleet = Fleet(tmp_path, data_dir, config_file, tokens, {"RLFLEET_LEASE_SECONDS": "3"})
     chunk = config.collector.num_envs * config.collector.chunk_steps
-    request = config.dqn.batch_size * config.dqn.batches_per_request
+    request = config.algo.batch_size * config.algo.batches_per_request
     phases: list[tuple[int, int, int]] = []  # (collectors, inserted delta, sampled delta)
     try:
         fleet.start_coordinator()

@@ -9,20 +9,24 @@ import numpy as np
 import pytest
 import torch
 
+from learner_worker.algorithms.dqn import DQN
 from learner_worker.cache import ChunkCache
-from learner_worker.dqn import DQN
-from learner_worker.main import cache_chunks
+from learner_worker.loops import cache_chunks
 from learner_worker.nstep import nstep_targets
+from shared.algorithms.dqn import DQNParams
 from shared.codec import encode_chunk
-from shared.config import DQNConfig, NetConfig, RunConfig
+from shared.config import NetConfig, RunConfig
 from shared.layout import chunk_path
+from shared.schema import ChunkSchema
 from shared.store import LocalStore
-from shared.wire import Directive, LearnerTask, SampledChunk, SampleResponse
+from shared.wire import Directive, SampledChunk, SampleResponse
+from tests.policies import EPSILON_GREEDY, flat_spaces, learner_task
 
 torch.set_num_threads(1)
 
 T, N, D = 8, 2, 3
 GAMMA, NSTEP = 0.9, 3
+SCHEMA = ChunkSchema.of(flat_spaces(D, 3), behaviour_logp=False)
 
 
 def chunk_arrays(number: int) -> dict[str, np.ndarray]:
@@ -37,7 +41,7 @@ def chunk_arrays(number: int) -> dict[str, np.ndarray]:
     terminated = rng.random((T, N)) < 0.15
     truncated = rng.random((T, N)) < 0.15
     return {"obs": obs, "actions": (offsets * 7 + number) % 3, "rewards": (offsets + 10 * number).astype(np.float32),
-            "terminated": terminated, "truncated": truncated, "next_obs": next_obs}
+            "terminated": terminated, "truncated": truncated, "next_obs": next_obs, "valid": np.ones((T, N), bool)}
 
 
 def transition_reply(**fields) -> SampleResponse:
@@ -97,7 +101,7 @@ def check_rows(fx: Fixture, batch: dict[str, np.ndarray]) -> list[tuple[int, int
 
 
 def test_full_batches_with_correct_rows(fx: Fixture):
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     pairs = random_pairs(24, seed=1)
     batches = cache.batches(fx.sample(pairs, batch_size=8))
     assert len(batches) == 3
@@ -118,21 +122,21 @@ def test_full_batches_with_correct_rows(fx: Fixture):
 
 
 def test_rows_reference_the_right_chunk_when_reply_order_differs(fx: Fixture):
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     pairs = [(2, 5), (0, 15), (1, 0), (2, 1)]
     (batch,) = cache.batches(fx.sample(pairs, batch_size=4, chunks=[2, 0, 1]))
     assert Counter(check_rows(fx, batch)) == Counter(pairs)
 
 
 def test_partial_batch_is_dropped(fx: Fixture):
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     batches = cache.batches(fx.sample(random_pairs(21, seed=2), batch_size=8))
     assert [len(b["obs"]) for b in batches] == [8, 8]
 
 
 def test_missing_file_drops_its_references(fx: Fixture):
     fx.store.delete(fx.refs[1].payload_path)
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     pairs = [(k, off) for k in range(3) for off in range(8)]  # 8 refs per chunk
     batches = cache.batches(fx.sample(pairs, batch_size=4))
     assert cache.missing == 1 and cache.corrupt == 0 and cache.loaded == 2
@@ -146,7 +150,7 @@ def test_corrupt_file_is_dropped(fx: Fixture):
     raw = bytearray(path.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     path.write_bytes(bytes(raw))
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     pairs = [(k, off) for k in range(3) for off in range(4)]
     batches = cache.batches(fx.sample(pairs, batch_size=4))
     assert cache.corrupt == 1 and cache.missing == 0
@@ -165,7 +169,7 @@ def test_undecodable_file_with_matching_sha_is_dropped(fx: Fixture):
     shape = SampledChunk(chunk_id="shape", payload_path=shape_path,
                          sha256=fx.store.put(shape_path, encode_chunk(arrays)), policy_version=0,
                          num_envs=N)
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     reply = transition_reply(chunks=[bad, fx.refs[0], shape], chunk_index=[0, 1, 2, 1], offsets=[0, 3, 0, 4],
                            batch_size=2, buffer_transitions=10, directive=Directive(run_state="running"))
     (batch,) = cache.batches(reply)
@@ -176,14 +180,14 @@ def test_undecodable_file_with_matching_sha_is_dropped(fx: Fixture):
 def test_everything_unreadable_gives_no_batches(fx: Fixture):
     for ref in fx.refs:
         fx.store.delete(ref.payload_path)
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     assert cache.batches(fx.sample(random_pairs(8, seed=3), batch_size=4)) == []
     assert cache.missing == 3
 
 
 def test_lru_bound(tmp_path: Path):
     fx = Fixture(tmp_path / "store", 4)
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=2)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=2)
     a, b, c, d = fx.refs
     assert cache.get(a) is not None and cache.get(b) is not None
     assert cache.loaded == 2
@@ -202,7 +206,7 @@ def test_lru_bound(tmp_path: Path):
 
 
 def test_cached_chunk_is_read_once(fx: Fixture):
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     for seed in range(3):
         cache.batches(fx.sample(random_pairs(8, seed=seed), batch_size=4))
     assert cache.loaded == 3
@@ -210,9 +214,9 @@ def test_cached_chunk_is_read_once(fx: Fixture):
 
 @pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
 def test_batches_feed_dqn_update(fx: Fixture):
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     (batch,) = cache.batches(fx.sample(random_pairs(16, seed=4), batch_size=16))
-    dqn = DQN(D, 3, DQNConfig(net=NetConfig(hidden=(8,))), seed=0)
+    dqn = DQN(flat_spaces(D, 3), DQNParams(net=NetConfig(hidden=(8,))), EPSILON_GREEDY, seed=0)
     info = dqn.update(batch)
     assert np.isfinite(info["td_loss"])
 
@@ -229,7 +233,7 @@ def test_rows_where_the_env_raised_are_never_trained_on(tmp_path: Path) -> None:
     arrays["valid"][3, 0] = False
     arrays["truncated"][3, 0] = True
     sha = store.put("chunks/t/c.msgpack", encode_chunk(arrays))
-    cache = ChunkCache(store, gamma=0.5, n_step=3, max_chunks=4)
+    cache = ChunkCache(store, ChunkSchema.of(flat_spaces(2, 2), False), gamma=0.5, n_step=3, max_chunks=4)
     ref = SampledChunk(chunk_id="c", payload_path="chunks/t/c.msgpack", sha256=sha, policy_version=0, num_envs=1)
     reply = transition_reply(chunks=[ref], chunk_index=[0] * steps, offsets=list(range(steps)), batch_size=1,
                            buffer_transitions=steps, directive=Directive(run_state="running"))
@@ -242,9 +246,7 @@ def test_rows_where_the_env_raised_are_never_trained_on(tmp_path: Path) -> None:
 
 
 def test_learner_cache_is_sized_from_the_replay_capacity() -> None:
-    cfg = RunConfig()  # 100k transitions in 2048-transition chunks: ~49 chunks in the buffer
-    task = LearnerTask(task_id="learner-0", buffer_id="replay-0", algo="dqn", env=cfg.env, dqn=cfg.dqn,
-                       ppo=cfg.ppo, replay=cfg.replay, sampling=cfg.sampling, collector=cfg.collector, seed=0)
+    task = learner_task(RunConfig())  # 100k transitions in 2048-transition chunks: ~49 chunks in the buffer
     assert cache_chunks(task) == 70
 
 
@@ -308,9 +310,9 @@ def _outside_link(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 CORRUPTIONS = {
     "hash-mismatch": (_hash_mismatch, "IntegrityError"),
     "undecodable": (_undecodable, "PayloadError"),
-    "inconsistent-shapes": (_shapes, "inconsistent shapes"),
-    "float-flags": (_float_flags, "flags must be bool"),
-    "missing-array": (_missing_array, "missing array 'next_obs'"),
+    "inconsistent-shapes": (_shapes, "rewards has shape (8, 1), expected [steps, 2]"),
+    "float-flags": (_float_flags, "column 'terminated' is float32"),
+    "missing-array": (_missing_array, "missing ['next_obs']"),
     "directory": (_directory, "IsADirectoryError"),
     "permission": (_unreadable, "PermissionError"),
     "symlink-outside": (_outside_link, "StorePathError"),
@@ -323,7 +325,7 @@ def test_unusable_payload_is_skipped_and_queued_for_a_report(fx: Fixture, kind: 
     corrupt, reason = CORRUPTIONS[kind]
     path = fx.store.root / fx.refs[0].payload_path
     corrupt(fx, path, monkeypatch)
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     pairs = [(k, off) for k in range(3) for off in range(4)]
     batches = cache.batches(fx.sample(pairs, batch_size=4))
     seen = [pair for batch in batches for pair in check_rows(fx, batch)]
@@ -336,6 +338,6 @@ def test_unusable_payload_is_skipped_and_queued_for_a_report(fx: Fixture, kind: 
 
 def test_deleted_payload_is_not_reported(fx: Fixture):
     fx.store.delete(fx.refs[1].payload_path)  # evicted since the sample: legitimate
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     cache.batches(fx.sample([(k, 0) for k in range(3)], batch_size=1))
     assert cache.missing == 1 and cache.take_corrupt() == []

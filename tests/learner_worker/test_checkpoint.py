@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 import torch
 
+from learner_worker.algorithms.dqn import DQN
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
-from learner_worker.dqn import DQN
-from shared.config import DQNConfig, NetConfig
+from shared.algorithms.dqn import DQNParams
+from shared.confbase import NetConfig
+from tests.policies import EPSILON_GREEDY, flat_spaces
 
 torch.set_num_threads(1)
 
@@ -43,7 +45,7 @@ def test_missing_directory_gives_none(tmp_path: Path):
 
 @pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
 def test_roundtrip_with_real_learner_state(tmp_path: Path):
-    dqn = DQN(4, 2, DQNConfig(net=NetConfig(hidden=(8,))), seed=0)
+    dqn = DQN(flat_spaces(4, 2), DQNParams(net=NetConfig(hidden=(8,))), EPSILON_GREEDY, seed=0)
     rng = np.random.default_rng(0)
     batch = {"obs": rng.normal(size=(8, 4)).astype(np.float32), "actions": rng.integers(0, 2, 8),
              "returns": np.ones(8, np.float32), "boot_obs": rng.normal(size=(8, 4)).astype(np.float32),
@@ -54,7 +56,7 @@ def test_roundtrip_with_real_learner_state(tmp_path: Path):
     loaded = load_latest_checkpoint(tmp_path)
     assert loaded is not None
     assert (loaded.iteration, loaded.policy_version, loaded.transitions_trained) == (7, 2, 448)
-    restored = DQN(4, 2, DQNConfig(net=NetConfig(hidden=(8,))), seed=1)
+    restored = DQN(flat_spaces(4, 2), DQNParams(net=NetConfig(hidden=(8,))), EPSILON_GREEDY, seed=1)
     restored.load(loaded.algo)
     for key, value in dqn.online.state_dict().items():
         assert torch.equal(restored.online.state_dict()[key], value)

@@ -14,25 +14,21 @@ import torch
 
 from learner_worker import main as learner_main
 from learner_worker.cache import ChunkCache
-from learner_worker.main import PPOTrainer, TrainingDiverged, check_finite
+from learner_worker.loops import MAX_CHUNKS_PER_TAKE, ChunkTrainer
+from learner_worker.trainer import TrainingDiverged, check_finite
 from shared.codec import encode_chunk
 from shared.config import RunConfig
 from shared.layout import RunLayout, chunk_path
 from shared.store import LocalStore
-from shared.wire import LearnerTask, SampledChunk, SampleRequest, SampleResponse
+from shared.wire import SampledChunk, SampleRequest, SampleResponse
 from shared.worker import EXIT_CRASHED, EXIT_OK, run_session
 from tests.conftest import small_run_config
+from tests.policies import learner_task
 from tests.shared.fake_coordinator import FakeCoordinator, make_session, reply
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.timeout(120)
 T, N, OBS = 8, 2, 4  # CartPole observations
-
-
-def learner_task(config: RunConfig) -> LearnerTask:
-    return LearnerTask(task_id="learn-0", buffer_id="replay-0", algo=config.algo, env=config.env, dqn=config.dqn,
-                       ppo=config.ppo, replay=config.replay, sampling=config.sampling, collector=config.collector,
-                       seed=0)
 
 
 def prioritized() -> RunConfig:
@@ -52,7 +48,7 @@ def ppo_config() -> RunConfig:
 class Payloads:
     """Chunks of CartPole-shaped transitions in the run's store, served by the fake's sample route."""
 
-    def __init__(self, data_dir: Path, count: int = 3, rewards: float = 1.0) -> None:
+    def __init__(self, data_dir: Path, count: int = 3, rewards: float = 1.0, logp: bool = False) -> None:
         self.store = LocalStore(RunLayout(data_dir, "test-run").store_root)
         rng = np.random.default_rng(0)
         self.refs = []
@@ -63,8 +59,9 @@ class Payloads:
                       "actions": rng.integers(0, 2, shape).astype(np.int64),
                       "rewards": np.full(shape, rewards, np.float32),
                       "terminated": rng.random(shape) < 0.1, "truncated": np.zeros(shape, bool),
-                      "valid": np.ones(shape, bool),
-                      "logp": np.full(shape, math.log(0.5), np.float32)}
+                      "valid": np.ones(shape, bool)}
+            if logp:  # the sampling collectors' column
+                arrays["logp"] = np.full(shape, math.log(0.5), np.float32)
             path = chunk_path("collect-0", f"chunk{k}")
             self.refs.append(SampledChunk(chunk_id=f"chunk{k}", payload_path=path,
                                           sha256=self.store.put(path, encode_chunk(arrays)), policy_version=0,
@@ -77,7 +74,7 @@ class Payloads:
             if self.calls > solve_after:
                 fake.run_state = "solved"
             ask = SampleRequest.model_validate_json(request.content)
-            if ask.batch_size == learner_main.MAX_CHUNKS_PER_TAKE:  # PPO: whole chunks
+            if ask.batch_size == MAX_CHUNKS_PER_TAKE:  # the chunk loop: whole chunks
                 items = len(self.refs)
                 index, offsets, lengths = list(range(items)), [0] * items, [T * N] * items
                 unit, size = "chunk", items
@@ -137,14 +134,14 @@ def test_a_corrupt_payload_is_reported_and_training_goes_on(tmp_path: Path) -> N
     assert fake.of("learn-info"), "it kept training on the good chunks"
 
 
-def test_ppo_take_reuses_its_request_id_and_reports_corrupt_chunks(tmp_path: Path) -> None:
-    payloads = Payloads(tmp_path)
+def test_chunk_take_reuses_its_request_id_and_reports_corrupt_chunks(tmp_path: Path) -> None:
+    payloads = Payloads(tmp_path, logp=True)
     payloads.store.put(payloads.refs[0].payload_path, b"\x93not msgpack either")
     fake = FakeCoordinator(fail_once={"sample"})
     payloads.serve(fake)
     session = make_session(fake, "learner")
     session.register()
-    trainer = PPOTrainer(session, RunLayout(tmp_path, "test-run"), learner_task(ppo_config()))
+    trainer = ChunkTrainer(session, RunLayout(tmp_path, "test-run"), learner_task(ppo_config()))
     chunks = trainer.take()
     trainer.take()
     session.close()

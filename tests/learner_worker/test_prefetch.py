@@ -15,7 +15,7 @@ from learner_worker.prefetch import Prefetcher
 from shared.session import WorkerSession
 from shared.wire import SampleRequest
 from shared.worker import EXIT_CRASHED, exit_code
-from tests.learner_worker.test_cache import GAMMA, NSTEP, Fixture
+from tests.learner_worker.test_cache import GAMMA, NSTEP, SCHEMA, Fixture
 from tests.shared.fake_coordinator import FakeCoordinator, error, make_session, reply
 
 pytestmark = pytest.mark.timeout(60)
@@ -44,7 +44,7 @@ def serve(fake: FakeCoordinator, fx: Fixture) -> None:
 def started(fake: FakeCoordinator, fx: Fixture, **kwargs) -> tuple[WorkerSession, Prefetcher]:
     session = make_session(fake, "learner", **kwargs)
     session.register()
-    cache = ChunkCache(fx.store, GAMMA, NSTEP, max_chunks=8)
+    cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     return session, Prefetcher(session, cache, BUFFER, batch_size=4, batches_per_request=2)
 
 

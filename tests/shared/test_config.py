@@ -40,7 +40,7 @@ def test_defaults_validate() -> None:
     assert cfg.name == "cartpole-dqn"
     assert cfg.evaluation.episodes % cfg.evaluation.num_envs == 0
     assert cfg.replay.min_transitions <= cfg.replay.capacity_transitions
-    assert cfg.dqn.net.hidden == (256, 256)
+    assert cfg.algo.net.hidden == (256, 256)
 
 
 def test_empty_yaml_gives_defaults(tmp_path: Path) -> None:
@@ -57,7 +57,7 @@ def test_repo_config_loads() -> None:
     assert cfg.collector.num_envs == 8
     assert cfg.collector.epsilon == EpsilonSchedule(start=1.0, end=0.04, decay_env_steps=10_000)
     assert cfg.replay.tolerance_transitions == 4096
-    assert cfg.dqn.net.hidden == (256, 256)
+    assert cfg.algo.net.hidden == (256, 256)
     assert cfg.budget.max_env_steps == 400_000
     assert cfg.budget.max_wall_seconds == 900
 
@@ -89,15 +89,15 @@ def test_dotted_overrides_applied(tmp_path: Path) -> None:
     assert cfg.budget.max_wall_seconds == 1_800.0  # sibling keeps its default
     assert cfg.collector.epsilon.end == 0.1
     assert cfg.collector.epsilon.start == 1.0
-    assert cfg.dqn.net.hidden == (8, 4)
+    assert cfg.algo.net.hidden == (8, 4)
     assert cfg.env.solve_threshold == 200
 
 
 def test_overrides_on_top_of_repo_config_via_parse_overrides() -> None:
-    overrides = parse_overrides("seed=7; replay.min_transitions=500\nname=my-run;dqn.double_q=false")
-    assert overrides == {"seed": 7, "replay.min_transitions": 500, "name": "my-run", "dqn.double_q": False}
+    overrides = parse_overrides("seed=7; replay.min_transitions=500\nname=my-run;algo.double_q=false")
+    assert overrides == {"seed": 7, "replay.min_transitions": 500, "name": "my-run", "algo.double_q": False}
     cfg = load_run_config(REPO / "configs" / "cartpole_dqn.yaml", overrides)
-    assert (cfg.seed, cfg.replay.min_transitions, cfg.name, cfg.dqn.double_q) == (7, 500, "my-run", False)
+    assert (cfg.seed, cfg.replay.min_transitions, cfg.name, cfg.algo.double_q) == (7, 500, "my-run", False)
     assert cfg.replay.capacity_transitions == 100_000  # untouched value from the file
 
 
@@ -172,8 +172,9 @@ def test_unknown_keys_rejected(tmp_path: Path, doc: dict) -> None:
         {"collector": {"epsilon": {"decay_env_steps": 0}}},
         {"replay": {"samples_per_insert": 0}},
         {"dqn": {"gamma": 0}},
-        {"dqn": {"gamma": 1.01}},
-        {"dqn": {"learning_rate": 0}},
+        {"algo": {"name": "dqn", "gamma": 1.01}},
+        {"algo": {"name": "dqn", "learning_rate": 0}},
+        {"algo": {"name": "dqn", "unknown_knob": 1}},
         {"budget": {"max_wall_seconds": 0}},
         {"env": {"solve_threshold": float("nan")}},
         {"env": {"solve_threshold": float("inf")}},
@@ -183,6 +184,41 @@ def test_unknown_keys_rejected(tmp_path: Path, doc: dict) -> None:
 )
 def test_out_of_range_values_rejected(tmp_path: Path, doc: dict) -> None:
     with pytest.raises(ValidationError):
+        load_run_config(_write(tmp_path, doc))
+
+
+# ----- the algorithm section -----------------------------------------------------------------------------------
+
+
+def test_the_algorithm_is_a_named_section_of_its_own_parameters(tmp_path: Path) -> None:
+    doc = {"algo": {"name": "ppo", "epochs": 3, "net": {"hidden": [8]}}, "sampling": {"unit": "chunk"},
+           "replay": {"sampler": "fifo", "max_use": 1}}
+    cfg = load_run_config(_write(tmp_path, doc), {"algo.clip_range": 0.1})
+    assert (cfg.algo.name, cfg.algo.epochs, cfg.algo.net.hidden, cfg.algo.clip_range) == ("ppo", 3, (8,), 0.1)
+    assert load_run_config(_write(tmp_path, yaml.safe_load(dump_run_config(cfg)))) == cfg
+
+
+def test_configs_of_earlier_releases_still_load(tmp_path: Path) -> None:
+    """`algo: ppo` with a `ppo:` section, and run dumps that held every algorithm's section."""
+    doc = {"algo": "ppo", "ppo": {"epochs": 3}, "dqn": {"gamma": 0.5}, "sampling": {"unit": "chunk"},
+           "replay": {"sampler": "fifo", "max_use": 1}}
+    cfg = load_run_config(_write(tmp_path, doc))
+    assert cfg.algo.name == "ppo" and cfg.algo.epochs == 3
+    assert load_run_config(_write(tmp_path, {"dqn": {"n_step": 5}})).algo.n_step == 5  # dqn is the default
+
+
+def test_an_unknown_algorithm_lists_the_registered_ones(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="'dqn', 'ppo'"):
+        load_run_config(_write(tmp_path, {"algo": {"name": "a3c"}}))
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ({"algo": {"name": "dqn"}, "sampling": {"unit": "chunk"}}, "dqn trains on transitions: set sampling.unit"),
+    ({"algo": {"name": "ppo"}}, "ppo trains on whole chunks: set sampling.unit=chunk"),
+    ({"algo": {"name": "ppo"}, "sampling": {"unit": "chunk"}}, "ppo consumes each chunk once: set replay.sampler"),
+])
+def test_buffer_settings_the_algorithm_cannot_train_on_are_refused(tmp_path: Path, doc: dict, message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
         load_run_config(_write(tmp_path, doc))
 
 

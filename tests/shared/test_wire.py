@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from shared.algorithms.ppo import PPOParams
 from shared.config import RunConfig
 from shared.wire import (
     ChunkReport,
@@ -25,6 +26,7 @@ from shared.wire import (
     SampleRequest,
     StopRequest,
 )
+from tests.policies import CARTPOLE, EPSILON_GREEDY, SAMPLING
 
 SHA = "ab" * 32
 
@@ -212,17 +214,17 @@ def test_stop_reason_length_limited() -> None:
 def test_claim_response_discriminates_task_kinds() -> None:
     cfg = RunConfig()
     tasks = [
-        CollectorTask(task_id="collector-0", algo="dqn", env=cfg.env, collector=cfg.collector,
-                      sampling=cfg.sampling, net=cfg.net, seed=1, policy=None),
-        LearnerTask(task_id="learner-0", buffer_id="replay-0", algo="ppo", env=cfg.env, dqn=cfg.dqn, ppo=cfg.ppo,
-                    replay=cfg.replay, sampling=cfg.sampling, collector=cfg.collector, seed=2),
-        EvaluatorTask(task_id="evaluator-0", env=cfg.env, evaluation=cfg.evaluation, net=cfg.net,
-                      seed=3),
+        CollectorTask(task_id="collector-0", env=cfg.env, spaces=CARTPOLE, behaviour=EPSILON_GREEDY,
+                      collector=cfg.collector, sampling=cfg.sampling, seed=1, policy=None),
+        LearnerTask(task_id="learner-0", buffer_id="replay-0", algo=PPOParams(), env=cfg.env, spaces=CARTPOLE,
+                    behaviour=SAMPLING, replay=cfg.replay, sampling=cfg.sampling, collector=cfg.collector, seed=2),
+        EvaluatorTask(task_id="evaluator-0", env=cfg.env, spaces=CARTPOLE, evaluation=cfg.evaluation, seed=3),
     ]
     for task in tasks:
         resp = ClaimResponse(task=task, directive=Directive(run_state="running"))
         back = ClaimResponse.model_validate_json(resp.model_dump_json())
         assert type(back.task) is type(task)
+        assert back.task == task  # the algorithm's parameters survive the wire as their own model
         assert back == resp
     empty = ClaimResponse.model_validate_json('{"task": null, "directive": {"run_state": "solved"}}')
     assert empty.task is None and empty.directive.run_state == "solved"

@@ -12,21 +12,25 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from shared.config import DQNConfig
-from shared.nets import policy_network
+from shared.algorithms.dqn import DQNParams
+from shared.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.nets import PolicyNet
+from shared.spaces import Spaces
 
 
 class DQN:
-    def __init__(self, obs_dim: int, n_actions: int, cfg: DQNConfig, seed: int) -> None:
+    def __init__(self, spaces: Spaces, cfg: DQNParams, behaviour: Behaviour, seed: int) -> None:
         torch.manual_seed(seed)
         self.cfg = cfg
-        self.online = policy_network(obs_dim, n_actions, cfg.net)
-        self.target = policy_network(obs_dim, n_actions, cfg.net)
+        self._manifest = PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=cfg.net,
+                                        head=behaviour.head)
+        self.online = PolicyNet(self._manifest)
+        self.target = PolicyNet(self._manifest)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
         self.updates = 0
-        self.td_abs = np.zeros(0, np.float32)
+        self.td_abs: np.ndarray | None = np.zeros(0, np.float32)
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         obs = torch.from_numpy(batch["obs"])
@@ -58,6 +62,9 @@ class DQN:
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         return self.online.state_dict()
+
+    def manifest(self) -> PolicyManifest:
+        return self._manifest
 
     def state(self) -> dict:
         return {"online": self.online.state_dict(), "target": self.target.state_dict(),

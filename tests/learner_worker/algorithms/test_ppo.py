@@ -10,15 +10,23 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.ppo import PPO
-from shared.config import NetConfig, PPOConfig
-from shared.nets import policy_network, sampled_actions
+from learner_worker.algorithms.ppo import PPO
+from shared.actors import build_actor
+from shared.algorithms.ppo import PPOParams
+from shared.confbase import NetConfig
+from shared.manifest import Behaviour
+from shared.nets import PolicyNet
+from tests.policies import PENDULUM, SAMPLING, flat_spaces
 
 torch.set_num_threads(1)
 
 OBS_DIM, N_ACTIONS = 4, 3
 KEYS = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance", "grad_norm"}
-SMALL = PPOConfig(net=NetConfig(hidden=(16, 16), activation="tanh"), epochs=3, minibatch_size=16)
+SMALL = PPOParams(net=NetConfig(hidden=(16, 16), activation="tanh"), epochs=3, minibatch_size=16)
+
+
+def make_ppo(cfg: PPOParams = SMALL, seed: int = 0) -> PPO:
+    return PPO(flat_spaces(OBS_DIM, N_ACTIONS), cfg, SAMPLING, seed=seed)
 
 
 def make_chunk(seed: int, steps: int = 8, envs: int = 4, invalid: float = 0.0) -> dict[str, np.ndarray]:
@@ -49,7 +57,7 @@ def roundtrip(state: dict) -> dict:
 
 
 def test_update_returns_finite_metrics():
-    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    ppo = make_ppo(SMALL, 0)
     info = ppo.update([make_chunk(1), make_chunk(2, steps=5, envs=3)])  # chunks may differ in T and N
     assert set(info) == KEYS
     assert all(isinstance(v, float) and np.isfinite(v) for v in info.values()), info
@@ -60,7 +68,7 @@ def test_update_returns_finite_metrics():
 
 
 def test_empty_batch_raises():
-    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    ppo = make_ppo(SMALL, 0)
     with pytest.raises(ValueError, match="empty"):
         ppo.update([])
     chunk = make_chunk(1)
@@ -70,16 +78,8 @@ def test_empty_batch_raises():
     assert ppo.updates == 0
 
 
-def test_bad_shapes_raise():
-    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
-    chunk = make_chunk(1)
-    chunk["logp"] = chunk["logp"][:-1]
-    with pytest.raises(ValueError, match="logp"):
-        ppo.update([chunk])
-
-
 def test_single_valid_row_and_leftover_row_are_finite():
-    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    ppo = make_ppo(SMALL, 0)
     chunk = make_chunk(1)
     chunk["valid"][:] = False
     chunk["valid"][3, 1] = True
@@ -106,7 +106,7 @@ def garbage(chunk: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
 def test_invalid_rows_do_not_influence_the_update():
     chunks = [make_chunk(s, steps=10, envs=4, invalid=0.25) for s in range(3)]
     assert all((~c["valid"]).any() for c in chunks)
-    first, second = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=7), PPO(OBS_DIM, N_ACTIONS, SMALL, seed=7)
+    first, second = make_ppo(SMALL, 7), make_ppo(SMALL, 7)
     info_a = first.update(chunks)
     info_b = second.update([garbage(c, seed=i) for i, c in enumerate(chunks)])
     assert info_a == info_b
@@ -117,8 +117,8 @@ def test_invalid_rows_do_not_influence_the_update():
 def test_an_invalid_step_cuts_the_advantage_of_the_step_before():
     """With lambda = 1 and no episode end, the advantage of step 0 would sum the rewards after it; an invalid
     step 2 must stop that sum at step 1 (bootstrapping from step 1's next observation) whatever step 2 holds."""
-    cfg = PPOConfig(net=NetConfig(hidden=(8,)), gamma=0.9, gae_lambda=1.0)
-    ppo = PPO(OBS_DIM, N_ACTIONS, cfg, seed=0)
+    cfg = PPOParams(net=NetConfig(hidden=(8,)), gamma=0.9, gae_lambda=1.0)
+    ppo = make_ppo(cfg, 0)
     chunk = make_chunk(3, steps=4, envs=1)
     chunk["terminated"][:] = False
     chunk["truncated"][:] = False
@@ -136,9 +136,9 @@ def test_an_invalid_step_cuts_the_advantage_of_the_step_before():
 
 
 def test_policy_state_loads_into_policy_network():
-    cfg = PPOConfig(net=NetConfig(hidden=(32, 16), activation="tanh"))
-    ppo = PPO(OBS_DIM, N_ACTIONS, cfg, seed=0)
-    net = policy_network(OBS_DIM, N_ACTIONS, cfg.net)
+    cfg = PPOParams(net=NetConfig(hidden=(32, 16), activation="tanh"))
+    ppo = make_ppo(cfg, 0)
+    net = PolicyNet(ppo.manifest())
     net.load_state_dict(roundtrip(ppo.policy_state()))
     probe = torch.from_numpy(make_chunk(9)["obs"].reshape(-1, OBS_DIM))
     with torch.no_grad():
@@ -146,15 +146,15 @@ def test_policy_state_loads_into_policy_network():
 
 
 def test_state_load_roundtrip_reproduces_training():
-    cfg = PPOConfig(net=NetConfig(hidden=(16, 16), activation="tanh"), epochs=2, minibatch_size=8,
+    cfg = PPOParams(net=NetConfig(hidden=(16, 16), activation="tanh"), epochs=2, minibatch_size=8,
                     learning_rate=3e-3, entropy_coef=0.01)
-    first = PPO(OBS_DIM, N_ACTIONS, cfg, seed=0)
+    first = make_ppo(cfg, 0)
     for step in range(3):
         first.update([make_chunk(step, invalid=0.1)])
     saved = roundtrip(first.state())
     assert saved["updates"] == 3
 
-    second = PPO(OBS_DIM, N_ACTIONS, cfg, seed=99)
+    second = make_ppo(cfg, 99)
     assert not params_equal(first.actor, second.actor)
     second.load(saved)
     assert second.updates == 3
@@ -166,51 +166,52 @@ def test_state_load_roundtrip_reproduces_training():
     assert params_equal(first.actor, second.actor) and params_equal(first.critic, second.critic)
 
 
-def bandit_chunk(ppo: PPO, rng: np.random.Generator, gen: torch.Generator, envs: int = 64) -> dict[str, np.ndarray]:
+def bandit_chunk(ppo: PPO, rng: np.random.Generator, envs: int = 64) -> dict[str, np.ndarray]:
     """One step per episode: the obs is a one-hot context, reward 1 when the action equals the context."""
     context = rng.integers(0, 2, envs)
     obs = np.eye(2, dtype=np.float32)[context][None]
-    actions, logp = sampled_actions(ppo.actor, obs[0], gen)
-    rewards = (actions.numpy() == context).astype(np.float32)[None]
+    actor = build_actor(ppo.manifest(), {k: v.numpy() for k, v in ppo.policy_state().items()})
+    decision = actor.act(obs[0], explore=True, rng=rng)
+    rewards = (decision.actions == context).astype(np.float32)[None]
     done = np.ones((1, envs), bool)
-    return {"obs": obs, "next_obs": np.zeros_like(obs), "actions": actions.numpy()[None], "rewards": rewards,
-            "terminated": done, "truncated": ~done, "valid": done, "logp": logp.numpy()[None]}
+    return {"obs": obs, "next_obs": np.zeros_like(obs), "actions": decision.actions[None], "rewards": rewards,
+            "terminated": done, "truncated": ~done, "valid": done, "logp": decision.logp[None]}
 
 
 def test_contextual_bandit_learns_the_right_action():
-    cfg = PPOConfig(net=NetConfig(hidden=(16,), activation="tanh"), epochs=4, minibatch_size=32, learning_rate=3e-3)
-    ppo = PPO(2, 2, cfg, seed=0)
-    rng, gen = np.random.default_rng(0), torch.Generator().manual_seed(0)
+    cfg = PPOParams(net=NetConfig(hidden=(16,), activation="tanh"), epochs=4, minibatch_size=32, learning_rate=3e-3)
+    ppo = PPO(flat_spaces(2, 2), cfg, SAMPLING, seed=0)
+    rng = np.random.default_rng(0)
     for _ in range(20):
-        ppo.update([bandit_chunk(ppo, rng, gen)])
+        ppo.update([bandit_chunk(ppo, rng)])
     with torch.no_grad():
         probs = torch.softmax(ppo.actor(torch.eye(2)), dim=1)
     assert probs[0, 0] > 0.9 and probs[1, 1] > 0.9, probs
 
 
 def test_ratio_clipping_is_reported():
-    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    ppo = make_ppo(SMALL, 0)
     chunk = make_chunk(4)
     with torch.no_grad():
         logp_all = torch.log_softmax(ppo.actor(torch.from_numpy(chunk["obs"])), dim=-1)
     on_policy = logp_all.gather(-1, torch.from_numpy(chunk["actions"])[..., None]).squeeze(-1).numpy()
     near = ppo.update([{**chunk, "logp": on_policy}])
-    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    ppo = make_ppo(SMALL, 0)
     shift = np.where(np.random.default_rng(0).random(on_policy.shape) < 0.5, -2.0, 2.0).astype(np.float32)
     far = ppo.update([{**chunk, "logp": on_policy + shift}])  # ratios of e**2 and e**-2: far outside 1 +- 0.2
     assert far["clip_fraction"] > 0.9
     assert far["approx_kl"] > 10 * near["approx_kl"]
     assert all(np.isfinite(v) for v in far.values())
     # logp_old absurdly far away: the update stays finite
-    ppo = PPO(OBS_DIM, N_ACTIONS, SMALL, seed=0)
+    ppo = make_ppo(SMALL, 0)
     extreme = ppo.update([{**chunk, "logp": on_policy - 500.0}])
     assert extreme["clip_fraction"] == 1.0 and all(np.isfinite(v) for v in extreme.values())
 
 
 def test_losses_match_the_clipped_surrogate_by_hand():
     """One epoch of one minibatch: the reported losses are those of the pre-update nets, computed here by hand."""
-    cfg = PPOConfig(net=NetConfig(hidden=(16,), activation="tanh"), epochs=1, minibatch_size=1024, clip_range=0.2)
-    ppo = PPO(OBS_DIM, N_ACTIONS, cfg, seed=0)
+    cfg = PPOParams(net=NetConfig(hidden=(16,), activation="tanh"), epochs=1, minibatch_size=1024, clip_range=0.2)
+    ppo = make_ppo(cfg, 0)
     chunk = make_chunk(5, steps=16, envs=4, invalid=0.2)
     chunk["logp"] = np.log(np.random.default_rng(1).uniform(0.05, 0.9, chunk["logp"].shape)).astype(np.float32)
     rows = ppo._chunk_rows(chunk)
@@ -253,13 +254,13 @@ def greedy_score(actor: torch.nn.Module, episodes: int, seed: int) -> float:
     return float(returns.mean())
 
 
-def train_cartpole(seed: int, cfg: PPOConfig, max_env_steps: int, num_envs: int = 8, steps_per_chunk: int = 32,
+def train_cartpole(seed: int, cfg: PPOParams, max_env_steps: int, num_envs: int = 8, steps_per_chunk: int = 32,
                    eval_every: int = 10, threshold: float = 475.0) -> tuple[int | None, float, int]:
     """(env steps when the greedy policy first reached the threshold or None, wall seconds, updates)."""
     start = time.perf_counter()
     env = make_env(num_envs)
-    ppo = PPO(4, 2, cfg, seed=seed)
-    gen = torch.Generator().manual_seed(seed)
+    ppo = PPO(flat_spaces(4, 2), cfg, SAMPLING, seed=seed)
+    rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=seed)
     env_steps = 0
     while env_steps < max_env_steps:
@@ -268,11 +269,12 @@ def train_cartpole(seed: int, cfg: PPOConfig, max_env_steps: int, num_envs: int 
                  "actions": np.empty(shape, np.int64), "rewards": np.empty(shape, np.float32),
                  "terminated": np.empty(shape, bool), "truncated": np.empty(shape, bool),
                  "valid": np.ones(shape, bool), "logp": np.empty(shape, np.float32)}
+        actor = build_actor(ppo.manifest(), {k: v.numpy() for k, v in ppo.policy_state().items()})
         for t in range(steps_per_chunk):
             chunk["obs"][t] = obs
-            actions, logp = sampled_actions(ppo.actor, obs, gen)
-            chunk["actions"][t], chunk["logp"][t] = actions.numpy(), logp.numpy()
-            obs, rew, term, trunc, info = env.step(actions.numpy())
+            decision = actor.act(obs, explore=True, rng=rng)  # what a collector runs
+            chunk["actions"][t], chunk["logp"][t] = decision.actions, decision.logp
+            obs, rew, term, trunc, info = env.step(decision.actions)
             chunk["rewards"][t], chunk["terminated"][t], chunk["truncated"][t] = rew, term, trunc
             chunk["next_obs"][t] = obs
             for i in np.flatnonzero(term | trunc):
@@ -288,5 +290,56 @@ def train_cartpole(seed: int, cfg: PPOConfig, max_env_steps: int, num_envs: int 
 
 @pytest.mark.slow
 def test_cartpole_solves_with_default_config():
-    solved_at, seconds, updates = train_cartpole(seed=0, cfg=PPOConfig(), max_env_steps=150_000)
+    solved_at, seconds, updates = train_cartpole(seed=0, cfg=PPOParams(), max_env_steps=150_000)
     assert solved_at is not None, f"not solved within 150,000 env steps ({seconds:.0f}s, {updates} updates)"
+
+
+def gaussian_chunk(seed: int, steps: int = 16, envs: int = 2) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shape = (steps, envs)
+    return {"obs": rng.normal(size=(*shape, 3)).astype(np.float32),
+            "next_obs": rng.normal(size=(*shape, 3)).astype(np.float32),
+            "actions": rng.normal(size=(*shape, 1)).astype(np.float32),
+            "rewards": rng.normal(size=shape).astype(np.float32),
+            "terminated": np.zeros(shape, bool), "truncated": np.zeros(shape, bool), "valid": np.ones(shape, bool),
+            "logp": rng.uniform(-2.0, -0.5, shape).astype(np.float32)}
+
+
+def test_gaussian_policy_loss_matches_a_hand_computation():
+    """Continuous PPO: one epoch, one minibatch, so the reported policy loss is that of the initial weights."""
+    cfg = PPOParams(net=NetConfig(hidden=(8,), activation="tanh"), epochs=1, minibatch_size=10_000,
+                    normalize_advantages=False, log_std_init=-0.3)
+    ppo = PPO(PENDULUM, cfg, Behaviour(head="gaussian", sample=True), seed=0)
+    assert ppo.manifest().head == "gaussian"
+    chunk = gaussian_chunk(1)
+    rows = ppo._chunk_rows(chunk)
+    with torch.no_grad():
+        mean = ppo.actor(torch.from_numpy(rows["obs"]))
+        dist = torch.distributions.Normal(mean, torch.full_like(mean, np.exp(-0.3)))
+        logp = dist.log_prob(torch.from_numpy(rows["actions"])).sum(1)
+        ratio = torch.exp(logp - torch.from_numpy(rows["logp"]))
+        adv = torch.from_numpy(rows["advantages"])
+        expected = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean().item()
+        entropy = dist.entropy().sum(1).mean().item()
+    info = ppo.update([chunk])
+    assert info["policy_loss"] == pytest.approx(expected, rel=1e-5)
+    assert info["entropy"] == pytest.approx(entropy, rel=1e-5)
+
+
+def test_gaussian_policy_learns_a_continuous_bandit():
+    """Reward -(a - 0.7)^2: the mean action moves to 0.7 and the log-std shrinks."""
+    cfg = PPOParams(net=NetConfig(hidden=(16,), activation="tanh"), epochs=4, minibatch_size=64, learning_rate=3e-3)
+    ppo = PPO(PENDULUM, cfg, Behaviour(head="gaussian", sample=True), seed=0)
+    rng = np.random.default_rng(0)
+    obs = np.zeros((32, 8, 3), np.float32)
+    for _ in range(150):
+        actor = build_actor(ppo.manifest(), {k: v.numpy() for k, v in ppo.policy_state().items()})
+        decision = actor.act(obs.reshape(-1, 3), explore=True, rng=rng)
+        actions = decision.actions.reshape(32, 8, 1)
+        ppo.update([{"obs": obs, "next_obs": obs, "actions": actions,
+                     "rewards": -((actions[..., 0] - 0.7) ** 2), "terminated": np.ones((32, 8), bool),
+                     "truncated": np.zeros((32, 8), bool), "valid": np.ones((32, 8), bool),
+                     "logp": decision.logp.reshape(32, 8)}])
+    with torch.no_grad():
+        assert ppo.actor(torch.zeros(1, 3)).item() == pytest.approx(0.7, abs=0.1)
+        assert ppo.actor.log_std.item() < -0.5

@@ -1,5 +1,8 @@
 """PPO: clipped surrogate objective, separate actor and critic, GAE targets computed by the learner.
 
+The actor's head follows the action space (categorical, multi-categorical, or gaussian with a
+state-independent log-std); the loss is the same for all of them, through learner_worker/distributions.py.
+
 Where each quantity comes from, and why:
 
 * Behaviour log-probabilities (`logp`) come from the collector. The importance ratio pi_new(a|s) / mu(a|s)
@@ -29,55 +32,71 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from learner_worker.distributions import log_prob_entropy
 from learner_worker.gae import gae
-from shared.config import PPOConfig
-from shared.nets import mlp, policy_network
+from shared.algorithms.ppo import PPOParams
+from shared.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.nets import Network, PolicyNet
+from shared.spaces import DiscreteActions, MultiDiscreteActions, Spaces
 
-CHUNK_KEYS = ("obs", "next_obs", "actions", "rewards", "terminated", "truncated", "valid", "logp")
 LOG_RATIO_LIMIT = 20.0  # exp(88) overflows float32: a wildly stale logp must not turn the loss into inf/NaN
 
 
+def valid_rows(chunk: dict[str, np.ndarray]) -> np.ndarray:
+    """The chunk's `valid` flags, [T, N]; the reader already checked every column against the schema."""
+    valid = np.asarray(chunk["valid"], bool)
+    if valid.ndim != 2:
+        raise ValueError(f"valid must be [T, N], got shape {valid.shape}")
+    return valid
+
+
+def masked(arr: np.ndarray, valid: np.ndarray, fill: float | int = 0) -> np.ndarray:
+    """`arr` [T, N, ...] with the rows of invalid steps replaced by `fill` (garbage never reaches a network)."""
+    return np.where(valid.reshape(valid.shape + (1,) * (arr.ndim - 2)), arr, fill).astype(arr.dtype)
+
+
+def check_actions(spaces: Spaces, actions: np.ndarray) -> None:
+    """Discrete actions outside the space would index past the logits: refuse the batch instead."""
+    action = spaces.action
+    high = (np.asarray(action.nvec) if isinstance(action, MultiDiscreteActions)
+            else action.n if isinstance(action, DiscreteActions) else None)
+    if high is not None and actions.size and ((actions < 0).any() or (actions >= high).any()):
+        raise ValueError("actions outside the action space in valid rows")
+
+
 class PPO:
-    def __init__(self, obs_dim: int, n_actions: int, cfg: PPOConfig, seed: int) -> None:
+    def __init__(self, spaces: Spaces, cfg: PPOParams, behaviour: Behaviour, seed: int) -> None:
         torch.manual_seed(seed)
         self.cfg = cfg
-        self.obs_dim = obs_dim
-        self.n_actions = n_actions
-        self.actor = policy_network(obs_dim, n_actions, cfg.net)
-        self.critic = mlp(obs_dim, 1, cfg.net)
+        self.spaces = spaces
+        encoder = default_encoder(spaces.obs)
+        self._manifest = PolicyManifest(spaces=spaces, encoder=encoder, net=cfg.net, head=behaviour.head)
+        self.actor = PolicyNet(self._manifest)
+        if behaviour.head == "gaussian":
+            with torch.no_grad():
+                self.actor.log_std.fill_(cfg.log_std_init)
+        self.critic = Network(spaces.obs, encoder, cfg.net, 1)
         self.params = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = torch.optim.Adam(self.params, lr=cfg.learning_rate, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
         self.updates = 0
+        self.td_abs = None
 
     def _values(self, obs: np.ndarray) -> np.ndarray:
-        """Critic outputs for [T, N, d] observations, as a [T, N] float64 array."""
-        steps, envs, _ = obs.shape
+        """Critic outputs for [T, N, *obs] observations, as a [T, N] float64 array."""
+        steps, envs = obs.shape[:2]
         with torch.no_grad():
-            out = self.critic(torch.from_numpy(obs.reshape(steps * envs, self.obs_dim)))
+            out = self.critic(torch.from_numpy(obs.reshape(steps * envs, *obs.shape[2:])))
         return out.squeeze(1).numpy().astype(np.float64).reshape(steps, envs)
 
     def _chunk_rows(self, chunk: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """GAE for one chunk; returns flat arrays of its valid rows only."""
-        missing = [k for k in CHUNK_KEYS if k not in chunk]
-        if missing:
-            raise ValueError(f"chunk is missing {missing}")
-        valid = np.asarray(chunk["valid"], bool)
-        if valid.ndim != 2:
-            raise ValueError(f"valid must be [T, N], got shape {valid.shape}")
-        steps, envs = valid.shape
-        for key in CHUNK_KEYS:
-            want = (steps, envs, self.obs_dim) if key in ("obs", "next_obs") else (steps, envs)
-            if np.shape(chunk[key]) != want:
-                raise ValueError(f"chunk[{key!r}] has shape {np.shape(chunk[key])}, expected {want}")
-        cell = valid[..., None]
-        obs = np.where(cell, chunk["obs"], 0.0).astype(np.float32)
-        next_obs = np.where(cell, chunk["next_obs"], 0.0).astype(np.float32)
+        valid = valid_rows(chunk)
+        obs, next_obs = masked(chunk["obs"], valid), masked(chunk["next_obs"], valid)
         rewards = np.where(valid, chunk["rewards"], 0.0)
-        actions = np.where(valid, chunk["actions"], 0).astype(np.int64)
-        logp = np.where(valid, chunk["logp"], 0.0).astype(np.float32)
-        if actions.size and (actions.min() < 0 or actions.max() >= self.n_actions):
-            raise ValueError(f"actions outside [0, {self.n_actions}) in valid rows")
+        actions = masked(chunk["actions"], valid)
+        logp = masked(chunk["logp"], valid)
+        check_actions(self.spaces, actions)
         terminated = np.asarray(chunk["terminated"], bool) & valid
         before_invalid = np.zeros_like(valid)
         before_invalid[:-1] = ~valid[1:]
@@ -86,14 +105,12 @@ class PPO:
         advantages, targets = gae(rewards, values, self._values(next_obs), terminated, ends,
                                   self.cfg.gamma, self.cfg.gae_lambda)
         keep = valid.reshape(-1)
-        return {
-            "obs": obs.reshape(-1, self.obs_dim)[keep],
-            "actions": actions.reshape(-1)[keep],
-            "logp": logp.reshape(-1)[keep],
-            "advantages": advantages.reshape(-1)[keep],
-            "targets": targets.reshape(-1)[keep],
-            "values": values.reshape(-1)[keep].astype(np.float32),
-        }
+
+        def rows(a: np.ndarray) -> np.ndarray:
+            return a.reshape(-1, *a.shape[2:])[keep]
+
+        return {"obs": rows(obs), "actions": rows(actions), "logp": rows(logp), "advantages": rows(advantages),
+                "targets": rows(targets), "values": rows(values).astype(np.float32)}
 
     def _batch(self, chunks: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
         parts = [self._chunk_rows(c) for c in chunks]
@@ -119,9 +136,9 @@ class PPO:
         for _ in range(cfg.epochs):
             for idx in self._minibatches(len(targets)):
                 obs = batch["obs"][idx]
-                logp_all = torch.log_softmax(self.actor(obs), dim=1)
-                logp_new = logp_all.gather(1, batch["actions"][idx, None]).squeeze(1)
-                entropy = -(logp_all.exp() * logp_all).sum(1).mean()
+                logp_new, entropy_rows = log_prob_entropy(self._manifest.head, self.spaces, self.actor(obs),
+                                                          getattr(self.actor, "log_std", None), batch["actions"][idx])
+                entropy = entropy_rows.mean()
                 log_ratio = (logp_new - batch["logp"][idx]).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
                 ratio = log_ratio.exp()
                 adv = batch["advantages"][idx]
@@ -150,6 +167,9 @@ class PPO:
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         return self.actor.state_dict()
+
+    def manifest(self) -> PolicyManifest:
+        return self._manifest
 
     def state(self) -> dict:
         return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),

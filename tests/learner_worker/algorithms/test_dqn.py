@@ -9,8 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from learner_worker.dqn import DQN
-from shared.config import DQNConfig, NetConfig
+from learner_worker.algorithms.dqn import DQN
+from shared.algorithms.dqn import DQNParams
+from shared.confbase import NetConfig
+from tests.policies import EPSILON_GREEDY, flat_spaces
 
 torch.set_num_threads(1)
 
@@ -35,8 +37,8 @@ def params_equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
 
 
 def test_update_reduces_td_loss_on_fixed_batch():
-    cfg = DQNConfig(net=NetConfig(hidden=(32, 32)), learning_rate=3e-3, target_update_every=10)
-    dqn = DQN(OBS_DIM, N_ACTIONS, cfg, seed=0)
+    cfg = DQNParams(net=NetConfig(hidden=(32, 32)), learning_rate=3e-3, target_update_every=10)
+    dqn = DQN(flat_spaces(OBS_DIM, N_ACTIONS), cfg, EPSILON_GREEDY, seed=0)
     batch = make_batch(1, discount=0.5)
     losses = [dqn.update(batch)["td_loss"] for _ in range(200)]
     assert all(np.isfinite(losses))
@@ -45,7 +47,7 @@ def test_update_reduces_td_loss_on_fixed_batch():
 
 
 def test_update_reports_metrics():
-    dqn = DQN(OBS_DIM, N_ACTIONS, DQNConfig(net=NetConfig(hidden=(16,))), seed=0)
+    dqn = DQN(flat_spaces(OBS_DIM, N_ACTIONS), DQNParams(net=NetConfig(hidden=(16,))), EPSILON_GREEDY, seed=0)
     batch = make_batch(2)
     with torch.no_grad():
         q = dqn.online(torch.from_numpy(batch["obs"])).gather(1, torch.from_numpy(batch["actions"])[:, None])
@@ -85,7 +87,8 @@ def manual_losses(dqn: DQN, batch: dict[str, np.ndarray]) -> dict[str, float]:
 
 @pytest.mark.parametrize("double_q", [True, False])
 def test_target_uses_online_argmax_and_target_value(double_q: bool):
-    dqn = DQN(OBS_DIM, N_ACTIONS, DQNConfig(net=NetConfig(hidden=(16,)), double_q=double_q), seed=0)
+    cfg = DQNParams(net=NetConfig(hidden=(16,)), double_q=double_q)
+    dqn = DQN(flat_spaces(OBS_DIM, N_ACTIONS), cfg, EPSILON_GREEDY, seed=0)
     randomise(dqn.target, seed=123)  # a target net that disagrees with the online net
     batch = make_batch(3, size=128, discount=0.99)
     expected = manual_losses(dqn, batch)
@@ -97,7 +100,7 @@ def test_target_uses_online_argmax_and_target_value(double_q: bool):
 
 
 def test_discount_zero_ignores_bootstrap():
-    dqn = DQN(OBS_DIM, N_ACTIONS, DQNConfig(net=NetConfig(hidden=(16,))), seed=0)
+    dqn = DQN(flat_spaces(OBS_DIM, N_ACTIONS), DQNParams(net=NetConfig(hidden=(16,))), EPSILON_GREEDY, seed=0)
     batch = make_batch(4)
     batch["discount"][:] = 0.0
     with torch.no_grad():
@@ -109,8 +112,8 @@ def test_discount_zero_ignores_bootstrap():
 
 def test_target_net_syncs_exactly_every_n_updates():
     every = 4
-    cfg = DQNConfig(net=NetConfig(hidden=(16,)), target_update_every=every, learning_rate=1e-2)
-    dqn = DQN(OBS_DIM, N_ACTIONS, cfg, seed=0)
+    cfg = DQNParams(net=NetConfig(hidden=(16,)), target_update_every=every, learning_rate=1e-2)
+    dqn = DQN(flat_spaces(OBS_DIM, N_ACTIONS), cfg, EPSILON_GREEDY, seed=0)
     assert params_equal(dqn.online, dqn.target)
     synced = {k: v.clone() for k, v in dqn.online.state_dict().items()}
     for step in range(1, 4 * every + 2):
@@ -135,13 +138,13 @@ def roundtrip(state: dict) -> dict:
 
 
 def test_state_load_roundtrip_reproduces_training():
-    cfg = DQNConfig(net=NetConfig(hidden=(16, 16)), target_update_every=3, learning_rate=1e-2)
-    first = DQN(OBS_DIM, N_ACTIONS, cfg, seed=0)
+    cfg = DQNParams(net=NetConfig(hidden=(16, 16)), target_update_every=3, learning_rate=1e-2)
+    first = DQN(flat_spaces(OBS_DIM, N_ACTIONS), cfg, EPSILON_GREEDY, seed=0)
     for step in range(5):
         first.update(make_batch(step))
     saved = roundtrip(first.state())
 
-    second = DQN(OBS_DIM, N_ACTIONS, cfg, seed=99)
+    second = DQN(flat_spaces(OBS_DIM, N_ACTIONS), cfg, EPSILON_GREEDY, seed=99)
     assert not params_equal(first.online, second.online)
     second.load(saved)
     assert second.updates == 5
@@ -163,7 +166,7 @@ def test_state_load_roundtrip_reproduces_training():
 
 
 def test_state_holds_only_tensors_and_plain_values():
-    dqn = DQN(OBS_DIM, N_ACTIONS, DQNConfig(net=NetConfig(hidden=(8,))), seed=0)
+    dqn = DQN(flat_spaces(OBS_DIM, N_ACTIONS), DQNParams(net=NetConfig(hidden=(8,))), EPSILON_GREEDY, seed=0)
     dqn.update(make_batch(0))
     state = roundtrip(dqn.state())  # weights_only=True would raise on anything pickled
     assert set(state) == {"online", "target", "optimizer", "updates"}

@@ -1,0 +1,53 @@
+"""Log-probabilities, entropies and samples of each action head, in torch, for the learners' losses.
+
+They mirror shared/actors.py (numpy, the collectors' side) head for head: the behaviour log-prob a collector
+records and the one a learner recomputes must describe the same distribution. Tests hold the two together.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from shared.actors import LOG_STD_MAX, LOG_STD_MIN, TANH_EPS
+from shared.manifest import Head
+from shared.spaces import MultiDiscreteActions, Spaces
+
+HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _categorical(logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    logp_all = torch.log_softmax(logits, dim=1)
+    logp = logp_all.gather(1, actions.long()[:, None]).squeeze(1)
+    return logp, -(logp_all.exp() * logp_all).sum(1)
+
+
+def log_prob_entropy(head: Head, spaces: Spaces, out: torch.Tensor, log_std: torch.Tensor | None,
+                     actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log pi(a|s), entropy) per row for the network outputs `out` of a stochastic head."""
+    if head == "categorical":
+        return _categorical(out, actions)
+    if head == "multi_categorical":
+        assert isinstance(spaces.action, MultiDiscreteActions)
+        parts = torch.split(out, list(spaces.action.nvec), dim=1)
+        pairs = [_categorical(part, actions[:, i]) for i, part in enumerate(parts)]
+        return sum(p for p, _ in pairs), sum(e for _, e in pairs)  # type: ignore[return-value]
+    if head == "gaussian":
+        assert log_std is not None
+        log_std = log_std.expand_as(out)
+        z = (actions - out) / log_std.exp()
+        logp = (-0.5 * z.pow(2) - log_std - HALF_LOG_2PI).sum(1)
+        return logp, (0.5 + HALF_LOG_2PI + log_std).sum(1)
+    raise ValueError(f"no log-prob/entropy for head {head!r} (tanh_gaussian: use tanh_gaussian_sample)")
+
+
+def tanh_gaussian_sample(out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A reparameterised draw a = tanh(u), u ~ N(mean, std), and its log-prob with the tanh correction."""
+    dim = out.shape[1] // 2
+    mean, log_std = out[:, :dim], out[:, dim:].clamp(LOG_STD_MIN, LOG_STD_MAX)
+    std = log_std.exp()
+    noise = torch.randn_like(mean)
+    actions = torch.tanh(mean + std * noise)
+    logp = (-0.5 * noise.pow(2) - log_std - HALF_LOG_2PI - torch.log(1 - actions.pow(2) + TANH_EPS)).sum(1)
+    return actions, logp

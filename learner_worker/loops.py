@@ -1,0 +1,106 @@
+"""The two learner loops every algorithm runs on (its registry entry names one).
+
+Replay loop (off-policy): batch from the prefetch queue -> update -> (prioritized replay: TD errors back as
+priorities, sent by the prefetch thread) -> every `publish_every` updates a new immutable policy version.
+Chunk loop (on-policy): take the fresh chunks from the queue -> update -> publish at once, since collectors
+acting with an old policy is exactly the lag being bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Callable
+
+import numpy as np
+
+from learner_worker.cache import ChunkCache, PayloadReader
+from learner_worker.prefetch import Prefetcher, report_corrupt
+from learner_worker.trainer import Trainer, check_finite
+from shared.algorithms.base import ReplayParams
+from shared.client import CoordinatorRejected
+from shared.layout import RunLayout
+from shared.session import WorkerSession
+from shared.wire import LearnerTask, SampleRequest, SampleResponse
+
+log = logging.getLogger("rlfleet.learner")
+MAX_CHUNKS_PER_TAKE = 256  # chunk loop: an upper bound on chunks per sample; max_batch_size is the real limit
+
+
+def cache_chunks(task: LearnerTask) -> int:
+    """Room for every chunk the buffer can hold plus a margin: evicted chunks then age out of the cache
+    instead of piling up (2048-transition chunks cost ~100 KB each once prepared)."""
+    per_chunk = task.collector.num_envs * task.collector.chunk_steps
+    return math.ceil(1.25 * task.replay.capacity_transitions / per_chunk) + 8
+
+
+class ReplayTrainer(Trainer):
+    def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
+        super().__init__(session, layout, task)
+        cfg = task.algo
+        if not isinstance(cfg, ReplayParams):
+            raise TypeError(f"{cfg.name} parameters are not a replay loop's")
+        self.replay_cfg = cfg
+        self.prioritized = task.replay.sampler == "prioritized"
+        self.reader = cache = ChunkCache(self.store, self.schema, cfg.gamma, cfg.n_step,
+                                         max_chunks=cache_chunks(task), seed=task.seed)
+        self.prefetch = Prefetcher(session, cache, task.buffer_id, cfg.batch_size, cfg.batches_per_request)
+
+    def loop(self, running: Callable[[], bool]) -> None:
+        publish_every = self.replay_cfg.publish_every
+        while running():
+            batch = self.prefetch.get(timeout=0.5)
+            if batch is None:
+                continue
+            losses = self.learner.update(batch)
+            td_abs = self.learner.td_abs
+            check_finite(self.iteration + 1, losses, td_abs)
+            if self.prioritized and td_abs is not None:
+                self.prefetch.send_priorities(batch["ids"], td_abs)
+            self.after_update(losses, len(batch["actions"]), publish=(self.iteration + 1) % publish_every == 0)
+
+    def stop(self) -> None:
+        self.prefetch.stop()
+
+
+class ChunkTrainer(Trainer):
+    def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
+        super().__init__(session, layout, task)
+        self.reader = PayloadReader(self.store, self.schema)
+        self.path = f"/v1/buffers/{task.buffer_id}/sample"
+
+    def take(self) -> list[dict[str, np.ndarray]]:
+        """The queue's fresh chunks (the coordinator waits up to max_wait_seconds for a full batch)."""
+        # The id is fixed before the first try: a retry gets the chunks of the first reply, which max_use=1
+        # has already consumed, instead of losing them and taking the next ones.
+        request = SampleRequest(worker_id=self.session.worker_id, request_id=uuid.uuid4().hex,
+                                batch_size=MAX_CHUNKS_PER_TAKE, num_batches=1)
+        try:
+            reply = self.session.client.call("POST", self.path, SampleResponse, request)
+        except CoordinatorRejected as exc:
+            if exc.error != "not_enough_data":
+                raise
+            return []  # the coordinator already waited max_wait_seconds; ask again
+        self.session.update(reply.directive)
+        chunks = [arrays for arrays in map(self.reader.read, reply.chunks) if arrays is not None]
+        report_corrupt(self.session, self.task.buffer_id, self.reader)
+        return chunks
+
+    def loop(self, running: Callable[[], bool]) -> None:
+        if self.version == 0:
+            self.publish()  # collectors then all act with the learner's own initial policy
+        while running():
+            chunks = self.take()
+            if not chunks:
+                continue
+            try:
+                losses = self.learner.update(chunks)
+            except ValueError as exc:  # e.g. every row invalid (env errors): nothing to learn from
+                log.warning("skipping batch: %s", exc)
+                continue
+            check_finite(self.iteration + 1, losses)
+            self.after_update(losses, sum(int(c["rewards"].size) for c in chunks), publish=True)
+
+
+TRAINERS: dict[str, type[Trainer]] = {"replay": ReplayTrainer, "chunks": ChunkTrainer}

@@ -1,0 +1,126 @@
+"""What every learner loop shares: resume, publish, report, checkpoint, and the loop's stop conditions.
+
+Policy versions keep increasing across restarts: a resumed learner continues from the larger of its
+checkpoint's version and the coordinator's latest. A non-finite loss or TD error is a training failure, not
+something to average away or to send as a priority: the learner raises TrainingDiverged naming the
+iteration, exits non-zero (see shared/worker.py), and does not checkpoint the broken model, so a restart
+resumes from the last good checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from learner_worker.algorithms import Learner, load_learner
+from learner_worker.cache import PayloadReader
+from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
+from shared.client import CoordinatorRejected
+from shared.layout import RunLayout
+from shared.plan import chunk_schema
+from shared.policy_io import save_policy
+from shared.session import WorkerSession
+from shared.store import LocalStore
+from shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish
+
+log = logging.getLogger("rlfleet.learner")
+
+
+class TrainingDiverged(RuntimeError):
+    """An update produced a non-finite loss or TD error: the model can no longer be trusted."""
+
+
+def check_finite(iteration: int, losses: dict[str, float], td_abs: np.ndarray | None = None) -> None:
+    """Raise TrainingDiverged naming `iteration` and the offending values unless everything is finite."""
+    bad = [f"{name}={value}" for name, value in losses.items() if not math.isfinite(value)]
+    if td_abs is not None and not np.isfinite(td_abs).all():
+        bad.append(f"{int((~np.isfinite(td_abs)).sum())} of {td_abs.size} TD errors")
+    if bad:
+        raise TrainingDiverged(f"training diverged at iteration {iteration}: non-finite {', '.join(bad)}")
+
+
+class Trainer:
+    reader: PayloadReader
+
+    def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
+        self.session, self.layout, self.task = session, layout, task
+        self.cfg = task.algo
+        self.store = LocalStore(layout.store_root)
+        self.schema = chunk_schema(task.spaces, task.behaviour)
+        self.learner: Learner = load_learner(task)
+        self.iteration = 0
+        self.transitions = 0
+        latest = session.directive.policy
+        self.version = latest.version if latest else 0
+        self.resume()
+
+    def resume(self) -> None:
+        ckpt = load_latest_checkpoint(self.layout.checkpoints)
+        if ckpt is not None:
+            self.learner.load(ckpt.algo)
+            self.iteration, self.transitions = ckpt.iteration, ckpt.transitions_trained
+            self.version = max(self.version, ckpt.policy_version)
+            log.info("resumed from iteration %d, policy v%d", self.iteration, self.version)
+
+    def train(self) -> None:
+        generation = self.session.generation
+        started, first = time.monotonic(), self.iteration
+        diverged = False
+        try:
+            self.loop(lambda: self.session.running and self.session.generation == generation)
+        except CoordinatorRejected as exc:
+            if exc.status != 404:
+                raise
+            log.warning("lease lost (%s); registering again", exc)
+            self.session.register()
+        except TrainingDiverged:
+            diverged = True  # keep the last good checkpoint: a restart must not resume a broken model
+            raise
+        finally:
+            self.stop()
+            if not diverged:
+                self.checkpoint()
+            rate = (self.iteration - first) / max(1e-9, time.monotonic() - started)
+            log.info("learner stopped at iteration %d (%.1f it/s this session; %d payloads loaded, %d missing)",
+                     self.iteration, rate, self.reader.loaded, self.reader.missing)
+
+    def loop(self, running: Callable[[], bool]) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Release background resources (the replay loop's prefetcher)."""
+
+    def after_update(self, losses: dict[str, float], rows: int, publish: bool) -> None:
+        """Count an update; publish, report and checkpoint when due."""
+        self.iteration += 1
+        self.transitions += rows
+        if publish:
+            self.publish()
+        if self.iteration % self.cfg.report_every == 0:
+            self.report(losses)
+        if self.iteration % self.cfg.checkpoint_every == 0:
+            self.checkpoint()
+
+    def publish(self) -> None:
+        self.version += 1
+        ref = save_policy(self.store, self.version, self.learner.policy_state(), self.learner.manifest())
+        # Logged before the request, with the collectors' "acting with" lines: the benchmark's propagation time.
+        log.info("publishing policy v%d", self.version)
+        ack = self.session.client.call("POST", "/v1/policies", Ack, PolicyPublish(
+            worker_id=self.session.worker_id, policy=ref, iteration=self.iteration))
+        self.session.update(ack.directive)
+
+    def report(self, losses: dict[str, float]) -> None:
+        ack = self.session.client.call("POST", "/v1/learn-info", Ack, LearnReport(
+            worker_id=self.session.worker_id, iteration=self.iteration, losses=losses,  # finite: check_finite
+            transitions_trained=self.transitions))
+        self.session.update(ack.directive)
+
+    def checkpoint(self) -> None:
+        save_checkpoint(self.layout.checkpoints,
+                        Checkpoint(self.iteration, self.version, self.transitions, self.learner.state(),
+                                   env_steps=self.session.directive.env_steps_total))

@@ -1,0 +1,81 @@
+"""What one algorithm declares to the rest of rlfleet: its registry entry.
+
+An `AlgorithmSpec` names the algorithm's hyperparameter model (a pydantic model with a `name` literal, so
+run configs and wire models carry it as one discriminated union), the action head it publishes for given
+spaces, how its collectors act (`Behaviour`), what it needs from the buffer, and where its learner lives
+(a `module:Class` path, imported only by learner processes, so the registry itself stays torch-free).
+
+Two learner loops exist (learner_worker/loops.py) and every algorithm runs on one of them:
+* replay: batches of transitions with n-step targets, from a replay buffer (`ReplayParams`);
+* chunks: whole fresh chunks from an on-policy queue, consumed once (`ChunkParams`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field
+
+from shared.confbase import NetConfig, Strict
+from shared.manifest import Behaviour, Head
+from shared.spaces import Spaces
+
+if TYPE_CHECKING:
+    from shared.config import RunConfig
+
+Loop = Literal["replay", "chunks"]
+
+
+class AlgoParams(Strict):
+    """Fields every algorithm has. Subclasses add `name: Literal["..."]` and their hyperparameters."""
+
+    name: str
+    net: NetConfig = NetConfig()
+    report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 100
+    checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 2_000
+
+
+class ReplayParams(AlgoParams):
+    """The replay loop's knobs: n-step targets are built by the learner's chunk cache from these."""
+
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    n_step: Annotated[int, Field(ge=1, le=32)] = 1
+    batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
+    batches_per_request: Annotated[int, Field(ge=1, le=256, description="batches fetched per sample call")] = 16
+    publish_every: Annotated[int, Field(ge=1, description="updates between policy versions")] = 100
+
+
+class ChunkParams(AlgoParams):
+    """The chunk loop publishes after every update: collectors acting on old policies is the lag it bounds."""
+
+    report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 1
+    checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 50
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str
+    summary: str
+    params: type[AlgoParams]
+    loop: Loop
+    learner: str  # "module:Class", imported by learner processes only
+    head: Callable[[Spaces], Head]  # the published action head; raises ValueError for spaces it cannot act in
+    behaviour: Callable[[RunConfig, Spaces], Behaviour]
+
+    def check(self, config: RunConfig) -> None:
+        """Refuse buffer settings this algorithm's loop cannot train on, naming the fields to change."""
+        unit, sampler = config.sampling.unit, config.replay.sampler
+        if self.loop == "replay":
+            if unit != "transition":
+                raise ValueError(f"{self.name} trains on transitions: set sampling.unit=transition (got {unit})")
+            if sampler not in ("uniform", "prioritized"):
+                raise ValueError(f"{self.name} samples a replay buffer: set replay.sampler to uniform or "
+                                 f"prioritized (got {sampler})")
+        else:
+            if unit != "chunk":
+                raise ValueError(f"{self.name} trains on whole chunks: set sampling.unit=chunk (got {unit})")
+            if sampler not in ("fifo", "lifo") or config.replay.max_use != 1:
+                raise ValueError(f"{self.name} consumes each chunk once: set replay.sampler=fifo and "
+                                 f"replay.max_use=1 (got {sampler}, max_use={config.replay.max_use})")

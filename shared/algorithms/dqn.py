@@ -1,0 +1,40 @@
+"""DQN's registry entry: double Q-learning with n-step targets on a replay buffer; epsilon-greedy collectors."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field
+
+from shared.algorithms.base import AlgorithmSpec, ReplayParams
+from shared.confbase import NetConfig
+from shared.manifest import Behaviour, Head
+from shared.spaces import DiscreteActions, Spaces
+
+if TYPE_CHECKING:
+    from shared.config import RunConfig
+
+
+class DQNParams(ReplayParams):
+    name: Literal["dqn"] = "dqn"
+    net: NetConfig = NetConfig()
+    learning_rate: Annotated[float, Field(gt=0)] = 2.3e-3
+    n_step: Annotated[int, Field(ge=1, le=32)] = 3
+    target_update_every: Annotated[int, Field(ge=1, description="updates between target-net syncs")] = 100
+    max_grad_norm: Annotated[float, Field(gt=0)] = 10.0
+    double_q: bool = True
+
+
+def _head(spaces: Spaces) -> Head:
+    if not isinstance(spaces.action, DiscreteActions):
+        raise ValueError(f"dqn needs a Discrete action space, the env has {spaces.action.kind}: use sac (Box) "
+                         f"or ppo (any action space)")
+    return "q_values"
+
+
+def _behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
+    return Behaviour(head=_head(spaces), sample=False, epsilon=config.collector.epsilon)
+
+
+SPEC = AlgorithmSpec(name="dqn", summary="double DQN, n-step targets, (prioritized) replay", params=DQNParams,
+                     loop="replay", learner="learner_worker.algorithms.dqn:DQN", head=_head, behaviour=_behaviour)

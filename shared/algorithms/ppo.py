@@ -1,0 +1,50 @@
+"""PPO's registry entry: clipped surrogate on fresh chunks; categorical, multi-categorical or gaussian actions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field
+
+from shared.algorithms.base import AlgorithmSpec, ChunkParams
+from shared.confbase import NetConfig
+from shared.manifest import Behaviour, Head
+from shared.spaces import BoxActions, MultiDiscreteActions, Spaces
+
+if TYPE_CHECKING:
+    from shared.config import RunConfig
+
+
+class PPOParams(ChunkParams):
+    """Defaults are rl-zoo's CartPole-v1 hyperparameters (separate 64x64 tanh actor and critic)."""
+
+    name: Literal["ppo"] = "ppo"
+    net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh")
+    learning_rate: Annotated[float, Field(gt=0)] = 1e-3
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.98
+    gae_lambda: Annotated[float, Field(ge=0, le=1)] = 0.8
+    clip_range: Annotated[float, Field(gt=0)] = 0.2
+    epochs: Annotated[int, Field(ge=1, le=1000, description="passes over each batch")] = 20
+    minibatch_size: Annotated[int, Field(ge=1, le=2**20)] = 256
+    value_coef: Annotated[float, Field(ge=0)] = 0.5
+    entropy_coef: Annotated[float, Field(ge=0)] = 0.0
+    max_grad_norm: Annotated[float, Field(gt=0)] = 0.5
+    normalize_advantages: bool = True
+    log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
+
+
+def _head(spaces: Spaces) -> Head:
+    if isinstance(spaces.action, BoxActions):
+        return "gaussian"
+    if isinstance(spaces.action, MultiDiscreteActions):
+        return "multi_categorical"
+    return "categorical"
+
+
+def _behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
+    return Behaviour(head=_head(spaces), sample=True)
+
+
+SPEC = AlgorithmSpec(name="ppo", summary="PPO, clipped surrogate, GAE; synchronous or bounded-lag",
+                     params=PPOParams, loop="chunks", learner="learner_worker.algorithms.ppo:PPO", head=_head,
+                     behaviour=_behaviour)

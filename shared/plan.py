@@ -1,0 +1,47 @@
+"""A run's plan: its config joined with the env's spaces and what the algorithm makes of them.
+
+The coordinator builds it once at start (probing one env in a child process), which is where an algorithm
+paired with a space it cannot handle is refused; the parts every worker needs (spaces, behaviour) travel in
+their tasks, and the chunk schema is derived from them by one function on every side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.algorithms import AlgorithmSpec, spec_of
+from shared.config import RunConfig
+from shared.manifest import Behaviour
+from shared.probe import probe_spaces
+from shared.schema import ChunkSchema
+from shared.spaces import Spaces
+
+
+def chunk_schema(spaces: Spaces, behaviour: Behaviour) -> ChunkSchema:
+    return ChunkSchema.of(spaces, behaviour_logp=behaviour.sample)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    config: RunConfig
+    spec: AlgorithmSpec
+    spaces: Spaces
+    behaviour: Behaviour
+
+    @classmethod
+    def of(cls, config: RunConfig) -> RunPlan:
+        """Raises ValueError naming the algorithm and the env when they do not fit together."""
+        try:
+            spaces = probe_spaces(config.env)
+        except ValueError as exc:
+            raise ValueError(f"env.id {config.env.id!r}: {exc}") from exc
+        spec = spec_of(config.algo)
+        try:
+            behaviour = spec.behaviour(config, spaces)
+        except ValueError as exc:
+            raise ValueError(f"algo.name {spec.name!r} cannot train env.id {config.env.id!r}: {exc}") from exc
+        return cls(config, spec, spaces, behaviour)
+
+    @property
+    def schema(self) -> ChunkSchema:
+        return chunk_schema(self.spaces, self.behaviour)

@@ -1,0 +1,67 @@
+"""Observation and action spaces as plain, torch-free models: what the coordinator hands every worker.
+
+The coordinator derives them once from the environment (shared/gymspaces.py, in a child process), so
+collectors, the learner and the evaluator agree on shapes and dtypes without each probing the env, and the
+chunk schema and policy manifest are both derived from them. Dict observations of flat boxes are flattened
+(shared/envs.py applies the same flattening wherever an env is built); images (uint8, HxWxC or CxHxW) stay
+uint8 all the way to the learner.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from shared.confbase import Strict
+
+IMAGE_CHANNELS = (1, 3, 4)
+
+
+class ObsSpace(Strict):
+    shape: tuple[int, ...]
+    dtype: Literal["float32", "uint8"]
+
+    @property
+    def image(self) -> bool:
+        """uint8 with three dimensions: an image, encoded by a CNN."""
+        return self.dtype == "uint8" and len(self.shape) == 3
+
+    @property
+    def channels_last(self) -> bool:
+        return self.image and self.shape[-1] in IMAGE_CHANNELS
+
+    @property
+    def flat_size(self) -> int:
+        return math.prod(self.shape)
+
+
+class DiscreteActions(Strict):
+    kind: Literal["discrete"] = "discrete"
+    n: Annotated[int, Field(ge=1)]
+
+
+class MultiDiscreteActions(Strict):
+    kind: Literal["multidiscrete"] = "multidiscrete"
+    nvec: tuple[Annotated[int, Field(ge=1)], ...]
+
+
+class BoxActions(Strict):
+    """Continuous actions; policies act in their own units and are clipped or squashed into [low, high]."""
+
+    kind: Literal["box"] = "box"
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    @property
+    def dim(self) -> int:
+        return len(self.low)
+
+
+ActionSpace = Annotated[DiscreteActions | MultiDiscreteActions | BoxActions, Field(discriminator="kind")]
+
+
+class Spaces(Strict):
+    obs: ObsSpace
+    action: ActionSpace
