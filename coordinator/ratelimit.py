@@ -2,8 +2,8 @@
 
 With `diff = (inserted - min_size) * spi - sampled`, a sample of n transitions is allowed while
 `diff - n >= -spi * tolerance` and collectors are told to pause while `diff > spi * tolerance`. The ratio
-therefore stays within a band whatever the number of collectors, which is what keeps DQN's replay ratio
-(and so its sample efficiency) the same when the fleet scales.
+therefore stays within a band whatever the number of collectors, which is what keeps an off-policy learner's
+replay ratio (and so its sample efficiency) the same when the fleet scales.
 """
 
 from __future__ import annotations

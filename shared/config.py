@@ -126,7 +126,7 @@ class BudgetConfig(Strict):
 
 
 class RunConfig(Strict):
-    name: str = Field("cartpole-dqn", pattern=ID_PATTERN, description="run directory name")
+    name: str = Field("run", pattern=ID_PATTERN, description="run directory name")
     seed: int = 0
     algo: AlgoConfig = Field(default_factory=default_params, description=(
         "the algorithm and its hyperparameters: `name` picks one from the registry (shared/algorithms)"))
@@ -140,8 +140,8 @@ class RunConfig(Strict):
     @model_validator(mode="before")
     @classmethod
     def _named_section(cls, raw: object) -> object:
-        """Configs of earlier releases name the algorithm (`algo: ppo`) and keep its parameters in a section of
-        that name (`ppo: {...}`); earlier run dumps hold every algorithm's section. Fold that into `algo`."""
+        """Configs of earlier releases name the algorithm (`algo: <name>`) and keep its parameters in a section
+        of that name (`<name>: {...}`); earlier run dumps hold every algorithm's section. Fold that into `algo`."""
         if not isinstance(raw, dict):
             return raw
         algo = raw.get("algo", DEFAULT)

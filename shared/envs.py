@@ -38,11 +38,3 @@ def make_vector_env(env: EnvConfig, num_envs: int, reset_on_error: bool = False)
         return ResetOnError(made) if reset_on_error else made
 
     return SyncVectorEnv([make for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
-
-
-def space_dims(env: SyncVectorEnv) -> tuple[int, int]:
-    obs_space, act_space = env.single_observation_space, env.single_action_space
-    if not isinstance(act_space, gym.spaces.Discrete) or obs_space.shape is None or len(obs_space.shape) != 1:
-        raise ValueError(f"DQN needs a flat Box observation and a Discrete action space, got "
-                         f"{obs_space} / {act_space}")
-    return int(obs_space.shape[0]), int(act_space.n)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.algorithms import AlgorithmSpec, spec_of
+from shared.algorithms import REGISTRY, AlgorithmSpec, spec_of
 from shared.config import RunConfig
 from shared.manifest import Behaviour
 from shared.probe import probe_spaces
@@ -19,6 +19,14 @@ from shared.spaces import Spaces
 
 def chunk_schema(spaces: Spaces, behaviour: Behaviour) -> ChunkSchema:
     return ChunkSchema.of(spaces, behaviour_logp=behaviour.sample)
+
+
+def _handles(spec: AlgorithmSpec, spaces: Spaces) -> bool:
+    try:
+        spec.head(spaces)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -39,7 +47,9 @@ class RunPlan:
         try:
             behaviour = spec.behaviour(config, spaces)
         except ValueError as exc:
-            raise ValueError(f"algo.name {spec.name!r} cannot train env.id {config.env.id!r}: {exc}") from exc
+            able = [name for name, other in REGISTRY.items() if _handles(other, spaces)]
+            raise ValueError(f"algo.name {spec.name!r} cannot train env.id {config.env.id!r}: {exc}; algorithms "
+                             f"that can: {', '.join(able) or 'none'}") from exc
         return cls(config, spec, spaces, behaviour)
 
     @property

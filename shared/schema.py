@@ -9,7 +9,7 @@ learner reads exactly these columns. Every column is [T, N, *per_step_shape]: st
   before clipping or rescaling into the env's bounds), so the learner scores exactly what was drawn.
 * rewards (float32), terminated / truncated / valid (bool; valid=False: the env failed, never trained on).
 * logp (float32): the behaviour policy's log-probability of the action, when collectors sample
-  (importance ratios in PPO and V-trace need the distribution that actually acted).
+  (importance ratios need the distribution that actually acted, not the learner's current one).
 """
 
 from __future__ import annotations

@@ -27,8 +27,7 @@ class DQNParams(ReplayParams):
 
 def _head(spaces: Spaces) -> Head:
     if not isinstance(spaces.action, DiscreteActions):
-        raise ValueError(f"dqn needs a Discrete action space, the env has {spaces.action.kind}: use sac (Box) "
-                         f"or ppo (any action space)")
+        raise ValueError(f"dqn needs a Discrete action space, the env has {spaces.action.kind}")
     return "q_values"
 
 

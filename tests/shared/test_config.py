@@ -37,7 +37,7 @@ def _write(tmp_path: Path, doc: object, name: str = "run.yaml") -> Path:
 def test_defaults_validate() -> None:
     cfg = RunConfig()
     assert RunConfig.model_validate(cfg.model_dump()) == cfg
-    assert cfg.name == "cartpole-dqn"
+    assert cfg.name == "run"
     assert cfg.evaluation.episodes % cfg.evaluation.num_envs == 0
     assert cfg.replay.min_transitions <= cfg.replay.capacity_transitions
     assert cfg.algo.net.hidden == (256, 256)

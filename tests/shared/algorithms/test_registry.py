@@ -1,0 +1,68 @@
+"""The registry: every algorithm module is found, its entry is complete, and nothing else names it."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from shared.algorithms import DEFAULT, REGISTRY, default_params
+from shared.algorithms.base import AlgoParams, ChunkParams, ReplayParams
+from shared.config import RunConfig
+from tests.conftest import REPO
+from tests.policies import CARTPOLE, PENDULUM
+
+SERVICES = ("coordinator", "collector_worker", "learner_worker", "evaluator", "launcher", "shared")
+
+
+def test_every_algorithm_module_is_registered_under_its_params_name() -> None:
+    modules = {p.stem for p in (REPO / "shared" / "algorithms").glob("*.py")} - {"__init__", "base"}
+    assert set(REGISTRY) == modules
+    for name, spec in REGISTRY.items():
+        assert spec.name == name and spec.params.model_fields["name"].default == name
+        assert issubclass(spec.params, ReplayParams if spec.loop == "replay" else ChunkParams)
+    assert default_params().name == DEFAULT
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_each_learner_path_imports_and_its_defaults_make_a_valid_run(name: str) -> None:
+    spec = REGISTRY[name]
+    module, _, attr = spec.learner.partition(":")
+    assert callable(getattr(importlib.import_module(module), attr))
+    params: AlgoParams = spec.params(name=name)
+    assert params.model_dump(mode="json")["name"] == name
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_each_algorithm_declares_a_head_for_the_spaces_it_supports_and_refuses_the_rest(name: str) -> None:
+    spec = REGISTRY[name]
+    for spaces in (CARTPOLE, PENDULUM):
+        try:
+            head = spec.head(spaces)
+        except ValueError as exc:
+            assert name in str(exc) and spaces.action.kind in str(exc)  # names itself and the space
+        else:
+            assert head in ("q_values", "categorical", "multi_categorical", "gaussian", "tanh_gaussian")
+
+
+def _python_files() -> list[Path]:
+    return [p for top in SERVICES for p in (REPO / top).rglob("*.py")]
+
+
+def test_no_module_outside_the_registry_names_an_algorithm() -> None:
+    """Adding an algorithm touches only its own modules: nothing else may branch on, or even mention, a name."""
+    offenders = []
+    for name in REGISTRY:
+        own = {REPO / "shared" / "algorithms" / f"{name}.py", REPO / "shared" / "algorithms" / "__init__.py"}
+        module, _, _ = REGISTRY[name].learner.partition(":")
+        own.add(REPO / (module.replace(".", "/") + ".py"))
+        pattern = re.compile(rf"\b{re.escape(name)}\b", re.IGNORECASE)
+        offenders += [f"{path.relative_to(REPO)}: {name}" for path in _python_files()
+                      if path not in own and pattern.search(path.read_text())]
+    assert offenders == []
+
+
+def test_a_run_config_names_its_algorithm_in_one_section() -> None:
+    assert set(RunConfig.model_fields) & set(REGISTRY) == set()  # no per-algorithm sections left

@@ -1,0 +1,51 @@
+"""Planning a run: the env's spaces probed in a child process, the algorithm's fit checked at start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from shared.config import RunConfig
+from shared.plan import RunPlan
+from shared.probe import probe_spaces
+from shared.spaces import BoxActions, DiscreteActions
+from tests.conftest import REPO
+from tests.policies import CARTPOLE
+
+PPO_QUEUE = {"sampling": {"unit": "chunk"}, "replay": {"sampler": "fifo", "max_use": 1}}
+
+
+def test_cartpole_plan_for_the_default_run() -> None:
+    plan = RunPlan.of(RunConfig())
+    assert plan.spaces == CARTPOLE and plan.behaviour.head == "q_values" and not plan.behaviour.sample
+    assert plan.behaviour.epsilon == RunConfig().collector.epsilon
+    assert "logp" not in plan.schema.columns
+
+
+def test_continuous_actions_get_a_gaussian_head_and_log_probs() -> None:
+    cfg = RunConfig.model_validate({"env": {"id": "Pendulum-v1"}, "algo": {"name": "ppo"}, **PPO_QUEUE})
+    plan = RunPlan.of(cfg)
+    assert isinstance(plan.spaces.action, BoxActions) and plan.spaces.action.low == (-2.0,)
+    assert plan.behaviour.head == "gaussian" and plan.behaviour.sample and "logp" in plan.schema.columns
+
+
+def test_an_algorithm_paired_with_a_space_it_cannot_handle_is_refused_naming_both() -> None:
+    with pytest.raises(ValueError, match="algo.name 'dqn' cannot train env.id 'Pendulum-v1'.*Discrete action space"
+                                         ".*algorithms that can: .*ppo"):
+        RunPlan.of(RunConfig.model_validate({"env": {"id": "Pendulum-v1"}}))
+
+
+def test_an_env_that_cannot_be_built_is_refused_with_its_error() -> None:
+    with pytest.raises(ValueError, match="env.id 'NoSuchEnv-v9'"):
+        RunPlan.of(RunConfig.model_validate({"env": {"id": "NoSuchEnv-v9"}}))
+
+
+def test_the_probe_runs_the_env_out_of_process() -> None:
+    script = ("import sys; from shared.config import RunConfig; from shared.probe import probe_spaces; "
+              "print(probe_spaces(RunConfig().env).action.kind, 'gymnasium' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["discrete", "False"]
+    assert isinstance(probe_spaces(RunConfig().env).action, DiscreteActions)
