@@ -1,0 +1,59 @@
+"""An image-observation env trains with the CNN encoder: real collector rollout, real learner, greedy check."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from collector_worker.rollout import Rollout
+from evaluator.episodes import evaluate
+from learner_worker.algorithms.ppo import PPO
+from shared.actors import build_actor
+from shared.algorithms.ppo import PPOParams
+from shared.confbase import NetConfig
+from shared.config import EnvConfig
+from shared.gymspaces import describe
+from shared.plan import chunk_schema
+from tests.pixelgrid import PixelGrid
+
+torch.set_num_threads(1)
+PIXEL_ID = "RlfleetTest/PixelGrid-v0"
+if PIXEL_ID not in gym.registry:
+    gym.register(PIXEL_ID, entry_point=PixelGrid)
+
+
+@pytest.mark.timeout(300)
+def test_ppo_with_the_cnn_encoder_learns_the_pixel_grid() -> None:
+    env = EnvConfig(id=PIXEL_ID)
+    probe = gym.make(PIXEL_ID)
+    spaces = describe(probe)
+    probe.close()
+    assert spaces.obs.image and spaces.obs.dtype == "uint8"
+    cfg = PPOParams(net=NetConfig(hidden=(64,), activation="relu"), learning_rate=1e-3, gamma=0.95, gae_lambda=0.9,
+                    epochs=4, minibatch_size=128, entropy_coef=0.01)
+    from shared.manifest import Behaviour
+
+    behaviour = Behaviour(head="categorical", sample=True)
+    ppo = PPO(spaces, cfg, behaviour, seed=0)
+    assert ppo.manifest().encoder.kind == "cnn"
+    rollout = Rollout(env, 8, spaces, behaviour, seed=0)
+    score = -1.0
+    try:
+        for update in range(1, 121):
+            state = {k: v.numpy() for k, v in ppo.policy_state().items()}
+            rollout.load_policy(ppo.manifest(), state, version=update)
+            chunk = rollout.collect(32)
+            assert chunk.arrays["obs"].dtype == np.uint8  # images stay uint8 in the payload
+            chunk_schema(spaces, behaviour).check(chunk.arrays, num_envs=8)
+            ppo.update([chunk.arrays])
+            if update % 20 == 0:
+                actor = build_actor(ppo.manifest(), {k: v.numpy() for k, v in ppo.policy_state().items()})
+                returns, _ = evaluate(actor.greedy, env, num_envs=10, episodes=20, seed=10_000 + update)
+                score = float(np.mean(returns))
+                if score >= 0.8:
+                    break
+    finally:
+        rollout.close()
+    assert score >= 0.8, f"greedy mean return {score:.2f} after {update} updates of 256 steps"
