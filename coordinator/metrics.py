@@ -1,6 +1,8 @@
 """The run's learning curves: a metrics CSV row and TensorBoard scalars per tick, evaluations as they come.
 
 Written by the coordinator because it sees every counter, loss and evaluation; the workers stay stateless.
+Losses are whatever the run's algorithm reports, so they go to their own long-format CSV (one row per
+learner report and loss name) and to TensorBoard as `losses/<name>`: no column is tied to one algorithm.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from shared.wire import Status
 
 METRIC_COLUMNS = [
     "wall_seconds", "env_steps", "env_steps_per_second", "episodes", "chunks", "recent_return_mean",
-    "policy_version", "iteration", "transitions_trained", "samples_per_insert", "td_loss", "q_mean",
+    "policy_version", "iteration", "transitions_trained", "samples_per_insert",
     "eval_policy_version", "eval_mean", "eval_std", "buffer_transitions",
 ]
+LOSS_COLUMNS = ["wall_seconds", "env_steps", "iteration", "loss", "value"]
 
 
 def _summary_writer(logdir: Path) -> Any:
@@ -47,6 +50,12 @@ class MetricsRecorder:
         if new:
             self._csv.writeheader()
         self._evals_seen = evaluations_written  # a resumed run has written these already
+        new_losses = not layout.losses_csv.exists()
+        self._loss_fh = open(layout.losses_csv, "a", newline="")  # noqa: SIM115 - held open until close()
+        self._losses = csv.writer(self._loss_fh)
+        if new_losses:
+            self._losses.writerow(LOSS_COLUMNS)
+        self._loss_iteration = -1
         self._tb = _summary_writer(layout.tensorboard)
 
     def record(self, status: Status) -> None:
@@ -62,8 +71,6 @@ class MetricsRecorder:
             "iteration": status.learner.iteration,
             "transitions_trained": status.learner.transitions_trained,
             "samples_per_insert": round(status.learner.samples_per_insert, 3),
-            "td_loss": status.learner.losses.get("td_loss"),
-            "q_mean": status.learner.losses.get("q_mean"),
             "eval_policy_version": ev.policy_version if ev else None,
             "eval_mean": ev.mean if ev else None,
             "eval_std": ev.std if ev else None,
@@ -79,6 +86,12 @@ class MetricsRecorder:
         self._tb.add_scalar("charts/samples_per_insert", status.learner.samples_per_insert, step)
         for name, value in status.learner.losses.items():
             self._tb.add_scalar(f"losses/{name}", value, step)
+        if status.learner.losses and status.learner.iteration != self._loss_iteration:
+            self._loss_iteration = status.learner.iteration  # one row per report, not per tick
+            wall = round(status.wall_seconds, 3)
+            self._losses.writerows([wall, step, status.learner.iteration, name, value]
+                                   for name, value in sorted(status.learner.losses.items()))
+            self._loss_fh.flush()
 
     def record_evaluations(self, evaluations: list) -> None:
         new = evaluations[self._evals_seen:]
@@ -108,3 +121,4 @@ class MetricsRecorder:
     def close(self) -> None:
         self._tb.close()
         self._fh.close()
+        self._loss_fh.close()

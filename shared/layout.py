@@ -45,6 +45,11 @@ class RunLayout:
         return self.run_dir / "metrics.csv"
 
     @property
+    def losses_csv(self) -> Path:
+        """One row per (learner report, loss): whatever losses the run's algorithm reports."""
+        return self.run_dir / "losses.csv"
+
+    @property
     def evaluations_csv(self) -> Path:
         return self.run_dir / "evaluations.csv"
 
