@@ -228,7 +228,7 @@ class RunCore:
                                  policy=self.policies.committed)
         if task.kind == "learner":
             return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env,
-                               spaces=plan.spaces, behaviour=plan.behaviour, replay=cfg.replay,
+                               spaces=plan.spaces, behaviour=plan.behaviour, learner=cfg.learner, replay=cfg.replay,
                                sampling=cfg.sampling, collector=cfg.collector, seed=seed)
         return EvaluatorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, evaluation=cfg.evaluation,
                              seed=seed)

@@ -19,6 +19,7 @@ import numpy as np
 from learner_worker.algorithms import Learner, load_learner
 from learner_worker.cache import PayloadReader
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
+from learner_worker.device import resolve_device
 from shared.client import CoordinatorRejected
 from shared.layout import RunLayout
 from shared.plan import chunk_schema
@@ -51,7 +52,9 @@ class Trainer:
         self.cfg = task.algo
         self.store = LocalStore(layout.store_root)
         self.schema = chunk_schema(task.spaces, task.behaviour)
-        self.learner: Learner = load_learner(task)
+        self.device = resolve_device(task.learner.device)
+        self.learner: Learner = load_learner(task, self.device)
+        log.info("training %s on %s", task.algo.name, self.device)
         self.iteration = 0
         self.transitions = 0
         latest = session.directive.policy

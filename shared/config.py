@@ -120,6 +120,11 @@ class EvalConfig(Strict):
         return self
 
 
+class LearnerConfig(Strict):
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description=(
+        "where the learner trains: auto takes a GPU when torch sees one, cuda requires one"))
+
+
 class BudgetConfig(Strict):
     max_env_steps: Annotated[int, Field(ge=1)] = 1_000_000
     max_wall_seconds: Annotated[float, Field(gt=0)] = 1_800.0
@@ -134,6 +139,7 @@ class RunConfig(Strict):
     collector: CollectorConfig = CollectorConfig()
     replay: ReplayConfig = ReplayConfig()
     sampling: SamplingConfig = SamplingConfig()
+    learner: LearnerConfig = LearnerConfig()
     evaluation: EvalConfig = EvalConfig()
     budget: BudgetConfig = BudgetConfig()
 

@@ -58,12 +58,13 @@ class Network(nn.Module):
 
     def set_obs_norm(self, norm: ObsNorm | None) -> None:
         """Frozen statistics (not part of the state dict: they travel in the manifest)."""
+        device = next(self.parameters()).device  # the statistics live where the weights do
         if norm is None:
-            self.norm_mean, self.norm_std = torch.zeros(0), torch.zeros(0)
+            self.norm_mean, self.norm_std = torch.zeros(0, device=device), torch.zeros(0, device=device)
             return
         shape = self.obs_space.shape
-        self.norm_mean = torch.tensor(norm.mean, dtype=torch.float32).reshape(shape)
-        self.norm_std = torch.sqrt(torch.tensor(norm.var, dtype=torch.float32).reshape(shape) + 1e-8)
+        self.norm_mean = torch.tensor(norm.mean, dtype=torch.float32, device=device).reshape(shape)
+        self.norm_std = torch.sqrt(torch.tensor(norm.var, dtype=torch.float32, device=device).reshape(shape) + 1e-8)
         self.norm_clip = norm.clip
 
     def _chw(self, obs: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ from shared.config import (
     CollectorConfig,
     EnvConfig,
     EvalConfig,
+    LearnerConfig,
     ReplayConfig,
     RunConfig,
     SamplingConfig,
@@ -103,6 +104,7 @@ class LearnerTask(Wire):
     env: EnvConfig
     spaces: Spaces
     behaviour: Behaviour
+    learner: LearnerConfig = LearnerConfig()
     replay: ReplayConfig
     sampling: SamplingConfig
     collector: CollectorConfig

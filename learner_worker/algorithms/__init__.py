@@ -1,6 +1,6 @@
 """Learner implementations, one module per algorithm, found through the registry's `learner` path.
 
-Every learner takes (spaces, its parameters, the collectors' behaviour, seed) and offers `update` (a batch of
+Every learner takes (spaces, its parameters, the collectors' behaviour, seed, device) and offers `update` (a batch of
 transitions for the replay loop, a list of chunks for the chunk loop), the published policy's state dict and
 manifest, and its full state for checkpoints. The loops (learner_worker/loops.py) do everything else.
 """
@@ -28,8 +28,8 @@ class Learner(Protocol):
     def load(self, state: dict) -> None: ...
 
 
-def load_learner(task: LearnerTask) -> Learner:
+def load_learner(task: LearnerTask, device: torch.device) -> Learner:
     module, _, name = spec_of(task.algo).learner.partition(":")
     learner: Learner = getattr(importlib.import_module(module), name)(task.spaces, task.algo, task.behaviour,
-                                                                      task.seed)
+                                                                      task.seed, device)
     return learner

@@ -12,20 +12,24 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from learner_worker.device import to_device
 from shared.algorithms.dqn import DQNParams
 from shared.manifest import Behaviour, PolicyManifest, default_encoder
 from shared.nets import PolicyNet
 from shared.spaces import Spaces
 
+CPU = torch.device("cpu")
+
 
 class DQN:
-    def __init__(self, spaces: Spaces, cfg: DQNParams, behaviour: Behaviour, seed: int) -> None:
+    def __init__(self, spaces: Spaces, cfg: DQNParams, behaviour: Behaviour, seed: int,
+                 device: torch.device = CPU) -> None:
         torch.manual_seed(seed)
-        self.cfg = cfg
+        self.cfg, self.device = cfg, device
         self._manifest = PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=cfg.net,
                                         head=behaviour.head)
-        self.online = PolicyNet(self._manifest)
-        self.target = PolicyNet(self._manifest)
+        self.online = PolicyNet(self._manifest).to(device)
+        self.target = PolicyNet(self._manifest).to(device)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
@@ -33,11 +37,9 @@ class DQN:
         self.td_abs: np.ndarray | None = np.zeros(0, np.float32)
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
-        obs = torch.from_numpy(batch["obs"])
-        actions = torch.from_numpy(batch["actions"]).long()
-        returns = torch.from_numpy(batch["returns"])
-        boot_obs = torch.from_numpy(batch["boot_obs"])
-        discount = torch.from_numpy(batch["discount"])
+        obs, actions, returns, boot_obs, discount = (
+            to_device(batch[k], self.device) for k in ("obs", "actions", "returns", "boot_obs", "discount"))
+        actions = actions.long()
         q = self.online(obs).gather(1, actions[:, None]).squeeze(1)
         with torch.no_grad():
             next_target = self.target(boot_obs)
@@ -49,8 +51,8 @@ class DQN:
             target = returns + discount * next_q
         per_row = F.smooth_l1_loss(q, target, reduction="none")
         weights = batch.get("weights")
-        loss = (torch.from_numpy(weights) * per_row).mean() if weights is not None else per_row.mean()
-        self.td_abs = (q.detach() - target).abs().numpy()
+        loss = (to_device(weights, self.device) * per_row).mean() if weights is not None else per_row.mean()
+        self.td_abs = (q.detach() - target).abs().cpu().numpy()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from learner_worker.device import to_device
 from learner_worker.distributions import log_prob_entropy
 from learner_worker.gae import gae
 from shared.algorithms.ppo import PPOParams
@@ -39,6 +40,7 @@ from shared.manifest import Behaviour, PolicyManifest, default_encoder
 from shared.nets import Network, PolicyNet
 from shared.spaces import DiscreteActions, MultiDiscreteActions, Spaces
 
+CPU = torch.device("cpu")
 LOG_RATIO_LIMIT = 20.0  # exp(88) overflows float32: a wildly stale logp must not turn the loss into inf/NaN
 
 
@@ -65,17 +67,18 @@ def check_actions(spaces: Spaces, actions: np.ndarray) -> None:
 
 
 class PPO:
-    def __init__(self, spaces: Spaces, cfg: PPOParams, behaviour: Behaviour, seed: int) -> None:
+    def __init__(self, spaces: Spaces, cfg: PPOParams, behaviour: Behaviour, seed: int,
+                 device: torch.device = CPU) -> None:
         torch.manual_seed(seed)
-        self.cfg = cfg
+        self.cfg, self.device = cfg, device
         self.spaces = spaces
         encoder = default_encoder(spaces.obs)
         self._manifest = PolicyManifest(spaces=spaces, encoder=encoder, net=cfg.net, head=behaviour.head)
-        self.actor = PolicyNet(self._manifest)
+        self.actor = PolicyNet(self._manifest).to(device)
         if behaviour.head == "gaussian":
             with torch.no_grad():
                 self.actor.log_std.fill_(cfg.log_std_init)
-        self.critic = Network(spaces.obs, encoder, cfg.net, 1)
+        self.critic = Network(spaces.obs, encoder, cfg.net, 1).to(device)
         self.params = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = torch.optim.Adam(self.params, lr=cfg.learning_rate, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
@@ -86,8 +89,8 @@ class PPO:
         """Critic outputs for [T, N, *obs] observations, as a [T, N] float64 array."""
         steps, envs = obs.shape[:2]
         with torch.no_grad():
-            out = self.critic(torch.from_numpy(obs.reshape(steps * envs, *obs.shape[2:])))
-        return out.squeeze(1).numpy().astype(np.float64).reshape(steps, envs)
+            out = self.critic(to_device(obs.reshape(steps * envs, *obs.shape[2:]), self.device))
+        return out.squeeze(1).cpu().numpy().astype(np.float64).reshape(steps, envs)
 
     def _chunk_rows(self, chunk: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """GAE for one chunk; returns flat arrays of its valid rows only."""
@@ -116,10 +119,10 @@ class PPO:
         parts = [self._chunk_rows(c) for c in chunks]
         if not parts or sum(len(p["actions"]) for p in parts) == 0:
             raise ValueError("PPO update on an empty batch: no valid rows")
-        return {k: torch.from_numpy(np.concatenate([p[k] for p in parts])) for k in parts[0]}
+        return {k: to_device(np.concatenate([p[k] for p in parts]), self.device) for k in parts[0]}
 
     def _minibatches(self, rows: int) -> list[torch.Tensor]:
-        perm = torch.randperm(rows, generator=self.generator)
+        perm = torch.randperm(rows, generator=self.generator).to(self.device)
         pieces = list(perm.split(self.cfg.minibatch_size))
         if len(pieces) > 1 and len(pieces[-1]) < 2:
             pieces[-2:] = [torch.cat(pieces[-2:])]
