@@ -1,17 +1,25 @@
-"""Vector environments built the same way by collectors, the evaluator and the benchmark baseline."""
+"""Environments built from the env section the same way by collectors, the evaluator and the benchmark baseline."""
 
 from __future__ import annotations
 
+import difflib
+import importlib
+import inspect
 import logging
 import math
 import warnings
-from typing import Any, SupportsFloat
+from collections.abc import Callable, Iterable
+from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers import TimeLimit
 
-from shared.config import EnvConfig
+from shared.envcheck import EnvSectionError
+from shared.envconfig import EnvConfig
+from shared.wrappers import apply_wrappers
 
 log = logging.getLogger(__name__)
 # ResetOnError's finiteness check multiplies infinities by zero on purpose, and logs what it found.
@@ -55,12 +63,80 @@ class ResetOnError(gym.Wrapper):
         return None
 
 
+def make_env(env: EnvConfig) -> gym.Env:
+    """One env as the section describes it: made from its id or entry point with its kwargs, under its time
+    limit, then wrapped in its wrappers. Raises EnvSectionError naming the field at fault."""
+    return apply_wrappers(_bare_env(env), env.wrappers)
+
+
+def _bare_env(env: EnvConfig) -> gym.Env:
+    """The env itself, under its time limit, before any wrapper of the section."""
+    own = ":" in env.id  # 'package.module:ClassOrFactory', the user's own env; anything else is a gymnasium id
+    creator = _entry_point(env.id) if own else _registered(env.id)
+    kwargs: dict[str, Any] = dict(env.kwargs)
+    try:
+        made = creator(**kwargs) if own else gym.make(env.id, max_episode_steps=env.max_episode_steps, **kwargs)
+    except Exception as exc:
+        field = "kwargs" if env.kwargs or isinstance(exc, TypeError) else "id"
+        raise EnvSectionError(field, f"building {env.id} failed: {type(exc).__name__}: {exc}"
+                                     f"{_accepts(creator)}") from exc
+    if not own:
+        return made  # gym.make applied the time limit
+    if not isinstance(made, gym.Env):
+        raise EnvSectionError("id", f"{env.id} returned a {type(made).__name__}, not a gymnasium.Env: name a "
+                                    f"gymnasium.Env subclass or a function that returns an instance")
+    return made if env.max_episode_steps is None else TimeLimit(made, env.max_episode_steps)
+
+
+def _entry_point(entry_point: str) -> Callable[..., Any]:
+    module_name, _, attr = entry_point.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise EnvSectionError("id", f"cannot import module {module_name!r} of entry point {entry_point!r} "
+                                    f"({type(exc).__name__}: {exc}): install it, or put it on PYTHONPATH, in "
+                                    f"every service that loads the config or runs envs") from exc
+    creator = getattr(module, attr, None)
+    if not callable(creator):
+        names = [n for n in dir(module) if not n.startswith("_")]
+        raise EnvSectionError("id", f"module {module_name!r} has no class or function {attr!r}"
+                                    f"{_did_you_mean(attr, names)}; write the entry point as 'module:Name'")
+    return creator
+
+
+def _registered(env_id: str) -> Callable[..., Any]:
+    spec = gym.registry.get(env_id)
+    if spec is None:
+        raise EnvSectionError("id", f"{env_id!r} is not a registered gymnasium id{_did_you_mean(env_id, gym.registry)}"
+                                    f"; for your own env give its entry point, 'package.module:ClassOrFactory'")
+    try:
+        entry = spec.entry_point
+        return cast(Callable[..., Any], load_env_creator(entry) if isinstance(entry, str) else entry)
+    except Exception as exc:  # its module does not import: a missing optional dependency, say
+        raise EnvSectionError("id", f"{env_id} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+
+
+def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=3)
+    return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+
+
+def _accepts(creator: Callable[..., Any]) -> str:
+    try:
+        params = inspect.signature(creator).parameters
+    except (TypeError, ValueError):  # a builtin or C extension without a signature
+        return ""
+    return f"; it accepts: {', '.join(params) or 'no arguments'}"
+
+
 def make_vector_env(env: EnvConfig, num_envs: int, reset_on_error: bool = False) -> SyncVectorEnv:
-    """SAME_STEP autoreset: a finished episode's last observation comes back in info['final_obs'] and the
+    """`num_envs` copies of `make_env(env)`; `reset_on_error` contains env errors (ResetOnError).
+
+    SAME_STEP autoreset: a finished episode's last observation comes back in info['final_obs'] and the
     returned observation is already the next episode's first, so every step is a real transition."""
 
     def make() -> gym.Env:
-        made = gym.make(env.id)
+        made = make_env(env)
         return ResetOnError(made) if reset_on_error else made
 
     return SyncVectorEnv([make for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)

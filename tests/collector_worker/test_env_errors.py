@@ -11,7 +11,7 @@ from gymnasium.envs.classic_control import CartPoleEnv
 from collector_worker.rollout import Rollout
 from shared.config import EnvConfig
 from shared.envs import ENV_ERROR, ResetOnError
-from tests.policies import CARTPOLE, EPSILON_GREEDY
+from tests.policies import CARTPOLE, EPSILON_GREEDY, flat_spaces
 
 
 class FlakyCartPole(CartPoleEnv):
@@ -38,8 +38,9 @@ def _register() -> None:
 
 
 def test_env_exception_resets_that_env_and_marks_the_step_invalid() -> None:
+    env = EnvConfig(id="FlakyCartPole-v0")  # validating it builds (and closes) an instance
     FlakyCartPole.instances = 0
-    rollout = Rollout(EnvConfig(id="FlakyCartPole-v0"), 2, CARTPOLE, EPSILON_GREEDY, seed=0)
+    rollout = Rollout(env, 2, CARTPOLE, EPSILON_GREEDY, seed=0)
     chunk = rollout.collect(8, epsilon=0.0)
     a = chunk.arrays
     assert chunk.env_errors == 1
@@ -50,6 +51,24 @@ def test_env_exception_resets_that_env_and_marks_the_step_invalid() -> None:
     # The env starts over: the next observation is a fresh reset state (CartPole resets within +-0.05).
     assert np.all(np.abs(a["obs"][5, 0]) <= 0.05)
     assert chunk.env_steps == 16
+
+
+@pytest.mark.parametrize("kwarg", ["nan_reward_at", "nan_obs_at"])
+def test_non_finite_reward_or_observation_is_an_env_error(kwarg: str) -> None:
+    """Step 3 of every episode returns NaN: that step is invalid, truncated, and its episode is dropped."""
+    env = EnvConfig(id="tests.shared.userenv:CountEnv", kwargs={"length": 5, kwarg: 3})
+    rollout = Rollout(env, 2, flat_spaces(2, 2), EPSILON_GREEDY, seed=0)
+    try:
+        chunk = rollout.collect(6, epsilon=0.0)
+    finally:
+        rollout.close()
+    a = chunk.arrays
+    assert chunk.env_errors == 4  # steps 3 and 6 (step 3 of the next episode) of both envs
+    assert not a["valid"][[2, 5]].any() and a["valid"][[0, 1, 3, 4]].all()
+    assert a["truncated"][2].all() and not a["terminated"][2].any()
+    assert np.isfinite(a["rewards"]).all() and np.isfinite(a["obs"]).all() and np.isfinite(a["next_obs"]).all()
+    assert a["obs"][3].tolist() == [[0, 5]] * 2  # the env started over
+    assert chunk.episodes == []  # no episode finished without an error
 
 
 class Emit(gym.Env):

@@ -1,0 +1,67 @@
+"""The wrappers an env section may list (`env.wrappers`), each a small model picked by its `name`.
+
+They are applied in the order listed, on top of the env and its time limit, with gymnasium's own wrappers.
+
+gymnasium is imported inside `wrap`: these models are part of the run config, which the coordinator loads
+without ever loading gymnasium.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field
+
+from shared.confbase import Strict
+from shared.envcheck import EnvSectionError
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+
+class _Wrapper(Strict):
+    def wrap(self, env: gym.Env) -> gym.Env:
+        raise NotImplementedError
+
+
+class ClipActions(_Wrapper):
+    """Clip continuous actions into the action space's bounds before the env sees them."""
+
+    name: Literal["clip_actions"] = "clip_actions"
+
+    def wrap(self, env: gym.Env) -> gym.Env:
+        from gymnasium.spaces import Box
+        from gymnasium.wrappers import ClipAction
+
+        if not isinstance(env.action_space, Box):
+            raise ValueError(f"needs a continuous (Box) action space, but this env's is {env.action_space}: "
+                             f"remove the wrapper")
+        return ClipAction(env)
+
+
+class FrameStack(_Wrapper):
+    """Observe the last `frames` observations stacked on a new first axis (dtype kept: uint8 images stay uint8)."""
+
+    name: Literal["frame_stack"] = "frame_stack"
+    frames: Annotated[int, Field(ge=1, le=1024, description="observations per stack")]
+
+    def wrap(self, env: gym.Env) -> gym.Env:
+        from gymnasium.wrappers import FrameStackObservation
+
+        return FrameStackObservation(env, self.frames)
+
+
+WrapperConfig = Annotated[ClipActions | FrameStack, Field(discriminator="name")]
+
+
+def apply_wrappers(env: gym.Env, wrappers: Sequence[WrapperConfig]) -> gym.Env:
+    """Wrap `env` in `wrappers`, in order.
+
+    A wrapper that does not fit the env raises EnvSectionError naming it (env.wrappers[i])."""
+    for i, wrapper in enumerate(wrappers):
+        try:
+            env = wrapper.wrap(env)
+        except Exception as exc:
+            raise EnvSectionError(f"wrappers[{i}]", f"{wrapper.name}: {exc}") from exc
+    return env
