@@ -26,8 +26,9 @@ class EnvConfig(Strict):
     max_episode_steps: Annotated[int | None, Field(ge=1, description="truncate episodes after this many steps "
                                                                      "(gymnasium's TimeLimit)")] = None
     wrappers: tuple[WrapperConfig, ...] = Field((), description="applied in order on top of the env: "
-                                                                "clip_actions, frame_stack")
-    solve_threshold: float = Field(475.0, description="mean evaluation return that marks the run solved")
+                                                                "clip_actions, frame_stack, scale_reward")
+    solve_threshold: float = Field(475.0, description="mean evaluation return that marks the run solved (the "
+                                                      "env's own return: scale_reward does not apply)")
 
     @model_validator(mode="after")
     def _buildable(self) -> EnvConfig:

@@ -1,6 +1,9 @@
 """The wrappers an env section may list (`env.wrappers`), each a small model picked by its `name`.
 
 They are applied in the order listed, on top of the env and its time limit, with gymnasium's own wrappers.
+Reward transforms are `training_only`: the rewards written into chunks for the learner are transformed, but
+the evaluator builds its envs without them and collectors report returns recorded beneath them
+(see `shared.envs.make_env`), so every return a user sees is the environment's own.
 
 gymnasium is imported inside `wrap`: these models are part of the run config, which the coordinator loads
 without ever loading gymnasium.
@@ -9,7 +12,7 @@ without ever loading gymnasium.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -21,6 +24,8 @@ if TYPE_CHECKING:
 
 
 class _Wrapper(Strict):
+    training_only: ClassVar[bool] = False
+
     def wrap(self, env: gym.Env) -> gym.Env:
         raise NotImplementedError
 
@@ -52,14 +57,29 @@ class FrameStack(_Wrapper):
         return FrameStackObservation(env, self.frames)
 
 
-WrapperConfig = Annotated[ClipActions | FrameStack, Field(discriminator="name")]
+class ScaleReward(_Wrapper):
+    """Multiply every reward by a constant, for training only."""
+
+    name: Literal["scale_reward"] = "scale_reward"
+    scale: Annotated[float, Field(gt=0, description="factor applied to each training reward")]
+    training_only: ClassVar[bool] = True
+
+    def wrap(self, env: gym.Env) -> gym.Env:
+        from gymnasium.wrappers import TransformReward
+
+        return TransformReward(env, lambda reward: self.scale * float(reward))
 
 
-def apply_wrappers(env: gym.Env, wrappers: Sequence[WrapperConfig]) -> gym.Env:
-    """Wrap `env` in `wrappers`, in order.
+WrapperConfig = Annotated[ClipActions | FrameStack | ScaleReward, Field(discriminator="name")]
+
+
+def apply_wrappers(env: gym.Env, wrappers: Sequence[WrapperConfig], training: bool) -> gym.Env:
+    """Wrap `env` in `wrappers`, in order, leaving out the training-only ones unless `training`.
 
     A wrapper that does not fit the env raises EnvSectionError naming it (env.wrappers[i])."""
     for i, wrapper in enumerate(wrappers):
+        if wrapper.training_only and not training:
+            continue
         try:
             env = wrapper.wrap(env)
         except Exception as exc:

@@ -63,7 +63,7 @@ def test_registered_id_takes_kwargs_and_max_episode_steps(tmp_path: Path) -> Non
 
 def test_the_env_section_survives_json_as_every_task_carries_it() -> None:
     env = EnvConfig(id=COUNT, kwargs={"length": 4, "reward": 0.5}, max_episode_steps=3,
-                    wrappers=[{"name": "frame_stack", "frames": 2}])
+                    wrappers=[{"name": "scale_reward", "scale": 0.1}, {"name": "frame_stack", "frames": 2}])
     assert EnvConfig.model_validate_json(env.model_dump_json()) == env
 
 
@@ -116,10 +116,13 @@ def test_bad_env_is_refused_at_load_naming_the_field(tmp_path: Path, env: dict, 
 
 
 @pytest.mark.parametrize(("env", "loc", "hint"), [
-    ({"wrappers": [{"name": "normalize"}]}, "env.wrappers.0", "'clip_actions', 'frame_stack'"),
+    ({"wrappers": [{"name": "normalize"}]}, "env.wrappers.0", "'clip_actions', 'frame_stack', 'scale_reward'"),
     ({"wrappers": [{"frames": 4}]}, "env.wrappers.0", "discriminator 'name'"),
     ({"wrappers": [{"name": "frame_stack"}]}, "env.wrappers.0.frame_stack.frames", "Field required"),
     ({"wrappers": [{"name": "frame_stack", "frames": 0}]}, "env.wrappers.0.frame_stack.frames", "greater than"),
+    ({"wrappers": [{"name": "scale_reward", "scale": 0}]}, "env.wrappers.0.scale_reward.scale", "greater than"),
+    ({"wrappers": [{"name": "scale_reward", "scale": float("nan")}]}, "env.wrappers.0.scale_reward.scale",
+     "finite"),
     ({"wrappers": [{"name": "clip_actions", "low": -1}]}, "env.wrappers.0.clip_actions.low", "Extra inputs"),
     ({"max_episode_steps": 0}, "env.max_episode_steps", "greater than"),
     ({"kwargs": {"when": "2026-01-01"}}, "env.kwargs.when", "JSON value"),  # YAML reads it as a date
