@@ -75,7 +75,7 @@ def _main() -> None:
         EnvConfig.model_validate_json(sys.stdin.read())
     except ValidationError as exc:
         problem = "; ".join(str(e.get("ctx", {}).get("error", e["msg"])) for e in exc.errors())
-    print(json.dumps(problem))
+    print("\n" + json.dumps(problem))  # on a line of its own, whatever the env printed before it
 
 
 if __name__ == "__main__":
