@@ -31,18 +31,22 @@ class _Wrapper(Strict):
 
 
 class ClipActions(_Wrapper):
-    """Clip continuous actions into the action space's bounds before the env sees them."""
+    """Clip continuous actions into the action space's bounds before the env sees them.
+
+    The declared space keeps its bounds: gymnasium's ClipAction would declare an unbounded one, which a run
+    cannot be planned for (policy heads are sized from the bounds)."""
 
     name: Literal["clip_actions"] = "clip_actions"
 
     def wrap(self, env: gym.Env) -> gym.Env:
+        import numpy as np
         from gymnasium.spaces import Box
-        from gymnasium.wrappers import ClipAction
+        from gymnasium.wrappers import TransformAction
 
-        if not isinstance(env.action_space, Box):
-            raise ValueError(f"needs a continuous (Box) action space, but this env's is {env.action_space}: "
-                             f"remove the wrapper")
-        return ClipAction(env)
+        space = env.action_space
+        if not isinstance(space, Box):
+            raise ValueError(f"needs a continuous (Box) action space, but this env's is {space}: remove the wrapper")
+        return TransformAction(env, lambda action: np.clip(action, space.low, space.high), space)
 
 
 class FrameStack(_Wrapper):

@@ -3,14 +3,16 @@ reaches the learner's chunks but never a reported return."""
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 from collector_worker.rollout import Rollout
 from evaluator.episodes import evaluate
-from shared.config import EnvConfig
+from shared.config import EnvConfig, RunConfig
 from shared.envs import make_vector_env
-from tests.policies import EPSILON_GREEDY, flat_spaces
+from shared.plan import RunPlan
+from tests.policies import EPSILON_GREEDY, PENDULUM, flat_spaces
 
 IMAGE = "tests.shared.userenv:ImageEnv"
 COUNT = "tests.shared.userenv:CountEnv"
@@ -31,14 +33,22 @@ def test_frame_stack_of_uint8_images_stays_uint8_with_the_frames_on_a_new_axis()
     assert [int(frame[0, 0, 0]) for frame in obs[0]] == [0, 0, 1, 2]  # padded with the reset frame, oldest first
 
 
-def test_clip_actions_clips_into_the_action_bounds() -> None:
+def test_clip_actions_clips_into_the_action_bounds_and_keeps_declaring_them() -> None:
     vec = make_vector_env(EnvConfig(id="tests.shared.userenv:PushEnv", wrappers=[{"name": "clip_actions"}]), 1)
     try:
+        assert vec.single_action_space == gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
         vec.reset(seed=0)
         vec.step(np.array([[5.0]], np.float32))
         assert vec.envs[0].unwrapped.received.tolist() == [1.0]  # type: ignore[attr-defined]
     finally:
         vec.close()
+
+
+def test_a_run_with_clipped_actions_can_be_planned() -> None:
+    cfg = RunConfig.model_validate({"env": {"id": "Pendulum-v1", "wrappers": [{"name": "clip_actions"}]},
+                                    "algo": {"name": "ppo"}, "sampling": {"unit": "chunk"},
+                                    "replay": {"sampler": "fifo", "max_use": 1}})
+    assert RunPlan.of(cfg).spaces == PENDULUM
 
 
 SCALED = EnvConfig(id=COUNT, kwargs={"length": 4, "reward": 1.0}, wrappers=[{"name": "scale_reward", "scale": 0.1}])
