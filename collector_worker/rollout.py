@@ -3,7 +3,9 @@
 terminated and truncated are kept apart: a truncated (time-limit) episode still bootstraps from its final
 observation, a terminated one does not. With SAME_STEP autoreset the final observation of a finished
 episode is taken from info['final_obs'], so `next_obs` is always the true successor of `obs`. A step on which
-the env raised is kept with `valid=False` (the learner never trains on it) and its episode is not reported.
+the env raised, or returned a non-finite reward or observation, is kept with `valid=False` (the learner never
+trains on it) and its episode is not reported. Chunks carry the rewards the learner trains on (scaled, say),
+episodes the env's raw returns.
 
 How to act comes from the task's `Behaviour` (declared by the algorithm): epsilon-greedy on q-values, or
 sampling from the policy's distribution, which also records the behaviour log-probability that importance
@@ -21,7 +23,7 @@ import numpy as np
 
 from shared.actors import Actor, Decision, PolicyError, build_actor, random_actions
 from shared.config import EnvConfig
-from shared.envs import ENV_ERROR, make_vector_env
+from shared.envs import ENV_ERROR, RAW_EPISODE, make_vector_env
 from shared.gymspaces import describe
 from shared.manifest import Behaviour, PolicyManifest
 from shared.plan import chunk_schema
@@ -117,12 +119,14 @@ class Rollout:
             self.ep_length += 1
             done = term | trunc
             if done.any():
-                failed = info.get("final_info", {}).get("_" + ENV_ERROR, np.zeros(n, bool))
+                final = info["final_info"]
+                failed = final.get("_" + ENV_ERROR, np.zeros(n, bool))
+                raw_returns = final.get(RAW_EPISODE, {}).get("r", self.ep_return)  # see make_env
                 valid[t] = ~failed
                 for i in np.flatnonzero(done):
                     next_obs[t, i] = info["final_obs"][i]
                     if not failed[i]:  # a broken episode's return means nothing: drop it
-                        episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
+                        episodes.append((float(raw_returns[i]), int(self.ep_length[i])))
                 finished += int(done.sum())
                 self.ep_return[done] = 0.0
                 self.ep_length[done] = 0

@@ -2,6 +2,7 @@
 
 Each env plays exactly episodes/num_envs episodes, and every started episode is finished: stopping at the
 first N finished episodes overall would over-sample short ones and bias the mean downward for good policies.
+Envs are built without training-only wrappers (scale_reward), so returns are the environment's raw ones.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ Act = Callable[[np.ndarray], np.ndarray]  # observations -> greedy actions
 
 def evaluate(act: Act, env: EnvConfig, num_envs: int, episodes: int, seed: int) -> tuple[list[float], list[int]]:
     per_env = episodes // num_envs
-    vec = make_vector_env(env, num_envs)
+    vec = make_vector_env(env, num_envs, training=False)
     try:
         obs, _ = vec.reset(seed=seed)
         ret = np.zeros(num_envs)

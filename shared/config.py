@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 
 from shared.algorithms import DEFAULT, REGISTRY, AlgoConfig, default_params, spec_of
 from shared.confbase import EpsilonSchedule, NetConfig, Strict
+from shared.envconfig import EnvConfig
 from shared.ids import ID_PATTERN
 
 
@@ -25,11 +26,6 @@ def chunk_rows_limit() -> int:
 
     bounds = [m.le for m in ChunkReport.model_fields["env_steps"].metadata if isinstance(m, annotated_types.Le)]
     return min(cast(list[int], bounds))
-
-
-class EnvConfig(Strict):
-    id: str = Field("CartPole-v1", description="gymnasium environment id")
-    solve_threshold: float = Field(475.0, description="mean evaluation return that marks the run solved")
 
 
 class CollectorConfig(Strict):

@@ -1,4 +1,5 @@
-"""An environment that raises: the collector contains it, drops the broken episode, counts the error."""
+"""An environment that raises or returns NaN: the collector contains it, drops the broken episode, counts the
+error."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from gymnasium.envs.classic_control import CartPoleEnv
 
 from collector_worker.rollout import Rollout
 from shared.config import EnvConfig
-from tests.policies import CARTPOLE, EPSILON_GREEDY
+from shared.envs import ENV_ERROR, ResetOnError
+from tests.policies import CARTPOLE, EPSILON_GREEDY, flat_spaces
 
 
 class FlakyCartPole(CartPoleEnv):
@@ -36,8 +38,9 @@ def _register() -> None:
 
 
 def test_env_exception_resets_that_env_and_marks_the_step_invalid() -> None:
+    env = EnvConfig(id="FlakyCartPole-v0")  # validating it builds (and closes) an instance
     FlakyCartPole.instances = 0
-    rollout = Rollout(EnvConfig(id="FlakyCartPole-v0"), 2, CARTPOLE, EPSILON_GREEDY, seed=0)
+    rollout = Rollout(env, 2, CARTPOLE, EPSILON_GREEDY, seed=0)
     chunk = rollout.collect(8, epsilon=0.0)
     a = chunk.arrays
     assert chunk.env_errors == 1
@@ -48,3 +51,63 @@ def test_env_exception_resets_that_env_and_marks_the_step_invalid() -> None:
     # The env starts over: the next observation is a fresh reset state (CartPole resets within +-0.05).
     assert np.all(np.abs(a["obs"][5, 0]) <= 0.05)
     assert chunk.env_steps == 16
+
+
+@pytest.mark.parametrize("kwarg", ["nan_reward_at", "nan_obs_at"])
+def test_non_finite_reward_or_observation_is_an_env_error(kwarg: str) -> None:
+    """Step 3 of every episode returns NaN: that step is invalid, truncated, and its episode is dropped."""
+    env = EnvConfig(id="tests.shared.userenv:CountEnv", kwargs={"length": 5, kwarg: 3})
+    rollout = Rollout(env, 2, flat_spaces(2, 2), EPSILON_GREEDY, seed=0)
+    try:
+        chunk = rollout.collect(6, epsilon=0.0)
+    finally:
+        rollout.close()
+    a = chunk.arrays
+    assert chunk.env_errors == 4  # steps 3 and 6 (step 3 of the next episode) of both envs
+    assert not a["valid"][[2, 5]].any() and a["valid"][[0, 1, 3, 4]].all()
+    assert a["truncated"][2].all() and not a["terminated"][2].any()
+    assert np.isfinite(a["rewards"]).all() and np.isfinite(a["obs"]).all() and np.isfinite(a["next_obs"]).all()
+    assert a["obs"][3].tolist() == [[0, 5]] * 2  # the env started over
+    assert chunk.episodes == []  # no episode finished without an error
+
+
+class Emit(gym.Env):
+    """Steps return a fixed observation and reward."""
+
+    def __init__(self, obs: np.ndarray, reward: float = 0.0) -> None:
+        floats = obs.dtype.kind == "f"
+        self.observation_space = gym.spaces.Box(-np.inf if floats else 0, np.inf if floats else 255, obs.shape,
+                                                obs.dtype)
+        self.action_space = gym.spaces.Discrete(2)
+        self.obs, self.reward = obs, reward
+
+    def reset(self, *, seed=None, options=None):  # type: ignore[no-untyped-def]
+        return np.zeros_like(self.obs), {}
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        return self.obs, self.reward, False, False, {}
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in dot")  # shared.envs ignores it; pytest resets filters
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize(("value", "error"), [(np.nan, True), (np.inf, True), (-np.inf, True), (0.0, False),
+                                              (-1e4, False), (6e4, False)])  # 6e4: near float16's largest
+def test_every_non_finite_float_observation_is_caught_and_no_finite_one(dtype: type, value: float,
+                                                                         error: bool) -> None:
+    obs = np.ones((2, 3), dtype)
+    obs[1, 2] = value
+    _, reward, terminated, truncated, info = ResetOnError(Emit(obs)).step(0)
+    assert (ENV_ERROR in info) == error
+    assert truncated == error and not terminated
+
+
+@pytest.mark.parametrize("reward", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_reward_is_caught(reward: float) -> None:
+    obs, returned, _, truncated, info = ResetOnError(Emit(np.ones(2, np.float32), reward)).step(0)
+    assert truncated and returned == 0.0 and "non-finite reward" in info[ENV_ERROR]
+    assert obs.tolist() == [0.0, 0.0]  # the env was reset
+
+
+def test_integer_observations_are_not_checked() -> None:
+    _, _, _, truncated, info = ResetOnError(Emit(np.full(3, 255, np.uint8))).step(0)
+    assert not truncated and info == {}

@@ -38,8 +38,8 @@ def test_an_algorithm_paired_with_a_space_it_cannot_handle_is_refused_naming_bot
 
 
 def test_an_env_that_cannot_be_built_is_refused_with_its_error() -> None:
-    with pytest.raises(ValueError, match="env.id 'NoSuchEnv-v9'"):
-        RunPlan.of(RunConfig.model_validate({"env": {"id": "NoSuchEnv-v9"}}))
+    with pytest.raises(ValueError, match="env.id: 'NoSuchEnv-v9' is not a registered gymnasium id"):
+        RunPlan.of(RunConfig.model_validate({"env": {"id": "NoSuchEnv-v9"}}))  # refused by the config already
 
 
 def test_the_probe_runs_the_env_out_of_process() -> None:

@@ -1,0 +1,89 @@
+"""Small user environments reached through entry points (`tests.shared.userenv:CountEnv`), as a user's own
+module would be: not registered with gymnasium, configured only through the env section's kwargs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+class CountEnv(gym.Env):
+    """Observation [t, length]; every step pays `reward`; the episode terminates after `length` steps.
+
+    `nan_reward_at` / `nan_obs_at` make that step (1-based, in every episode) return NaN instead."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, length: int = 10, reward: float = 1.0, nan_reward_at: int | None = None,
+                 nan_obs_at: int | None = None) -> None:
+        self.length, self.reward = length, reward
+        self.nan_reward_at, self.nan_obs_at = nan_reward_at, nan_obs_at
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        obs = self._obs()
+        if self.t == self.nan_obs_at:
+            obs[0] = np.nan
+        reward = float("nan") if self.t == self.nan_reward_at else self.reward
+        return obs, reward, self.t >= self.length, False, {}
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.t, self.length], np.float32)
+
+
+def short_count_env(length: int) -> gym.Env:
+    """A factory entry point: `tests.shared.userenv:short_count_env` with kwargs {length: ...}."""
+    return CountEnv(length=length, reward=0.5)
+
+
+def not_an_env() -> object:
+    return object()
+
+
+class ImageEnv(gym.Env):
+    """8x8 RGB uint8 frames whose pixels all equal the step count."""
+
+    observation_space = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._frame(), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        return self._frame(), 1.0, False, False, {}
+
+    def _frame(self) -> np.ndarray:
+        return np.full((8, 8, 3), self.t, np.uint8)
+
+
+class PushEnv(gym.Env):
+    """A continuous action in [-1, 1]; remembers the last action it received."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self) -> None:
+        self.received: np.ndarray | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.received = np.asarray(action)
+        return np.zeros(1, np.float32), 0.0, False, False, {}
