@@ -1,4 +1,5 @@
-"""Building the env section once while it is validated, so a bad one is refused when the config loads.
+"""Building the env section once while it is validated, so a bad one is refused when the config loads, and
+reading the spaces of what was built, which the coordinator plans the run with (shared/plan.py).
 
 A process that already runs environments (collectors, the evaluator, the learner, tests) builds it in-process.
 One that has not loaded gymnasium (the coordinator, the launcher) builds it in a child interpreter instead:
@@ -7,7 +8,7 @@ of one child (about a second) per distinct env section. Verdicts are remembered 
 built once however often it is validated (every claimed task carries it).
 
 Run as `python -m shared.envcheck` it is that child: the env section as JSON on stdin, the verdict as the last
-line of stdout (JSON: the problem, or null).
+line of stdout (JSON: the build problem, and the spaces or why rlfleet cannot train them).
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import json
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from shared.envconfig import EnvConfig
+    from shared.spaces import Spaces
 
 CHILD_TIMEOUT_SECONDS = 120.0
-_verdicts: dict[str, str | None] = {}
+Verdict = dict[str, Any]  # {"problem": str | None, "spaces": dict | None, "spaces_problem": str | None}
+_verdicts: dict[str, Verdict] = {}
 
 
 class EnvSectionError(ValueError):
@@ -32,36 +35,63 @@ class EnvSectionError(ValueError):
         super().__init__(f"env.{field}: {problem}")
 
 
-def build_problem(env: EnvConfig) -> str | None:
-    """Why `env` cannot be built (its message names the field), or None when it builds."""
+def _verdict(env: EnvConfig) -> Verdict:
     key = env.model_dump_json(exclude={"solve_threshold"})
     if key not in _verdicts:
         _verdicts[key] = _build_here(env) if "gymnasium" in sys.modules else _build_in_child(key)
     return _verdicts[key]
 
 
-def _build_here(env: EnvConfig) -> str | None:
+def build_problem(env: EnvConfig) -> str | None:
+    """Why `env` cannot be built (its message names the field), or None when it builds."""
+    problem: str | None = _verdict(env)["problem"]
+    return problem
+
+
+def spaces_of(env: EnvConfig) -> Spaces:
+    """The spaces of the env the section builds; ValueError naming env.id if rlfleet cannot train them."""
+    from shared.spaces import Spaces
+
+    verdict = _verdict(env)
+    if verdict["problem"] is not None:
+        raise ValueError(verdict["problem"])
+    if verdict["spaces"] is None:
+        raise EnvSectionError("id", f"{env.id}: {verdict['spaces_problem']}")
+    return Spaces.model_validate(verdict["spaces"])
+
+
+def _build_here(env: EnvConfig) -> Verdict:
     from shared.envs import make_env  # gymnasium: only in processes that already loaded it
+    from shared.gymspaces import describe
 
     try:
-        make_env(env).close()
+        made = make_env(env)
     except EnvSectionError as exc:
-        return str(exc)
-    return None
+        return {"problem": str(exc), "spaces": None, "spaces_problem": None}
+    try:
+        return {"problem": None, "spaces": describe(made).model_dump(mode="json"), "spaces_problem": None}
+    except ValueError as exc:
+        return {"problem": None, "spaces": None, "spaces_problem": str(exc)}
+    finally:
+        made.close()
 
 
-def _build_in_child(key: str) -> str | None:
+def _build_in_child(key: str) -> Verdict:
     child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # import what we can
     try:
         done = subprocess.run([sys.executable, "-m", "shared.envcheck"], input=key, env=child_env,
                               capture_output=True, text=True, timeout=CHILD_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
-        return f"env: building the env took over {CHILD_TIMEOUT_SECONDS:g} s when the config was checked"
+        return _failed(f"env: building the env took over {CHILD_TIMEOUT_SECONDS:g} s when the config was checked")
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
-        return f"env: the check that builds the env failed: {done.stderr.strip()[-500:]}"
+        return _failed(f"env: the check that builds the env failed: {done.stderr.strip()[-500:]}")
     verdict = json.loads(lines[-1])  # the env's own prints may come before it
-    return verdict if isinstance(verdict, str) else None
+    return verdict if isinstance(verdict, dict) else _failed(f"env: the check answered {verdict!r}")
+
+
+def _failed(problem: str) -> Verdict:
+    return {"problem": problem, "spaces": None, "spaces_problem": None}
 
 
 def _main() -> None:
@@ -70,12 +100,13 @@ def _main() -> None:
 
     from shared.envconfig import EnvConfig
 
-    problem = None
     try:
-        EnvConfig.model_validate_json(sys.stdin.read())
+        env = EnvConfig.model_validate_json(sys.stdin.read())
     except ValidationError as exc:
-        problem = "; ".join(str(e.get("ctx", {}).get("error", e["msg"])) for e in exc.errors())
-    print("\n" + json.dumps(problem))  # on a line of its own, whatever the env printed before it
+        verdict = _failed("; ".join(str(e.get("ctx", {}).get("error", e["msg"])) for e in exc.errors()))
+    else:
+        verdict = _verdict(env)
+    print("\n" + json.dumps(verdict))  # on a line of its own, whatever the env printed before it
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
-from gymnasium.wrappers import RecordEpisodeStatistics, TimeLimit
+from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, TimeLimit
 
 from shared.envcheck import EnvSectionError
 from shared.envconfig import EnvConfig
@@ -72,10 +72,24 @@ def make_env(env: EnvConfig, training: bool = True) -> gym.Env:
     With them, episode statistics are recorded beneath them: info[RAW_EPISODE]['r'] at each episode end is the
     raw return that collectors report while the chunks carry the transformed rewards. (Only then: recording
     costs collectors ~7% of CartPole's steps per second.)"""
-    made = _bare_env(env)
+    made = _flat_dict(_bare_env(env))
     if training and any(wrapper.training_only for wrapper in env.wrappers):
         made = RecordEpisodeStatistics(made, stats_key=RAW_EPISODE)
     return apply_wrappers(made, env.wrappers, training)
+
+
+def _flat_dict(env: gym.Env) -> gym.Env:
+    """Dict observations become one flat float vector (Discrete parts one-hot), in sorted key order, the same
+    in every process. Images inside a Dict would lose their shape there, so those are refused instead."""
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Dict):
+        return env
+    images = [key for key, sub in space.spaces.items() if isinstance(sub, gym.spaces.Box) and len(sub.shape) == 3]
+    if images:
+        raise EnvSectionError("id", f"Dict observation with image entries {images}: rlfleet flattens Dict "
+                                    f"observations, which would lose the images' layout; return the image alone "
+                                    f"(a Box) or wrap the env to encode it")
+    return FlattenObservation(env)
 
 
 def _bare_env(env: EnvConfig) -> gym.Env:

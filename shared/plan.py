@@ -1,8 +1,9 @@
 """A run's plan: its config joined with the env's spaces and what the algorithm makes of them.
 
-The coordinator builds it once at start (probing one env in a child process), which is where an algorithm
-paired with a space it cannot handle is refused; the parts every worker needs (spaces, behaviour) travel in
-their tasks, and the chunk schema is derived from them by one function on every side.
+The coordinator builds it once at start, with the spaces of the env the config check built (in a child
+process: shared/envcheck.py). That is where an algorithm paired with a space it cannot handle is refused; the
+parts every worker needs (spaces, behaviour) travel in their tasks, and the chunk schema is derived from them
+by one function on every side.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from dataclasses import dataclass
 
 from shared.algorithms import REGISTRY, AlgorithmSpec, spec_of
 from shared.config import RunConfig
+from shared.envcheck import spaces_of
 from shared.manifest import Behaviour
-from shared.probe import probe_spaces
 from shared.schema import ChunkSchema
 from shared.spaces import Spaces
 
@@ -39,10 +40,7 @@ class RunPlan:
     @classmethod
     def of(cls, config: RunConfig) -> RunPlan:
         """Raises ValueError naming the algorithm and the env when they do not fit together."""
-        try:
-            spaces = probe_spaces(config.env)
-        except ValueError as exc:
-            raise ValueError(f"env.id {config.env.id!r}: {exc}") from exc
+        spaces = spaces_of(config.env)
         spec = spec_of(config.algo)
         try:
             behaviour = spec.behaviour(config, spaces)

@@ -1,4 +1,4 @@
-"""Planning a run: the env's spaces probed in a child process, the algorithm's fit checked at start."""
+"""Planning a run: the env's spaces read where the env section was built, the algorithm's fit checked."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from shared.config import RunConfig
+from shared.envcheck import spaces_of
 from shared.plan import RunPlan
-from shared.probe import probe_spaces
 from shared.spaces import BoxActions, DiscreteActions
 from tests.conftest import REPO
 from tests.policies import CARTPOLE
@@ -42,10 +42,21 @@ def test_an_env_that_cannot_be_built_is_refused_with_its_error() -> None:
         RunPlan.of(RunConfig.model_validate({"env": {"id": "NoSuchEnv-v9"}}))  # refused by the config already
 
 
-def test_the_probe_runs_the_env_out_of_process() -> None:
-    script = ("import sys; from shared.config import RunConfig; from shared.probe import probe_spaces; "
-              "print(probe_spaces(RunConfig().env).action.kind, 'gymnasium' in sys.modules)")
+def test_a_process_without_gymnasium_reads_the_spaces_from_a_child() -> None:
+    script = ("import sys; from shared.config import RunConfig; from shared.envcheck import spaces_of; "
+              "print(spaces_of(RunConfig().env).action.kind, 'gymnasium' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["discrete", "False"]
-    assert isinstance(probe_spaces(RunConfig().env).action, DiscreteActions)
+    assert isinstance(spaces_of(RunConfig().env).action, DiscreteActions)
+
+
+def test_dict_observations_are_flattened_the_same_everywhere() -> None:
+    cfg = RunConfig.model_validate({"env": {"id": "tests.shared.dictenv:DictObs"}})
+    plan = RunPlan.of(cfg)
+    assert plan.spaces.obs.shape == (5,) and plan.spaces.obs.dtype == "float32"  # 2 + one-hot of 3
+
+
+def test_dict_observations_with_images_are_refused_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="env.id: Dict observation with image entries \\['pixels'\\]"):
+        RunConfig.model_validate({"env": {"id": "tests.shared.dictenv:DictObs", "kwargs": {"image": True}}})
