@@ -27,6 +27,7 @@ class Checkpoint:
     transitions_trained: int
     algo: dict
     env_steps: int = 0  # the run's acknowledged env steps when the checkpoint was taken
+    obs_stats: dict | None = None  # the running observation statistics (env wrapper normalize_obs)
 
 
 def save_checkpoint(directory: Path, ckpt: Checkpoint, keep: int = 3) -> Path:
@@ -34,7 +35,8 @@ def save_checkpoint(directory: Path, ckpt: Checkpoint, keep: int = 3) -> Path:
         raise ValueError(f"keep must be at least 1 (the checkpoint just written), got {keep}")
     buf = io.BytesIO()
     torch.save({"iteration": ckpt.iteration, "policy_version": ckpt.policy_version,
-                "transitions_trained": ckpt.transitions_trained, "algo": ckpt.algo, "env_steps": ckpt.env_steps}, buf)
+                "transitions_trained": ckpt.transitions_trained, "algo": ckpt.algo, "env_steps": ckpt.env_steps,
+                "obs_stats": ckpt.obs_stats}, buf)
     path = directory / f"learner-{ckpt.iteration:010d}.pt"
     atomic_write(path, buf.getvalue())
     for old in sorted(p for p in directory.iterdir() if _NAME.match(p.name))[:-keep]:
@@ -49,7 +51,8 @@ def load_latest_checkpoint(directory: Path) -> Checkpoint | None:
         try:
             raw = torch.load(path, weights_only=True, map_location="cpu")
             return Checkpoint(int(raw["iteration"]), int(raw["policy_version"]),
-                              int(raw["transitions_trained"]), raw["algo"], int(raw.get("env_steps", 0)))
+                              int(raw["transitions_trained"]), raw["algo"], int(raw.get("env_steps", 0)),
+                              raw.get("obs_stats"))
         except Exception as exc:  # a damaged file must not block resuming from an older good one
             log.warning("skipping unreadable checkpoint %s: %s", path, exc)
     return None

@@ -53,6 +53,7 @@ class ReplayTrainer(Trainer):
             batch = self.prefetch.get(timeout=0.5)
             if batch is None:
                 continue
+            self.observe(batch["obs"])
             losses = self.learner.update(batch)
             td_abs = self.learner.td_abs
             check_finite(self.iteration + 1, losses, td_abs)
@@ -94,6 +95,8 @@ class ChunkTrainer(Trainer):
             chunks = self.take()
             if not chunks:
                 continue
+            if self.obs_stats is not None:
+                self.observe(np.concatenate([c["obs"][c["valid"]] for c in chunks]))
             try:
                 losses = self.learner.update(chunks)
             except ValueError as exc:  # e.g. every row invalid (env errors): nothing to learn from

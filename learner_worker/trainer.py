@@ -20,6 +20,7 @@ from learner_worker.algorithms import Learner, load_learner
 from learner_worker.cache import PayloadReader
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from learner_worker.device import resolve_device
+from learner_worker.obsnorm import RunningStats
 from shared.client import CoordinatorRejected
 from shared.layout import RunLayout
 from shared.plan import chunk_schema
@@ -27,6 +28,7 @@ from shared.policy_io import save_policy
 from shared.session import WorkerSession
 from shared.store import LocalStore
 from shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish
+from shared.wrappers import NormalizeObs
 
 log = logging.getLogger("rlfleet.learner")
 
@@ -55,6 +57,8 @@ class Trainer:
         self.device = resolve_device(task.learner.device)
         self.learner: Learner = load_learner(task, self.device)
         log.info("training %s on %s", task.algo.name, self.device)
+        norm = next((w for w in task.env.wrappers if isinstance(w, NormalizeObs)), None)
+        self.obs_stats = None if norm is None else RunningStats(task.spaces.obs.shape, norm.clip)
         self.iteration = 0
         self.transitions = 0
         latest = session.directive.policy
@@ -65,6 +69,9 @@ class Trainer:
         ckpt = load_latest_checkpoint(self.layout.checkpoints)
         if ckpt is not None:
             self.learner.load(ckpt.algo)
+            if self.obs_stats is not None and ckpt.obs_stats is not None:
+                self.obs_stats.load(ckpt.obs_stats)
+                self.obs_stats.apply_to(self.learner)
             self.iteration, self.transitions = ckpt.iteration, ckpt.transitions_trained
             self.version = max(self.version, ckpt.policy_version)
             log.info("resumed from iteration %d, policy v%d", self.iteration, self.version)
@@ -97,6 +104,13 @@ class Trainer:
     def stop(self) -> None:
         """Release background resources (the replay loop's prefetcher)."""
 
+    def observe(self, obs: np.ndarray) -> None:
+        """Fold the observations about to be trained on ([M, *obs], valid rows only) into the statistics, and
+        hand them to the learner's networks (normalize_obs; otherwise nothing)."""
+        if self.obs_stats is not None:
+            self.obs_stats.update(obs)
+            self.obs_stats.apply_to(self.learner)
+
     def after_update(self, losses: dict[str, float], rows: int, publish: bool) -> None:
         """Count an update; publish, report and checkpoint when due."""
         self.iteration += 1
@@ -110,7 +124,10 @@ class Trainer:
 
     def publish(self) -> None:
         self.version += 1
-        ref = save_policy(self.store, self.version, self.learner.policy_state(), self.learner.manifest())
+        manifest = self.learner.manifest()
+        if self.obs_stats is not None:  # frozen as trained with: actors normalise with exactly these
+            manifest = manifest.model_copy(update={"obs_norm": self.obs_stats.frozen()})
+        ref = save_policy(self.store, self.version, self.learner.policy_state(), manifest)
         # Logged before the request, with the collectors' "acting with" lines: the benchmark's propagation time.
         log.info("publishing policy v%d", self.version)
         ack = self.session.client.call("POST", "/v1/policies", Ack, PolicyPublish(
@@ -126,4 +143,5 @@ class Trainer:
     def checkpoint(self) -> None:
         save_checkpoint(self.layout.checkpoints,
                         Checkpoint(self.iteration, self.version, self.transitions, self.learner.state(),
-                                   env_steps=self.session.directive.env_steps_total))
+                                   env_steps=self.session.directive.env_steps_total,
+                                   obs_stats=None if self.obs_stats is None else self.obs_stats.state()))

@@ -26,7 +26,8 @@ class EnvConfig(Strict):
     max_episode_steps: Annotated[int | None, Field(ge=1, description="truncate episodes after this many steps "
                                                                      "(gymnasium's TimeLimit)")] = None
     wrappers: tuple[WrapperConfig, ...] = Field((), description="applied in order on top of the env: "
-                                                                "clip_actions, frame_stack, scale_reward")
+                                                                "clip_actions, frame_stack, scale_reward, "
+                                                                "normalize_obs")
     solve_threshold: float = Field(475.0, description="mean evaluation return that marks the run solved (the "
                                                       "env's own return: scale_reward does not apply)")
 

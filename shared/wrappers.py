@@ -74,7 +74,29 @@ class ScaleReward(_Wrapper):
         return TransformReward(env, lambda reward: self.scale * float(reward))
 
 
-WrapperConfig = Annotated[ClipActions | FrameStack | ScaleReward, Field(discriminator="name")]
+class NormalizeObs(_Wrapper):
+    """Normalise observations with running statistics owned by the learner, applied by every actor alike.
+
+    The env itself is left as it is: payloads hold raw observations, the learner folds the observations it
+    trains on into running statistics and freezes them into each published policy's manifest, and every
+    actor (collectors, the evaluator) normalises with the manifest's statistics only. So a scaled-out
+    collector can never act with statistics of its own (learner_worker/obsnorm.py)."""
+
+    name: Literal["normalize_obs"] = "normalize_obs"
+    clip: Annotated[float, Field(gt=0, le=1e6, description="normalised observations are clipped to +-clip")] = 10.0
+
+    def wrap(self, env: gym.Env) -> gym.Env:
+        import numpy as np
+        from gymnasium.spaces import Box
+
+        space = env.observation_space
+        if not isinstance(space, Box) or space.dtype == np.uint8:
+            raise ValueError(f"needs float (Box) observations, but this env's are {space}: images are scaled to "
+                             f"[0, 1] already; remove the wrapper")
+        return env
+
+
+WrapperConfig = Annotated[ClipActions | FrameStack | ScaleReward | NormalizeObs, Field(discriminator="name")]
 
 
 def apply_wrappers(env: gym.Env, wrappers: Sequence[WrapperConfig], training: bool) -> gym.Env:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.policy_io import read_manifest
 from tests.conftest import REPO
 
 
@@ -27,3 +28,24 @@ def test_gaussian_ppo_solves_pendulum(tmp_path: Path) -> None:
     assert summary["policy_lag"]["sampled_max"] == 0  # synchronous: every chunk from the newest policy
     assert summary["learner"]["losses"]["entropy"] < 2.0  # a gaussian head's entropy, not a softmax's
     print(f"solved: {summary['env_steps']} env steps, {summary['wall_seconds']:.1f}s")
+
+
+@pytest.mark.slow
+def test_learner_owned_observation_statistics_ship_with_every_policy(tmp_path: Path) -> None:
+    """normalize_obs: the learner's running statistics are frozen into each published manifest, which every
+    actor normalises with. A short budget (measured: with it PPO solves Pendulum after ~150k steps)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "up", "--config", "configs/pendulum_ppo.yaml", "--data-dir",
+         str(tmp_path), "--port", "0", "--set", "env.wrappers=[{name: normalize_obs, clip: 5}]",
+         "--set", "budget.max_env_steps=24576"],
+        cwd=REPO, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # the budget ran out
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["run_state"] == "budget_exhausted" and summary["policy_version"] >= 4
+    assert summary["best_evaluation"] is not None  # the evaluator acted with normalising policies
+    manifest = read_manifest((run_dir / "best" / "policy.safetensors").read_bytes())
+    assert manifest.obs_norm is not None and manifest.obs_norm.clip == 5
+    # Pendulum observes (cos, sin, angular velocity): learnt statistics, not the identity
+    assert manifest.obs_norm.var != (1.0, 1.0, 1.0) and max(manifest.obs_norm.var) > 1.5
+    print(f"stats after {summary['env_steps']} env steps: {manifest.obs_norm}")

@@ -147,3 +147,12 @@ def test_pickled_object_alone_gives_none(tmp_path: Path):
     torch.save({"iteration": 9, "policy_version": 0, "transitions_trained": 0, "algo": Anything},
                tmp_path / "learner-0000000009.pt")
     assert load_latest_checkpoint(tmp_path) is None
+
+
+def test_observation_statistics_travel_with_the_checkpoint(tmp_path: Path):
+    stats = {"count": 3, "mean": [1.0, 2.0], "m2": [0.5, 0.25]}
+    save_checkpoint(tmp_path, Checkpoint(5, 2, 64, {"w": torch.zeros(1)}, obs_stats=stats))
+    loaded = load_latest_checkpoint(tmp_path)
+    assert loaded is not None and loaded.obs_stats == stats
+    save_checkpoint(tmp_path, Checkpoint(6, 2, 64, {"w": torch.zeros(1)}))
+    assert load_latest_checkpoint(tmp_path).obs_stats is None  # type: ignore[union-attr]

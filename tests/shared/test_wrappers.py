@@ -77,3 +77,14 @@ def test_training_only_wrappers_are_left_out_of_non_training_envs(training: bool
         assert vec.step(np.zeros(1, np.int64))[1].tolist() == [pytest.approx(reward)]
     finally:
         vec.close()
+
+
+def test_normalize_obs_leaves_the_env_raw_and_refuses_images() -> None:
+    """The statistics belong to the learner (learner_worker/obsnorm.py): payloads hold raw observations."""
+    env = EnvConfig.model_validate({"id": "Pendulum-v1", "wrappers": [{"name": "normalize_obs", "clip": 3}]})
+    vec = make_vector_env(env, 1)
+    obs, _ = vec.reset(seed=0)
+    vec.close()
+    assert np.abs(obs).max() <= 8.0 and env.wrappers[0].clip == 3
+    with pytest.raises(ValueError, match=r"env.wrappers\[0\]: normalize_obs: needs float \(Box\) observations"):
+        EnvConfig.model_validate({"id": "tests.pixelgrid:PixelGrid", "wrappers": [{"name": "normalize_obs"}]})
