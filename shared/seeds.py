@@ -1,0 +1,51 @@
+"""Env seeds for every mode, derived from the run seed so that no two envs of a run ever share one.
+
+AllenAct's worker-seeds idea, made collision-free by construction: a vector env of N envs is reset with one
+base seed and gymnasium seeds its envs base, base + 1, ..., base + N - 1. Bases are mixed-radix numbers
+
+    base = (((run_seed * 3 + mode) * 2**20 + task) * 2**24 + counter) * 4096
+
+so each (run seed, mode, task, counter) owns a block of 4096 seeds (num_envs is at most 256) and different
+tuples own disjoint blocks:
+
+* mode: train (collectors), valid (the periodic evaluation), test (held-out confirmation): test seeds can
+  never coincide with a training or validation seed.
+* task: the collector task's index (never reused, also when tasks are pruned), 0 for the evaluator's
+  validation and the run's own tests, 1 for `rlfleet test` re-runs after the fact.
+* counter: how often that collector task was claimed (a restarted or rescheduled collector continues with
+  a fresh block, never an earlier sequence), the policy version for validation, the test's number for tests.
+
+An actor's own random stream (exploration, sampling) is seeded with [base, 1], a different stream from the
+env's.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Mode = Literal["train", "valid", "test"]
+MODES: dict[Mode, int] = {"train": 0, "valid": 1, "test": 2}
+ENVS_PER_BLOCK = 4096
+MAX_TASK, MAX_COUNTER = 2**20, 2**24
+MAX_RUN_SEED = 2**31 - 1
+ACTOR_STREAM = 1
+
+
+def base_seed(run_seed: int, mode: Mode, task: int, counter: int) -> int:
+    """The seed of env 0 of that vector env; env i gets base + i."""
+    if not 0 <= run_seed <= MAX_RUN_SEED:
+        raise ValueError(f"run seed {run_seed} outside [0, {MAX_RUN_SEED}]")
+    if not 0 <= task < MAX_TASK or not 0 <= counter < MAX_COUNTER:
+        raise ValueError(f"task {task} or counter {counter} outside the seed scheme's range")
+    return (((run_seed * len(MODES) + MODES[mode]) * MAX_TASK + task) * MAX_COUNTER + counter) * ENVS_PER_BLOCK
+
+
+def decode(base: int) -> tuple[int, Mode, int, int]:
+    """(run seed, mode, task, counter) of a base seed: what status and summary.json show for each seed used."""
+    block, offset = divmod(base, ENVS_PER_BLOCK)
+    if offset:
+        raise ValueError(f"{base} is not a base seed of this scheme")
+    rest, counter = divmod(block, MAX_COUNTER)
+    rest, task = divmod(rest, MAX_TASK)
+    run_seed, mode = divmod(rest, len(MODES))
+    return run_seed, next(m for m, code in MODES.items() if code == mode), task, counter
