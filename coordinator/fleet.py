@@ -32,6 +32,10 @@ class Fleet:
     def lease_seconds(self) -> float:
         return self.registry.lease_seconds
 
+    def alive(self, worker_id: str) -> bool:
+        """Whether the worker still holds a lease (an expired one has been removed)."""
+        return self.registry.get(worker_id) is not None
+
     def create_singletons(self) -> list[Statement]:
         """A new run's learner and evaluator tasks (collector tasks come on demand)."""
         created = [self.tasks.create(kind) for kind in ("learner", "evaluator")]  # type: ignore[arg-type]

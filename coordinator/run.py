@@ -28,6 +28,8 @@ from shared.wire import (
     EvaluationReport,
     EvaluationResult,
     HeartbeatResponse,
+    HoldoutReport,
+    HoldoutResult,
     LearnReport,
     PolicyPublish,
     PriorityAck,
@@ -225,12 +227,26 @@ class Run(RunCore):
         if retried is not None:
             return retried
         result, statements = self.judge.judge(report, self.policies.latest_version, self.data.env_steps,
-                                              self.lifecycle.wall_seconds(self.clock()))
-        if result.solved and self.lifecycle.end(
-                "solved", f"policy v{report.policy_version} scored {result.mean:.1f} over {result.episodes} "
-                          f"episodes (threshold {self.config.env.solve_threshold:g})", self.clock()):
+                                              self.lifecycle.wall_seconds(self.clock()), self.learner.iteration,
+                                              self.fleet.alive)
+        self._commit(statements, "judge")  # the validation and any test request in one transaction
+        return result
+
+    def test(self, report: HoldoutReport) -> HoldoutResult:
+        self.fleet.worker(report.worker_id, self.clock(), "evaluator")
+        retried = self.judge.retried_test(report.request_id)
+        if retried is not None:
+            return retried
+        result = self.judge.test(report, self.data.env_steps, self.lifecycle.wall_seconds(self.clock()),
+                                 self.learner.iteration)
+        low, high = result.ci95
+        if result.confirmed and self.lifecycle.end(
+                "solved", f"policy v{result.policy_version} confirmed by a held-out test: {result.mean:.1f} ± "
+                          f"{result.std:.1f} over {result.episodes} episodes (95% CI {low:.1f} .. {high:.1f}; "
+                          f"validation {result.validation_mean:.1f}; threshold {self.config.env.solve_threshold:g})",
+                self.clock()):
             self.policy_signal.fire()
-        self._commit(statements, "lifecycle")  # the evaluation and the run's end in one transaction
+        self._commit([], "judge", "lifecycle")  # the test and the run's end in one transaction
         return result
 
     def stop(self, reason: str) -> Status:

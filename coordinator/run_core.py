@@ -111,6 +111,8 @@ class RunCore:
             return self.lifecycle.state_dict(self.clock())
         if part == "fleet":
             return self.fleet.state_dict()
+        if part == "judge":
+            return self.judge.state_dict()
         return self.data.state_dict() if part == "data" else self.learner.state_dict()
 
     def _commit(self, statements: list[Statement], *parts: str, change: Change | None = None,
@@ -139,7 +141,7 @@ class RunCore:
         self.learner.load_state_dict(meta["learner"])
         self.fleet.load_state_dict(meta["fleet"], snap, now)
         self.policies.load(snap)
-        self.judge.load(snap)
+        self.judge.load(snap, meta.get("judge"))
         gone = self.data.load(meta["data"], snap)
         if resumed:
             self.lifecycle.resumes += 1

@@ -1,10 +1,12 @@
-"""The evaluator process: evaluate each new policy version greedily, report it, keep the best one.
+"""The evaluator process: validate each new policy version greedily, test the candidates, keep the best one.
 
 The actor is built from the policy file's manifest alone (shared/actors.py): the evaluator knows no algorithm.
 
 It watches `GET /v1/policies/latest` with an ETag (a 304 costs next to nothing), so a new version is
 evaluated within a fraction of a second; versions published while an evaluation runs are skipped in favour
-of the newest. The coordinator, not the evaluator, decides whether the run is solved.
+of the newest. When a validation reply asks for it, the evaluator runs the held-out test of that version (on
+test seeds, shared/seeds.py) before validating the next. The coordinator, not the evaluator, decides
+whether the run is solved.
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ import json
 import logging
 import os
 import uuid
+from typing import TypeVar
 
 from evaluator.episodes import evaluate
 from shared.actors import PolicyError, build_actor
 from shared.layout import RunLayout
 from shared.manifest import ManifestError
-from shared.policy_io import load_policy
+from shared.policy_io import MAX_POLICY_BYTES, decode_policy
+from shared.seeds import base_seed
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
 from shared.store import IntegrityError, LocalStore, atomic_write
-from shared.wire import EvaluationReport, EvaluationResult, EvaluatorTask, PolicyRef
+from shared.wire import EvaluationReport, EvaluationResult, EvaluatorTask, HoldoutReport, HoldoutResult, PolicyRef
 from shared.worker import run_worker
 
 log = logging.getLogger("rlfleet.evaluator")
@@ -49,40 +53,51 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
         if ref is None or ref.version <= evaluated:
             session.stop_event.wait(POLL_SECONDS)
             continue
+        evaluated = ref.version
         try:
-            manifest, state = load_policy(store, ref)
+            data = store.get(ref.path, ref.sha256, max_bytes=MAX_POLICY_BYTES)
+            manifest, state = decode_policy(data)
             if manifest.spaces != task.spaces:
                 raise PolicyError(f"policy made for {manifest.spaces}, the run's env has {task.spaces}")
             actor = build_actor(manifest, state)
         except (FileNotFoundError, IntegrityError, ManifestError, PolicyError) as exc:
             log.warning("policy v%d unreadable (%s); waiting for the next", ref.version, exc)
-            evaluated = ref.version
             continue
-        returns, lengths = evaluate(actor.greedy, task.env, task.evaluation.num_envs, task.evaluation.episodes,
-                                    task.seed + ref.version)
-        result = report_evaluation(session, ref.version, returns, lengths)
-        evaluated = ref.version
-        log.info("policy v%d: mean %.1f ± %.1f over %d episodes", ref.version, result.mean, result.std,
+        evaluation = task.evaluation
+        seed = base_seed(task.seed, "valid", 0, ref.version)
+        returns, lengths = evaluate(actor.greedy, task.env, evaluation.num_envs, evaluation.episodes, seed)
+        result = report(session, "/v1/evaluations", EvaluationResult, EvaluationReport, ref.version, returns, lengths,
+                        seed)
+        log.info("policy v%d: validation %.1f ± %.1f over %d episodes", ref.version, result.mean, result.std,
                  result.episodes)
         if result.mean > best:
             best = result.mean
-            _keep_best(store, layout, ref, result)
+            _keep_best(layout, data, {"validation": result.model_dump(mode="json")})
+        if result.test_requested:
+            seed = base_seed(task.seed, "test", 0, ref.version)
+            returns, lengths = evaluate(actor.greedy, task.env, evaluation.test_num_envs, evaluation.test_episodes,
+                                        seed)
+            test = report(session, "/v1/tests", HoldoutResult, HoldoutReport, ref.version, returns, lengths, seed)
+            log.info("policy v%d: held-out test %.1f ± %.1f over %d episodes (95%% CI %.1f .. %.1f): %s", ref.version,
+                     test.mean, test.std, test.episodes, *test.ci95, "confirmed" if test.confirmed else "rejected")
+            if test.confirmed:
+                _keep_best(layout, data, {"validation": result.model_dump(mode="json"),
+                                          "test": test.model_dump(mode="json")})
 
 
-def report_evaluation(session: WorkerSession, version: int, returns: list[float], lengths: list[int]
-                      ) -> EvaluationResult:
-    """POST one evaluation. Its id is fixed before the first try, so a retry after a lost reply is answered
-    with the first result instead of recording the same episodes twice."""
-    return session.client.call("POST", "/v1/evaluations", EvaluationResult, EvaluationReport(
+R = TypeVar("R", EvaluationResult, HoldoutResult)
+
+
+def report(session: WorkerSession, path: str, reply: type[R], model: type[EvaluationReport] | type[HoldoutReport],
+           version: int, returns: list[float], lengths: list[int], seed: int) -> R:
+    """POST one validation or test. Its id is fixed before the first try, so a retry after a lost reply is
+    answered with the first result instead of recording the same episodes twice."""
+    return session.client.call("POST", path, reply, model(
         worker_id=session.worker_id, request_id=uuid.uuid4().hex, policy_version=version, returns=returns,
-        lengths=lengths))
+        lengths=lengths, seed=seed))
 
 
-def _keep_best(store: LocalStore, layout: RunLayout, ref: PolicyRef, result: EvaluationResult) -> None:
-    try:
-        data = store.get(ref.path, ref.sha256)
-    except (FileNotFoundError, IntegrityError) as exc:
-        log.warning("could not keep policy v%d as best: %s", ref.version, exc)
-        return
-    atomic_write(layout.best / "policy.safetensors", data)
-    atomic_write(layout.best / "score.json", json.dumps(result.model_dump(), indent=2).encode())
+def _keep_best(layout: RunLayout, policy: bytes, scores: dict) -> None:
+    """best/: the policy file (weights and manifest) and its scores (validation, and the test once confirmed)."""
+    atomic_write(layout.best / "policy.safetensors", policy)
+    atomic_write(layout.best / "score.json", json.dumps(scores, indent=2).encode())

@@ -20,12 +20,24 @@ def describe(st: Status) -> str:
         f"iter {st.learner.iteration:,}",
         f"train return {st.recent_return_mean:.1f}" if st.recent_return_mean is not None else "train return -",
         f"eval {ev.mean:.1f} (best {best.mean:.1f})" if ev and best else "eval -",
+        _tests(st),
         f"workers {kinds['collector']}c/{kinds['learner']}l/{kinds['evaluator']}e",
     ]
     restarts = sum(w.restarts for w in st.workers) + st.coordinator_resumes
     if restarts:
         parts.append(f"restarts {restarts}")
     return " | ".join(parts)
+
+
+def _tests(st: Status) -> str:
+    """The held-out tests: which one is running, the last result, and how many passes they rejected."""
+    last = st.latest_test
+    parts = [f"testing v{st.test_in_flight}"] if st.test_in_flight is not None else []
+    if last is not None:
+        parts.append(f"test v{last.policy_version} {last.mean:.1f} {'confirmed' if last.confirmed else 'rejected'}")
+    if st.tests_rejected:
+        parts.append(f"{st.tests_rejected} rejected")
+    return "tests: " + (", ".join(parts) if parts else "-")
 
 
 class Progress:

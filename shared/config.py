@@ -17,6 +17,7 @@ from shared.algorithms import DEFAULT, REGISTRY, AlgoConfig, default_params, spe
 from shared.confbase import EpsilonSchedule, NetConfig, Strict
 from shared.envconfig import EnvConfig
 from shared.ids import ID_PATTERN
+from shared.seeds import MAX_RUN_SEED
 
 
 def chunk_rows_limit() -> int:
@@ -103,16 +104,23 @@ class SamplingConfig(Strict):
 
 
 class EvalConfig(Strict):
-    episodes: Annotated[int, Field(ge=1, le=1000)] = 10
+    """Validation (every policy version, `episodes` on validation seeds) picks candidates; a held-out test
+    (`test_episodes` on test seeds, disjoint from every training and validation seed) confirms one."""
+
+    episodes: Annotated[int, Field(ge=1, le=1000, description="validation episodes per policy version")] = 10
     num_envs: Annotated[int, Field(ge=1, le=256)] = 10
+    test_episodes: Annotated[int, Field(ge=1, le=100_000, description=(
+        "held-out test episodes that must confirm a validation pass before the run counts as solved"))] = 100
+    test_num_envs: Annotated[int, Field(ge=1, le=256)] = 10
 
     @model_validator(mode="after")
     def _even_split(self) -> EvalConfig:
-        if self.episodes % self.num_envs:
-            raise ValueError(
-                f"evaluation.episodes ({self.episodes}) must be a multiple of evaluation.num_envs "
-                f"({self.num_envs}) so every env plays the same number of episodes"
-            )
+        for episodes, envs, prefix in ((self.episodes, self.num_envs, ""), (self.test_episodes, self.test_num_envs,
+                                                                           "test_")):
+            if episodes % envs:
+                raise ValueError(
+                    f"evaluation.{prefix}episodes ({episodes}) must be a multiple of evaluation.{prefix}num_envs "
+                    f"({envs}) so every env plays the same number of episodes")
         return self
 
 
@@ -128,7 +136,8 @@ class BudgetConfig(Strict):
 
 class RunConfig(Strict):
     name: str = Field("run", pattern=ID_PATTERN, description="run directory name")
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, le=MAX_RUN_SEED, description="every env, actor and learner seed derives "
+                                                                  "from it (shared/seeds.py)")] = 0
     algo: AlgoConfig = Field(default_factory=default_params, description=(
         "the algorithm and its hyperparameters: `name` picks one from the registry (shared/algorithms)"))
     env: EnvConfig = EnvConfig()

@@ -47,6 +47,8 @@ EXPECTED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/policies/latest"): READERS,
     ("POST", "/v1/evaluations"): frozenset({"evaluator", "admin"}),
     ("GET", "/v1/evaluations"): READERS,
+    ("POST", "/v1/tests"): frozenset({"evaluator", "admin"}),
+    ("GET", "/v1/tests"): READERS,
     ("GET", "/v1/status"): READERS,
     ("GET", "/v1/run"): READERS,
     ("POST", "/v1/run/stop"): frozenset({"admin"}),
@@ -119,6 +121,8 @@ def _request(world: World, method: str, path: str, cred: str) -> Any:
         "/v1/policies": lambda: {"worker_id": world.workers["learner"], "policy": world.policy, "iteration": 1},
         "/v1/evaluations": lambda: {"worker_id": world.workers["evaluator"], "policy_version": 1,
                                     "returns": [10.0, 12.0, 14.0, 16.0], "lengths": [10, 12, 14, 16]},
+        "/v1/tests": lambda: {"worker_id": world.workers["evaluator"], "policy_version": 1,
+                              "returns": [10.0] * 4, "lengths": [10] * 4},
         "/v1/run/stop": lambda: {"reason": "auth matrix"},
     }
     url = path.replace("{worker_id}", worker_id).replace("{buffer_id}", "replay-0")

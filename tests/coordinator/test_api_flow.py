@@ -292,11 +292,19 @@ def test_evaluator_reports_and_a_high_mean_solves_the_run(
                 {"worker_id": evaluator, "policy_version": 1, "returns": returns, "lengths": [480, 490, 500, 470]})
     assert resp.status_code == 200, resp.text
     second = resp.json()
-    assert second["solved"] is True and second["mean"] == pytest.approx(485.0)
+    assert second["solved"] is True and second["mean"] == pytest.approx(485.0) and second["test_requested"] is True
+    assert get_status(client, tokens["read"])["test_in_flight"] == 1
 
+    resp = post(client, tokens["evaluator"], "/v1/tests",
+                {"worker_id": evaluator, "policy_version": 1, "returns": [480.0] * 100, "lengths": [480] * 100})
+    assert resp.status_code == 200, resp.text
+    test = resp.json()
+    assert test["confirmed"] is True and test["validation_mean"] == pytest.approx(485.0)
     status = get_status(client, tokens["read"])
-    assert status["run_state"] == "solved" and "485.0" in status["run_message"]
+    assert status["run_state"] == "solved" and "480.0" in status["run_message"]
     assert status["latest_evaluation"] == second and status["best_evaluation"] == second
+    assert status["confirmed_by"] == test and status["tests_rejected"] == 0 and status["test_in_flight"] is None
+    assert client.get("/v1/tests", headers={"Authorization": f"Bearer {tokens['read']}"}).json() == [test]
     history = client.get("/v1/evaluations", headers=auth(tokens["read"]))
     assert history.status_code == 200 and history.json() == [first, second]
 

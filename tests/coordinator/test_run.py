@@ -19,6 +19,7 @@ from shared.wire import (
     EpisodeStat,
     EvaluationReport,
     EvaluatorTask,
+    HoldoutReport,
     LearnerTask,
     LearnReport,
     PolicyPublish,
@@ -566,6 +567,11 @@ def evaluate(run: Run, worker_id: str, version: int, returns: list[float]) -> An
                                          lengths=[max(1, int(r)) for r in returns]))
 
 
+def holdout(run: Run, worker_id: str, version: int, returns: list[float], request_id: str | None = None) -> Any:
+    return run.test(HoldoutReport(worker_id=worker_id, policy_version=version, returns=returns,
+                                  lengths=[max(1, int(r)) for r in returns], request_id=request_id))
+
+
 def test_evaluation_requires_a_published_policy(run: Run, store: LocalStore) -> None:
     ev = register(run, "evaluator")
     with pytest.raises(Invalid, match="never published"):
@@ -610,9 +616,14 @@ def test_evaluation_at_threshold_solves_the_run(run: Run, store: LocalStore, clo
     publish(run, store, lrn, 1)
     clock.advance(42)
     result = evaluate(run, ev, 1, [475.0, 475.0, 470.0, 480.0])  # mean == 475.0 == solve_threshold
-    assert result.solved is True and result.env_steps == 32
+    assert result.solved is True and result.test_requested is True and result.env_steps == 32
+    assert run.lifecycle.state == "running"  # a validation pass only nominates: the held-out test decides
+    test = holdout(run, ev, 1, [470.0, 480.0] * 50)
+    assert test.confirmed and test.mean == 475.0 and test.validation_mean == 475.0 and test.episodes == 100
+    assert test.ci95 == (pytest.approx(475.0 - 1.959964 * 5 / 10), pytest.approx(475.0 + 1.959964 * 5 / 10))
     assert run.lifecycle.state == "solved"
-    assert "475" in run.lifecycle.message and "v1" in run.lifecycle.message
+    assert "confirmed by a held-out test: 475.0" in run.lifecycle.message and "v1" in run.lifecycle.message
+    assert run.status().confirmed_by == test
     # every directive now says so, and no more work is handed out
     assert run.heartbeat(w).directive.run_state == "solved"
     assert run.heartbeat(lrn).directive.run_state == "solved"

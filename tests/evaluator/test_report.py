@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.main import report_evaluation
+from evaluator.main import report
+from shared.wire import EvaluationReport, EvaluationResult
 from tests.shared.fake_coordinator import FakeCoordinator, make_session
 
 
@@ -17,8 +18,8 @@ def test_a_retried_evaluation_reuses_its_request_id() -> None:
     fake = FakeCoordinator(fail_once={"evaluations"})
     session = make_session(fake, "evaluator")
     session.register()
-    first = report_evaluation(session, 3, [500.0, 480.0], [500, 480])
-    report_evaluation(session, 4, [10.0, 12.0], [10, 12])
+    first = report(session, "/v1/evaluations", EvaluationResult, EvaluationReport, 3, [500.0, 480.0], [500, 480], 7)
+    report(session, "/v1/evaluations", EvaluationResult, EvaluationReport, 4, [10.0, 12.0], [10, 12], 8)
     session.close()
     assert (first.policy_version, first.mean) == (3, 490.0)
     attempts = fake.of("evaluations")
@@ -28,3 +29,4 @@ def test_a_retried_evaluation_reuses_its_request_id() -> None:
     assert ids[2] != ids[0], "another evaluation is another request"
     assert attempts[0].body == attempts[1].body  # the very same request
     assert attempts[2].body["policy_version"] == 4 and attempts[2].body["worker_id"] == "worker-1"
+    assert (attempts[0].body["seed"], attempts[2].body["seed"]) == (7, 8)
