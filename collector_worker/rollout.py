@@ -27,6 +27,7 @@ from shared.envs import ENV_ERROR, RAW_EPISODE, make_vector_env
 from shared.gymspaces import describe
 from shared.manifest import Behaviour, PolicyManifest
 from shared.plan import chunk_schema
+from shared.seeds import ACTOR_STREAM
 from shared.spaces import Spaces
 
 
@@ -66,7 +67,7 @@ class Rollout:
         self.num_envs = num_envs
         self.spaces, self.behaviour = spaces, behaviour
         self.schema = chunk_schema(spaces, behaviour)
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng([seed, ACTOR_STREAM])  # not the env's own stream
         self.actor: Actor | None = None
         self.version = 0
         self.obs, _ = self.env.reset(seed=seed)

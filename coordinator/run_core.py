@@ -33,6 +33,7 @@ from coordinator.signals import Signal
 from coordinator.tasks import TaskRecord
 from shared.config import RunConfig
 from shared.plan import RunPlan
+from shared.seeds import base_seed
 from shared.store import LocalStore, StorePathError
 from shared.wire import (
     ChunkReport,
@@ -223,10 +224,11 @@ class RunCore:
 
     def task_model(self, task: TaskRecord) -> Task:
         cfg, plan = self.config, self.plan
-        seed = cfg.seed + 10_000 * (task.index + 1) + 100 * task.claims
-        if task.kind == "collector":
+        seed = cfg.seed  # the learner seeds itself, the evaluator derives its blocks (shared/seeds.py)
+        if task.kind == "collector":  # a fresh block per claim: a restarted collector never repeats a sequence
             return CollectorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, behaviour=plan.behaviour,
-                                 collector=cfg.collector, sampling=cfg.sampling, seed=seed,
+                                 collector=cfg.collector, sampling=cfg.sampling,
+                                 seed=base_seed(cfg.seed, "train", task.index, task.claims),
                                  policy=self.policies.committed)
         if task.kind == "learner":
             return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env,

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shared.wire import LearnerStatus, Status
+from shared.seeds import base_seed
+from shared.wire import LearnerStatus, SeedsUsed, Status
 
 if TYPE_CHECKING:
     from coordinator.run import Run
@@ -39,8 +40,20 @@ def build_status(run: Run) -> Status:
         confirmed_by=run.judge.confirmed,
         tests_rejected=run.judge.rejected,
         test_in_flight=run.judge.pending[0] if run.judge.pending else None,
+        seeds=_seeds(run),
         workers=run.fleet.worker_status(now),
         tasks=run.fleet.task_status(),
         buffers=[data.status()],
         journal=run.journal_status(),
     )
+
+
+def _seeds(run: Run) -> SeedsUsed:
+    """Collector blocks follow from each task's index and claims; evaluations and tests report theirs."""
+    cfg = run.config
+    train = [base_seed(cfg.seed, "train", t.index, claim) for t in run.fleet.tasks.tasks.values()
+             if t.kind == "collector" for claim in range(1, t.claims + 1)]
+    return SeedsUsed(train=sorted(train), valid=[r.seed for r in run.judge.results if r.seed is not None],
+                     test=[t.seed for t in run.judge.tests if t.seed is not None],
+                     envs={"train": cfg.collector.num_envs, "valid": cfg.evaluation.num_envs,
+                           "test": cfg.evaluation.test_num_envs})

@@ -365,6 +365,15 @@ class LearnerStatus(Wire):
     samples_per_insert: float = Field(description="achieved ratio of sampled to inserted transitions")
 
 
+class SeedsUsed(Wire):
+    """The base seed of every vector env a mode used (env i of a block: base + i; shared/seeds.py)."""
+
+    train: list[int] = Field(description="one block per collector task claim")
+    valid: list[int] = Field(description="one block per validation")
+    test: list[int] = Field(description="one block per held-out test")
+    envs: dict[str, int] = Field(description="envs per block in each mode")
+
+
 class Status(Wire):
     run_name: str
     run_state: RunState
@@ -388,6 +397,7 @@ class Status(Wire):
     confirmed_by: HoldoutResult | None = Field(None, description="the held-out test that confirmed the solve")
     tests_rejected: int = Field(0, description="validation passes a held-out test did not confirm")
     test_in_flight: int | None = Field(None, description="policy version whose held-out test is running")
+    seeds: SeedsUsed | None = None
     workers: list[WorkerStatus]
     tasks: list[TaskStatus]
     buffers: list[BufferStatus]
