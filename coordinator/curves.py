@@ -1,10 +1,18 @@
-"""Learning-curve PNG from a run's metrics.csv and evaluations.csv (also `rlfleet plot RUN_DIR`)."""
+"""Learning-curve PNG from a run's metrics.csv, evaluations.csv and tests.csv (also `rlfleet plot RUN_DIR`).
+
+Three panels share the y axis: returns against env steps, against wall-clock time and against learner
+updates. Env steps alone mislead in a distributed run: collection runs ahead in bursts (the rate limiter
+lets collectors fill the buffer, then pauses them), so many evaluations stack on a few env-step values;
+wall time and updates spread them out. Held-out tests are drawn as stars (filled: confirmed).
+"""
 
 from __future__ import annotations
 
 import csv
 
 from shared.layout import RunLayout
+
+AXES = (("env_steps", "env steps"), ("wall_seconds", "wall-clock seconds"), ("iteration", "learner updates"))
 
 
 def _read(path) -> list[dict[str, str]]:
@@ -21,21 +29,29 @@ def plot_learning_curve(layout: RunLayout) -> None:
     import matplotlib.pyplot as plt
 
     metrics = [r for r in _read(layout.metrics_csv) if r.get("recent_return_mean")]
-    evals = _read(layout.evaluations_csv)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    if metrics:
-        ax.plot([int(r["env_steps"]) for r in metrics], [float(r["recent_return_mean"]) for r in metrics],
-                label="training return (last 100 episodes)", color="tab:blue", alpha=0.7)
-    if evals:
-        ax.errorbar([int(r["env_steps"]) for r in evals], [float(r["mean"]) for r in evals],
-                    yerr=[float(r["std"]) for r in evals], fmt="o-", ms=3, color="tab:orange",
-                    label="greedy evaluation mean ± std")
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("episode return")
-    ax.set_title(f"rlfleet run {layout.run_name}")
-    ax.grid(alpha=0.3)
+    evals, tests = _read(layout.evaluations_csv), _read(layout.tests_csv)
+    fig, axes = plt.subplots(1, len(AXES), figsize=(15, 4.5), sharey=True)
+    for ax, (column, label) in zip(axes, AXES, strict=True):
+        if metrics:
+            ax.plot([float(r[column]) for r in metrics], [float(r["recent_return_mean"]) for r in metrics],
+                    label="training return (last 100 episodes)", color="tab:blue", alpha=0.7)
+        rows = [r for r in evals if r.get(column)]  # evaluations.csv of older runs has no iteration column
+        if rows:
+            ax.errorbar([float(r[column]) for r in rows], [float(r["mean"]) for r in rows],
+                        yerr=[float(r["std"]) for r in rows], fmt="o-", ms=3, color="tab:orange",
+                        label="validation mean ± std")
+        for confirmed in (True, False):
+            chosen = [r for r in tests if (r["confirmed"] == "True") == confirmed]
+            if chosen:
+                ax.plot([float(r[column]) for r in chosen], [float(r["mean"]) for r in chosen], "*", ms=12,
+                        color="tab:green" if confirmed else "tab:red", fillstyle="full" if confirmed else "none",
+                        label="held-out test (confirmed)" if confirmed else "held-out test (rejected)")
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("episode return")
+    fig.suptitle(f"rlfleet run {layout.run_name}")
     if metrics or evals:
-        ax.legend(loc="lower right")
+        axes[0].legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(layout.curve_png, dpi=100)
     plt.close(fig)

@@ -65,7 +65,7 @@ async def _tick_loop(app: FastAPI) -> None:
                                         settings.orphan_grace_seconds)
             status = run_.status()
             await asyncio.to_thread(recorder.record, status)
-            await asyncio.to_thread(recorder.record_evaluations, run_.evaluation_history())
+            await asyncio.to_thread(recorder.record_evaluations, run_.evaluation_history(), list(run_.judge.tests))
             if status.run_state != "running" and not finished:
                 finished = True
                 log.info("run %s: %s (%s)", status.run_name, status.run_state, status.run_message)
@@ -90,7 +90,8 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             journal=journal, max_workers=settings.max_workers, idempotency_seconds=settings.idempotency_seconds,
         )
         layout.config_file.write_text(dump_run_config(app.state.run.config))
-        app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.judge.results))
+        app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.judge.results),
+                                             tests_written=len(app.state.run.judge.tests))
         ticker = asyncio.create_task(_tick_loop(app))
         log.info("run %s ready: data in %s", config.name, layout.run_dir)
         try:
@@ -100,7 +101,8 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
             try:
-                app.state.recorder.record_evaluations(app.state.run.evaluation_history())
+                app.state.recorder.record_evaluations(app.state.run.evaluation_history(),
+                                                      list(app.state.run.judge.tests))
                 app.state.recorder.finish(app.state.run.status())
             except Exception:  # a failed final plot must not turn a clean shutdown into a crash
                 log.exception("could not write the run's final metrics")

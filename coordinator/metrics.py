@@ -41,7 +41,7 @@ def _summary_writer(logdir: Path) -> Any:
 
 
 class MetricsRecorder:
-    def __init__(self, layout: RunLayout, evaluations_written: int = 0) -> None:
+    def __init__(self, layout: RunLayout, evaluations_written: int = 0, tests_written: int = 0) -> None:
         self.layout = layout
         layout.run_dir.mkdir(parents=True, exist_ok=True)
         new = not layout.metrics_csv.exists()
@@ -50,6 +50,7 @@ class MetricsRecorder:
         if new:
             self._csv.writeheader()
         self._evals_seen = evaluations_written  # a resumed run has written these already
+        self._tests_seen = tests_written
         new_losses = not layout.losses_csv.exists()
         self._loss_fh = open(layout.losses_csv, "a", newline="")  # noqa: SIM115 - held open until close()
         self._losses = csv.writer(self._loss_fh)
@@ -93,21 +94,29 @@ class MetricsRecorder:
                                    for name, value in sorted(status.learner.losses.items()))
             self._loss_fh.flush()
 
-    def record_evaluations(self, evaluations: list) -> None:
-        new = evaluations[self._evals_seen:]
+    def record_evaluations(self, evaluations: list, tests: list | None = None) -> None:
+        """Append the validations and held-out tests reported since the last call (wall time, env steps and
+        learner updates each, so curves can be drawn against any of them)."""
+        self._evals_seen = self._append(self.layout.evaluations_csv, evaluations, self._evals_seen, [
+            "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes"], "eval/mean_return")
+        self._tests_seen = self._append(self.layout.tests_csv, tests or [], self._tests_seen, [
+            "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes", "confirmed"],
+            "eval/test_mean_return")
+
+    def _append(self, path: Path, results: list, seen: int, columns: list[str], tag: str) -> int:
+        new = results[seen:]
         if not new:
-            return
-        path = self.layout.evaluations_csv
+            return seen
         first = not path.exists()
         with open(path, "a", newline="") as fh:
             writer = csv.writer(fh)
             if first:
-                writer.writerow(["wall_seconds", "env_steps", "policy_version", "mean", "std", "episodes"])
-            for ev in new:
-                writer.writerow([round(ev.wall_seconds, 3), ev.env_steps, ev.policy_version, ev.mean, ev.std,
-                                 ev.episodes])
-                self._tb.add_scalar("eval/mean_return", ev.mean, ev.env_steps)
-        self._evals_seen = len(evaluations)
+                writer.writerow(columns)
+            for result in new:
+                row = result.model_dump()
+                writer.writerow([round(row[c], 3) if c == "wall_seconds" else row[c] for c in columns])
+                self._tb.add_scalar(tag, result.mean, result.env_steps)
+        return len(results)
 
     def finish(self, status: Status) -> None:
         """Write the summary and the learning-curve PNG once the run has ended."""

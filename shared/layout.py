@@ -54,6 +54,10 @@ class RunLayout:
         return self.run_dir / "evaluations.csv"
 
     @property
+    def tests_csv(self) -> Path:
+        return self.run_dir / "tests.csv"
+
+    @property
     def curve_png(self) -> Path:
         return self.run_dir / "learning_curve.png"
 

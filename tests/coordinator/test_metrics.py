@@ -7,7 +7,7 @@ from pathlib import Path
 
 from coordinator.metrics import MetricsRecorder
 from shared.layout import RunLayout
-from shared.wire import LearnerStatus, Status
+from shared.wire import EvaluationResult, HoldoutResult, LearnerStatus, Status
 
 
 def status(iteration: int, losses: dict[str, float], env_steps: int) -> Status:
@@ -38,3 +38,21 @@ def test_losses_of_any_algorithm_are_recorded_once_per_report(tmp_path: Path) ->
     again.record(status(30, {"policy_loss": 1.0}, 300))
     again.close()
     assert rows(layout.losses_csv)[-1]["loss"] == "policy_loss" and len(rows(layout.losses_csv)) == 5
+
+
+def test_validations_and_tests_are_recorded_with_every_axis_and_plotted(tmp_path: Path) -> None:
+    layout = RunLayout(tmp_path, "r")
+    recorder = MetricsRecorder(layout)
+    evals = [EvaluationResult(policy_version=v, mean=100.0 * v, std=5.0, episodes=10, env_steps=1000 * v,
+                              wall_seconds=2.0 * v, iteration=50 * v, solved=v == 5) for v in range(1, 6)]
+    tests = [HoldoutResult(policy_version=5, mean=480.0, std=10.0, ci95=(478.0, 482.0), episodes=100,
+                           validation_mean=500.0, env_steps=5200, wall_seconds=11.0, iteration=260, confirmed=True)]
+    recorder.record(status(260, {"td_loss": 0.1}, 5200))
+    recorder.record_evaluations(evals[:3])
+    recorder.record_evaluations(evals, tests)
+    recorder.finish(status(260, {"td_loss": 0.1}, 5200).model_copy(update={"run_state": "solved"}))
+    recorder.close()
+    assert [r["iteration"] for r in rows(layout.evaluations_csv)] == ["50", "100", "150", "200", "250"]
+    (test,) = rows(layout.tests_csv)
+    assert (test["policy_version"], test["iteration"], test["confirmed"]) == ("5", "260", "True")
+    assert layout.curve_png.stat().st_size > 10_000

@@ -96,7 +96,7 @@ def test_default_run_solves_cartpole(tmp_path: Path) -> None:
     # An evaluation of a newer version may land after the deciding one; the best is the deciding one or better.
     assert summary["best_evaluation"]["mean"] >= 475
     assert summary["best_evaluation"]["episodes"] == 10
-    for artifact in ("config.yaml", "metrics.csv", "losses.csv", "evaluations.csv", "learning_curve.png",
+    for artifact in ("config.yaml", "metrics.csv", "losses.csv", "evaluations.csv", "tests.csv", "learning_curve.png",
                      "best/policy.safetensors", "best/score.json"):
         assert (run_dir / artifact).exists(), artifact
     assert any((run_dir / "tb").iterdir())
