@@ -49,6 +49,13 @@ class PolicyFollower:
         log.info("acting with policy v%d", ref.version)
 
 
+def _await_lockstep_policy(session: WorkerSession, version: int) -> None:
+    """Deterministic run: the next chunk must be acted with the policy trained on the last one, however long
+    the learner takes (long polls, each bounded; a stopped run ends the wait)."""
+    while session.running and (session.directive.policy is None or session.directive.policy.version <= version):
+        session.heartbeat(newer_than=version, wait=SYNC_WAIT_SECONDS)
+
+
 def _await_newer_policy(session: WorkerSession, version: int) -> None:
     """force_sync: after a chunk made with policy `version`, wait for a newer one (a long-polled heartbeat).
 
@@ -76,7 +83,7 @@ def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> 
     behaviour = task.behaviour
     rollout = Rollout(task.env, task.collector.num_envs, task.spaces, behaviour, task.seed)
     uploader = Uploader(session, store)
-    sync = task.sampling.force_sync
+    sync = task.sampling.force_sync or task.lockstep
     follower = PolicyFollower(session, store, rollout)
     follower.refresh()
     log.info("task %s: %d x %s, chunks of %d steps", task.task_id, task.collector.num_envs, task.env.id,
@@ -90,7 +97,7 @@ def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> 
                 follower.refresh()  # resume with the newest policy, already loaded
                 continue
             if sync:
-                _await_newer_policy(session, rollout.version)
+                (_await_lockstep_policy if task.lockstep else _await_newer_policy)(session, rollout.version)
             follower.refresh()
             if behaviour.sample and rollout.actor is None:
                 session.heartbeat(newer_than=0, wait=SYNC_WAIT_SECONDS)  # log-probs need the learner's policy

@@ -46,8 +46,10 @@ class DataPlane:
         self.config = config
         self.buffer = ReplayBuffer(BUFFER_ID, config.replay, config.sampling)
         self.queue = config.replay.sampler in ("fifo", "lifo")
-        self.limiter = RateLimiter(
-            config.replay.min_transitions, config.replay.samples_per_insert, config.replay.tolerance_transitions)
+        # A deterministic run has no slack: a draw cannot start before the chunk that allows it is in
+        # (learner_worker/lockstep.py), and its one collector is paced by policies, never paused.
+        self.limiter = RateLimiter(config.replay.min_transitions, config.replay.samples_per_insert,
+                                   0 if config.deterministic else config.replay.tolerance_transitions)
         self.lag = LagStats()
         self.rng = np.random.default_rng(config.seed)
         self.ledger = IngestLedger(idempotency_seconds, max_ids)
@@ -118,6 +120,8 @@ class DataPlane:
 
     def collectors_ahead(self) -> bool:
         """A queue (on-policy) pauses collectors on backlog; a replay buffer on the samples-per-insert ratio."""
+        if self.config.deterministic:
+            return False
         if self.queue:
             return self.buffer.item_steps >= self.config.replay.tolerance_transitions
         return self.limiter.collectors_ahead()

@@ -22,7 +22,9 @@ FLAG_AFTER_CORRUPT = 3  # a worker whose payloads were found corrupt this often 
 
 
 class Fleet:
-    def __init__(self, lease_seconds: float, max_workers: int, task_idle_seconds: float) -> None:
+    def __init__(self, lease_seconds: float, max_workers: int, task_idle_seconds: float,
+                 max_collector_tasks: int | None = None) -> None:
+        self.max_collector_tasks = max_collector_tasks  # deterministic runs: one collector, whoever it is
         self.registry = Registry(lease_seconds)
         self.tasks = TaskQueue()
         self.max_workers = max_workers
@@ -76,7 +78,9 @@ class Fleet:
     def claim(self, worker: Worker, now: float) -> tuple[TaskRecord | None, list[Statement]]:
         if worker.task_id is not None:
             return self.tasks.tasks[worker.task_id], []
-        task = self.tasks.claim(worker.kind, worker.worker_id, create_if_empty=worker.kind == "collector", now=now)
+        more = self.max_collector_tasks is None or self.tasks.created("collector") < self.max_collector_tasks
+        task = self.tasks.claim(worker.kind, worker.worker_id, create_if_empty=worker.kind == "collector" and more,
+                                now=now)
         if task is None:
             return None, []
         worker.task_id = task.task_id

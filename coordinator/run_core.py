@@ -95,7 +95,8 @@ class RunCore:
         lease, keep, max_workers, window, max_ids = self._sizes
         cfg = self.config
         self.plan = RunPlan.of(cfg)
-        self.fleet = Fleet(lease, max_workers, task_idle_seconds=max(60.0, 10 * lease))
+        self.fleet = Fleet(lease, max_workers, task_idle_seconds=max(60.0, 10 * lease),
+                           max_collector_tasks=1 if cfg.deterministic else None)
         self.data = DataPlane(cfg, window, max_ids)
         self.policies = PolicyBook(keep)
         self.judge = Judge(cfg.env, cfg.evaluation)
@@ -229,10 +230,11 @@ class RunCore:
             return CollectorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, behaviour=plan.behaviour,
                                  collector=cfg.collector, sampling=cfg.sampling,
                                  seed=base_seed(cfg.seed, "train", task.index, task.claims),
-                                 policy=self.policies.committed)
+                                 policy=self.policies.committed, lockstep=cfg.deterministic)
         if task.kind == "learner":
             return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env,
-                               spaces=plan.spaces, behaviour=plan.behaviour, learner=cfg.learner, replay=cfg.replay,
+                               spaces=plan.spaces, behaviour=plan.behaviour, learner=cfg.learner,
+                               deterministic=cfg.deterministic, replay=cfg.replay,
                                sampling=cfg.sampling, collector=cfg.collector, seed=seed)
         return EvaluatorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, evaluation=cfg.evaluation,
                              seed=seed)

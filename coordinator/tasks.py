@@ -37,6 +37,10 @@ class TaskQueue:
         index = self._next_index.get(kind, 0)
         return self.restore(f"{kind}-{index}", kind, index, 0, now)
 
+    def created(self, kind: WorkerKind) -> int:
+        """Tasks of that kind ever created (indices are never reused)."""
+        return self._next_index.get(kind, 0)
+
     def restore(self, task_id: str, kind: WorkerKind, index: int, claims: int, now: float = 0.0) -> TaskRecord:
         """(Re)create a task as pending; ids keep counting from the highest index seen."""
         task = TaskRecord(task_id, kind, index, claims=claims, pending_since=now)

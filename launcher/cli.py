@@ -32,11 +32,19 @@ def up(
                     "of starting; crashed services are restarted otherwise, however often")] = 5,
     stable_seconds: Annotated[float, typer.Option(
         min=0, help="a service up this long has started properly: its next crash begins a new streak")] = 10.0,
+    deterministic: Annotated[bool, typer.Option(
+        "--deterministic", help="reproducible run: one collector in lockstep with the learner; the same seed "
+                                "publishes byte-identical policy files")] = False,
 ) -> None:
     """Run every service of docker-compose.yml as a local process and train until solved or out of budget."""
     from launcher.up import Up, UpOptions
 
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
+    if deterministic:
+        if collectors not in (None, 1):
+            raise typer.BadParameter(f"a deterministic run has exactly one collector, not {collectors}",
+                                     param_hint="--collectors")
+        collectors, overrides = 1, [*overrides, "deterministic=true"]
     raise typer.Exit(Up(UpOptions(config=config, data_dir=data_dir, port=port, collectors=collectors,
                                   overrides=overrides, max_quick_crashes=max_quick_crashes,
                                   stable_seconds=stable_seconds)).run())

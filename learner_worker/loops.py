@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from learner_worker.cache import ChunkCache, PayloadReader
+from learner_worker.lockstep import LockstepFetcher, batches_allowed
 from learner_worker.prefetch import Prefetcher, report_corrupt
 from learner_worker.trainer import Trainer, check_finite
 from shared.algorithms.base import ReplayParams
@@ -45,24 +46,46 @@ class ReplayTrainer(Trainer):
         self.prioritized = task.replay.sampler == "prioritized"
         self.reader = cache = ChunkCache(self.store, self.schema, cfg.gamma, cfg.n_step,
                                          max_chunks=cache_chunks(task), seed=task.seed)
-        self.prefetch = Prefetcher(session, cache, task.buffer_id, cfg.batch_size, cfg.batches_per_request)
+        args = (session, cache, task.buffer_id, cfg.batch_size, cfg.batches_per_request)
+        self.prefetch: Prefetcher | LockstepFetcher = LockstepFetcher(*args) if task.deterministic else Prefetcher(
+            *args)
 
     def loop(self, running: Callable[[], bool]) -> None:
+        if isinstance(self.prefetch, LockstepFetcher):
+            self.loop_lockstep(self.prefetch, running)
+            return
         publish_every = self.replay_cfg.publish_every
         while running():
             batch = self.prefetch.get(timeout=0.5)
-            if batch is None:
-                continue
-            self.observe(batch["obs"])
-            losses = self.learner.update(batch)
-            td_abs = self.learner.td_abs
-            check_finite(self.iteration + 1, losses, td_abs)
-            if self.prioritized and td_abs is not None:
-                self.prefetch.send_priorities(batch["ids"], td_abs)
-            self.after_update(losses, len(batch["actions"]), publish=(self.iteration + 1) % publish_every == 0)
+            if batch is not None:
+                self.train_batch(batch, publish=(self.iteration + 1) % publish_every == 0)
+
+    def loop_lockstep(self, fetcher: LockstepFetcher, running: Callable[[], bool]) -> None:
+        """One turn per chunk: draw what the ratio allows, train on it in order, publish (see lockstep.py)."""
+        batch_size = self.replay_cfg.batch_size
+        if self.version == 0:
+            self.publish()  # the collector's first chunk is acted with this (seeded) policy
+        chunk, drawn = 1, 0
+        while running():
+            allowed = batches_allowed(self.task, chunk, batch_size)
+            for batch in fetcher.draw(allowed - drawn, running):
+                self.train_batch(batch, publish=False)
+            drawn, chunk = allowed, chunk + 1
+            if running():
+                self.publish()
+
+    def train_batch(self, batch: dict[str, np.ndarray], publish: bool) -> None:
+        self.observe(batch["obs"])
+        losses = self.learner.update(batch)
+        td_abs = self.learner.td_abs
+        check_finite(self.iteration + 1, losses, td_abs)
+        if self.prioritized and td_abs is not None:
+            self.prefetch.send_priorities(batch["ids"], td_abs)
+        self.after_update(losses, len(batch["actions"]), publish=publish)
 
     def stop(self) -> None:
-        self.prefetch.stop()
+        if isinstance(self.prefetch, Prefetcher):
+            self.prefetch.stop()
 
 
 class ChunkTrainer(Trainer):

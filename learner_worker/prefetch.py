@@ -42,6 +42,18 @@ def report_corrupt(session: WorkerSession, buffer_id: str, reader: PayloadReader
         log.info("reported corrupt chunk %s (%s)", chunk_id, "removed" if ack.removed else "already gone")
 
 
+def post_priorities(session: WorkerSession, path: str, pending: list[tuple[np.ndarray, np.ndarray]]) -> int:
+    """Send |TD| of trained rows as their new priorities; returns how many ids had left the buffer."""
+    if not pending:
+        return 0
+    ids = np.concatenate([i for i, _ in pending])
+    values = np.concatenate([p for _, p in pending]).astype(np.float64)
+    ack = session.client.call("POST", path, PriorityAck, PriorityUpdate(
+        worker_id=session.worker_id, ids=ids.tolist(), priorities=values.tolist()))
+    session.update(ack.directive)
+    return ack.ignored
+
+
 class Prefetcher:
     def __init__(self, session: WorkerSession, cache: ChunkCache, buffer_id: str, batch_size: int,
                  batches_per_request: int, depth: int = 2) -> None:
@@ -78,14 +90,7 @@ class Prefetcher:
     def _flush_priorities(self) -> None:
         with self._priorities_lock:
             pending, self._priorities = self._priorities, []
-        if not pending:
-            return
-        ids = np.concatenate([i for i, _ in pending])
-        values = np.concatenate([p for _, p in pending]).astype(np.float64)
-        ack = self.session.client.call("POST", self.priority_path, PriorityAck, PriorityUpdate(
-            worker_id=self.session.worker_id, ids=ids.tolist(), priorities=values.tolist()))
-        self.priorities_ignored += ack.ignored
-        self.session.update(ack.directive)
+        self.priorities_ignored += post_priorities(self.session, self.priority_path, pending)
 
     def stop(self) -> None:
         self._stop.set()

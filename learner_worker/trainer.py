@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import torch
 
 from learner_worker.algorithms import Learner, load_learner
 from learner_worker.cache import PayloadReader
@@ -54,6 +55,8 @@ class Trainer:
         self.cfg = task.algo
         self.store = LocalStore(layout.store_root)
         self.schema = chunk_schema(task.spaces, task.behaviour)
+        if task.deterministic:  # same seed, same updates, same bytes (CPU, one thread: see run_learner)
+            torch.use_deterministic_algorithms(True)
         self.device = resolve_device(task.learner.device)
         self.learner: Learner = load_learner(task, self.device)
         log.info("training %s on %s", task.algo.name, self.device)

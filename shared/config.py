@@ -144,6 +144,9 @@ class RunConfig(Strict):
     collector: CollectorConfig = CollectorConfig()
     replay: ReplayConfig = ReplayConfig()
     sampling: SamplingConfig = SamplingConfig()
+    deterministic: bool = Field(False, description=(
+        "reproducible mode: one collector in lockstep with the learner, seeded and single-threaded everywhere; "
+        "two runs of the same seed publish byte-identical policy files"))
     learner: LearnerConfig = LearnerConfig()
     evaluation: EvalConfig = EvalConfig()
     budget: BudgetConfig = BudgetConfig()
@@ -176,6 +179,9 @@ class RunConfig(Strict):
             raise ValueError(f"replay.sampler={self.replay.sampler} is a queue of whole chunks: set "
                              f"sampling.unit=chunk (got {unit})")
         spec_of(self.algo).check(self)
+        if self.deterministic and self.sampling.n_episode is not None:
+            raise ValueError("deterministic runs cut chunks after a fixed number of steps: leave sampling.n_episode "
+                             "unset")
         if self.sampling.policy_lag is not None and self.replay.max_staleness not in (None, self.sampling.policy_lag):
             raise ValueError(f"replay.max_staleness ({self.replay.max_staleness}) contradicts the sampling "
                              f"policy lag ({self.sampling.policy_lag}); set only one")

@@ -94,6 +94,8 @@ class CollectorTask(Wire):
     sampling: SamplingConfig
     seed: int
     policy: PolicyRef | None
+    lockstep: bool = Field(False, description="deterministic run: after each chunk, wait (however long) for the "
+                                              "policy the learner trained on it")
 
 
 class LearnerTask(Wire):
@@ -105,6 +107,7 @@ class LearnerTask(Wire):
     spaces: Spaces
     behaviour: Behaviour
     learner: LearnerConfig = LearnerConfig()
+    deterministic: bool = False
     replay: ReplayConfig
     sampling: SamplingConfig
     collector: CollectorConfig
