@@ -64,15 +64,18 @@ class ResetOnError(gym.Wrapper):
         return None
 
 
-def make_env(env: EnvConfig, training: bool = True) -> gym.Env:
+def make_env(env: EnvConfig, training: bool = True, render_mode: str | None = None) -> gym.Env:
     """One env as the section describes it: made from its id or entry point with its kwargs, under its time
     limit, then wrapped in its wrappers. Raises EnvSectionError naming the field at fault.
 
     `training=False` (the evaluator) leaves the training-only wrappers out, so its returns are the env's own.
     With them, episode statistics are recorded beneath them: info[RAW_EPISODE]['r'] at each episode end is the
     raw return that collectors report while the chunks carry the transformed rewards. (Only then: recording
-    costs collectors ~7% of CartPole's steps per second.)"""
-    made = _flat_dict(_bare_env(env))
+    costs collectors ~7% of CartPole's steps per second.)
+
+    `render_mode` (`rlfleet test --video`) goes to gym.make, or to an entry point whose signature takes it;
+    whether the env then renders is for the caller to check: gymnasium only warns about modes an env lacks."""
+    made = _flat_dict(_bare_env(env, render_mode))
     if training and any(wrapper.training_only for wrapper in env.wrappers):
         made = RecordEpisodeStatistics(made, stats_key=RAW_EPISODE)
     return apply_wrappers(made, env.wrappers, training)
@@ -92,11 +95,13 @@ def _flat_dict(env: gym.Env) -> gym.Env:
     return FlattenObservation(env)
 
 
-def _bare_env(env: EnvConfig) -> gym.Env:
+def _bare_env(env: EnvConfig, render_mode: str | None = None) -> gym.Env:
     """The env itself, under its time limit, before any wrapper of the section."""
     own = ":" in env.id  # 'package.module:ClassOrFactory', the user's own env; anything else is a gymnasium id
     creator = _entry_point(env.id) if own else _registered(env.id)
     kwargs: dict[str, Any] = dict(env.kwargs)
+    if render_mode is not None and (not own or _takes(creator, "render_mode")):
+        kwargs["render_mode"] = render_mode
     try:
         made = creator(**kwargs) if own else gym.make(env.id, max_episode_steps=env.max_episode_steps, **kwargs)
     except Exception as exc:
@@ -142,6 +147,15 @@ def _registered(env_id: str) -> Callable[..., Any]:
 def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(candidates), n=3)
     return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+
+
+def _takes(creator: Callable[..., Any], name: str) -> bool:
+    """Whether `creator` accepts the keyword argument `name` (by name or through **kwargs)."""
+    try:
+        params = inspect.signature(creator).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C extension without a signature
+        return False
+    return any(p.name == name or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _accepts(creator: Callable[..., Any]) -> str:

@@ -87,3 +87,16 @@ class PushEnv(gym.Env):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         self.received = np.asarray(action)
         return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+class PaintedCountEnv(CountEnv):
+    """CountEnv that renders 6x4 RGB frames whose pixels all equal the step count, when asked to."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 25}
+
+    def __init__(self, length: int = 10, render_mode: str | None = None) -> None:
+        super().__init__(length=length)
+        self.render_mode = render_mode
+
+    def render(self) -> np.ndarray | None:
+        return np.full((4, 6, 3), self.t, np.uint8) if self.render_mode == "rgb_array" else None
