@@ -99,5 +99,5 @@ def report(session: WorkerSession, path: str, reply: type[R], model: type[Evalua
 
 def _keep_best(layout: RunLayout, policy: bytes, scores: dict) -> None:
     """best/: the policy file (weights and manifest) and its scores (validation, and the test once confirmed)."""
-    atomic_write(layout.best / "policy.safetensors", policy)
+    atomic_write(layout.best_policy, policy)
     atomic_write(layout.best / "score.json", json.dumps(scores, indent=2).encode())

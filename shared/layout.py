@@ -29,6 +29,16 @@ class RunLayout:
         return self.run_dir / "best"
 
     @property
+    def best_policy(self) -> Path:
+        """The policy of the best validation so far (the evaluator replaces it): what `rlfleet test` tests by default."""
+        return self.best / "policy.safetensors"
+
+    @property
+    def test_json(self) -> Path:
+        """The latest `rlfleet test` result."""
+        return self.run_dir / "test.json"
+
+    @property
     def tensorboard(self) -> Path:
         return self.run_dir / "tb"
 

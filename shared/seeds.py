@@ -29,6 +29,7 @@ ENVS_PER_BLOCK = 4096
 MAX_TASK, MAX_COUNTER = 2**20, 2**24
 MAX_RUN_SEED = 2**31 - 1
 ACTOR_STREAM = 1
+RETEST_TASK = 1  # the task index of `rlfleet test` re-runs after the fact
 
 
 def base_seed(run_seed: int, mode: Mode, task: int, counter: int) -> int:

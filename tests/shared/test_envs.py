@@ -24,7 +24,7 @@ def test_an_entry_point_that_takes_render_mode_gets_it() -> None:
     env.reset(seed=0)
     env.step(0)
     assert env.unwrapped.render_mode == "rgb_array"
-    assert (env.render() == 1).all()
+    assert (env.render() == 40).all()
 
 
 def test_an_entry_point_without_render_mode_is_built_without_it() -> None:

@@ -90,7 +90,7 @@ class PushEnv(gym.Env):
 
 
 class PaintedCountEnv(CountEnv):
-    """CountEnv that renders 6x4 RGB frames whose pixels all equal the step count, when asked to."""
+    """CountEnv that renders 6x4 RGB frames, all pixels 40 x the step count (up to 255), when asked to."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 25}
 
@@ -99,4 +99,4 @@ class PaintedCountEnv(CountEnv):
         self.render_mode = render_mode
 
     def render(self) -> np.ndarray | None:
-        return np.full((4, 6, 3), self.t, np.uint8) if self.render_mode == "rgb_array" else None
+        return np.full((4, 6, 3), min(40 * self.t, 255), np.uint8) if self.render_mode == "rgb_array" else None

@@ -1,0 +1,209 @@
+"""Held-out tests of a trained policy after the run (`rlfleet test`): how well it plays episodes it has never
+seen, and how sure that number is.
+
+The validation score that picked a run's best policy is biased upward: the best of many noisy evaluations is
+more often lucky than best. A test plays fresh greedy episodes from the run's test seed block
+(`shared.seeds`: the run seed, mode test, task RETEST_TASK, counter `--seed-counter`), which no training or
+validation env of the run ever used; env i of the test starts from base + i, and the `--video` episode from
+base + num_envs, still inside the block.
+
+The 95% confidence interval of the mean is the normal approximation, mean ± 1.96 · s / √n with s the sample
+standard deviation (ddof=1): scipy is no dependency of rlfleet, and at the default 100 episodes the
+t-distribution's 1.984 would widen it by about 1%. Below 30 episodes it is noticeably narrower than the
+t-interval (10 episodes: 1.96 against 2.26). "Solved" is the coordinator's rule: mean >= env.solve_threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from evaluator.episodes import evaluate
+from evaluator.video import Recording, check_video_path, record_episode
+from shared.actors import Actor, PolicyError, build_actor
+from shared.config import RunConfig, load_run_config
+from shared.envcheck import spaces_of
+from shared.layout import RunLayout, policy_path
+from shared.manifest import ManifestError
+from shared.policy_io import decode_policy
+from shared.seeds import RETEST_TASK, base_seed, decode
+from shared.spaces import Spaces
+
+Z_95 = NormalDist().inv_cdf(0.975)  # 1.95996...
+CI_METHOD = "normal approximation: mean ± 1.96·s/√n, s the sample std (ddof=1)"
+
+
+class UsageError(ValueError):
+    """Input that cannot be tested (a missing file, a policy made for another env, ...), said in one line."""
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What a test plays: a policy, and the run config whose env, seed and threshold it is tested against."""
+
+    policy_path: Path
+    config_path: Path
+    config: RunConfig
+    actor: Actor
+
+
+@dataclass(frozen=True)
+class Stats:
+    mean: float
+    std: float | None  # sample std; None for one episode, which says nothing about the spread
+    ci95: tuple[float, float] | None
+
+
+def summarize(returns: list[float]) -> Stats:
+    n = len(returns)
+    mean = math.fsum(returns) / n
+    if n < 2:
+        return Stats(mean, None, None)
+    std = math.sqrt(math.fsum((r - mean) ** 2 for r in returns) / (n - 1))
+    half = Z_95 * std / math.sqrt(n)
+    return Stats(mean, std, (mean - half, mean + half))
+
+
+def resolve_inputs(run_dir: Path | None, policy: Path | None, config: Path | None,
+                   version: int | None) -> tuple[Path, Path, Path | None]:
+    """(policy file, run config, default JSON path): RUN_DIR's best policy (or its store's `version`) and its
+    config.yaml, each replaced by --policy / --config when given; without RUN_DIR both are needed."""
+    if run_dir is None:
+        if policy is None or config is None:
+            raise UsageError("give RUN_DIR, or both --policy FILE and --config CONFIG")
+        if version is not None:
+            raise UsageError("--version picks a policy from RUN_DIR's store: give RUN_DIR too")
+        return policy, config, None
+    if policy is not None and version is not None:
+        raise UsageError("give --policy or --version, not both")
+    layout = _layout(run_dir)
+    if policy is None and version is not None:
+        policy = layout.store_root / policy_path(version)
+        if not policy.is_file():
+            raise UsageError(f"policy v{version} is not in {policy.parent}: it was never published, or deleted as "
+                             f"newer ones came (the coordinator keeps RLFLEET_KEEP_POLICIES files)")
+    elif policy is None:
+        policy = layout.best_policy
+        if not policy.is_file():
+            raise UsageError(f"{run_dir} has no best policy yet: the evaluator writes {policy} after its first "
+                             f"evaluation")
+    return policy, config or layout.config_file, layout.test_json
+
+
+def _layout(run_dir: Path) -> RunLayout:
+    """A run directory is <data dir>/runs/<name> (shared.layout), wherever the data dir is."""
+    run_dir = run_dir.absolute()
+    if not run_dir.is_dir():
+        raise UsageError(f"no run directory {run_dir}")
+    layout = RunLayout(run_dir.parent.parent, run_dir.name)
+    if layout.run_dir != run_dir:
+        raise UsageError(f"{run_dir} is not a run directory: runs live in <data dir>/runs/<name>")
+    return layout
+
+
+def load_subject(policy: Path, config: Path) -> Subject:
+    """Read the run config and the policy, and check that the policy was made for that config's env."""
+    run_config = _load_config(config)
+    try:
+        manifest, state = decode_policy(policy.read_bytes())
+    except FileNotFoundError as exc:
+        raise UsageError(f"no policy file {policy}") from exc
+    except (OSError, ManifestError) as exc:
+        raise UsageError(f"cannot read policy {policy}: {exc}") from exc
+    try:
+        spaces = spaces_of(run_config.env)
+    except ValueError as exc:
+        raise UsageError(f"{config}: {exc}") from exc
+    if manifest.spaces != spaces:
+        raise UsageError(f"{policy} was made for {_spaces_text(manifest.spaces)}, but the env of {config} "
+                         f"({run_config.env.id}) has {_spaces_text(spaces)}")
+    try:
+        actor = build_actor(manifest, state)
+    except PolicyError as exc:
+        raise UsageError(f"{policy}: {exc}") from exc
+    return Subject(policy, config, run_config, actor)
+
+
+def _load_config(path: Path) -> RunConfig:
+    try:
+        return load_run_config(path)
+    except FileNotFoundError as exc:
+        raise UsageError(f"no run config {path}") from exc
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"invalid run config {path}: {problems}") from exc
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise UsageError(f"cannot read run config {path}: {' '.join(str(exc).split())}") from exc
+
+
+def _spaces_text(spaces: Spaces) -> str:
+    obs, action = spaces.obs, spaces.action
+    acts = action.model_dump(exclude={"kind"})
+    return f"{obs.dtype} observations of shape {obs.shape} and {action.kind} actions {acts}"
+
+
+def held_out_base(subject: Subject, counter: int) -> int:
+    """The base seed of this test's block; a run seed or counter outside the seed scheme is a usage error."""
+    try:
+        return base_seed(subject.config.seed, "test", RETEST_TASK, counter)
+    except ValueError as exc:
+        raise UsageError(f"no test seed block for run seed {subject.config.seed}: {exc}") from exc
+
+
+def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video: Path | None) -> dict[str, Any]:
+    """Play the test (and the video's episode), and return the report that is printed and written as JSON."""
+    if episodes % num_envs:
+        raise UsageError(f"--episodes ({episodes}) must be a multiple of --num-envs ({num_envs}) so every env "
+                         f"plays the same number of episodes")
+    if video is not None:
+        check_video_path(video)
+    base = held_out_base(subject, counter)
+    returns, lengths = evaluate(subject.actor.greedy, subject.config.env, num_envs, episodes, base)
+    stats = summarize(returns)
+    run_seed, mode, task, block = decode(base)
+    threshold = subject.config.env.solve_threshold
+    recording = None if video is None else record_episode(subject.actor.greedy, subject.config.env,
+                                                          base + num_envs, video)
+    return {
+        "policy": str(subject.policy_path), "config": str(subject.config_path), "env": subject.config.env.id,
+        "episodes": len(returns), "num_envs": num_envs,
+        "mean": stats.mean, "std": stats.std, "ci95": stats.ci95, "ci_method": CI_METHOD,
+        "solve_threshold": threshold, "solved": stats.mean >= threshold,
+        "seeds": {"run_seed": run_seed, "mode": mode, "task": task, "counter": block, "base": base,
+                  "env_seeds": [base, base + num_envs - 1]},
+        "returns": returns, "lengths": lengths,
+        "video": None if recording is None else _video_entry(recording),
+    }
+
+
+def _video_entry(recording: Recording) -> dict[str, Any]:
+    return {"path": str(recording.path), "seed": recording.seed, "return": recording.episode_return,
+            "length": recording.length, "frames": recording.frames}
+
+
+def describe(report: dict[str, Any]) -> str:
+    """The report for a terminal, one line per question."""
+    seeds, ci = report["seeds"], report["ci95"]
+    spread = "one episode: no spread" if ci is None else (
+        f"std {report['std']:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}] (normal approximation)")
+    verdict = ">=" if report["solved"] else "<"
+    lines = [
+        f"policy   {report['policy']}",
+        f"env      {report['env']}: {report['episodes']} greedy episodes on {report['num_envs']} envs",
+        f"seeds    {seeds['env_seeds'][0]}..{seeds['env_seeds'][1]}: run seed {seeds['run_seed']}, {seeds['mode']} "
+        f"block of task {seeds['task']}, counter {seeds['counter']}",
+        f"return   mean {report['mean']:.2f}, {spread}",
+        f"solved   {'yes' if report['solved'] else 'no'}: mean {report['mean']:.2f} {verdict} env.solve_threshold "
+        f"{report['solve_threshold']:g}",
+    ]
+    if report["video"] is not None:
+        v = report["video"]
+        lines.append(f"video    {v['path']}: one more episode from seed {v['seed']}, return {v['return']:.2f} in "
+                     f"{v['length']} steps, {v['frames']} frames")
+    return "\n".join(lines)

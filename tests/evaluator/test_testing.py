@@ -1,0 +1,168 @@
+"""rlfleet test's logic: statistics, the held-out seed block, where policies are found, what is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import imageio.v3 as iio
+import pytest
+import torch
+
+from evaluator.testing import Subject, UsageError, load_subject, resolve_inputs, run_test, summarize
+from evaluator.video import VideoError
+from shared.config import RunConfig, dump_run_config
+from shared.policy_io import policy_bytes
+from shared.seeds import ENVS_PER_BLOCK, base_seed, decode
+from tests.policies import CARTPOLE, flat_spaces, manifest, policy_state, random_actor
+from tests.shared.userenv import PaintedCountEnv
+
+torch.set_num_threads(1)
+RUN_SEED = 7
+
+
+class SeedLogEnv(PaintedCountEnv):
+    """Remembers every seed it is reset with, so a test can see which seeds a vector env handed out."""
+
+    seeds: ClassVar[list[int]] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        if seed is not None:
+            SeedLogEnv.seeds.append(seed)
+        return super().reset(seed=seed, options=options)
+
+
+def subject(env: dict[str, Any], tmp_path: Path) -> Subject:
+    config = RunConfig.model_validate({"seed": RUN_SEED, "env": {**env, "solve_threshold": 3.0}})
+    return Subject(tmp_path / "p.safetensors", tmp_path / "c.yaml", config, random_actor(flat_spaces(2, 2)))
+
+
+@pytest.fixture
+def seed_log() -> list[int]:
+    SeedLogEnv.seeds.clear()
+    return SeedLogEnv.seeds
+
+
+def test_statistics_match_hand_computed_values() -> None:
+    stats = summarize([1.0, 2.0, 3.0, 4.0])
+    # mean 2.5; s = sqrt((2.25 + 0.25 + 0.25 + 2.25) / 3) = 1.2909944; half-width 1.9599640 * s / 2 = 1.2651513
+    assert stats.mean == 2.5
+    assert stats.std == pytest.approx(1.2909944, abs=1e-7)
+    assert stats.ci95 == pytest.approx((1.2348487, 3.7651513), abs=1e-7)
+
+
+def test_equal_returns_have_a_zero_width_interval_and_one_episode_none() -> None:
+    assert summarize([5.0, 5.0, 5.0]).ci95 == (5.0, 5.0)
+    one = summarize([9.0])
+    assert (one.mean, one.std, one.ci95) == (9.0, None, None)
+
+
+def test_envs_play_exactly_the_test_block(tmp_path: Path, seed_log: list[int]) -> None:
+    report = run_test(subject({"id": "tests.evaluator.test_testing:SeedLogEnv", "kwargs": {"length": 3}}, tmp_path),
+                      episodes=6, num_envs=3, counter=2, video=tmp_path / "v.mp4")
+    base = base_seed(RUN_SEED, "test", 1, 2)
+    assert seed_log == [base, base + 1, base + 2, base + 3]  # three test envs, then the video's episode
+    for seed in seed_log:
+        block, offset = divmod(seed, ENVS_PER_BLOCK)
+        assert decode(block * ENVS_PER_BLOCK) == (RUN_SEED, "test", 1, 2) and offset <= 3
+    others = {base_seed(RUN_SEED, mode, task, counter) // ENVS_PER_BLOCK
+              for mode in ("train", "valid") for task in range(8) for counter in range(8)}
+    assert not others & {seed // ENVS_PER_BLOCK for seed in seed_log}
+    assert report["seeds"] == {"run_seed": RUN_SEED, "mode": "test", "task": 1, "counter": 2, "base": base,
+                               "env_seeds": [base, base + 2]}
+    assert report["video"]["seed"] == base + 3
+    assert report["returns"] == [3.0] * 6 and report["lengths"] == [3] * 6
+    assert (report["mean"], report["solved"]) == (3.0, True)  # mean >= threshold, the coordinator's rule
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".gif"])
+def test_the_video_holds_one_frame_per_step_and_the_first(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"episode{suffix}"
+    report = run_test(subject({"id": "tests.shared.userenv:PaintedCountEnv", "kwargs": {"length": 5}}, tmp_path),
+                      episodes=2, num_envs=2, counter=0, video=path)
+    assert report["video"] == {"path": str(path), "seed": report["seeds"]["base"] + 2, "return": 5.0, "length": 5,
+                               "frames": 6}
+    frames = list(iio.imiter(path))
+    assert len(frames) == 6
+    assert [round(frame.mean() / 40) for frame in frames] == [0, 1, 2, 3, 4, 5]  # frame t shows step t (lossy mp4)
+
+
+def test_an_env_that_cannot_render_is_refused_clearly(tmp_path: Path) -> None:
+    with pytest.raises(VideoError, match="CountEnv cannot render a video"):
+        run_test(subject({"id": "tests.shared.userenv:CountEnv"}, tmp_path), 2, 2, 0, tmp_path / "v.gif")
+
+
+def test_bad_requests_are_refused_before_any_episode(tmp_path: Path, seed_log: list[int]) -> None:
+    sub = subject({"id": "tests.evaluator.test_testing:SeedLogEnv"}, tmp_path)
+    with pytest.raises(UsageError, match=r"--episodes \(25\) must be a multiple of --num-envs \(10\)"):
+        run_test(sub, 25, 10, 0, None)
+    with pytest.raises(VideoError, match="give a .mp4 or .gif file"):
+        run_test(sub, 2, 2, 0, tmp_path / "v.avi")
+    assert seed_log == []
+
+
+def write_run(data_dir: Path, config: RunConfig, spaces: Any = CARTPOLE) -> Path:
+    """A run directory as a finished run leaves it: config.yaml and best/policy.safetensors."""
+    run_dir = data_dir / "runs" / config.name
+    (run_dir / "best").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(dump_run_config(config))
+    m = manifest(spaces)
+    state = {k: torch.from_numpy(v) for k, v in policy_state(m).items()}
+    (run_dir / "best" / "policy.safetensors").write_bytes(policy_bytes(state, m))
+    return run_dir
+
+
+def test_a_run_dir_gives_its_best_policy_config_and_json(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, RunConfig(name="r"))
+    policy, config, out = resolve_inputs(run_dir, None, None, None)
+    assert (policy, config, out) == (run_dir / "best/policy.safetensors", run_dir / "config.yaml",
+                                     run_dir / "test.json")
+    store = run_dir / "store" / "policies"
+    store.mkdir(parents=True)
+    (store / "v00000012.safetensors").write_bytes(policy.read_bytes())
+    assert resolve_inputs(run_dir, None, None, 12)[0] == store / "v00000012.safetensors"
+    assert resolve_inputs(run_dir, tmp_path / "x", tmp_path / "y", None) == (tmp_path / "x", tmp_path / "y",
+                                                                             run_dir / "test.json")
+    assert resolve_inputs(None, tmp_path / "x", tmp_path / "y", None) == (tmp_path / "x", tmp_path / "y", None)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("runs/missing", None, None, None), "no run directory"),
+    ((".", None, None, None), "is not a run directory"),
+    (("runs/r", None, None, 3), "policy v3 is not in"),
+    (("runs/r", "p", None, 3), "give --policy or --version, not both"),
+    ((None, "p", None, None), "give RUN_DIR, or both --policy FILE and --config CONFIG"),
+    ((None, "p", "c", 2), "--version picks a policy from RUN_DIR's store"),
+])
+def test_inputs_that_name_no_policy_are_refused(tmp_path: Path, args: tuple, message: str) -> None:
+    write_run(tmp_path, RunConfig(name="r"))
+    paths = [None if a is None else tmp_path / a for a in args[:3]]
+    with pytest.raises(UsageError, match=message):
+        resolve_inputs(*paths, args[3])
+
+
+def test_a_run_without_a_best_policy_yet_is_refused(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, RunConfig(name="r"))
+    (run_dir / "best" / "policy.safetensors").unlink()
+    with pytest.raises(UsageError, match="has no best policy yet"):
+        resolve_inputs(run_dir, None, None, None)
+
+
+def test_a_policy_made_for_another_env_is_refused(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, RunConfig(name="r"), spaces=flat_spaces(3, 2))
+    with pytest.raises(UsageError, match=r"made for float32 observations of shape \(3,\).*CartPole-v1.*\(4,\)"):
+        load_subject(run_dir / "best/policy.safetensors", run_dir / "config.yaml")
+
+
+@pytest.mark.parametrize(("policy", "config", "message"), [
+    ("missing.safetensors", "runs/r/config.yaml", "no policy file"),
+    ("runs/r/config.yaml", "runs/r/config.yaml", "cannot read policy .*not a safetensors file"),
+    ("runs/r/best/policy.safetensors", "missing.yaml", "no run config"),
+    ("runs/r/best/policy.safetensors", "bad.yaml", r"invalid run config .*bad.yaml: evaluation.episodes"),
+])
+def test_unreadable_inputs_are_refused_in_one_line(tmp_path: Path, policy: str, config: str, message: str) -> None:
+    write_run(tmp_path, RunConfig(name="r"))
+    (tmp_path / "bad.yaml").write_text("evaluation: {episodes: -1}\n")
+    with pytest.raises(UsageError, match=message) as caught:
+        load_subject(tmp_path / policy, tmp_path / config)
+    assert "\n" not in str(caught.value)
