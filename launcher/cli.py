@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from shared.seeds import MAX_COUNTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator.")
@@ -147,6 +150,42 @@ def status(
     typer.echo(describe(st))
     for w in st.workers:
         typer.echo(f"  {w.kind:9} {w.worker_id:24} task {w.task_id or '-':12} seen {w.last_seen_seconds_ago:.1f}s ago")
+
+
+@app.command()
+def test(
+    run_dir: Annotated[Path | None, typer.Argument(help="a run directory, data/runs/<name>")] = None,
+    policy: Annotated[Path | None, typer.Option(help="a policy file to test instead of RUN_DIR's best")] = None,
+    config: Annotated[Path | None, typer.Option(help="run config to test with instead of RUN_DIR/config.yaml")] = None,
+    version: Annotated[int | None, typer.Option(
+        min=1, help="test RUN_DIR/store/policies/v<N>.safetensors instead of the best policy")] = None,
+    episodes: Annotated[int, typer.Option(min=1, max=100_000, help="greedy episodes to play")] = 100,
+    num_envs: Annotated[int, typer.Option(min=1, max=256, help="envs to split them over (evenly)")] = 10,
+    seed_counter: Annotated[int, typer.Option(
+        min=0, max=MAX_COUNTER - 1, help="which test block of the run's seeds: 0 first, 1 for a second test, ...")] = 0,
+    video: Annotated[Path | None, typer.Option(help="also record one more greedy episode to this .mp4 or .gif")] = None,
+    json_path: Annotated[Path | None, typer.Option(
+        "--json", help="where to write the result [RUN_DIR/test.json; none without RUN_DIR]")] = None,
+) -> None:
+    """Play a held-out test of a trained policy on seeds no training or validation env used; print the mean
+    return with its 95% confidence interval and whether it reaches env.solve_threshold (see evaluator/testing.py).
+    Exits 0 whatever the score, 2 with one line on stderr for input that cannot be tested."""
+    from evaluator.testing import UsageError, describe, load_subject, resolve_inputs, run_test
+    from evaluator.video import VideoError
+    from shared.store import atomic_write
+
+    try:
+        policy_file, config_file, default_json = resolve_inputs(run_dir, policy, config, version)
+        report = run_test(load_subject(policy_file, config_file), episodes, num_envs, seed_counter, video)
+        out = json_path or default_json
+        if out is not None:
+            atomic_write(out, json.dumps(report, indent=2).encode())
+    except (UsageError, VideoError, OSError) as exc:
+        typer.echo(f"rlfleet test: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(describe(report))
+    if out is not None:
+        typer.echo(f"json     {out}")
 
 
 @app.command()
