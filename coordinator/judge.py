@@ -24,9 +24,8 @@ from coordinator.committer import Statement
 from coordinator.errors import Conflict, Invalid
 from coordinator.journal import Snapshot
 from shared.config import EnvConfig, EvalConfig
+from shared.stats import ci95
 from shared.wire import EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult
-
-Z95 = 1.959964  # two-sided 95% quantile of the normal distribution
 
 
 class Judge:
@@ -84,9 +83,8 @@ class Judge:
             asked = f"v{self.pending[0]}" if self.pending else "none"
             raise Conflict(f"no held-out test of policy v{report.policy_version} was requested (requested: {asked})")
         mean, std = self._check(report.returns, report.lengths, self.test_episodes, "evaluation.test_episodes")
-        half = Z95 * std / math.sqrt(len(report.returns))
         result = HoldoutResult(
-            policy_version=report.policy_version, mean=mean, std=std, ci95=(mean - half, mean + half),
+            policy_version=report.policy_version, mean=mean, std=std, ci95=ci95(mean, std, len(report.returns)),
             episodes=len(report.returns), validation_mean=self.pending[1], env_steps=env_steps,
             wall_seconds=wall_seconds, iteration=iteration, seed=report.seed, confirmed=mean >= self.threshold)
         self.pending = None

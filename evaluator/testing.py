@@ -7,20 +7,18 @@ more often lucky than best. A test plays fresh greedy episodes from the run's te
 validation env of the run ever used; env i of the test starts from base + i, and the `--video` episode from
 base + num_envs, still inside the block.
 
-The 95% confidence interval of the mean is the normal approximation, mean ± 1.96 · s / √n with s the sample
-standard deviation (ddof=1): scipy is no dependency of rlfleet, and at the default 100 episodes the
-t-distribution's 1.984 would widen it by about 1%. Below 30 episodes it is noticeably narrower than the
-t-interval (10 episodes: 1.96 against 2.26). "Solved" is the coordinator's rule: mean >= env.solve_threshold.
+The 95% confidence interval of the mean is the normal approximation that the run's own held-out tests use
+(shared/stats.py: mean ± 1.96 · std / √n, std with ddof=0; with few episodes it is too narrow). "Solved" is
+the coordinator's rule too: mean >= env.solve_threshold.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
+import numpy as np
 import yaml
 from pydantic import ValidationError
 
@@ -34,9 +32,9 @@ from shared.manifest import ManifestError
 from shared.policy_io import decode_policy
 from shared.seeds import RETEST_TASK, base_seed, decode
 from shared.spaces import Spaces
+from shared.stats import ci95
 
-Z_95 = NormalDist().inv_cdf(0.975)  # 1.95996...
-CI_METHOD = "normal approximation: mean ± 1.96·s/√n, s the sample std (ddof=1)"
+CI_METHOD = "normal approximation: mean ± 1.96·std/√n (std with ddof=0)"
 
 
 class UsageError(ValueError):
@@ -56,18 +54,17 @@ class Subject:
 @dataclass(frozen=True)
 class Stats:
     mean: float
-    std: float | None  # sample std; None for one episode, which says nothing about the spread
+    std: float | None  # None for one episode, which says nothing about the spread
     ci95: tuple[float, float] | None
 
 
 def summarize(returns: list[float]) -> Stats:
-    n = len(returns)
-    mean = math.fsum(returns) / n
-    if n < 2:
+    values = np.asarray(returns, dtype=np.float64)
+    mean = float(values.mean())
+    if len(values) < 2:
         return Stats(mean, None, None)
-    std = math.sqrt(math.fsum((r - mean) ** 2 for r in returns) / (n - 1))
-    half = Z_95 * std / math.sqrt(n)
-    return Stats(mean, std, (mean - half, mean + half))
+    std = float(values.std())
+    return Stats(mean, std, ci95(mean, std, len(values)))
 
 
 def resolve_inputs(run_dir: Path | None, policy: Path | None, config: Path | None,

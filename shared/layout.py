@@ -30,7 +30,7 @@ class RunLayout:
 
     @property
     def best_policy(self) -> Path:
-        """The policy of the best validation so far (the evaluator replaces it): what `rlfleet test` tests by default."""
+        """The policy of the best validation so far (the evaluator replaces it): what `rlfleet test` tests."""
         return self.best / "policy.safetensors"
 
     @property

@@ -45,10 +45,10 @@ def seed_log() -> list[int]:
 
 def test_statistics_match_hand_computed_values() -> None:
     stats = summarize([1.0, 2.0, 3.0, 4.0])
-    # mean 2.5; s = sqrt((2.25 + 0.25 + 0.25 + 2.25) / 3) = 1.2909944; half-width 1.9599640 * s / 2 = 1.2651513
+    # mean 2.5; std = sqrt((2.25 + 0.25 + 0.25 + 2.25) / 4) = 1.1180340; half-width 1.959964 * std / 2 = 1.0956532
     assert stats.mean == 2.5
-    assert stats.std == pytest.approx(1.2909944, abs=1e-7)
-    assert stats.ci95 == pytest.approx((1.2348487, 3.7651513), abs=1e-7)
+    assert stats.std == pytest.approx(1.1180340, abs=1e-7)
+    assert stats.ci95 == pytest.approx((1.4043468, 3.5956532), abs=1e-7)
 
 
 def test_equal_returns_have_a_zero_width_interval_and_one_episode_none() -> None:
