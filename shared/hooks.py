@@ -29,6 +29,7 @@ from shared.hints import did_you_mean
 HookEvent = Literal["start", "every", "publish", "end"]
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 CALL_PATTERN = rf"^{_NAME}(\.{_NAME})*:{_NAME}$"
+HOOK_NAME_PATTERN = rf"^{_NAME}(\.{_NAME})*:{_NAME}@(start|every|publish|end)$"  # HookConfig.name
 MAX_HOOKS = 32
 
 

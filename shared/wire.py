@@ -21,6 +21,7 @@ from shared.config import (
     SamplingConfig,
     SamplingUnit,
 )
+from shared.hooks import HOOK_NAME_PATTERN, MAX_HOOKS
 from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
 from shared.manifest import Behaviour
 from shared.spaces import Spaces
@@ -36,6 +37,11 @@ Return = Annotated[float, Field(ge=-1e12, le=1e12, description="undiscounted epi
 WorkerKind = Literal["collector", "learner", "evaluator"]
 FlatIndex = Annotated[int, Field(ge=0, le=2**31 - 1)]
 EntryId = Annotated[int, Field(ge=0, le=2**62, description="unique id of a buffer item (never reused)")]
+HooksFailed = Annotated[
+    dict[Annotated[str, Field(pattern=HOOK_NAME_PATTERN, max_length=220)], Annotated[str, Field(max_length=1000)]],
+    Field(max_length=MAX_HOOKS, description="learner hooks switched off after they raised: name "
+                                            "('module:function@event') -> where and what it raised"),
+]
 RunState = Literal["running", "solved", "budget_exhausted", "stopped", "failed"]
 
 
@@ -240,6 +246,7 @@ class LearnReport(Wire):
     iteration: Count
     losses: dict[Annotated[str, Field(pattern=ID_PATTERN)], float] = Field(default_factory=dict, max_length=64)
     transitions_trained: Count = Field(description="sampled transitions consumed since the learner started")
+    hooks_failed: HooksFailed = Field(default_factory=dict)  # absent from learners of earlier releases
 
 
 class PolicyPublish(Wire):
@@ -366,6 +373,9 @@ class LearnerStatus(Wire):
     transitions_trained: int
     losses: dict[str, float]
     samples_per_insert: float = Field(description="achieved ratio of sampled to inserted transitions")
+    hooks_failed: HooksFailed = Field(default_factory=dict, description=(
+        "learner hooks that raised during this run, each with its first error; the learner process it failed "
+        "in switched it off"))
 
 
 class SeedsUsed(Wire):
