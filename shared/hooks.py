@@ -18,7 +18,6 @@ import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -57,7 +56,7 @@ class HookConfig(Strict):
 
 @dataclass(frozen=True)
 class HookView:
-    """What a hook sees of the learner at one event: a snapshot, read-only, with copies of the losses."""
+    """What a hook sees of the learner at one event: a frozen snapshot of numbers and a copy of the losses."""
 
     event: HookEvent
     run_name: str
@@ -69,7 +68,9 @@ class HookView:
     error: str | None = None  # end only: what stopped training (divergence, the coordinator lost), if not the run
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "losses", MappingProxyType(dict(self.losses)))
+        # Each view holds its own copy (the learner builds one per hook), so a hook changing it changes nothing
+        # else; a plain dict, so dataclasses.asdict and json take the view as it is.
+        object.__setattr__(self, "losses", dict(self.losses))
 
 
 Hook = Callable[[HookView], object]
