@@ -24,7 +24,7 @@ from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_c
 from learner_worker.device import resolve_device
 from learner_worker.hooks import learner_hooks
 from learner_worker.obsnorm import RunningStats
-from shared.client import CoordinatorRejected, Stopped
+from shared.client import CoordinatorRejected
 from shared.layout import RunLayout
 from shared.plan import chunk_schema
 from shared.policy_io import save_policy
@@ -114,7 +114,7 @@ class Trainer:
         """The end hooks hear of every ending but a crash of the learner itself (a bug, here or in another
         thread: nothing it would tell them can be trusted); a divergence or a lost coordinator comes in the
         view's `error`. An end hook failing after the run ended is reported at once: the last report went before."""
-        if ending is not None and not isinstance(ending, (TrainingDiverged, Stopped, *COORDINATOR_ERRORS)):
+        if ending is not None and not isinstance(ending, (TrainingDiverged, *COORDINATOR_ERRORS)):
             return
         if self.hooks.fire("end", self, None if ending is None else one_line(ending)) and ending is None:
             self.report(self.losses)

@@ -25,9 +25,11 @@ _problems: dict[tuple[str, ...], str | None] = {}
 
 def hooks_problem(calls: tuple[str, ...]) -> str | None:
     """Why the hooks calling `calls` (in config order) do not all load, naming each field; None if they do."""
-    if calls and calls not in _problems:
+    if not calls:
+        return None
+    if calls not in _problems:
         _problems[calls] = _check_in_child(calls)
-    return _problems.get(calls)
+    return _problems[calls]
 
 
 def _check_in_child(calls: tuple[str, ...]) -> str | None:

@@ -18,7 +18,7 @@ import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -28,7 +28,7 @@ from shared.hints import did_you_mean
 HookEvent = Literal["start", "every", "publish", "end"]
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 CALL_PATTERN = rf"^{_NAME}(\.{_NAME})*:{_NAME}$"
-HOOK_NAME_PATTERN = rf"^{_NAME}(\.{_NAME})*:{_NAME}@(start|every|publish|end)$"  # HookConfig.name
+HOOK_NAME_PATTERN = rf"^{_NAME}(\.{_NAME})*:{_NAME}@({'|'.join(get_args(HookEvent))})$"  # HookConfig.name
 MAX_HOOKS = 32
 
 

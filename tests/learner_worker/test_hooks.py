@@ -8,6 +8,7 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -56,7 +57,7 @@ def with_hooks(config: RunConfig, *hooks: dict) -> LearnerTask:
         hooks=tuple(HookConfig.model_validate(hook) for hook in hooks))})
 
 
-def run_until_reported(task: LearnerTask, data_dir: Path, iteration: int, **payloads: object) -> FakeCoordinator:
+def run_until_reported(task: LearnerTask, data_dir: Path, iteration: int, **payloads: Any) -> FakeCoordinator:
     """A fake coordinator for `task` whose run ends (solved) with the learn-info report of `iteration`: the
     learner stops right there, so what the hooks saw is exact."""
     fake = FakeCoordinator(task)
@@ -67,7 +68,7 @@ def run_until_reported(task: LearnerTask, data_dir: Path, iteration: int, **payl
         return reply(Ack(directive=fake.directive()))
 
     fake.handlers["learn-info"] = learn_info
-    Payloads(data_dir, **payloads).serve(fake)  # type: ignore[arg-type]
+    Payloads(data_dir, **payloads).serve(fake)
     return fake
 
 
