@@ -18,7 +18,7 @@ import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -28,8 +28,14 @@ from shared.hints import did_you_mean
 HookEvent = Literal["start", "every", "publish", "end"]
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 CALL_PATTERN = rf"^{_NAME}(\.{_NAME})*:{_NAME}$"
-HOOK_NAME_PATTERN = rf"^{_NAME}(\.{_NAME})*:{_NAME}@({'|'.join(get_args(HookEvent))})$"  # HookConfig.name
 MAX_HOOKS = 32
+# What the learner reports and status shows: HookConfig.name -> where and what the hook raised.
+HooksFailed = Annotated[
+    dict[Annotated[str, Field(pattern=rf"^{_NAME}(\.{_NAME})*:{_NAME}@({'|'.join(get_args(HookEvent))})$",
+                              max_length=220)], Annotated[str, Field(max_length=1000)]],
+    Field(max_length=MAX_HOOKS, description="learner hooks switched off after they raised: name "
+                                            "('module:function@event') -> where and what it raised"),
+]
 
 
 class HookConfig(Strict):

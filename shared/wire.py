@@ -21,7 +21,7 @@ from shared.config import (
     SamplingConfig,
     SamplingUnit,
 )
-from shared.hooks import HOOK_NAME_PATTERN, MAX_HOOKS
+from shared.hooks import HooksFailed
 from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
 from shared.manifest import Behaviour
 from shared.spaces import Spaces
@@ -37,11 +37,6 @@ Return = Annotated[float, Field(ge=-1e12, le=1e12, description="undiscounted epi
 WorkerKind = Literal["collector", "learner", "evaluator"]
 FlatIndex = Annotated[int, Field(ge=0, le=2**31 - 1)]
 EntryId = Annotated[int, Field(ge=0, le=2**62, description="unique id of a buffer item (never reused)")]
-HooksFailed = Annotated[
-    dict[Annotated[str, Field(pattern=HOOK_NAME_PATTERN, max_length=220)], Annotated[str, Field(max_length=1000)]],
-    Field(max_length=MAX_HOOKS, description="learner hooks switched off after they raised: name "
-                                            "('module:function@event') -> where and what it raised"),
-]
 RunState = Literal["running", "solved", "budget_exhausted", "stopped", "failed"]
 
 
