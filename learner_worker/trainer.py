@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 from collections.abc import Callable
 
@@ -21,12 +22,13 @@ from learner_worker.algorithms import Learner, load_learner
 from learner_worker.cache import PayloadReader
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from learner_worker.device import resolve_device
+from learner_worker.hooks import learner_hooks
 from learner_worker.obsnorm import RunningStats
 from shared.client import CoordinatorRejected
 from shared.layout import RunLayout
 from shared.plan import chunk_schema
 from shared.policy_io import save_policy
-from shared.session import WorkerSession
+from shared.session import COORDINATOR_ERRORS, WorkerSession, one_line
 from shared.store import LocalStore
 from shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish
 from shared.wrappers import NormalizeObs
@@ -64,9 +66,11 @@ class Trainer:
         self.obs_stats = None if norm is None else RunningStats(task.spaces.obs.shape, norm.clip)
         self.iteration = 0
         self.transitions = 0
+        self.losses: dict[str, float] = {}  # the last update's, for hooks
         latest = session.directive.policy
         self.version = latest.version if latest else 0
         self.resume()
+        self.hooks = learner_hooks(task.learner.hooks, session.run_name, task.algo.name)
 
     def resume(self) -> None:
         ckpt = load_latest_checkpoint(self.layout.checkpoints)
@@ -83,6 +87,7 @@ class Trainer:
         generation = self.session.generation
         started, first = time.monotonic(), self.iteration
         diverged = False
+        self.hooks.fire("start", self)
         try:
             self.loop(lambda: self.session.running and self.session.generation == generation)
         except CoordinatorRejected as exc:
@@ -97,12 +102,22 @@ class Trainer:
             self.stop()
             if not diverged:
                 self.checkpoint()
+            self.end_hooks(self.session.fatal or sys.exc_info()[1])  # what ended training, if not the run
             rate = (self.iteration - first) / max(1e-9, time.monotonic() - started)
             log.info("learner stopped at iteration %d (%.1f it/s this session; %d payloads loaded, %d missing)",
                      self.iteration, rate, self.reader.loaded, self.reader.missing)
 
     def loop(self, running: Callable[[], bool]) -> None:
         raise NotImplementedError
+
+    def end_hooks(self, ending: BaseException | None) -> None:
+        """The end hooks hear of every ending but a crash of the learner itself (a bug, here or in another
+        thread: nothing it would tell them can be trusted); a divergence or a lost coordinator comes in the
+        view's `error`. An end hook failing after the run ended is reported at once: the last report went before."""
+        if ending is not None and not isinstance(ending, (TrainingDiverged, *COORDINATOR_ERRORS)):
+            return
+        if self.hooks.fire("end", self, None if ending is None else one_line(ending)) and ending is None:
+            self.report(self.losses)
 
     def stop(self) -> None:
         """Release background resources (the replay loop's prefetcher)."""
@@ -118,8 +133,10 @@ class Trainer:
         """Count an update; publish, report and checkpoint when due."""
         self.iteration += 1
         self.transitions += rows
+        self.losses = losses
         if publish:
             self.publish()
+        self.hooks.fire("every", self)  # before the report, which then names a hook that failed just now
         if self.iteration % self.cfg.report_every == 0:
             self.report(losses)
         if self.iteration % self.cfg.checkpoint_every == 0:
@@ -136,11 +153,12 @@ class Trainer:
         ack = self.session.client.call("POST", "/v1/policies", Ack, PolicyPublish(
             worker_id=self.session.worker_id, policy=ref, iteration=self.iteration))
         self.session.update(ack.directive)
+        self.hooks.fire("publish", self)
 
     def report(self, losses: dict[str, float]) -> None:
         ack = self.session.client.call("POST", "/v1/learn-info", Ack, LearnReport(
             worker_id=self.session.worker_id, iteration=self.iteration, losses=losses,  # finite: check_finite
-            transitions_trained=self.transitions))
+            transitions_trained=self.transitions, hooks_failed=self.hooks.failed))
         self.session.update(ack.directive)
 
     def checkpoint(self) -> None:

@@ -16,6 +16,8 @@ from pydantic import Field, model_validator
 from shared.algorithms import DEFAULT, REGISTRY, AlgoConfig, default_params, spec_of
 from shared.confbase import EpsilonSchedule, NetConfig, Strict
 from shared.envconfig import EnvConfig
+from shared.hookcheck import hooks_problem
+from shared.hooks import MAX_HOOKS, HookConfig
 from shared.ids import ID_PATTERN
 from shared.seeds import MAX_RUN_SEED
 
@@ -127,6 +129,19 @@ class EvalConfig(Strict):
 class LearnerConfig(Strict):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description=(
         "where the learner trains: auto takes a GPU when torch sees one, cuda requires one"))
+    hooks: tuple[HookConfig, ...] = Field((), max_length=MAX_HOOKS, description=(
+        "your functions the learner calls at start, every N updates, after each publish and at the end, each "
+        "with a read-only HookView (shared/hooks.py); one that raises is switched off and shown in status"))
+
+    @model_validator(mode="after")
+    def _distinct_hooks(self) -> LearnerConfig:
+        """A hook's name (function@event) identifies it in logs and status, so each may appear once."""
+        names = [hook.name for hook in self.hooks]
+        for index, name in enumerate(names):
+            if name in names[:index]:
+                raise ValueError(f"learner.hooks[{index}]: repeats learner.hooks[{names.index(name)}] ({name}); "
+                                 f"list a function once per event")
+        return self
 
 
 class BudgetConfig(Strict):
@@ -186,6 +201,18 @@ class RunConfig(Strict):
             raise ValueError(f"replay.max_staleness ({self.replay.max_staleness}) contradicts the sampling "
                              f"policy lag ({self.sampling.policy_lag}); set only one")
         self._chunks_fit()
+        return self
+
+    @model_validator(mode="after")
+    def _hooks_load(self) -> RunConfig:
+        """Every learner hook's function must load (checked in a child process: shared/hookcheck.py).
+
+        Checked on the run config rather than on LearnerConfig, which also travels in the learner's task: the
+        learner loads its hooks itself when it starts and fails loudly if one does not load there, instead of
+        refusing its claim reply as malformed."""
+        problem = hooks_problem(tuple(hook.call for hook in self.learner.hooks))
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def _chunks_fit(self) -> None:

@@ -13,17 +13,15 @@ line of stdout (JSON: the build problem, and the spaces or why rlfleet cannot tr
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
+
+from shared.child import ChildCheckError, answer, ask_child
 
 if TYPE_CHECKING:
     from shared.envconfig import EnvConfig
     from shared.spaces import Spaces
 
-CHILD_TIMEOUT_SECONDS = 120.0
 Verdict = dict[str, Any]  # {"problem": str | None, "spaces": dict | None, "spaces_problem": str | None}
 _verdicts: dict[str, Verdict] = {}
 
@@ -77,16 +75,10 @@ def _build_here(env: EnvConfig) -> Verdict:
 
 
 def _build_in_child(key: str) -> Verdict:
-    child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # import what we can
     try:
-        done = subprocess.run([sys.executable, "-m", "shared.envcheck"], input=key, env=child_env,
-                              capture_output=True, text=True, timeout=CHILD_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-        return _failed(f"env: building the env took over {CHILD_TIMEOUT_SECONDS:g} s when the config was checked")
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        return _failed(f"env: the check that builds the env failed: {done.stderr.strip()[-500:]}")
-    verdict = json.loads(lines[-1])  # the env's own prints may come before it
+        verdict = ask_child("shared.envcheck", key)
+    except ChildCheckError as exc:
+        return _failed(f"env: the check that builds the env {exc}")
     return verdict if isinstance(verdict, dict) else _failed(f"env: the check answered {verdict!r}")
 
 
@@ -106,7 +98,7 @@ def _main() -> None:
         verdict = _failed("; ".join(str(e.get("ctx", {}).get("error", e["msg"])) for e in exc.errors()))
     else:
         verdict = _verdict(env)
-    print("\n" + json.dumps(verdict))  # on a line of its own, whatever the env printed before it
+    answer(verdict)
 
 
 if __name__ == "__main__":

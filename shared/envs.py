@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import logging
 import math
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
@@ -19,6 +18,7 @@ from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, Time
 
 from shared.envcheck import EnvSectionError
 from shared.envconfig import EnvConfig
+from shared.hints import did_you_mean
 from shared.wrappers import apply_wrappers
 
 log = logging.getLogger(__name__)
@@ -128,25 +128,20 @@ def _entry_point(entry_point: str) -> Callable[..., Any]:
     if not callable(creator):
         names = [n for n in dir(module) if not n.startswith("_")]
         raise EnvSectionError("id", f"module {module_name!r} has no class or function {attr!r}"
-                                    f"{_did_you_mean(attr, names)}; write the entry point as 'module:Name'")
+                                    f"{did_you_mean(attr, names)}; write the entry point as 'module:Name'")
     return creator
 
 
 def _registered(env_id: str) -> Callable[..., Any]:
     spec = gym.registry.get(env_id)
     if spec is None:
-        raise EnvSectionError("id", f"{env_id!r} is not a registered gymnasium id{_did_you_mean(env_id, gym.registry)}"
+        raise EnvSectionError("id", f"{env_id!r} is not a registered gymnasium id{did_you_mean(env_id, gym.registry)}"
                                     f"; for your own env give its entry point, 'package.module:ClassOrFactory'")
     try:
         entry = spec.entry_point
         return cast(Callable[..., Any], load_env_creator(entry) if isinstance(entry, str) else entry)
     except Exception as exc:  # its module does not import: a missing optional dependency, say
         raise EnvSectionError("id", f"{env_id} cannot be loaded: {type(exc).__name__}: {exc}") from exc
-
-
-def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(candidates), n=3)
-    return f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
 
 
 def _takes(creator: Callable[..., Any], name: str) -> bool:

@@ -21,6 +21,7 @@ from shared.config import (
     SamplingConfig,
     SamplingUnit,
 )
+from shared.hooks import HooksFailed
 from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
 from shared.manifest import Behaviour
 from shared.spaces import Spaces
@@ -240,6 +241,7 @@ class LearnReport(Wire):
     iteration: Count
     losses: dict[Annotated[str, Field(pattern=ID_PATTERN)], float] = Field(default_factory=dict, max_length=64)
     transitions_trained: Count = Field(description="sampled transitions consumed since the learner started")
+    hooks_failed: HooksFailed = Field(default_factory=dict)  # absent from learners of earlier releases
 
 
 class PolicyPublish(Wire):
@@ -366,6 +368,9 @@ class LearnerStatus(Wire):
     transitions_trained: int
     losses: dict[str, float]
     samples_per_insert: float = Field(description="achieved ratio of sampled to inserted transitions")
+    hooks_failed: HooksFailed = Field(default_factory=dict, description=(
+        "learner hooks that raised during this run, each with its first error; the learner process it failed "
+        "in switched it off"))
 
 
 class SeedsUsed(Wire):

@@ -39,6 +39,7 @@ async def metrics(run: RunDep) -> PlainTextResponse:
         f"rlfleet_env_steps_per_second {run.steps_per_second()}",
         f"rlfleet_policy_version {run.policies.latest_version}",
         f"rlfleet_learner_iteration {run.learner.iteration}",
+        f"rlfleet_learner_hooks_failed {len(run.learner.hooks_failed)}",
         f"rlfleet_samples_per_insert {data.limiter.achieved_ratio()}",
         f"rlfleet_journal_commits_total {committer.commits}",
         f"rlfleet_journal_submissions_total {committer.submissions}",

@@ -331,7 +331,10 @@ def cases() -> Iterator[Any]:
                           "trained-text": {"transitions_trained": "many"}, "losses-list": {"losses": [0.1]},
                           "losses-text-value": {"losses": {"td_loss": "low"}},
                           "losses-bad-key": {"losses": {"a/b": 0.1}},
-                          "losses-too-many": {"losses": {f"l{i}": 0.0 for i in range(65)}}}.items():
+                          "losses-too-many": {"losses": {f"l{i}": 0.0 for i in range(65)}},
+                          "hooks-failed-bad-name": {"hooks_failed": {"hooks:log": "KeyError"}},
+                          "hooks-failed-too-many": {"hooks_failed": {f"m:f{i}@end": "E" for i in range(33)}},
+                          "hooks-failed-long-error": {"hooks_failed": {"m:f@end": "E" * 1001}}}.items():
         field = next(iter(changes))
         yield pytest.param(Case("learn-info", setting(**changes), 422, "invalid", field), id=f"learn-info-{name}")
     yield pytest.param(Case("learn-info", as_raw(iteration=INF), 422, "invalid", "iteration"),

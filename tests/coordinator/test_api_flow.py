@@ -176,11 +176,14 @@ def test_learner_samples_consistent_references_once_warm(
 
     resp = post(client, tokens["learner"], "/v1/learn-info", {"worker_id": learner, "iteration": 3,
                                                              "transitions_trained": 64,
-                                                             "losses": {"td_loss": 0.25, "q_mean": 1.5}})
+                                                             "losses": {"td_loss": 0.25, "q_mean": 1.5},
+                                                             "hooks_failed": {"hooks:log@every": "KeyError: 'x'"}})
     assert resp.status_code == 200, resp.text
     status = get_status(client, tokens["read"])
     assert status["learner"]["iteration"] == 3 and status["learner"]["transitions_trained"] == 64
     assert status["learner"]["losses"] == {"td_loss": 0.25, "q_mean": 1.5}
+    assert status["learner"]["hooks_failed"] == {"hooks:log@every": "KeyError: 'x'"}
+    assert "rlfleet_learner_hooks_failed 1\n" in client.get("/metrics").text
     assert status["learner"]["samples_per_insert"] == pytest.approx(64 / (96 - 64))
 
 

@@ -8,7 +8,7 @@ from coordinator.journal import Journal
 from coordinator.run import Run
 from shared.config import RunConfig
 from shared.store import LocalStore
-from shared.wire import EvaluationReport, SampleRequest
+from shared.wire import EvaluationReport, LearnReport, SampleRequest
 from tests.coordinator.test_run import FakeClock, chunk, collector, layout, learner, make_config, publish, register
 
 
@@ -129,3 +129,19 @@ def test_restarts_are_reported_in_status_and_survive_a_restart(tmp_path: Path, r
     assert [w.restarts for w in after.status().workers if w.worker_id == restarted] == [2]
     after.journal.close()
     assert _reopen(db, run_config, store, clock).status().coordinator_resumes == 2
+
+
+def test_failed_hooks_survive_a_restart_and_older_journals_load_without_them(tmp_path: Path, run_config: RunConfig,
+                                                                             store: LocalStore) -> None:
+    clock = FakeClock()
+    db = tmp_path / "coordinator.sqlite"
+    run = _reopen(db, run_config, store, clock)
+    failed = {"tests.hookfns:boom@publish": "at iteration 1: ValueError: boom"}
+    run.learn_report(LearnReport(worker_id=learner(run), iteration=1, transitions_trained=32, hooks_failed=failed))
+    run.journal.close()
+    after = _reopen(db, run_config, store, clock)
+    assert after.status().learner.hooks_failed == failed
+    state = after.learner.state_dict()
+    del state["hooks_failed"]  # what a coordinator of an earlier release journalled
+    after.learner.load_state_dict(state)
+    assert after.status().learner.hooks_failed == {} and after.status().learner.iteration == 1

@@ -497,6 +497,17 @@ def test_learn_report_updates_status(run: Run) -> None:
                                      transitions_trained=0))
 
 
+def test_failed_learner_hooks_show_in_status_with_their_first_error_for_the_whole_run(run: Run) -> None:
+    lrn = learner(run)
+    boom = {"tests.hookfns:boom@every": "at iteration 10: ValueError: boom"}
+    run.learn_report(LearnReport(worker_id=lrn, iteration=10, transitions_trained=64, hooks_failed=boom))
+    run.learn_report(LearnReport(worker_id=lrn, iteration=20, transitions_trained=128))  # a restarted learner
+    assert run.status().learner.hooks_failed == boom
+    run.learn_report(LearnReport(worker_id=lrn, iteration=30, transitions_trained=192, hooks_failed={
+        "tests.hookfns:boom@every": "at iteration 30: ValueError: boom", "tests.hookfns:record@end": "OSError"}))
+    assert run.status().learner.hooks_failed == {**boom, "tests.hookfns:record@end": "OSError"}
+
+
 def test_policy_publish_and_distribution(run: Run, store: LocalStore) -> None:
     lrn = learner(run)
     ref = publish(run, store, lrn, 1, iteration=100)
