@@ -129,28 +129,30 @@ class ActorCritic:
                 "values": steps.rows(values).astype(np.float32)}
 
     def gae_batch(self, chunks: list[dict[str, np.ndarray]], gamma: float, lam: float) -> dict[str, torch.Tensor]:
-        """`gae_rows` of every chunk (they may differ in T and N), concatenated."""
-        return concat([self.gae_rows(c, gamma, lam) for c in chunks])
+        """`gae_rows` of every chunk (they may differ in T and N), concatenated; ValueError without a valid row."""
+        parts = [self.gae_rows(c, gamma, lam) for c in chunks]
+        if sum(len(p["actions"]) for p in parts) == 0:
+            raise ValueError("update on an empty batch: no valid rows")
+        return {k: torch.from_numpy(np.concatenate([p[k] for p in parts])) for k in parts[0]}
 
-    def policy_gradient_step(self, batch: dict[str, torch.Tensor], value_coef: float, entropy_coef: float,
+    def policy_gradient_step(self, logp: torch.Tensor, entropy: torch.Tensor, values: torch.Tensor,
+                             advantages: torch.Tensor, targets: torch.Tensor, value_coef: float, entropy_coef: float,
                              max_grad_norm: float) -> dict[str, float]:
-        """One gradient step on the actor-critic loss; the reported losses are those before the step.
+        """One gradient step on the actor-critic loss of rows whose log pi(a|s), entropy and V(s) carry gradient;
+        the reported losses are those before the step.
 
         loss = -mean(A * log pi(a|s)) + value_coef * 0.5 * mean((V(s) - target)^2) - entropy_coef * mean(H)
         """
-        logp, entropy_rows = self.log_prob_entropy(batch["obs"], batch["actions"])
-        policy_loss = -(batch["advantages"] * logp).mean()
-        value_loss = 0.5 * (self.critic(batch["obs"]).squeeze(1) - batch["targets"]).pow(2).mean()
-        entropy = entropy_rows.mean()
-        loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
+        policy_loss = -(advantages * logp).mean()
+        value_loss = 0.5 * (values - targets).pow(2).mean()
+        mean_entropy = entropy.mean()
+        loss = policy_loss + value_coef * value_loss - entropy_coef * mean_entropy
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_grad_norm)
         self.optimizer.step()
-        self.updates += 1
-        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item(),
-                "grad_norm": grad_norm.item(),
-                "explained_variance": explained_variance(batch["targets"], batch["values"])}
+        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": mean_entropy.item(),
+                "grad_norm": grad_norm.item(), "explained_variance": explained_variance(targets, values.detach())}
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         return self.actor.state_dict()
@@ -167,13 +169,6 @@ class ActorCritic:
         self.critic.load_state_dict(state["critic"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
-
-
-def concat(parts: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
-    """The rows of several chunks as one batch of tensors; ValueError if there is not one valid row."""
-    if sum(len(p["actions"]) for p in parts) == 0:
-        raise ValueError("update on an empty batch: no valid rows")
-    return {k: torch.from_numpy(np.concatenate([p[k] for p in parts])) for k in parts[0]}
 
 
 def explained_variance(targets: torch.Tensor, values: torch.Tensor) -> float:

@@ -28,5 +28,9 @@ class A2C(ActorCritic):
 
     def update(self, chunks: list[dict[str, np.ndarray]]) -> dict[str, float]:
         cfg = self.cfg
-        return self.policy_gradient_step(self.gae_batch(chunks, cfg.gamma, cfg.gae_lambda), cfg.value_coef,
-                                         cfg.entropy_coef, cfg.max_grad_norm)
+        batch = self.gae_batch(chunks, cfg.gamma, cfg.gae_lambda)
+        logp, entropy = self.log_prob_entropy(batch["obs"], batch["actions"])
+        info = self.policy_gradient_step(logp, entropy, self.critic(batch["obs"]).squeeze(1), batch["advantages"],
+                                         batch["targets"], cfg.value_coef, cfg.entropy_coef, cfg.max_grad_norm)
+        self.updates += 1
+        return info
