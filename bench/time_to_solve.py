@@ -1,14 +1,16 @@
 """Launch-to-solved time: rlfleet (full distributed stack) vs Stable-Baselines3 in one process, side by side.
 
   pip install -e '.[bench]'
-  python bench/time_to_solve.py [--algos dqn ppo] [--seeds 0 1 2] [--json bench/results/time_to_solve.json]
+  python bench/time_to_solve.py [--algos dqn ppo a2c impala] [--seeds 0 1 2] [--json bench/results/time_to_solve.json]
 
 Each run is a whole process timed from launch until it reports "solved": the mean return of 10 greedy
 episodes (10 envs, one episode each, evaluator/episodes.py for both) >= 475 on CartPole-v1. rlfleet evaluates
 every published policy version in its evaluator process; SB3 evaluates in-process every --sb3-eval-every env
-steps. Runs alternate rlfleet / SB3 per seed. Peak memory is the largest sum of PSS over the run's whole
-process tree, sampled every 0.5 s. SB3 uses the rl-zoo CartPole-v1 hyperparameters of each algorithm, as do
-rlfleet's configs/cartpole_dqn.yaml and configs/cartpole_ppo.yaml.
+steps. Runs are interleaved per seed (every algorithm, rlfleet then SB3), so drifts in machine load hit all
+alike. Peak memory is the largest sum of PSS over the run's whole process tree, sampled every 0.5 s. SB3 uses
+the rl-zoo CartPole-v1 hyperparameters of each algorithm, as do rlfleet's configs/cartpole_{dqn,ppo,a2c}.yaml.
+SB3 has no IMPALA: rlfleet's IMPALA (asynchronous collectors) is measured against rlfleet's synchronous PPO of
+the same benchmark run instead, and the script prints that ratio whenever both are run.
 
 Policy propagation (rlfleet): for each version N the learner publishes, the time from its "publishing policy
 vN" log line until every collector has logged "acting with policy vM", M >= N (all on one machine clock).
@@ -41,7 +43,12 @@ SB3_DQN_TIMESTEPS = 50_000
 SB3_PPO: dict[str, Any] = dict(n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
                                learning_rate=lambda f: f * 1e-3, clip_range=lambda f: f * 0.2)
 SB3_PPO_ENVS, SB3_PPO_TIMESTEPS = 8, 100_000
-CONFIGS = {"dqn": "configs/cartpole_dqn.yaml", "ppo": "configs/cartpole_ppo.yaml"}
+# rl-baselines3-zoo, hyperparams/a2c.yml, CartPole-v1: SB3's A2C defaults (n_steps 5, RMSprop lr 7e-4) but ent_coef
+SB3_A2C: dict[str, Any] = dict(ent_coef=0.0)
+SB3_A2C_ENVS, SB3_A2C_TIMESTEPS = 8, 500_000
+CONFIGS = {"dqn": "configs/cartpole_dqn.yaml", "ppo": "configs/cartpole_ppo.yaml", "a2c": "configs/cartpole_a2c.yaml",
+           "impala": "configs/cartpole_impala.yaml"}
+SB3_ALGOS = ("dqn", "ppo", "a2c")
 LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*(publishing|acting with) policy v(\d+)")
 
 
@@ -149,7 +156,7 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
     """Runs in its own process: train SB3, evaluate greedily every `eval_every` steps, print one JSON line
     with the time since `launched` (the parent's wall clock when it started this process)."""
     import torch
-    from stable_baselines3 import DQN, PPO
+    from stable_baselines3 import A2C, DQN, PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -180,6 +187,10 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
     if algo == "dqn":
         model = DQN("MlpPolicy", "CartPole-v1", seed=seed, device="cpu", **SB3_DQN)
         budget = SB3_DQN_TIMESTEPS
+    elif algo == "a2c":
+        env = make_vec_env("CartPole-v1", n_envs=SB3_A2C_ENVS, seed=seed)
+        model = A2C("MlpPolicy", env, seed=seed, device="cpu", **SB3_A2C)
+        budget = SB3_A2C_TIMESTEPS
     else:
         env = make_vec_env("CartPole-v1", n_envs=SB3_PPO_ENVS, seed=seed)
         model = PPO("MlpPolicy", env, seed=seed, device="cpu", **SB3_PPO)
@@ -228,9 +239,9 @@ def main() -> None:
         sb3_worker(args.algo, args.seed, args.sb3_eval_every, args.launched)
         return
     results = []
-    for algo in args.algos:
-        for seed in args.seeds:  # interleaved: A B A B, so drifts in machine load hit both alike
-            for system in ("rlfleet", "sb3"):
+    for seed in args.seeds:  # interleaved: A B A B, so drifts in machine load hit every run alike
+        for algo in args.algos:
+            for system in ("rlfleet", "sb3") if algo in SB3_ALGOS else ("rlfleet",):
                 r = (run_rlfleet(seed, algo, args.timeout) if system == "rlfleet"
                      else run_sb3(seed, algo, args.sb3_eval_every, args.timeout))
                 results.append(r)
@@ -241,7 +252,7 @@ def main() -> None:
     summary = {}
     for algo in args.algos:
         row: dict[str, Any] = {}
-        for system in ("rlfleet", "sb3"):
+        for system in ("rlfleet", "sb3") if algo in SB3_ALGOS else ("rlfleet",):
             runs = [r for r in results if r["system"] == system and r["algo"] == algo]
             times = [r["seconds"] for r in runs if r["solved"]]
             row[system] = {"solved": len(times), "runs": len(runs), "median_seconds": _median(times),
@@ -250,13 +261,19 @@ def main() -> None:
             print(f"{system:7} {algo}: solved {len(times)}/{len(runs)}, median {row[system]['median_seconds']:.1f}s, "
                   f"median env steps {row[system]['median_env_steps']:.0f}, "
                   f"peak PSS up to {row[system]['max_peak_pss_mib']:.0f} MiB")
-        row["ratio"] = row["rlfleet"]["median_seconds"] / row["sb3"]["median_seconds"]
+        if "sb3" in row:
+            row["ratio"] = row["rlfleet"]["median_seconds"] / row["sb3"]["median_seconds"]
+            print(f"ratio rlfleet / sb3 (median time to solve, {algo}): {row['ratio']:.2f}")
         delays = [d for r in results if r["system"] == "rlfleet" and r["algo"] == algo for d in r["propagation_ms"]]
         row["propagation_ms"] = {"versions": len(delays), "median": _median(delays), "p99": _p99(delays)}
-        print(f"ratio rlfleet / sb3 (median time to solve, {algo}): {row['ratio']:.2f}")
         print(f"policy propagation ({algo}, {len(delays)} versions): median {_median(delays):.0f} ms, "
               f"p99 {_p99(delays):.0f} ms")
         summary[algo] = row
+    if "impala" in summary and "ppo" in summary:
+        ratio = summary["impala"]["rlfleet"]["median_seconds"] / summary["ppo"]["rlfleet"]["median_seconds"]
+        summary["impala"]["ratio_to_ppo"] = ratio
+        print(f"ratio rlfleet impala / rlfleet ppo (median time to solve; asynchronous vs synchronous, <= 1 wanted): "
+              f"{ratio:.2f}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"summary": summary, "runs": results}, indent=2))
