@@ -73,6 +73,7 @@ class Steps:
 
 
 def clean(chunk: dict[str, np.ndarray], spaces: Spaces) -> Steps:
+    """The chunk's columns with invalid rows zeroed, and where each env column's episodes are cut."""
     valid = valid_rows(chunk)
     actions = masked(chunk["actions"], valid)
     check_actions(spaces, actions)

@@ -1,4 +1,4 @@
-"""V-trace (Espeholt et al. 2018, IMPALA, section 4): off-policy value targets and policy-gradient advantages
+"""V-trace (Espeholt et al. 2018, section 4): off-policy value targets and policy-gradient advantages
 for one chunk of T steps of N envs acted by a behaviour policy mu, learned by a target policy pi.
 
 With truncated importance weights rho_t = min(rho_bar, pi(a_t|x_t) / mu(a_t|x_t)) and
