@@ -1,7 +1,7 @@
 """Launch-to-solved time: rlfleet (full distributed stack) vs Stable-Baselines3 in one process, side by side.
 
   pip install -e '.[bench]'
-  python bench/time_to_solve.py [--algos dqn ppo sac] [--seeds 0 1 2] [--json bench/results/time_to_solve.json]
+  python bench/time_to_solve.py [--algos dqn ppo sac a2c impala] [--seeds 0 1 2] [--json out.json]
 
 Each run is a whole process timed from launch until it reports "solved", by the same rule on both sides: the
 mean return of 10 greedy validation episodes (10 envs, evaluator/episodes.py for both) reaches the env's
@@ -10,7 +10,9 @@ so far, and then 100 held-out test episodes on test seeds (shared/seeds.py) conf
 every published policy version in its evaluator process; SB3 validates in-process every --sb3-eval-every env
 steps (default: each algorithm's own, see CASES). Runs alternate rlfleet / SB3 per seed. Peak memory is the
 largest sum of PSS over the run's whole process tree, sampled every 0.5 s. SB3 uses the rl-zoo
-hyperparameters of each algorithm for its env, as do rlfleet's configs (CASES names them).
+hyperparameters of each algorithm for its env, as do rlfleet's configs (CASES names them). SB3 has no IMPALA:
+rlfleet's IMPALA (asynchronous collectors) is measured against rlfleet's synchronous PPO of the same benchmark
+run instead, and the script prints that ratio whenever both are run.
 
 Policy propagation (rlfleet): for each version N the learner publishes, the time from its "publishing policy
 vN" log line until every collector has logged "acting with policy vM", M >= N (all on one machine clock).
@@ -45,6 +47,9 @@ SB3_PPO_ENVS = 8
 # rl-baselines3-zoo, hyperparams/sac.yml, Pendulum-v1: SB3's defaults (batch 256, tau 0.005, 100 warm-up steps,
 # one gradient step per env step, 256x256 nets, auto entropy coefficient) with learning_rate 1e-3
 SB3_SAC: dict[str, Any] = dict(learning_rate=1e-3)
+# rl-baselines3-zoo, hyperparams/a2c.yml, CartPole-v1: SB3's A2C defaults (n_steps 5, RMSprop lr 7e-4), 8 envs
+SB3_A2C: dict[str, Any] = dict(ent_coef=0.0)
+SB3_A2C_ENVS = 8
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class Case:
     threshold: float
     sb3_timesteps: int  # SB3's budget: rl-zoo's n_timesteps, or more
     sb3_eval_every: int  # env steps between SB3's evaluations
+    sb3: bool = True  # SB3 has this algorithm
 
 
 # rlfleet's SAC publishes (and so is evaluated) every 100 updates; SB3 does one update per env step and is
@@ -63,6 +69,8 @@ CASES = {
     "dqn": Case("configs/cartpole_dqn.yaml", "CartPole-v1", 475.0, 50_000, 1000),
     "ppo": Case("configs/cartpole_ppo.yaml", "CartPole-v1", 475.0, 100_000, 1000),
     "sac": Case("configs/pendulum_sac.yaml", "Pendulum-v1", -200.0, 20_000, 100),
+    "a2c": Case("configs/cartpole_a2c.yaml", "CartPole-v1", 475.0, 500_000, 1000),
+    "impala": Case("configs/cartpole_impala.yaml", "CartPole-v1", 475.0, 0, 0, sb3=False),
 }
 LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*(publishing|acting with) policy v(\d+)")
 
@@ -171,7 +179,7 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
     """Runs in its own process: train SB3, evaluate greedily every `eval_every` steps, print one JSON line
     with the time since `launched` (the parent's wall clock when it started this process)."""
     import torch
-    from stable_baselines3 import DQN, PPO, SAC
+    from stable_baselines3 import A2C, DQN, PPO, SAC
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -217,6 +225,9 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
     elif algo == "ppo":
         env = make_vec_env(case.env_id, n_envs=SB3_PPO_ENVS, seed=seed)
         model = PPO("MlpPolicy", env, seed=seed, device="cpu", **SB3_PPO)
+    elif algo == "a2c":
+        env = make_vec_env(case.env_id, n_envs=SB3_A2C_ENVS, seed=seed)
+        model = A2C("MlpPolicy", env, seed=seed, device="cpu", **SB3_A2C)
     else:
         model = SAC("MlpPolicy", case.env_id, seed=seed, device="cpu", **SB3_SAC)
     model.learn(case.sb3_timesteps, callback=check)
@@ -266,7 +277,7 @@ def main() -> None:
     results = []
     for algo in args.algos:
         for seed in args.seeds:  # interleaved: A B A B, so drifts in machine load hit both alike
-            for system in ("rlfleet", "sb3"):
+            for system in ("rlfleet", "sb3") if CASES[algo].sb3 else ("rlfleet",):
                 r = (run_rlfleet(seed, algo, args.timeout) if system == "rlfleet"
                      else run_sb3(seed, algo, args.sb3_eval_every, args.timeout))
                 results.append(r)
@@ -277,7 +288,7 @@ def main() -> None:
     summary = {}
     for algo in args.algos:
         row: dict[str, Any] = {}
-        for system in ("rlfleet", "sb3"):
+        for system in ("rlfleet", "sb3") if CASES[algo].sb3 else ("rlfleet",):
             runs = [r for r in results if r["system"] == system and r["algo"] == algo]
             times = [r["seconds"] for r in runs if r["solved"]]
             row[system] = {"solved": len(times), "runs": len(runs), "median_seconds": _median(times),
@@ -286,13 +297,19 @@ def main() -> None:
             print(f"{system:7} {algo}: solved {len(times)}/{len(runs)}, median {row[system]['median_seconds']:.1f}s, "
                   f"median env steps {row[system]['median_env_steps']:.0f}, "
                   f"peak PSS up to {row[system]['max_peak_pss_mib']:.0f} MiB")
-        row["ratio"] = row["rlfleet"]["median_seconds"] / row["sb3"]["median_seconds"]
+        if "sb3" in row:
+            row["ratio"] = row["rlfleet"]["median_seconds"] / row["sb3"]["median_seconds"]
+            print(f"ratio rlfleet / sb3 (median time to solve, {algo}): {row['ratio']:.2f}")
         delays = [d for r in results if r["system"] == "rlfleet" and r["algo"] == algo for d in r["propagation_ms"]]
         row["propagation_ms"] = {"versions": len(delays), "median": _median(delays), "p99": _p99(delays)}
-        print(f"ratio rlfleet / sb3 (median time to solve, {algo}): {row['ratio']:.2f}")
         print(f"policy propagation ({algo}, {len(delays)} versions): median {_median(delays):.0f} ms, "
               f"p99 {_p99(delays):.0f} ms")
         summary[algo] = row
+    if "impala" in summary and "ppo" in summary:
+        ratio = summary["impala"]["rlfleet"]["median_seconds"] / summary["ppo"]["rlfleet"]["median_seconds"]
+        summary["impala"]["ratio_to_ppo"] = ratio
+        print(f"ratio rlfleet impala / rlfleet ppo (median time to solve; asynchronous vs synchronous, <= 1 wanted): "
+              f"{ratio:.2f}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"summary": summary, "runs": results}, indent=2))

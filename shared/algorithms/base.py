@@ -20,7 +20,7 @@ from pydantic import Field
 
 from shared.confbase import NetConfig, Strict
 from shared.manifest import Behaviour, Head
-from shared.spaces import Spaces
+from shared.spaces import BoxActions, MultiDiscreteActions, Spaces
 
 if TYPE_CHECKING:
     from shared.config import RunConfig
@@ -52,6 +52,21 @@ class ChunkParams(AlgoParams):
 
     report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 1
     checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 50
+
+
+def sampled_head(spaces: Spaces) -> Head:
+    """The head of a policy-gradient actor, which acts in any action space: a gaussian for Box actions, one
+    categorical per sub-action for MultiDiscrete, a categorical otherwise."""
+    if isinstance(spaces.action, BoxActions):
+        return "gaussian"
+    if isinstance(spaces.action, MultiDiscreteActions):
+        return "multi_categorical"
+    return "categorical"
+
+
+def sampling_behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
+    """Collectors of policy-gradient learners draw from the policy and record each action's log-prob."""
+    return Behaviour(head=sampled_head(spaces), sample=True)
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
-from shared.algorithms.base import AlgorithmSpec, ChunkParams
+from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
 from shared.confbase import NetConfig
-from shared.manifest import Behaviour, Head
-from shared.spaces import BoxActions, MultiDiscreteActions, Spaces
-
-if TYPE_CHECKING:
-    from shared.config import RunConfig
 
 
 class PPOParams(ChunkParams):
@@ -33,18 +28,6 @@ class PPOParams(ChunkParams):
     log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
 
 
-def _head(spaces: Spaces) -> Head:
-    if isinstance(spaces.action, BoxActions):
-        return "gaussian"
-    if isinstance(spaces.action, MultiDiscreteActions):
-        return "multi_categorical"
-    return "categorical"
-
-
-def _behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
-    return Behaviour(head=_head(spaces), sample=True)
-
-
 SPEC = AlgorithmSpec(name="ppo", summary="PPO, clipped surrogate, GAE; synchronous or bounded-lag",
-                     params=PPOParams, loop="chunks", learner="learner_worker.algorithms.ppo:PPO", head=_head,
-                     behaviour=_behaviour)
+                     params=PPOParams, loop="chunks", learner="learner_worker.algorithms.ppo:PPO", head=sampled_head,
+                     behaviour=sampling_behaviour)

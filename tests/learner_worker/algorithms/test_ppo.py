@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import time
 
 import gymnasium
@@ -16,44 +15,25 @@ from shared.algorithms.ppo import PPOParams
 from shared.confbase import NetConfig
 from shared.manifest import Behaviour
 from shared.nets import PolicyNet
+from tests.learner_worker.algorithms.chunks import (
+    N_ACTIONS,
+    OBS_DIM,
+    bandit_chunk,
+    garbage,
+    make_chunk,
+    params_equal,
+    roundtrip,
+)
 from tests.policies import PENDULUM, SAMPLING, flat_spaces
 
 torch.set_num_threads(1)
 
-OBS_DIM, N_ACTIONS = 4, 3
 KEYS = {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance", "grad_norm"}
 SMALL = PPOParams(net=NetConfig(hidden=(16, 16), activation="tanh"), epochs=3, minibatch_size=16)
 
 
 def make_ppo(cfg: PPOParams = SMALL, seed: int = 0) -> PPO:
     return PPO(flat_spaces(OBS_DIM, N_ACTIONS), cfg, SAMPLING, seed=seed)
-
-
-def make_chunk(seed: int, steps: int = 8, envs: int = 4, invalid: float = 0.0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    shape = (steps, envs)
-    return {
-        "obs": rng.normal(size=(*shape, OBS_DIM)).astype(np.float32),
-        "next_obs": rng.normal(size=(*shape, OBS_DIM)).astype(np.float32),
-        "actions": rng.integers(0, N_ACTIONS, shape).astype(np.int64),
-        "rewards": rng.normal(size=shape).astype(np.float32),
-        "terminated": rng.random(shape) < 0.1,
-        "truncated": rng.random(shape) < 0.05,
-        "valid": rng.random(shape) >= invalid,
-        "logp": np.log(rng.uniform(0.2, 0.5, shape)).astype(np.float32),
-    }
-
-
-def params_equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
-
-
-def roundtrip(state: dict) -> dict:
-    """The way a learner persists state: torch.save, then torch.load without pickle."""
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    buf.seek(0)
-    return torch.load(buf, weights_only=True)
 
 
 def test_update_returns_finite_metrics():
@@ -88,21 +68,6 @@ def test_single_valid_row_and_leftover_row_are_finite():
     assert all(np.isfinite(v) for v in ppo.update([make_chunk(2, steps=17, envs=1)]).values())
 
 
-def garbage(chunk: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
-    """The same chunk with every field of the invalid rows overwritten by nonsense."""
-    rng = np.random.default_rng(seed)
-    out = {k: v.copy() for k, v in chunk.items()}
-    bad = ~chunk["valid"]
-    out["obs"][bad] = rng.choice([np.nan, np.inf, 1e30], size=(int(bad.sum()), OBS_DIM))
-    out["next_obs"][bad] = np.nan
-    out["actions"][bad] = rng.integers(-100, 100, int(bad.sum()))
-    out["rewards"][bad] = rng.choice([np.nan, -np.inf, 1e30], size=int(bad.sum()))
-    out["terminated"][bad] = rng.random(int(bad.sum())) < 0.5
-    out["truncated"][bad] = rng.random(int(bad.sum())) < 0.5
-    out["logp"][bad] = rng.choice([np.nan, 50.0, -1e9], size=int(bad.sum()))
-    return out
-
-
 def test_invalid_rows_do_not_influence_the_update():
     chunks = [make_chunk(s, steps=10, envs=4, invalid=0.25) for s in range(3)]
     assert all((~c["valid"]).any() for c in chunks)
@@ -124,7 +89,7 @@ def test_an_invalid_step_cuts_the_advantage_of_the_step_before():
     chunk["truncated"][:] = False
     chunk["valid"][:] = True
     chunk["valid"][2] = False
-    rows = ppo._chunk_rows(chunk)
+    rows = ppo.gae_rows(chunk, ppo.cfg.gamma, ppo.cfg.gae_lambda)
     with torch.no_grad():
         v = ppo.critic(torch.from_numpy(chunk["obs"][:, 0])).squeeze(1).numpy()
         nv = ppo.critic(torch.from_numpy(chunk["next_obs"][:, 0])).squeeze(1).numpy()
@@ -166,18 +131,6 @@ def test_state_load_roundtrip_reproduces_training():
     assert params_equal(first.actor, second.actor) and params_equal(first.critic, second.critic)
 
 
-def bandit_chunk(ppo: PPO, rng: np.random.Generator, envs: int = 64) -> dict[str, np.ndarray]:
-    """One step per episode: the obs is a one-hot context, reward 1 when the action equals the context."""
-    context = rng.integers(0, 2, envs)
-    obs = np.eye(2, dtype=np.float32)[context][None]
-    actor = build_actor(ppo.manifest(), {k: v.numpy() for k, v in ppo.policy_state().items()})
-    decision = actor.act(obs[0], explore=True, rng=rng)
-    rewards = (decision.actions == context).astype(np.float32)[None]
-    done = np.ones((1, envs), bool)
-    return {"obs": obs, "next_obs": np.zeros_like(obs), "actions": decision.actions[None], "rewards": rewards,
-            "terminated": done, "truncated": ~done, "valid": done, "logp": decision.logp[None]}
-
-
 def test_contextual_bandit_learns_the_right_action():
     cfg = PPOParams(net=NetConfig(hidden=(16,), activation="tanh"), epochs=4, minibatch_size=32, learning_rate=3e-3)
     ppo = PPO(flat_spaces(2, 2), cfg, SAMPLING, seed=0)
@@ -214,7 +167,7 @@ def test_losses_match_the_clipped_surrogate_by_hand():
     ppo = make_ppo(cfg, 0)
     chunk = make_chunk(5, steps=16, envs=4, invalid=0.2)
     chunk["logp"] = np.log(np.random.default_rng(1).uniform(0.05, 0.9, chunk["logp"].shape)).astype(np.float32)
-    rows = ppo._chunk_rows(chunk)
+    rows = ppo.gae_rows(chunk, ppo.cfg.gamma, ppo.cfg.gae_lambda)
     with torch.no_grad():
         logp_all = torch.log_softmax(ppo.actor(torch.from_numpy(rows["obs"])), dim=1).numpy().astype(np.float64)
         values = ppo.critic(torch.from_numpy(rows["obs"])).squeeze(1).numpy()
@@ -312,7 +265,7 @@ def test_gaussian_policy_loss_matches_a_hand_computation():
     ppo = PPO(PENDULUM, cfg, Behaviour(head="gaussian", sample=True), seed=0)
     assert ppo.manifest().head == "gaussian"
     chunk = gaussian_chunk(1)
-    rows = ppo._chunk_rows(chunk)
+    rows = ppo.gae_rows(chunk, ppo.cfg.gamma, ppo.cfg.gae_lambda)
     with torch.no_grad():
         mean = ppo.actor(torch.from_numpy(rows["obs"]))
         dist = torch.distributions.Normal(mean, torch.full_like(mean, np.exp(-0.3)))

@@ -1,0 +1,180 @@
+"""What the chunk-loop learners share: a published actor and a private critic, and clean chunks to train on.
+
+Separate actor and critic: the actor is the policy file collectors act with, so it must be a plain
+`PolicyNet(manifest)`; the critic is a `Network` with one output that never leaves the learner.
+
+Invalid steps (`valid=False`, the env raised) never reach a loss. `clean` zeroes their rows before any
+network sees them, so garbage there (NaN, out-of-range actions) cannot leak through NaN * 0, and marks them
+as cuts on both sides: an invalid step is an episode end, and so is the valid step just before it, whose
+return is then bootstrapped from its own (real) next observation instead of reading the invalid step's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from learner_worker.device import to_device
+from learner_worker.distributions import log_prob_entropy
+from learner_worker.gae import gae
+from shared.confbase import NetConfig
+from shared.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.nets import Network, PolicyNet
+from shared.spaces import DiscreteActions, MultiDiscreteActions, Spaces
+
+CPU = torch.device("cpu")
+LOG_RATIO_LIMIT = 20.0  # exp(88) overflows float32: a wildly stale logp must not turn the loss into inf/NaN
+
+
+def valid_rows(chunk: dict[str, np.ndarray]) -> np.ndarray:
+    """The chunk's `valid` flags, [T, N]; the reader already checked every column against the schema."""
+    valid = np.asarray(chunk["valid"], bool)
+    if valid.ndim != 2:
+        raise ValueError(f"valid must be [T, N], got shape {valid.shape}")
+    return valid
+
+
+def masked(arr: np.ndarray, valid: np.ndarray, fill: float | int = 0) -> np.ndarray:
+    """`arr` [T, N, ...] with the rows of invalid steps replaced by `fill` (garbage never reaches a network)."""
+    return np.where(valid.reshape(valid.shape + (1,) * (arr.ndim - 2)), arr, fill).astype(arr.dtype)
+
+
+def check_actions(spaces: Spaces, actions: np.ndarray) -> None:
+    """Discrete actions outside the space would index past the logits: refuse the batch instead."""
+    action = spaces.action
+    high = (np.asarray(action.nvec) if isinstance(action, MultiDiscreteActions)
+            else action.n if isinstance(action, DiscreteActions) else None)
+    if high is not None and actions.size and ((actions < 0).any() or (actions >= high).any()):
+        raise ValueError("actions outside the action space in valid rows")
+
+
+@dataclass(frozen=True)
+class Steps:
+    """One chunk, [T, N, ...], with invalid rows zeroed. `terminated`: no bootstrap; `ends`: no successor in
+    this column (terminated, truncated, invalid, or just before an invalid step)."""
+
+    obs: np.ndarray
+    next_obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    logp: np.ndarray
+    terminated: np.ndarray
+    ends: np.ndarray
+    valid: np.ndarray
+
+    @staticmethod
+    def flat(arr: np.ndarray) -> np.ndarray:
+        """[T, N, ...] -> [T * N, ...] in (t, env) order."""
+        return arr.reshape(-1, *arr.shape[2:])
+
+    def rows(self, arr: np.ndarray) -> np.ndarray:
+        """The valid rows of a [T, N, ...] array, flattened in (t, env) order."""
+        return self.flat(arr)[self.valid.reshape(-1)]
+
+
+def clean(chunk: dict[str, np.ndarray], spaces: Spaces) -> Steps:
+    """The chunk's columns with invalid rows zeroed, and where each env column's episodes are cut."""
+    valid = valid_rows(chunk)
+    actions = masked(chunk["actions"], valid)
+    check_actions(spaces, actions)
+    before_invalid = np.zeros_like(valid)
+    before_invalid[:-1] = ~valid[1:]
+    terminated = np.asarray(chunk["terminated"], bool)
+    ends = terminated | np.asarray(chunk["truncated"], bool) | ~valid | before_invalid
+    return Steps(obs=masked(chunk["obs"], valid), next_obs=masked(chunk["next_obs"], valid), actions=actions,
+                 rewards=np.where(valid, chunk["rewards"], 0.0), logp=masked(chunk["logp"], valid),
+                 terminated=terminated & valid, ends=ends, valid=valid)
+
+
+class ActorCritic:
+    """The networks, their checkpointed state and the published policy; subclasses add `optimizer` and
+    `update`."""
+
+    optimizer: torch.optim.Optimizer
+
+    def __init__(self, spaces: Spaces, net: NetConfig, behaviour: Behaviour, seed: int,
+                 log_std_init: float, device: torch.device = CPU) -> None:
+        torch.manual_seed(seed)
+        self.spaces, self.device = spaces, device
+        encoder = default_encoder(spaces.obs)
+        self._manifest = PolicyManifest(spaces=spaces, encoder=encoder, net=net, head=behaviour.head)
+        self.actor = PolicyNet(self._manifest).to(device)
+        if behaviour.head == "gaussian":
+            with torch.no_grad():
+                self.actor.log_std.fill_(log_std_init)
+        self.critic = Network(spaces.obs, encoder, net, 1).to(device)
+        self.params = [*self.actor.parameters(), *self.critic.parameters()]
+        self.updates = 0
+        self.td_abs = None
+
+    def values(self, obs: np.ndarray) -> np.ndarray:
+        """Critic outputs for [T, N, *obs] observations, as a [T, N] float64 array (no gradient)."""
+        steps, envs = obs.shape[:2]
+        with torch.no_grad():
+            out = self.critic(to_device(obs.reshape(steps * envs, *obs.shape[2:]), self.device))
+        return out.squeeze(1).cpu().numpy().astype(np.float64).reshape(steps, envs)
+
+    def log_prob_entropy(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log pi(a|s), entropy) of the current actor per row, with gradient."""
+        return log_prob_entropy(self._manifest.head, self.spaces, self.actor(obs),
+                                getattr(self.actor, "log_std", None), actions)
+
+    def gae_rows(self, chunk: dict[str, np.ndarray], gamma: float, lam: float) -> dict[str, np.ndarray]:
+        """GAE with the current critic for one chunk; flat arrays of its valid rows only."""
+        steps = clean(chunk, self.spaces)
+        values = self.values(steps.obs)
+        advantages, targets = gae(steps.rewards, values, self.values(steps.next_obs), steps.terminated,
+                                  steps.ends, gamma, lam)
+        return {"obs": steps.rows(steps.obs), "actions": steps.rows(steps.actions), "logp": steps.rows(steps.logp),
+                "advantages": steps.rows(advantages), "targets": steps.rows(targets),
+                "values": steps.rows(values).astype(np.float32)}
+
+    def gae_batch(self, chunks: list[dict[str, np.ndarray]], gamma: float, lam: float) -> dict[str, torch.Tensor]:
+        """`gae_rows` of every chunk (they may differ in T and N), concatenated; ValueError without a valid row."""
+        parts = [self.gae_rows(c, gamma, lam) for c in chunks]
+        if sum(len(p["actions"]) for p in parts) == 0:
+            raise ValueError("update on an empty batch: no valid rows")
+        return {k: to_device(np.concatenate([p[k] for p in parts]), self.device) for k in parts[0]}
+
+    def policy_gradient_step(self, logp: torch.Tensor, entropy: torch.Tensor, values: torch.Tensor,
+                             advantages: torch.Tensor, targets: torch.Tensor, value_coef: float, entropy_coef: float,
+                             max_grad_norm: float) -> dict[str, float]:
+        """One gradient step on the actor-critic loss of rows whose log pi(a|s), entropy and V(s) carry gradient;
+        the reported losses are those before the step.
+
+        loss = -mean(A * log pi(a|s)) + value_coef * 0.5 * mean((V(s) - target)^2) - entropy_coef * mean(H)
+        """
+        policy_loss = -(advantages * logp).mean()
+        value_loss = 0.5 * (values - targets).pow(2).mean()
+        mean_entropy = entropy.mean()
+        loss = policy_loss + value_coef * value_loss - entropy_coef * mean_entropy
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_grad_norm)
+        self.optimizer.step()
+        return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": mean_entropy.item(),
+                "grad_norm": grad_norm.item(), "explained_variance": explained_variance(targets, values.detach())}
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        return self.actor.state_dict()
+
+    def manifest(self) -> PolicyManifest:
+        return self._manifest
+
+    def state(self) -> dict:
+        return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+
+    def load(self, state: dict) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])
+
+
+def explained_variance(targets: torch.Tensor, values: torch.Tensor) -> float:
+    """1 - Var(targets - values) / Var(targets): how much of the return the critic predicted (0 if constant)."""
+    target_var = targets.var(correction=0).item()
+    return 0.0 if target_var == 0 else 1.0 - (targets - values).var(correction=0).item() / target_var

@@ -1,0 +1,35 @@
+"""A2C's registry entry: synchronous advantage actor-critic, one gradient step per batch of fresh chunks."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
+from shared.confbase import NetConfig
+
+
+class A2CParams(ChunkParams):
+    """Defaults are Stable-Baselines3's A2C ones, which rl-zoo keeps for CartPole-v1 (with ent_coef 0):
+    RMSprop, lambda = 1 (n-step returns within the chunk), no advantage normalisation. One update is cheap,
+    so learn-info reports and checkpoints come less often than the chunk loop's defaults."""
+
+    name: Literal["a2c"] = "a2c"
+    net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh")
+    report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 10
+    checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 500
+    learning_rate: Annotated[float, Field(gt=0)] = 7e-4
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    gae_lambda: Annotated[float, Field(ge=0, le=1, description="1: n-step returns to the chunk's end")] = 1.0
+    value_coef: Annotated[float, Field(ge=0)] = 0.5
+    entropy_coef: Annotated[float, Field(ge=0)] = 0.0
+    max_grad_norm: Annotated[float, Field(gt=0)] = 0.5
+    rmsprop_alpha: Annotated[float, Field(gt=0, lt=1, description="RMSprop's smoothing constant")] = 0.99
+    rmsprop_eps: Annotated[float, Field(gt=0)] = 1e-5
+    log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
+
+
+SPEC = AlgorithmSpec(name="a2c", summary="A2C, n-step/GAE advantages, one RMSprop step per batch; synchronous",
+                     params=A2CParams, loop="chunks", learner="learner_worker.algorithms.a2c:A2C", head=sampled_head,
+                     behaviour=sampling_behaviour)

@@ -1,0 +1,37 @@
+"""IMPALA's registry entry: actor-critic with V-trace off-policy correction, for asynchronous collectors."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
+from shared.confbase import NetConfig
+
+
+class ImpalaParams(ChunkParams):
+    """Defaults follow the paper: rho_bar = c_bar = 1, one gradient step per batch, gradients clipped at a norm
+    of 40 (configs/cartpole_impala.yaml tunes them for CartPole). One update is cheap, so learn-info reports
+    and checkpoints come less often than the chunk loop's defaults."""
+
+    name: Literal["impala"] = "impala"
+    net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh")
+    report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 10
+    checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 500
+    learning_rate: Annotated[float, Field(gt=0)] = 1e-3
+    epochs: Annotated[int, Field(ge=1, le=100, description=(
+        "gradient steps per batch, each after re-running V-trace with the updated networks"))] = 1
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    rho_bar: Annotated[float, Field(gt=0, description="truncation of the importance weights in the TD errors")] = 1.0
+    c_bar: Annotated[float, Field(gt=0, description="truncation of the trace coefficients (how far back)")] = 1.0
+    vtrace_lambda: Annotated[float, Field(ge=0, le=1, description="scales every trace coefficient c")] = 1.0
+    value_coef: Annotated[float, Field(ge=0)] = 0.5
+    entropy_coef: Annotated[float, Field(ge=0)] = 0.01
+    max_grad_norm: Annotated[float, Field(gt=0)] = 40.0
+    log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
+
+
+SPEC = AlgorithmSpec(name="impala", summary="IMPALA, V-trace corrected actor-critic; asynchronous, bounded lag",
+                     params=ImpalaParams, loop="chunks", learner="learner_worker.algorithms.impala:Impala",
+                     head=sampled_head, behaviour=sampling_behaviour)

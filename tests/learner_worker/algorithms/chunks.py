@@ -1,0 +1,67 @@
+"""Chunks and checks shared by the tests of the chunk-loop learners (PPO, A2C, IMPALA)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import torch
+
+from learner_worker.actor_critic import ActorCritic
+from shared.actors import build_actor
+
+OBS_DIM, N_ACTIONS = 4, 3
+
+
+def make_chunk(seed: int, steps: int = 8, envs: int = 4, invalid: float = 0.0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shape = (steps, envs)
+    return {
+        "obs": rng.normal(size=(*shape, OBS_DIM)).astype(np.float32),
+        "next_obs": rng.normal(size=(*shape, OBS_DIM)).astype(np.float32),
+        "actions": rng.integers(0, N_ACTIONS, shape).astype(np.int64),
+        "rewards": rng.normal(size=shape).astype(np.float32),
+        "terminated": rng.random(shape) < 0.1,
+        "truncated": rng.random(shape) < 0.05,
+        "valid": rng.random(shape) >= invalid,
+        "logp": np.log(rng.uniform(0.2, 0.5, shape)).astype(np.float32),
+    }
+
+
+def params_equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def roundtrip(state: dict) -> dict:
+    """The way a learner persists state: torch.save, then torch.load without pickle."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    buf.seek(0)
+    return torch.load(buf, weights_only=True)
+
+
+def garbage(chunk: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """The same chunk with every field of the invalid rows overwritten by nonsense."""
+    rng = np.random.default_rng(seed)
+    out = {k: v.copy() for k, v in chunk.items()}
+    bad = ~chunk["valid"]
+    out["obs"][bad] = rng.choice([np.nan, np.inf, 1e30], size=(int(bad.sum()), OBS_DIM))
+    out["next_obs"][bad] = np.nan
+    out["actions"][bad] = rng.integers(-100, 100, int(bad.sum()))
+    out["rewards"][bad] = rng.choice([np.nan, -np.inf, 1e30], size=int(bad.sum()))
+    out["terminated"][bad] = rng.random(int(bad.sum())) < 0.5
+    out["truncated"][bad] = rng.random(int(bad.sum())) < 0.5
+    out["logp"][bad] = rng.choice([np.nan, 50.0, -1e9], size=int(bad.sum()))
+    return out
+
+
+def bandit_chunk(learner: ActorCritic, rng: np.random.Generator, envs: int = 64) -> dict[str, np.ndarray]:
+    """One step per episode: the obs is a one-hot context, reward 1 when the action equals the context."""
+    context = rng.integers(0, 2, envs)
+    obs = np.eye(2, dtype=np.float32)[context][None]
+    actor = build_actor(learner.manifest(), {k: v.numpy() for k, v in learner.policy_state().items()})
+    decision = actor.act(obs[0], explore=True, rng=rng)
+    rewards = (decision.actions == context).astype(np.float32)[None]
+    done = np.ones((1, envs), bool)
+    return {"obs": obs, "next_obs": np.zeros_like(obs), "actions": decision.actions[None], "rewards": rewards,
+            "terminated": done, "truncated": ~done, "valid": done, "logp": decision.logp[None]}
