@@ -125,13 +125,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--updates", type=int, default=200)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--algos", nargs="+", choices=sorted(REGISTRY), default=sorted(REGISTRY))
     args = parser.parse_args()
     torch.set_num_threads(1)  # as a learner service runs
     devices = ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
     print(f"torch {torch.__version__}; devices: {devices}"
           + (f" ({torch.cuda.get_device_name(0)})" if "cuda" in devices else ""))
     rows, failures = [], []
-    for name in sorted(REGISTRY):
+    for name in args.algos:
         for label, spaces in SPACES.items():
             results = {}
             for device in devices:
