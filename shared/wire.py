@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from shared.algorithms import AlgoConfig
 from shared.config import (
@@ -22,26 +22,59 @@ from shared.config import (
     SamplingUnit,
 )
 from shared.hooks import HooksFailed
-from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
+from shared.ids import ID_PATTERN
 from shared.manifest import Behaviour
 from shared.spaces import Spaces
 
-Id = Annotated[str, Field(pattern=ID_PATTERN, description="identifier (see each field for who issues it)")]
-RequestId = Annotated[str, Field(pattern=ID_PATTERN, description=(
-    "client-generated id of this request; a retry with the same id gets the first reply and changes nothing"))]
-PayloadPath = Annotated[str, Field(pattern=PAYLOAD_PATH_PATTERN, description="path relative to the store root")]
-Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN, description="lower-case hex sha256 of the file")]
-Count = Annotated[int, Field(ge=0, le=2**53)]
-# Returns are bounded so means and std-devs over them stay finite (1e308 + 1e308 would be inf).
-Return = Annotated[float, Field(ge=-1e12, le=1e12, description="undiscounted episode return")]
-WorkerKind = Literal["collector", "learner", "evaluator"]
-FlatIndex = Annotated[int, Field(ge=0, le=2**31 - 1)]
-EntryId = Annotated[int, Field(ge=0, le=2**62, description="unique id of a buffer item (never reused)")]
-RunState = Literal["running", "solved", "budget_exhausted", "stopped", "failed"]
-
-
-class Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+# Re-exported: services import every wire model and field type from this one module.
+from shared.wire_base import (
+    Count as Count,
+)
+from shared.wire_base import (
+    EntryId as EntryId,
+)
+from shared.wire_base import (
+    FlatIndex as FlatIndex,
+)
+from shared.wire_base import (
+    Id as Id,
+)
+from shared.wire_base import (
+    PayloadPath as PayloadPath,
+)
+from shared.wire_base import (
+    RequestId as RequestId,
+)
+from shared.wire_base import (
+    Return as Return,
+)
+from shared.wire_base import (
+    RunState as RunState,
+)
+from shared.wire_base import (
+    Sha256 as Sha256,
+)
+from shared.wire_base import (
+    Wire as Wire,
+)
+from shared.wire_base import (
+    WorkerKind as WorkerKind,
+)
+from shared.wire_evaluations import (
+    EvaluationReport as EvaluationReport,
+)
+from shared.wire_evaluations import (
+    EvaluationResult as EvaluationResult,
+)
+from shared.wire_evaluations import (
+    HoldoutReport as HoldoutReport,
+)
+from shared.wire_evaluations import (
+    HoldoutResult as HoldoutResult,
+)
+from shared.wire_evaluations import (
+    Seed as Seed,
+)
 
 
 class ErrorBody(Wire):
@@ -248,61 +281,6 @@ class PolicyPublish(Wire):
     worker_id: Id
     policy: PolicyRef
     iteration: Count
-
-
-Seed = Annotated[int, Field(ge=0, lt=2**96, description="base seed of the vector env (env i: seed + i; see "
-                                                        "shared/seeds.py)")]
-
-
-class EvaluationReport(Wire):
-    """A validation: `evaluation.episodes` greedy episodes of one policy version on validation seeds."""
-
-    worker_id: Id
-    request_id: RequestId | None = None
-    policy_version: Annotated[int, Field(ge=1)]
-    returns: Annotated[list[Return], Field(min_length=1, max_length=10_000)]
-    lengths: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=10_000)]
-    seed: Seed | None = None
-
-
-class EvaluationResult(Wire):
-    policy_version: int
-    mean: float
-    std: float
-    episodes: int
-    env_steps: Count = Field(description="run env steps when the evaluation was reported")
-    wall_seconds: float
-    iteration: Count = Field(0, description="learner updates when the evaluation was reported")
-    seed: Seed | None = None
-    solved: bool = Field(description="the validation reached the threshold (the run is solved only once a "
-                                     "held-out test confirms it)")
-    test_requested: bool = Field(False, description="the evaluator is to run the held-out test of this version "
-                                                    "now (at most one test is in flight)")
-
-
-class HoldoutReport(Wire):
-    """A held-out test: `evaluation.test_episodes` greedy episodes of the requested version on test seeds."""
-
-    worker_id: Id
-    request_id: RequestId | None = None
-    policy_version: Annotated[int, Field(ge=1)]
-    returns: Annotated[list[Return], Field(min_length=1, max_length=100_000)]
-    lengths: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=100_000)]
-    seed: Seed | None = None
-
-
-class HoldoutResult(Wire):
-    policy_version: int
-    mean: float
-    std: float
-    ci95: tuple[float, float] = Field(description="95% confidence interval of the mean (normal approximation)")
-    episodes: int
-    validation_mean: float = Field(description="the validation that made this version a candidate")
-    env_steps: Count
-    wall_seconds: float
-    iteration: Count = 0
-    seed: Seed | None = None
-    confirmed: bool = Field(description="the test's mean reached the threshold: the run is solved")
 
 
 class Ack(Wire):
