@@ -1,11 +1,12 @@
 """Validations, held-out tests and the solve rule: evaluators report episodes; the judge decides 'solved'.
 
 A validation (every policy version, `evaluation.episodes` episodes on validation seeds) only nominates: when
-it reaches the threshold, beats every candidate tested so far, and no test is in flight, the reply asks the
-evaluator to run the held-out test of that version (`evaluation.test_episodes` on test seeds, disjoint from
-every training and validation seed). The run is solved only when such a test's mean reaches the threshold;
-a test that falls short is counted as a rejected validation pass and training goes on. So a lucky 10-episode
-validation can no longer end a run, and at most one test runs at a time: tests never starve training.
+it reaches the threshold, beats the test score of every candidate tested so far, and no test is in flight,
+the reply asks the evaluator to run the held-out test of that version (`evaluation.test_episodes` on test
+seeds, disjoint from every training and validation seed). The run is solved only when such a test's mean
+reaches the threshold; a test that falls short is counted as a rejected validation pass and training goes on.
+So a lucky 10-episode validation can no longer end a run, and at most one test runs at a time (in the
+evaluator's process, never the learner's): tests never starve training.
 
 Reports must hold exactly the configured number of episodes, of a published version (a test: of the version
 asked for); a retried report (same request id) gets the first result and is counted once. Validations are
@@ -66,7 +67,10 @@ class Judge:
         if self.pending is not None and not alive(self.pending[2]):
             self.pending = None  # its evaluator died mid-test: the candidate may be nominated again
         passes = mean >= self.threshold
-        tested = max((t.validation_mean for t in self.tests), default=-math.inf)
+        # Measured by their tests, not by the validations that nominated them: a lucky validation must not
+        # lock out every later candidate (measured: one -116 validation of a -202 policy kept Pendulum's
+        # -170 policies from ever being tested until the budget ran out).
+        tested = max((t.mean for t in self.tests), default=-math.inf)
         request = passes and self.pending is None and self.confirmed is None and mean > tested
         result = EvaluationResult(
             policy_version=report.policy_version, mean=mean, std=std, episodes=len(report.returns),
