@@ -56,7 +56,8 @@ def _solved(data_dir: Path, *args: str, config: str = "configs/cartpole_dqn.yaml
     test = summary["confirmed_by"]  # confirmed on 100 held-out episodes, not by a lucky validation
     assert test["confirmed"] and test["episodes"] == 100 and test["mean"] >= 475
     score = json.loads((_run_dir(data_dir) / "best" / "score.json").read_text())
-    assert score["test"] == test and score["validation"]["policy_version"] == test["policy_version"]
+    assert score["test"]["policy_version"] == score["validation"]["policy_version"] == test["policy_version"]
+    assert score["test"]["mean"] == pytest.approx(test["mean"]) and score["test"]["episodes"] == 100
     print(f"solved: {summary['env_steps']} env steps, {summary['wall_seconds']:.1f}s, "
           f"{summary['tests_rejected']} validation passes rejected")
     return summary
