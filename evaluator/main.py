@@ -88,6 +88,8 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             test = report(session, "/v1/tests", HoldoutResult, HoldoutReport, ref.version, returns, lengths, seed)
             log.info("policy v%d: held-out test %.1f ± %.1f over %d episodes (95%% CI %.1f .. %.1f): %s", ref.version,
                      test.mean, test.std, test.episodes, *test.ci95, "confirmed" if test.confirmed else "rejected")
+            if test.confirmed:
+                return  # the run is solved: a later, luckier validation must not replace the confirmed best/
 
 
 R = TypeVar("R", EvaluationResult, HoldoutResult)
