@@ -14,6 +14,9 @@ hyperparameters of each algorithm for its env, as do rlfleet's configs (CASES na
 rlfleet's IMPALA (asynchronous collectors) is measured against rlfleet's synchronous PPO of the same benchmark
 run instead, and the script prints that ratio whenever both are run.
 
+Every solved rlfleet run is then re-tested independently with `rlfleet test` (100 more greedy episodes on a
+seed block none of the run used); both sides report how many validation passes their test rejected.
+
 Policy propagation (rlfleet): for each version N the learner publishes, the time from its "publishing policy
 vN" log line until every collector has logged "acting with policy vM", M >= N (all on one machine clock).
 """
@@ -168,11 +171,25 @@ def run_rlfleet(seed: int, algo: str, timeout: float) -> dict:
             if time.monotonic() - t0 > timeout:
                 proc.kill()
         proc.wait()
+        peak = memory.stop()
         solved = seconds is not None and proc.returncode == 0
-        delays = [d for run in (Path(tmp) / "runs").iterdir() for d in propagation_ms(run / "logs")]
+        (run_dir,) = (Path(tmp) / "runs").iterdir()
+        summary = json.loads((run_dir / "summary.json").read_text()) if solved else {}
         return {"system": "rlfleet", "algo": algo, "seed": seed, "solved": solved,
-                "seconds": seconds, "env_steps": steps, "peak_pss_mib": memory.stop(),
-                "propagation_ms": delays, "tail": "".join(lines[-3:])}
+                "seconds": seconds, "env_steps": steps, "peak_pss_mib": peak,
+                "rejected": summary.get("tests_rejected"), "retest": retest(run_dir) if solved else None,
+                "propagation_ms": propagation_ms(run_dir / "logs"), "tail": "".join(lines[-3:])}
+
+
+def retest(run_dir: Path) -> dict:
+    """`rlfleet test` on the run's best policy after the run: 100 more greedy episodes on a seed block that
+    neither the run's training, validation nor its own test used (shared/seeds.py, RETEST_TASK)."""
+    out = run_dir / "retest.json"
+    subprocess.run([sys.executable, "-m", "launcher", "test", str(run_dir), "--json", str(out)], cwd=REPO,
+                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    report = json.loads(out.read_text())
+    return {"mean": report["mean"], "ci95": report["ci95"], "episodes": report["episodes"],
+            "solved": report["solved"]}
 
 
 def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
@@ -199,6 +216,7 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
             self.solved_at: tuple[float, int] | None = None
             self.next_eval = eval_every
             self.best_tested = float("-inf")
+            self.rejected = 0
 
         def _mean(self, mode: Mode, counter: int, episodes: int) -> float:
             model = self.model
@@ -217,6 +235,7 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
             if self._mean("test", self.num_timesteps, 100) >= case.threshold:
                 self.solved_at = (time.time() - launched, self.num_timesteps)
                 return False
+            self.rejected += 1
             return True
 
     check = SolveCheck()
@@ -232,7 +251,7 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
         model = SAC("MlpPolicy", case.env_id, seed=seed, device="cpu", **SB3_SAC)
     model.learn(case.sb3_timesteps, callback=check)
     seconds, steps = check.solved_at if check.solved_at else (None, case.sb3_timesteps)
-    print(json.dumps({"seconds": seconds, "env_steps": steps}))
+    print(json.dumps({"seconds": seconds, "env_steps": steps, "rejected": check.rejected}))
 
 
 def run_sb3(seed: int, algo: str, eval_every: int | None, timeout: float) -> dict:
@@ -244,10 +263,10 @@ def run_sb3(seed: int, algo: str, eval_every: int | None, timeout: float) -> dic
     memory.start()
     out, err = proc.communicate(timeout=timeout)
     lines = out.strip().splitlines()
-    result = json.loads(lines[-1]) if lines else {"seconds": None, "env_steps": None}
+    result = json.loads(lines[-1]) if lines else {"seconds": None, "env_steps": None, "rejected": None}
     solved = result["seconds"] is not None
     return {"system": "sb3", "algo": algo, "seed": seed, "solved": solved, "seconds": result["seconds"],
-            "env_steps": result["env_steps"], "peak_pss_mib": memory.stop(),
+            "env_steps": result["env_steps"], "rejected": result["rejected"], "peak_pss_mib": memory.stop(),
             "tail": "" if solved else err[-300:]}
 
 
@@ -282,7 +301,12 @@ def main() -> None:
                      else run_sb3(seed, algo, args.sb3_eval_every, args.timeout))
                 results.append(r)
                 shown = f"{r['seconds']:.1f}s" if r["solved"] else "NOT SOLVED"
+                again = r.get("retest")
+                held = "" if again is None else (
+                    f", re-test {again['mean']:.1f} [{again['ci95'][0]:.1f}, {again['ci95'][1]:.1f}] over "
+                    f"{again['episodes']} episodes: {'holds' if again['solved'] else 'DOES NOT HOLD'}")
                 print(f"seed {seed} {r['system']:7} {algo}: {shown}, {r['env_steps']} env steps, "
+                      f"{r['rejected']} validation passes rejected by the test{held}, "
                       f"peak PSS {r['peak_pss_mib']:.0f} MiB", flush=True)
     print()
     summary = {}
@@ -291,12 +315,17 @@ def main() -> None:
         for system in ("rlfleet", "sb3") if CASES[algo].sb3 else ("rlfleet",):
             runs = [r for r in results if r["system"] == system and r["algo"] == algo]
             times = [r["seconds"] for r in runs if r["solved"]]
+            retests = [r["retest"] for r in runs if r.get("retest")]
             row[system] = {"solved": len(times), "runs": len(runs), "median_seconds": _median(times),
+                           "rejected": [r["rejected"] for r in runs],
+                           "retests_holding": sum(t["solved"] for t in retests) if system == "rlfleet" else None,
                            "median_env_steps": _median([r["env_steps"] for r in runs if r["solved"]]),
                            "max_peak_pss_mib": max((r["peak_pss_mib"] for r in runs), default=float("nan"))}
             print(f"{system:7} {algo}: solved {len(times)}/{len(runs)}, median {row[system]['median_seconds']:.1f}s, "
                   f"median env steps {row[system]['median_env_steps']:.0f}, "
-                  f"peak PSS up to {row[system]['max_peak_pss_mib']:.0f} MiB")
+                  f"peak PSS up to {row[system]['max_peak_pss_mib']:.0f} MiB, validation passes rejected per run "
+                  f"{row[system]['rejected']}" + ("" if system != "rlfleet" else
+                                                  f", re-tests holding {row[system]['retests_holding']}/{len(times)}"))
         if "sb3" in row:
             row["ratio"] = row["rlfleet"]["median_seconds"] / row["sb3"]["median_seconds"]
             print(f"ratio rlfleet / sb3 (median time to solve, {algo}): {row['ratio']:.2f}")
