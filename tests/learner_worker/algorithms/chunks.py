@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -53,6 +54,20 @@ def garbage(chunk: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
     out["truncated"][bad] = rng.random(int(bad.sum())) < 0.5
     out["logp"][bad] = rng.choice([np.nan, 50.0, -1e9], size=int(bad.sum()))
     return out
+
+
+def assert_invalid_rows_ignored(make: Callable[[], ActorCritic]) -> None:
+    """Two learners built alike, one updated on chunks and one on the same chunks with nonsense (NaN, inf,
+    out-of-range actions) in their invalid rows, must report the same finite losses and end with the same
+    weights: invalid rows are padding, never data."""
+    chunks = [make_chunk(s, steps=10, envs=4, invalid=0.25) for s in range(3)]
+    assert all((~c["valid"]).any() for c in chunks)
+    first, second = make(), make()
+    info_a = first.update(chunks)
+    info_b = second.update([garbage(c, seed=i) for i, c in enumerate(chunks)])
+    assert info_a == info_b
+    assert all(np.isfinite(v) for v in info_b.values())
+    assert params_equal(first.actor, second.actor) and params_equal(first.critic, second.critic)
 
 
 def bandit_chunk(learner: ActorCritic, rng: np.random.Generator, envs: int = 64) -> dict[str, np.ndarray]:
