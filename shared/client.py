@@ -1,7 +1,10 @@
 """The workers' HTTP client: bounded retries with backoff, typed replies, and errors that say what to fix.
 
 Transient failures (connection refused, timeouts, 5xx, 429, an unparseable reply) are retried with
-exponential backoff and jitter until `max_unavailable_seconds` have passed; a 4xx is final and raised as
+exponential backoff and jitter until `max_unavailable_seconds` have passed (a refused connection, which
+costs the host nothing, is retried quickly for the first REFUSED_QUICK_TRIES tries: a worker started beside a
+coordinator that is still importing registers as soon as it listens, while a fleet facing a longer outage
+still spreads out); a 4xx is final and raised as
 CoordinatorRejected carrying the coordinator's message. Because every mutating request carries a
 client-generated id, retrying after a timeout can never double-count.
 """
@@ -19,6 +22,9 @@ from pydantic import BaseModel, ValidationError
 
 log = logging.getLogger(__name__)
 R = TypeVar("R", bound=BaseModel)
+REFUSED = "ConnectError"  # how a failed connect is described in the retry log and the final error
+REFUSED_RETRY_MAX = 0.25  # seconds (before jitter); nothing listens yet: a retry is a SYN and a RST, not a request
+REFUSED_QUICK_TRIES = 20  # about 5 s of them, a coordinator's start-up; a longer outage backs off as usual
 
 
 class CoordinatorUnavailable(RuntimeError):
@@ -76,7 +82,8 @@ class CoordinatorClient:
                     f"{method} {path}: {problem}; gave up after {self.max_unavailable_seconds:.0f}s "
                     f"({attempt} attempts). Check RLFLEET_COORDINATOR_URL and that the coordinator is running."
                 )
-            delay = min(5.0, 0.05 * 2 ** min(attempt, 10)) * (0.5 + random.random())
+            quick = problem.startswith(REFUSED) and attempt <= REFUSED_QUICK_TRIES
+            delay = min(REFUSED_RETRY_MAX if quick else 5.0, 0.05 * 2 ** min(attempt, 10)) * (0.5 + random.random())
             log.debug("%s %s failed (%s); retry %d in %.2fs", method, path, problem, attempt, delay)
             if self.stop_event.wait(delay):
                 raise Stopped(f"{method} {path}: stopped while retrying ({problem})")
@@ -99,6 +106,8 @@ class CoordinatorClient:
         """One try: the parsed reply, or a string describing a transient failure. 4xx raises."""
         try:
             resp = self._http.request(method, path, content=content, headers=headers)
+        except httpx.ConnectError as exc:
+            return f"{REFUSED}: {exc}"
         except (httpx.TransportError, httpx.DecodingError) as exc:
             return f"{type(exc).__name__}: {exc}"
         if resp.status_code == 429 or resp.status_code >= 500:

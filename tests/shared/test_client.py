@@ -11,6 +11,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
+from shared import client as client_module
 from shared.client import CoordinatorClient, CoordinatorRejected, CoordinatorUnavailable, Stopped
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -305,3 +306,38 @@ def test_poll_failure_reads_as_no_change_without_retrying(
     rec = Recorder([failure])
     assert make_client(rec).poll("/x", Pong, '"v1"') == (None, '"v1"')
     assert len(rec.requests) == 1
+
+
+class DelayLog(threading.Event):
+    """A stop event that records each backoff instead of sleeping through it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delays: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.delays.append(float(timeout or 0.0))
+        return False
+
+
+@pytest.mark.parametrize(("failure", "quick"), [(httpx.ConnectError("refused"), True),
+                                                (httpx.ReadTimeout("slow"), False), (httpx.Response(503), False)])
+def test_a_refused_connection_is_retried_quickly_only_while_the_coordinator_may_be_starting(
+    make_client: Callable[..., CoordinatorClient], monkeypatch: pytest.MonkeyPatch,
+    failure: httpx.Response | Exception, quick: bool,
+) -> None:
+    """Workers start beside the coordinator: while nothing listens, each retry is cheap, so they come back within
+    REFUSED_RETRY_MAX (plus jitter) for about its start-up; a server that answers badly, or a longer outage,
+    gets the exponential backoff that spreads a fleet out."""
+    monkeypatch.setattr("shared.client.random.random", lambda: 1.0)  # the longest jitter: x 1.5
+    stop = DelayLog()
+    tries = client_module.REFUSED_QUICK_TRIES + 5
+    client = make_client(Recorder([failure] * tries, then=OK), stop_event=stop, max_unavailable_seconds=3600)
+    assert client.call("GET", "/x", Pong).value == 42
+    assert len(stop.delays) == tries
+    first = stop.delays[:client_module.REFUSED_QUICK_TRIES]
+    if quick:
+        assert max(first) <= client_module.REFUSED_RETRY_MAX * 1.5
+    else:
+        assert max(first) == 5.0 * 1.5
+    assert stop.delays[-1] == 5.0 * 1.5  # past the start-up window, every failure backs off fully
