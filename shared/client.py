@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 log = logging.getLogger(__name__)
 R = TypeVar("R", bound=BaseModel)
-REFUSED = "ConnectError"  # how a failed connect is described in the retry log and the final error
+REFUSED = httpx.ConnectError.__name__  # how `_attempt` describes a failed connect
 REFUSED_RETRY_MAX = 0.25  # seconds (before jitter); nothing listens yet: a retry is a SYN and a RST, not a request
 REFUSED_QUICK_TRIES = 20  # about 5 s of them, a coordinator's start-up; a longer outage backs off as usual
 
@@ -106,8 +106,6 @@ class CoordinatorClient:
         """One try: the parsed reply, or a string describing a transient failure. 4xx raises."""
         try:
             resp = self._http.request(method, path, content=content, headers=headers)
-        except httpx.ConnectError as exc:
-            return f"{REFUSED}: {exc}"
         except (httpx.TransportError, httpx.DecodingError) as exc:
             return f"{type(exc).__name__}: {exc}"
         if resp.status_code == 429 or resp.status_code >= 500:
