@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -13,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from coordinator.errors import CoordinatorError
+from coordinator.fastpath import FastPath
 from coordinator.gcpacing import GcPacing
 from coordinator.journal import Journal
 from coordinator.metrics import MetricsRecorder
@@ -139,3 +141,10 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
         return _error(exc.status_code, code, str(exc.detail), getattr(exc, "headers", None))
 
     return app
+
+
+def serve_app(settings: CoordinatorSettings | None = None) -> Any:
+    """The ASGI app the server runs: the FastAPI app behind the heartbeat and health fast path (when on)."""
+    settings = settings or CoordinatorSettings()
+    app = create_app(settings)
+    return FastPath(app, settings.max_body_bytes) if settings.fast_path else app

@@ -58,15 +58,16 @@ def coordinator() -> None:
     """Serve the coordinator (settings from RLFLEET_* variables; see coordinator/settings.py)."""
     import uvicorn
 
-    from coordinator.main import create_app
+    from coordinator.main import serve_app
     from coordinator.settings import CoordinatorSettings
 
     _logging()
     settings = CoordinatorSettings()
-    # uvloop + httptools (uvicorn's "auto" picks them) and no access log: per-request CPU is what limits a fleet
-    # of a thousand collectors on one core; the backlog takes a whole fleet reconnecting at once.
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
-                access_log=False, backlog=4096, timeout_graceful_shutdown=10)
+    # uvloop + httptools (uvicorn's "auto" picks them), no access log and no proxy-headers layer (nothing reads
+    # the client's address): per-request CPU is what limits a fleet of a thousand collectors on one core; the
+    # backlog takes a whole fleet reconnecting at once.
+    uvicorn.run(serve_app(settings), host=settings.host, port=settings.port, log_level="warning",
+                access_log=False, proxy_headers=False, backlog=4096, timeout_graceful_shutdown=10)
 
 
 @app.command()
