@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -24,7 +25,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 Statement = tuple[str, tuple[Any, ...]]
-META_UPSERT = "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value"
+_META_UPSERT = "INSERT INTO meta (key, value) VALUES {rows} ON CONFLICT(key) DO UPDATE SET value=excluded.value"
+_INSERT = re.compile(r"(INSERT (?:OR REPLACE )?INTO [^(]+\([^)]*\) VALUES )(\([^)]*\))")
+_MAX_PARAMS = 30_000  # below SQLite's default limit of 32,766 bound parameters per statement
 
 
 class JournalFailed(RuntimeError):
@@ -72,13 +75,15 @@ class GroupCommitter:
                 failed.set_exception(JournalFailed(f"journal unavailable: {self._failure or 'closed'}"))
                 return failed
             group = self._open
+            idle = not (group.statements or group.meta)  # else the writer was woken for this group already
             group.statements.extend(statements)
             if meta:
                 group.meta.update(meta)
             if after is not None:
                 group.after.append(after)
             self.submissions += 1
-            self._cond.notify()
+            if idle:
+                self._cond.notify()
             return group.future
 
     def barrier(self) -> Future[None]:
@@ -144,12 +149,16 @@ class GroupCommitter:
                 _fail(group.future, error)
 
     def _commit(self, group: _Group) -> BaseException | None:
-        meta = [(META_UPSERT, (k, json.dumps(v))) for k, v in group.meta.items()]
+        statements = merged(group.statements)
+        if group.meta:
+            rows = ", ".join(["(?, ?)"] * len(group.meta))
+            statements.append((_META_UPSERT.format(rows=rows),
+                               tuple(x for k, v in group.meta.items() for x in (k, json.dumps(v)))))
         try:
             with self._db_lock:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
-                    for sql, args in group.statements + meta:
+                    for sql, args in statements:
                         self._db.execute(sql, args)
                     self._db.execute("COMMIT")
                 except BaseException:
@@ -159,6 +168,28 @@ class GroupCommitter:
         except Exception as exc:  # any failure to commit is reported to every waiter, never swallowed
             return exc
         return None
+
+
+def merged(statements: list[Statement]) -> list[Statement]:
+    """The same effects in fewer statements: each run of consecutive single-row INSERTs of one form (same SQL)
+    becomes multi-row INSERTs, in order. Anything else is kept as it is."""
+    out: list[Statement] = []
+    i = 0
+    while i < len(statements):
+        sql, args = statements[i]
+        match = _INSERT.fullmatch(sql)
+        j = i + 1
+        if match is not None and args:
+            limit = max(1, _MAX_PARAMS // len(args))
+            while j < len(statements) and j - i < limit and statements[j][0] == sql:
+                j += 1
+        if j - i == 1:
+            out.append((sql, args))
+        else:
+            head, row = match.groups()  # type: ignore[union-attr]  # j > i + 1 only where it matched
+            out.append((head + ", ".join([row] * (j - i)), tuple(x for _, a in statements[i:j] for x in a)))
+        i = j
+    return out
 
 
 def _fail(future: Future[None], error: BaseException) -> None:

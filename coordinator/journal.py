@@ -181,8 +181,11 @@ def chunk_row(entry: Entry, base_id: int, initial_leaf: float, worker_id: str, a
              worker_id, acked_at))
 
 
-def chunks_gone(entries: list[Entry]) -> list[Statement]:
-    return [("UPDATE chunks SET in_buffer=0 WHERE chunk_id=?", (e.chunk_id,)) for e in entries]
+def chunks_gone(entries: list[Entry], per_statement: int = 500) -> list[Statement]:
+    """One statement per `per_statement` chunks (each statement costs the writer a GIL hand-off)."""
+    ids = [e.chunk_id for e in entries]
+    return [(f"UPDATE chunks SET in_buffer=0 WHERE chunk_id IN ({', '.join(['?'] * len(part))})", tuple(part))
+            for part in (ids[i:i + per_statement] for i in range(0, len(ids), per_statement))]
 
 
 def chunks_forgotten(acked_before: float) -> Statement:

@@ -143,3 +143,39 @@ def test_actions_after_a_commit_run_before_its_waiters_are_released_and_never_af
     with pytest.raises(JournalFailed):
         failed.result(timeout=5)
     assert done == ["ok"]
+
+
+def _apply(statements: list[tuple[str, tuple[object, ...]]]) -> list[list[tuple[object, ...]]]:
+    db = sqlite3.connect(":memory:")
+    db.executescript(jr.SCHEMA)
+    for sql, args in statements:
+        db.execute(sql, args)
+    return [db.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall() for table in ("chunks", "tasks", "workers")]
+
+
+def test_merged_statements_have_the_same_effect_in_fewer_executions() -> None:
+    from coordinator.committer import merged
+    from coordinator.replay.buffer import Entry
+
+    entries = [Entry(f"c{i:04d}", f"chunks/t/c{i:04d}.msgpack", f"{i:064x}", 8, 0, 2, (1, 5), (0,)) for i in range(40)]
+    statements = [jr.chunk_row(e, 8 * i, 1.0, "w", 1.5) for i, e in enumerate(entries[:25])]
+    statements += [jr.task_row("t-1", "collector", 1, 0), jr.task_row("t-1", "collector", 1, 1)]  # order matters
+    statements += jr.chunks_gone(entries[:7], per_statement=3)
+    statements += [jr.worker_row("w", "collector", "host", "t-1", 0, None)]
+    statements += [jr.chunk_row(e, 8 * i, 1.0, "w", 1.5) for i, e in enumerate(entries[25:])]
+    statements += jr.worker_removed("w")
+    out = merged(statements)
+    assert _apply(out) == _apply(statements)
+    # 25 chunk rows -> 1, two task rows -> 1, 7 gone in 3s -> 3, a worker row, 15 chunk rows -> 1, two deletes
+    assert len(out) == 1 + 1 + 3 + 1 + 1 + 2
+    tasks = _apply(out)[1]
+    assert tasks == [("t-1", "collector", 1, 1)]  # the later INSERT OR REPLACE still wins
+
+
+def test_merged_keeps_each_statement_under_the_bound_parameter_limit() -> None:
+    from coordinator.committer import _MAX_PARAMS, merged
+
+    statements = [jr.task_row(f"t-{i}", "collector", i, 0) for i in range(20_000)]
+    out = merged(statements)
+    assert all(len(args) <= _MAX_PARAMS for _, args in out) and len(out) == -(-20_000 * 4 // _MAX_PARAMS)
+    assert _apply(out) == _apply(statements)
