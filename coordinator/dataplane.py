@@ -35,11 +35,6 @@ class Change:
     gone: list[Entry] = field(default_factory=list)
     replay: ReplayRecord | None = None
 
-    def merge(self, other: Change) -> None:
-        """Fold another ingest's change into this one (no replay records: ingest never writes one)."""
-        self.statements += other.statements
-        self.gone += other.gone
-
 
 class DataPlane:
     def __init__(self, config: RunConfig, idempotency_seconds: float, max_ids: int) -> None:
@@ -64,23 +59,28 @@ class DataPlane:
         self.recent_returns: deque[float] = deque(maxlen=100)
 
     # ----- ingest ------------------------------------------------------------------------------------------
-    def ingest(self, report: ChunkReport, latest_version: int, acked_at: float) -> Change:
-        """Acknowledge a checked, new chunk: count it, add it to the buffer, drop what fell out."""
-        self.ledger.add(report.chunk_id, report.sha256, acked_at)
-        self.chunks += 1
-        self.env_steps += report.env_steps
-        self.episodes += len(report.episodes)
-        self.env_errors += report.env_errors
-        self.recent_returns.extend(ep.ret for ep in report.episodes)
-        entry = Entry(report.chunk_id, report.payload_path, report.sha256, report.env_steps, report.policy_version,
-                      report.num_envs, tuple(report.ends), tuple(report.fresh_columns))
-        self.lag.ingested(latest_version - report.policy_version)
-        chunk, gone = self.buffer.add(entry)
+    def ingest(self, reports: list[ChunkReport], latest_version: int, acked_at: float) -> Change:
+        """Acknowledge checked, new chunks: count them, add them to the buffer (one pass for all), drop what fell
+        out."""
+        entries = []
+        for report in reports:
+            self.ledger.add(report.chunk_id, report.sha256, acked_at)
+            self.chunks += 1
+            self.env_steps += report.env_steps
+            self.episodes += len(report.episodes)
+            self.env_errors += report.env_errors
+            self.recent_returns.extend(ep.ret for ep in report.episodes)
+            entries.append(Entry(report.chunk_id, report.payload_path, report.sha256, report.env_steps,
+                                 report.policy_version, report.num_envs, tuple(report.ends),
+                                 tuple(report.fresh_columns)))
+            self.lag.ingested(latest_version - report.policy_version)
+            self.limiter.inserted += report.env_steps
+            self.producers[report.chunk_id] = report.worker_id
+        added, gone = self.buffer.add_many(entries)
         gone += self.buffer.remove_stale(latest_version, self.config.max_staleness)
-        self.limiter.inserted += report.env_steps
-        self.producers[entry.chunk_id] = report.worker_id
-        return self._forget(Change([jr.chunk_row(entry, chunk.base_id, chunk.initial_leaf, report.worker_id,
-                                                 acked_at)], gone))
+        rows = [jr.chunk_row(c.entry, c.base_id, c.initial_leaf, r.worker_id, acked_at)
+                for c, r in zip(added, reports, strict=True)]
+        return self._forget(Change(rows, gone))
 
     def _forget(self, change: Change) -> Change:
         for entry in change.gone:

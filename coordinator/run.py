@@ -98,7 +98,7 @@ class Run(RunCore):
     def _ingest_sized(self, report: ChunkReport, size: int | None | StorePathError) -> ChunkAck:
         fresh = self.admit(report, size)
         if fresh:
-            self.accept(self.data.ingest(report, self.policies.latest_version, self.wall_clock()))
+            self.accept(self.data.ingest([report], self.policies.latest_version, self.wall_clock()))
         return ChunkAck(chunk_id=report.chunk_id, duplicate=not fresh, directive=self.directive("collector"))
 
     async def ingest_one(self, report: ChunkReport) -> ChunkAck:
@@ -109,18 +109,26 @@ class Run(RunCore):
         """Each report on its own terms; one thread hop for all payload sizes, one journal submission (and one
         component snapshot) for all accepted chunks, one settle."""
         sizes = await self._payload_sizes(reports)
-        results, accepted = [], Change()
+        results: list[ChunkVerdict] = []
+        fresh: dict[str, ChunkReport] = {}
         for report, size in zip(reports, sizes, strict=True):
             try:
-                fresh = self.admit(report, size)
-                if fresh:
-                    accepted.merge(self.data.ingest(report, self.policies.latest_version, self.wall_clock()))
-                results.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=not fresh))
+                known = fresh.get(report.chunk_id)
+                if known is not None:  # a repeat within the batch: a retry of a report this batch acknowledges
+                    if known.sha256 != report.sha256:
+                        raise Conflict(f"chunk {report.chunk_id!r} appears twice in the batch with different "
+                                       "content")
+                    self.data.duplicate_chunks += 1
+                    results.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=True))
+                    continue
+                if self.admit(report, size):
+                    fresh[report.chunk_id] = report
+                results.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=report.chunk_id not in fresh))
             except CoordinatorError as exc:
                 results.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=False, error=exc.code,
                                             message=exc.message))
-        if accepted.statements:
-            self.accept(accepted)
+        if fresh:
+            self.accept(self.data.ingest(list(fresh.values()), self.policies.latest_version, self.wall_clock()))
         await self.settle()
         return ChunkBatchAck(results=results, directive=self.directive("collector"))
 

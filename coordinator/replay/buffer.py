@@ -94,8 +94,7 @@ class ReplayBuffer:
         return self.max_priority ** self.replay.alpha if self.prioritized else 1.0
 
     # ----- insertion and removal --------------------------------------------------------------------------
-    def add(self, entry: Entry, initial_leaf: float | None = None) -> tuple[Chunk, list[Entry]]:
-        """Write a chunk's rows at the ring head; return its record and the chunks that fell out."""
+    def _check(self, entry: Entry) -> None:
         rows = entry.transitions
         if entry.chunk_id in self.by_id:
             raise ValueError(f"chunk {entry.chunk_id!r} is already in buffer {self.buffer_id!r}")
@@ -104,6 +103,65 @@ class ReplayBuffer:
                              f"{self.capacity} transitions")
         if entry.ends and (min(entry.ends) < 0 or max(entry.ends) >= rows):  # checked before anything changes
             raise ValueError(f"chunk {entry.chunk_id!r}: episode ends must be row indices below {rows}")
+
+    def add_many(self, entries: list[Entry]) -> tuple[list[Chunk], list[Entry]]:
+        """`add` each entry in order, with one pass of the array and sum-tree work over all their rows (a chunk
+        batch of 16 reports costs about what one did). The same state results as adding them one by one."""
+        total = sum(e.transitions for e in entries)
+        if len(entries) < 2 or total > self.capacity:  # a later chunk would overwrite an earlier one of the batch
+            added, gone = [], []
+            for e in entries:
+                chunk, out = self.add(e)
+                added.append(chunk)
+                gone += out
+            return added, gone
+        for e in entries:
+            self._check(e)
+        if len({e.chunk_id for e in entries}) < len(entries):
+            raise ValueError("a chunk id appears twice in one batch")
+        slots = (self.head + np.arange(total)) % self.capacity
+        gone = self._overwrite(slots, refresh_tree=False)  # the tree.set over all of `slots` below refreshes it
+        leaf = self.new_leaf
+        self.ids[slots] = self.head + np.arange(total)
+        self.length[slots] = 0
+        self.uses[slots] = 0
+        keys = np.empty(total, np.int32)
+        leaves = np.zeros(total) if self.tree is not None else None
+        added, offset = [], 0
+        for e in entries:
+            rows = e.transitions
+            chunk = Chunk(e, self._next_key, self.head + offset, leaf, rows, 0)
+            self._next_key += 1
+            keys[offset:offset + rows] = chunk.key
+            starts, lengths = chunk_items(self.sampling.unit, rows // e.num_envs, e.num_envs, list(e.ends),
+                                          list(e.fresh_columns), self.sampling)
+            self.length[slots[offset + starts]] = lengths
+            if leaves is not None:
+                leaves[offset + starts] = leaf
+            else:
+                self.queue.update(dict.fromkeys(slots[offset + starts].tolist()))
+            chunk.live_items = len(starts)
+            self.items += len(starts)
+            self.item_steps += int(lengths.sum())
+            self.chunks[chunk.key] = chunk
+            self.by_id[e.chunk_id] = chunk
+            added.append(chunk)
+            offset += rows
+        self.chunk_key[slots] = keys
+        if self.tree is not None and leaves is not None:
+            self.tree.set(slots, leaves)
+        self.transitions += total
+        self.head += total
+        for chunk in added:
+            if chunk.live_items == 0:  # e.g. no whole episode inside: nothing to serve, keep nothing
+                self.unservable += 1
+                gone.append(self.drop(chunk))
+        return added, gone
+
+    def add(self, entry: Entry, initial_leaf: float | None = None) -> tuple[Chunk, list[Entry]]:
+        """Write a chunk's rows at the ring head; return its record and the chunks that fell out."""
+        self._check(entry)
+        rows = entry.transitions
         slots = (self.head + np.arange(rows)) % self.capacity
         gone = self._overwrite(slots, refresh_tree=False)  # the tree.set over all of `slots` below refreshes it
         leaf = self.new_leaf if initial_leaf is None else initial_leaf

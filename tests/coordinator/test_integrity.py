@@ -174,6 +174,17 @@ def test_a_batch_accepts_and_refuses_each_report_on_its_own(fleet: Fleet) -> Non
     assert fleet.status()["env_steps"] == ROWS
 
 
+def test_a_batch_of_fresh_chunks_is_taken_in_whole_and_a_changed_repeat_is_a_conflict(fleet: Fleet) -> None:
+    reports = [fleet.report() for _ in range(5)]
+    changed = {**reports[1], "sha256": "f" * 64}
+    resp = fleet.post("collector", "/v1/chunk-batches", {"reports": [*reports, changed]})
+    assert resp.status_code == 200, resp.text
+    verdicts = resp.json()["results"]
+    assert [(v["duplicate"], v["error"]) for v in verdicts] == [(False, None)] * 5 + [(False, "conflict")]
+    status = fleet.status()
+    assert status["env_steps"] == 5 * ROWS and status["chunks"] == 5 and status["buffers"][0]["chunks"] == 5
+
+
 # ----- corruption is reported, not hidden -------------------------------------------------------------------
 def test_a_corrupt_chunk_leaves_the_buffer_and_a_worker_that_keeps_sending_them_is_flagged(fleet: Fleet) -> None:
     reports = [fleet.report() for _ in range(4)]

@@ -890,3 +890,43 @@ def test_the_model_and_the_recount_can_fail() -> None:
     buf.length[buf.ids == 2] = 0                    # corrupt: drop an item the model still has
     with pytest.raises(AssertionError):
         assert_consistent(buf)
+
+
+def _state(buf: ReplayBuffer) -> tuple[Any, ...]:
+    tree = None if buf.tree is None else (leaves(buf).tolist(), round(buf.tree.total, 9))
+    chunks = {k: (c.entry, c.base_id, c.initial_leaf, c.live_rows, c.live_items) for k, c in buf.chunks.items()}
+    return (buf.ids.tolist(), buf.chunk_key.tolist(), buf.length.tolist(), buf.uses.tolist(), tree, list(buf.queue),
+            chunks, buf.head, buf.transitions, buf.items, buf.item_steps, buf.evicted_chunks, buf.unservable)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(unit=st.sampled_from(["transition", "sequence", "episode", "chunk"]),
+       sampler=st.sampled_from(["uniform", "prioritized", "fifo"]), capacity=st.integers(16, 120),
+       seed=st.integers(0, 2**16))
+def test_add_many_leaves_the_state_adding_one_by_one_would(unit: str, sampler: str, capacity: int, seed: int) -> None:
+    options: dict[str, Any] = {"sequence_length": 2} if unit == "sequence" else {}
+    batched, single = (make_buffer(capacity, unit=unit, sampler=sampler, **options) for _ in range(2))
+    gen = np.random.default_rng(seed)
+    n = 0
+    for _ in range(8):
+        batch = []
+        for _ in range(int(gen.integers(1, 6))):
+            envs = int(gen.integers(1, 3))
+            rows = envs * int(gen.integers(1, 9))
+            ends = gen.choice(rows, size=int(gen.integers(0, rows + 1)), replace=False).tolist()
+            batch.append(entry(f"c{n}", rows, num_envs=envs, ends=ends, fresh=range(envs)))
+            n += 1
+        added, gone = batched.add_many(batch)
+        one_by_one = [single.add(e) for e in batch]
+        assert [c.entry for c in added] == batch
+        assert sorted(ids_of(gone)) == sorted(ids_of([e for _, out in one_by_one for e in out]))
+        assert _state(batched) == _state(single)
+    assert_consistent(batched)
+
+
+def test_add_many_refuses_a_batch_that_repeats_a_chunk_id_before_changing_anything() -> None:
+    buf = make_buffer(64)
+    before = _state(buf)
+    with pytest.raises(ValueError, match="twice"):
+        buf.add_many([entry("a", 4), entry("a", 4)])
+    assert _state(buf) == before
