@@ -409,6 +409,22 @@ def test_object_store_settings_come_from_the_overlay(base: list[Obj], overlay: l
         assert env_values(overlay, workload(overlay, component))["RLFLEET_STORE_URL"] == store["RLFLEET_STORE_URL"]
 
 
+@pytest.mark.parametrize("render", ["base", "overlay"])
+def test_store_settings_pass_the_services_own_check(render: str, request: pytest.FixtureRequest) -> None:
+    """What each service checks at start (bucket name, endpoint form, a region where there is no endpoint)."""
+    try:
+        from shared.stores import StoreSettings  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        pytest.skip("the object store (shared/stores.py) is not on this branch yet")
+    objs: list[Obj] = request.getfixturevalue(render)
+    for component in ("coordinator", *WORKERS):
+        values = env_values(objs, workload(objs, component))
+        settings = StoreSettings(store_url=values["RLFLEET_STORE_URL"],
+                                 s3_endpoint_url=values.get("RLFLEET_S3_ENDPOINT_URL", ""))
+        target = settings.store_target(environ=values)
+        assert target is not None and target.bucket
+
+
 # ----- images, namespace, hardening --------------------------------------------------------------------------
 def test_overlay_pins_the_image_and_namespace(overlay: list[Obj], custom: list[Obj]) -> None:
     example = yaml.safe_load((DEPLOY / "overlays" / "example" / "kustomization.yaml").read_text())
