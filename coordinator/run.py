@@ -12,7 +12,7 @@ import logging
 import numpy as np
 
 from coordinator.dataplane import Change
-from coordinator.errors import Conflict, CoordinatorError, Invalid
+from coordinator.errors import Conflict, Invalid
 from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS, RunCore
 from coordinator.status import build_status
 from shared.store import StorePathError
@@ -21,7 +21,6 @@ from shared.wire import (
     ChunkAck,
     ChunkBatchAck,
     ChunkReport,
-    ChunkVerdict,
     ClaimResponse,
     CorruptAck,
     CorruptReport,
@@ -106,29 +105,8 @@ class Run(RunCore):
         return await self.settled(self._ingest_sized(report, size))
 
     async def ingest_batch(self, reports: list[ChunkReport]) -> ChunkBatchAck:
-        """Each report on its own terms; one thread hop for all payload sizes, one journal submission (and one
-        component snapshot) for all accepted chunks, one settle."""
-        sizes = await self._payload_sizes(reports)
-        results: list[ChunkVerdict] = []
-        fresh: dict[str, ChunkReport] = {}
-        for report, size in zip(reports, sizes, strict=True):
-            try:
-                known = fresh.get(report.chunk_id)
-                if known is not None:  # a repeat within the batch: a retry of a report this batch acknowledges
-                    if known.sha256 != report.sha256:
-                        raise Conflict(f"chunk {report.chunk_id!r} appears twice in the batch with different "
-                                       "content")
-                    self.data.duplicate_chunks += 1
-                    results.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=True))
-                    continue
-                if self.admit(report, size):
-                    fresh[report.chunk_id] = report
-                results.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=report.chunk_id not in fresh))
-            except CoordinatorError as exc:
-                results.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=False, error=exc.code,
-                                            message=exc.message))
-        if fresh:
-            self.accept(self.data.ingest(list(fresh.values()), self.policies.latest_version, self.wall_clock()))
+        """Each report on its own terms (`take_in`); one thread hop for all payload sizes, one settle."""
+        results = self.take_in(reports, await self._payload_sizes(reports))
         await self.settle()
         return ChunkBatchAck(results=results, directive=self.directive("collector"))
 

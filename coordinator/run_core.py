@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from coordinator import journal as jr
 from coordinator.committer import JournalFailed, Statement
 from coordinator.dataplane import BUFFER_ID, Change, DataPlane
-from coordinator.errors import Invalid, JournalUnavailable, TaskNotHeld, WorkerFlagged
+from coordinator.errors import Conflict, CoordinatorError, Invalid, JournalUnavailable, TaskNotHeld, WorkerFlagged
 from coordinator.fleet import Fleet
 from coordinator.ingest import check_report
 from coordinator.journal import FORMAT, Journal, Snapshot
@@ -37,6 +37,7 @@ from shared.seeds import base_seed
 from shared.store import LocalStore, StorePathError
 from shared.wire import (
     ChunkReport,
+    ChunkVerdict,
     CollectorTask,
     Directive,
     EvaluatorTask,
@@ -273,6 +274,32 @@ class RunCore:
         if size != report.size_bytes:
             raise Invalid(f"payload {report.payload_path!r} has {size} bytes, report says {report.size_bytes}")
         return True
+
+    def take_in(self, reports: list[ChunkReport], sizes: list[int | None | StorePathError]) -> list[ChunkVerdict]:
+        """Admit each report of a batch on its own terms, then take every fresh chunk in with one buffer pass and
+        one journal submission (one component snapshot). A repeat within the batch is a retry of a report the
+        batch acknowledges (a conflict if its content differs)."""
+        verdicts: list[ChunkVerdict] = []
+        fresh: dict[str, ChunkReport] = {}
+        for report, size in zip(reports, sizes, strict=True):
+            try:
+                known = fresh.get(report.chunk_id)
+                if known is not None:
+                    if known.sha256 != report.sha256:
+                        raise Conflict(f"chunk {report.chunk_id!r} appears twice in the batch with different "
+                                       "content")
+                    self.data.duplicate_chunks += 1
+                elif self.admit(report, size):
+                    fresh[report.chunk_id] = report
+                    verdicts.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=False))
+                    continue
+                verdicts.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=True))
+            except CoordinatorError as exc:
+                verdicts.append(ChunkVerdict(chunk_id=report.chunk_id, duplicate=False, error=exc.code,
+                                             message=exc.message))
+        if fresh:
+            self.accept(self.data.ingest(list(fresh.values()), self.policies.latest_version, self.wall_clock()))
+        return verdicts
 
     def accept(self, change: Change) -> None:
         """Journal chunks the data plane took in (`data.ingest`); the caller settles before replying."""
