@@ -68,6 +68,16 @@ def _await_newer_policy(session: WorkerSession, version: int) -> None:
         session.heartbeat(newer_than=version, wait=SYNC_WAIT_SECONDS)
 
 
+def _reread(session: WorkerSession, task: CollectorTask) -> CollectorTask:
+    """The task this collector holds, as the coordinator now describes it (live settings applied). Only its
+    behaviour is taken up: the envs and their seeds stay as they are."""
+    fresh = session.claim()
+    if isinstance(fresh, CollectorTask) and fresh.task_id == task.task_id:
+        log.info("task %s: live settings changed; exploration now %s", task.task_id, fresh.behaviour.epsilon)
+        return fresh
+    return task  # the run ended, or the lease was lost meanwhile: the loop's own checks end this task
+
+
 def run_collector(settings: WorkerSettings) -> int:
     return run_worker(settings, "collector", _claim_and_collect)
 
@@ -88,9 +98,13 @@ def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> 
     follower.refresh()
     log.info("task %s: %d x %s, chunks of %d steps", task.task_id, task.collector.num_envs, task.env.id,
              task.collector.chunk_steps)
+    settings = session.directive.settings
     try:
         while session.running and session.generation == generation:
             directive = session.directive
+            if directive.settings > settings:  # an operator changed a live setting: re-read the task
+                settings = directive.settings
+                behaviour = _reread(session, task).behaviour
             if directive.pause_seconds > 0:
                 session.stop_event.wait(directive.pause_seconds)
                 session.heartbeat()

@@ -39,6 +39,7 @@ class Judge:
         self.pending: tuple[int, float, str] | None = None  # (version, validation mean, evaluator) under test
         self._by_request: dict[str, EvaluationResult] = {}
         self._tests_by_request: dict[str, HoldoutResult] = {}
+        self.force_test = False  # an operator asked for a test of the next version validated, whatever its score
 
     @property
     def latest(self) -> EvaluationResult | None:
@@ -71,7 +72,9 @@ class Judge:
         # lock out every later candidate (measured: one -116 validation of a -202 policy kept Pendulum's
         # -170 policies from ever being tested until the budget ran out).
         tested = max((t.mean for t in self.tests), default=-math.inf)
-        request = passes and self.pending is None and self.confirmed is None and mean > tested
+        deserves = passes and mean > tested
+        request = (deserves or self.force_test) and self.pending is None and self.confirmed is None
+        self.force_test = self.force_test and not request
         result = EvaluationResult(
             policy_version=report.policy_version, mean=mean, std=std, episodes=len(report.returns),
             env_steps=env_steps, wall_seconds=wall_seconds, iteration=iteration, seed=report.seed, solved=passes,
@@ -114,6 +117,7 @@ class Judge:
 
     def state_dict(self) -> dict:
         return {"tests": [t.model_dump(mode="json") for t in self.tests], "pending": self.pending,
+                "force_test": self.force_test,
                 "test_requests": {k: i for i, t in enumerate(self.tests) for k, v in self._tests_by_request.items()
                                   if v is t}}
 
@@ -124,4 +128,5 @@ class Judge:
             return
         self.tests = [HoldoutResult.model_validate(t) for t in state["tests"]]
         self.pending = tuple(state["pending"]) if state["pending"] else None  # type: ignore[assignment]
+        self.force_test = bool(state.get("force_test", False))
         self._tests_by_request = {k: self.tests[i] for k, i in state["test_requests"].items()}

@@ -20,7 +20,7 @@ from coordinator.journal import Journal
 from coordinator.metrics import MetricsRecorder
 from coordinator.middleware import BodySizeLimit, TokenGate
 from coordinator.overrides import parse_overrides
-from coordinator.routes import data, evaluations, health, policies, run, tests, workers
+from coordinator.routes import control, data, evaluations, health, policies, run, tests, workers
 from coordinator.run import Run
 from coordinator.settings import CoordinatorSettings
 from shared.config import dump_run_config, load_run_config
@@ -123,7 +123,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     app.state.tokens = tokens
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)  # outermost: runs first
-    for module in (workers, data, policies, evaluations, tests, run, health):
+    for module in (workers, data, policies, evaluations, tests, run, control, health):
         app.include_router(module.router)
 
     @app.exception_handler(CoordinatorError)

@@ -13,7 +13,8 @@ import numpy as np
 
 from coordinator.dataplane import Change
 from coordinator.errors import Conflict, Invalid
-from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS, RunCore
+from coordinator.run_control import RunControl
+from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS
 from coordinator.status import build_status
 from shared.store import StorePathError
 from shared.wire import (
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 __all__ = ["BUFFER_ID", "PAUSE_SECONDS", "Run"]
 
 
-class Run(RunCore):
+class Run(RunControl):
     # ----- workers -----------------------------------------------------------------------------------------
     @property
     def max_wait_seconds(self) -> float:
@@ -73,8 +74,7 @@ class Run(RunCore):
             await self.wait_until(lambda: self.policies.committed_version > newer_than, self.policy_signal,
                                   min(wait, self.max_wait_seconds))
         reply = self.heartbeat(worker_id, scope)  # renews the lease again after the wait
-        key = (reply.directive.policy, reply.directive.run_state, reply.directive.pause_seconds,
-               reply.directive.env_steps_total, reply.lease_seconds)
+        key = (reply.directive, reply.lease_seconds)
         if self._heartbeat_cache[0] != key:
             self._heartbeat_cache = (key, reply.model_dump_json().encode())
         return self._heartbeat_cache[1]

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from coordinator import journal as jr
 from coordinator.committer import JournalFailed, Statement
+from coordinator.control import Control
 from coordinator.dataplane import BUFFER_ID, Change, DataPlane
 from coordinator.errors import Conflict, CoordinatorError, Invalid, JournalUnavailable, TaskNotHeld, WorkerFlagged
 from coordinator.fleet import Fleet
@@ -103,6 +104,7 @@ class RunCore:
         self.judge = Judge(cfg.env, cfg.evaluation)
         self.lifecycle = Lifecycle(cfg.budget, self.clock())
         self.learner = LearnerProgress()
+        self.control = Control(self.plan.spec.live)
         self._rate: list[tuple[float, int]] = []
         self._heartbeat_cache: tuple[object, bytes] = (None, b"")
 
@@ -116,6 +118,8 @@ class RunCore:
             return self.fleet.state_dict()
         if part == "judge":
             return self.judge.state_dict()
+        if part == "control":
+            return self.control.state_dict()
         return self.data.state_dict() if part == "data" else self.learner.state_dict()
 
     def _commit(self, statements: list[Statement], *parts: str, change: Change | None = None,
@@ -145,6 +149,7 @@ class RunCore:
         self.fleet.load_state_dict(meta["fleet"], snap, now)
         self.policies.load(snap)
         self.judge.load(snap, meta.get("judge"))
+        self.control.load_state_dict(meta.get("control"))
         gone = self.data.load(meta["data"], snap)
         if resumed:
             self.lifecycle.resumes += 1
@@ -214,9 +219,12 @@ class RunCore:
 
     # ----- helpers -----------------------------------------------------------------------------------------
     def directive(self, kind: WorkerKind | None) -> Directive:
-        pause = PAUSE_SECONDS if kind == "collector" and self.data.collectors_ahead() else 0.0
+        ahead = self.control.paused or self.data.collectors_ahead()
+        pause = PAUSE_SECONDS if kind == "collector" and ahead else 0.0
+        control = self.control
         return Directive(run_state=self.lifecycle.state, policy=self.policies.committed, pause_seconds=pause,
-                         env_steps_total=self.data.env_steps)
+                         env_steps_total=self.data.env_steps, checkpoints=control.checkpoints,
+                         evaluations=control.evaluations, settings=len(control.changes))
 
     def end(self, state: RunState, message: str) -> None:
         if self.lifecycle.end(state, message, self.clock()):

@@ -41,7 +41,7 @@ def build_status(run: Run) -> Status:
         confirmed_by=run.judge.confirmed,
         tests_rejected=run.judge.rejected,
         test_in_flight=run.judge.pending[0] if run.judge.pending else None,
-        seeds=_seeds(run),
+        seeds=_seeds(run), control=run.control.status(),
         workers=run.fleet.worker_status(now),
         tasks=run.fleet.task_status(),
         buffers=[data.status()],

@@ -24,7 +24,7 @@ from shared.actors import PolicyError, build_actor
 from shared.layout import RunLayout
 from shared.manifest import ManifestError
 from shared.policy_io import MAX_POLICY_BYTES, decode_policy
-from shared.seeds import base_seed
+from shared.seeds import base_seed, operator_task
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
 from shared.store import IntegrityError, LocalStore, atomic_write
@@ -48,13 +48,24 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
         return  # the run ended before a task was free
     store = LocalStore(layout.store_root)
     best = float("-inf")
-    evaluated = 0
-    etag = ""
+    evaluated, latest, etag = 0, None, ""
+    asked, settings = session.directive.evaluations, session.directive.settings  # earlier requests: done
     while session.running:
+        directive = session.directive
+        if directive.settings > settings:  # an operator changed a live setting (the cadence): re-read the task
+            settings, task = directive.settings, _reread(session, task)
         ref, etag = session.client.poll("/v1/policies/latest", PolicyRef, etag)
-        if ref is None or ref.version <= evaluated:
+        latest = ref or latest
+        forced = directive.evaluations > asked and latest is not None
+        if not forced and (ref is None or ref.version < evaluated + task.evaluation.every_versions):
             session.stop_event.wait(POLL_SECONDS)
             continue
+        assert latest is not None
+        ref, block = latest, 0
+        if forced:
+            asked = directive.evaluations
+            block = operator_task(asked)
+            log.info("validating policy v%d now, as an operator asked", ref.version)
         evaluated = ref.version
         try:
             data = store.get(ref.path, ref.sha256, max_bytes=MAX_POLICY_BYTES)
@@ -66,7 +77,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             log.warning("policy v%d unreadable (%s); waiting for the next", ref.version, exc)
             continue
         evaluation = task.evaluation
-        seed = base_seed(task.seed, "valid", 0, ref.version)
+        seed = base_seed(task.seed, "valid", block, ref.version)
         returns, lengths = evaluate(actor.greedy, task.env, evaluation.num_envs, evaluation.episodes, seed)
         result = report(session, "/v1/evaluations", EvaluationResult, EvaluationReport, ref.version, returns, lengths,
                         seed)
@@ -76,7 +87,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             best = result.mean
             _keep_best(layout, data, {"validation": result.model_dump(mode="json")})
         if result.test_requested:
-            seed = base_seed(task.seed, "test", 0, ref.version)
+            seed = base_seed(task.seed, "test", block, ref.version)
             returns, lengths = evaluate(actor.greedy, task.env, evaluation.test_num_envs, evaluation.test_episodes,
                                         seed)
             mean = float(np.mean(returns))
@@ -90,6 +101,15 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
                      test.mean, test.std, test.episodes, *test.ci95, "confirmed" if test.confirmed else "rejected")
             if test.confirmed:
                 return  # the run is solved: a later, luckier validation must not replace the confirmed best/
+
+
+def _reread(session: WorkerSession, task: EvaluatorTask) -> EvaluatorTask:
+    """The evaluator's task as the coordinator now describes it (live settings applied)."""
+    fresh = session.claim()
+    if isinstance(fresh, EvaluatorTask) and fresh.task_id == task.task_id:
+        log.info("live settings changed: validating at most one version in %d", fresh.evaluation.every_versions)
+        return fresh
+    return task  # the run ended meanwhile: the loop ends
 
 
 R = TypeVar("R", EvaluationResult, HoldoutResult)

@@ -189,6 +189,75 @@ def test(
         typer.echo(f"json     {out}")
 
 
+ctl = typer.Typer(no_args_is_help=True, help=(
+    "Steer a running run (admin token): pause/resume collection, checkpoint, evaluate, set live settings, stop."))
+app.add_typer(ctl, name="ctl")
+Url = Annotated[str, typer.Option(envvar="RLFLEET_COORDINATOR_URL", help="the coordinator")]
+TokensFile = Annotated[Path, typer.Option(envvar="RLFLEET_TOKENS_FILE", help="tokens file holding the admin token")]
+
+
+def _ctl(url: str, tokens_file: Path, method: str, path: str, body: dict | None = None) -> None:
+    from launcher.control import ControlError, admin_token, command, describe
+
+    try:
+        reply = command(url, admin_token(tokens_file), method, path, body)
+    except ControlError as exc:
+        typer.echo(f"rlfleet ctl {path}: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(describe(reply) if "paused" in reply else f"run {reply['run_name']}: {reply['run_state']}")
+
+
+@ctl.command("pause")
+def ctl_pause(url: Url = "http://127.0.0.1:8000", tokens_file: TokensFile = Path("data/tokens.json")) -> None:
+    """Pause collection: collectors idle (the learner drains what is buffered) until `resume`."""
+    _ctl(url, tokens_file, "POST", "pause")
+
+
+@ctl.command("resume")
+def ctl_resume(url: Url = "http://127.0.0.1:8000", tokens_file: TokensFile = Path("data/tokens.json")) -> None:
+    """Resume collection after a pause."""
+    _ctl(url, tokens_file, "POST", "resume")
+
+
+@ctl.command("checkpoint")
+def ctl_checkpoint(url: Url = "http://127.0.0.1:8000", tokens_file: TokensFile = Path("data/tokens.json")) -> None:
+    """Ask the learner to checkpoint after its next update."""
+    _ctl(url, tokens_file, "POST", "checkpoint")
+
+
+@ctl.command("evaluate")
+def ctl_evaluate(
+    test: Annotated[bool, typer.Option("--test", help="also run the held-out test, whatever the validation")] = False,
+    url: Url = "http://127.0.0.1:8000", tokens_file: TokensFile = Path("data/tokens.json"),
+) -> None:
+    """Ask the evaluator to validate the latest policy now, on fresh validation seeds."""
+    _ctl(url, tokens_file, "POST", "evaluate", {"test": test})
+
+
+@ctl.command("set")
+def ctl_set(
+    settings: Annotated[list[str], typer.Argument(help="KEY=VALUE, e.g. replay.samples_per_insert=16")],
+    url: Url = "http://127.0.0.1:8000", tokens_file: TokensFile = Path("data/tokens.json"),
+) -> None:
+    """Change live settings (those the run's algorithm declares live); journalled and shown in status."""
+    from coordinator.overrides import parse_overrides
+
+    try:
+        values = parse_overrides(";".join(settings))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="SETTINGS") from exc
+    _ctl(url, tokens_file, "PATCH", "settings", {"settings": values})
+
+
+@ctl.command("stop")
+def ctl_stop(
+    reason: Annotated[str, typer.Option(help="recorded as the run's end message")] = "stopped by an operator",
+    url: Url = "http://127.0.0.1:8000", tokens_file: TokensFile = Path("data/tokens.json"),
+) -> None:
+    """End the run: every worker is told to exit."""
+    _ctl(url, tokens_file, "POST", "stop", {"reason": reason})
+
+
 @app.command()
 def plot(run_dir: Path) -> None:
     """(Re)draw RUN_DIR/learning_curve.png from its metrics."""

@@ -69,6 +69,7 @@ class Trainer:
         self.losses: dict[str, float] = {}  # the last update's, for hooks
         latest = session.directive.policy
         self.version = latest.version if latest else 0
+        self.checkpoints_asked = session.directive.checkpoints  # operator requests before this process: done
         self.resume()
         self.hooks = learner_hooks(task.learner.hooks, session.run_name, task.algo.name)
 
@@ -139,7 +140,11 @@ class Trainer:
         self.hooks.fire("every", self)  # before the report, which then names a hook that failed just now
         if self.iteration % self.cfg.report_every == 0:
             self.report(losses)
-        if self.iteration % self.cfg.checkpoint_every == 0:
+        asked = self.session.directive.checkpoints
+        if self.iteration % self.cfg.checkpoint_every == 0 or asked > self.checkpoints_asked:
+            if asked > self.checkpoints_asked:
+                log.info("checkpoint at iteration %d, as an operator asked", self.iteration)
+            self.checkpoints_asked = asked
             self.checkpoint()
 
     def publish(self) -> None:

@@ -114,6 +114,8 @@ class EvalConfig(Strict):
     test_episodes: Annotated[int, Field(ge=1, le=100_000, description=(
         "held-out test episodes that must confirm a validation pass before the run counts as solved"))] = 100
     test_num_envs: Annotated[int, Field(ge=1, le=256)] = 10
+    every_versions: Annotated[int, Field(ge=1, le=100_000, description=(
+        "validate at most one policy version in this many (1: every version); a live setting"))] = 1
 
     @model_validator(mode="after")
     def _even_split(self) -> EvalConfig:

@@ -11,7 +11,8 @@ tuples own disjoint blocks:
 * mode: train (collectors), valid (the periodic evaluation), test (held-out confirmation): test seeds can
   never coincide with a training or validation seed.
 * task: the collector task's index (never reused, also when tasks are pruned), 0 for the evaluator's
-  validation and the run's own tests, 1 for `rlfleet test` re-runs after the fact.
+  validation and the run's own tests, 1 for `rlfleet test` re-runs after the fact, 1 + k for the evaluation
+  (and test) an operator asked for with the k-th `POST /v1/run/evaluate`.
 * counter: how often that collector task was claimed (a restarted or rescheduled collector continues with
   a fresh block, never an earlier sequence), the policy version for validation, the test's number for tests.
 
@@ -30,6 +31,11 @@ MAX_TASK, MAX_COUNTER = 2**20, 2**24
 MAX_RUN_SEED = 2**31 - 1
 ACTOR_STREAM = 1
 RETEST_TASK = 1  # the task index of `rlfleet test` re-runs after the fact
+
+
+def operator_task(request: int) -> int:
+    """The task index of the evaluation an operator asked for with request number `request` (from 1)."""
+    return RETEST_TASK + request
 
 
 def base_seed(run_seed: int, mode: Mode, task: int, counter: int) -> int:

@@ -60,6 +60,18 @@ from shared.wire_base import (
 from shared.wire_base import (
     WorkerKind as WorkerKind,
 )
+from shared.wire_control import (
+    ControlStatus as ControlStatus,
+)
+from shared.wire_control import (
+    EvaluateRequest as EvaluateRequest,
+)
+from shared.wire_control import (
+    SettingChange as SettingChange,
+)
+from shared.wire_control import (
+    SettingsRequest as SettingsRequest,
+)
 from shared.wire_evaluations import (
     EvaluationReport as EvaluationReport,
 )
@@ -95,6 +107,12 @@ class Directive(Wire):
     policy: PolicyRef | None = None
     pause_seconds: Annotated[float, Field(ge=0)] = 0.0
     env_steps_total: Count = 0
+    checkpoints: Count = Field(0, description=(
+        "operator checkpoint requests so far: a learner that has handled fewer checkpoints at once"))
+    evaluations: Count = Field(0, description=(
+        "operator evaluation requests so far: an evaluator that has handled fewer validates the latest policy now"))
+    settings: Count = Field(0, description=(
+        "live setting changes so far: a worker that has seen fewer re-reads its task (claim) to apply them"))
 
 
 class RegisterRequest(Wire):
@@ -384,6 +402,7 @@ class Status(Wire):
     tests_rejected: int = Field(0, description="validation passes a held-out test did not confirm")
     test_in_flight: int | None = Field(None, description="policy version whose held-out test is running")
     seeds: SeedsUsed | None = None
+    control: ControlStatus | None = None
     workers: list[WorkerStatus]
     tasks: list[TaskStatus]
     buffers: list[BufferStatus]

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 
 Loop = Literal["replay", "chunks"]
 
+# Settings an operator may change while the run trains (`PATCH /v1/run/settings`), as dotted config paths. Each
+# registry entry lists its own: nothing outside the registry decides by an algorithm's name what is live.
+EVALUATION_LIVE = ("evaluation.every_versions",)
+REPLAY_LIVE = (*EVALUATION_LIVE, "replay.samples_per_insert")
+
 
 class AlgoParams(Strict):
     """Fields every algorithm has. Subclasses add `name: Literal["..."]` and their hyperparameters."""
@@ -78,6 +83,7 @@ class AlgorithmSpec:
     learner: str  # "module:Class", imported by learner processes only
     head: Callable[[Spaces], Head]  # the published action head; raises ValueError for spaces it cannot act in
     behaviour: Callable[[RunConfig, Spaces], Behaviour]
+    live: tuple[str, ...] = EVALUATION_LIVE
 
     def check(self, config: RunConfig) -> None:
         """Refuse buffer settings this algorithm's loop cannot train on, naming the fields to change."""

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
-from shared.algorithms.base import AlgorithmSpec, ReplayParams
+from shared.algorithms.base import REPLAY_LIVE, AlgorithmSpec, ReplayParams
 from shared.confbase import NetConfig
 from shared.manifest import Behaviour, Head
 from shared.spaces import DiscreteActions, Spaces
@@ -36,4 +36,5 @@ def _behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
 
 
 SPEC = AlgorithmSpec(name="dqn", summary="double DQN, n-step targets, (prioritized) replay", params=DQNParams,
-                     loop="replay", learner="learner_worker.algorithms.dqn:DQN", head=_head, behaviour=_behaviour)
+                     loop="replay", learner="learner_worker.algorithms.dqn:DQN", head=_head, behaviour=_behaviour,
+                     live=(*REPLAY_LIVE, "collector.epsilon.end", "collector.epsilon.decay_env_steps"))

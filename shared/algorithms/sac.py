@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
-from shared.algorithms.base import AlgorithmSpec, ReplayParams
+from shared.algorithms.base import REPLAY_LIVE, AlgorithmSpec, ReplayParams
 from shared.confbase import NetConfig
 from shared.manifest import Behaviour, Head
 from shared.spaces import BoxActions, Spaces
@@ -50,4 +50,4 @@ def _behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
 
 SPEC = AlgorithmSpec(name="sac", summary="soft actor-critic, twin critics, automatic entropy tuning",
                      params=SACParams, loop="replay", learner="learner_worker.algorithms.sac:SAC", head=_head,
-                     behaviour=_behaviour)
+                     behaviour=_behaviour, live=REPLAY_LIVE)

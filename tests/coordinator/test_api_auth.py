@@ -52,6 +52,11 @@ EXPECTED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/status"): READERS,
     ("GET", "/v1/run"): READERS,
     ("POST", "/v1/run/stop"): frozenset({"admin"}),
+    ("POST", "/v1/run/pause"): frozenset({"admin"}),
+    ("POST", "/v1/run/resume"): frozenset({"admin"}),
+    ("POST", "/v1/run/checkpoint"): frozenset({"admin"}),
+    ("POST", "/v1/run/evaluate"): frozenset({"admin"}),
+    ("PATCH", "/v1/run/settings"): frozenset({"admin"}),
 }
 CREDENTIALS = (*SCOPES, "none", "wrong")
 WRONG_TOKEN = "not-a-token-of-this-coordinator-0123456789"
@@ -124,9 +129,14 @@ def _request(world: World, method: str, path: str, cred: str) -> Any:
         "/v1/tests": lambda: {"worker_id": world.workers["evaluator"], "policy_version": 1,
                               "returns": [10.0] * 4, "lengths": [10] * 4},
         "/v1/run/stop": lambda: {"reason": "auth matrix"},
+        "/v1/run/pause": lambda: None,
+        "/v1/run/resume": lambda: None,
+        "/v1/run/checkpoint": lambda: None,
+        "/v1/run/evaluate": lambda: {"test": False},
+        "/v1/run/settings": lambda: {"settings": {"evaluation.every_versions": 2}},
     }
     url = path.replace("{worker_id}", worker_id).replace("{buffer_id}", "replay-0")
-    body = bodies[path]() if method == "POST" else None
+    body = bodies[path]() if method in ("POST", "PATCH") else None
     return world.client.request(method, url, json=body, headers=world.headers(cred))
 
 

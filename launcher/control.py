@@ -1,0 +1,49 @@
+"""`rlfleet ctl`: the control plane's REST calls from the command line, with the admin token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from shared.tokens import load_tokens_file
+
+
+class ControlError(RuntimeError):
+    """The coordinator could not be reached or refused the command (the message says why)."""
+
+
+def admin_token(tokens_file: Path) -> str:
+    try:
+        return load_tokens_file(tokens_file)["admin"]
+    except (ValueError, KeyError) as exc:
+        raise ControlError(f"no admin token in {tokens_file}: {exc}") from exc
+
+
+def command(url: str, token: str, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One control-plane call; the coordinator's JSON reply, or ControlError with its error message."""
+    try:
+        resp = httpx.request(method, f"{url.rstrip('/')}/v1/run/{path}", json=body, timeout=10,
+                             headers={"Authorization": f"Bearer {token}"})
+    except httpx.HTTPError as exc:
+        raise ControlError(f"cannot reach the coordinator at {url}: {exc}") from exc
+    if resp.status_code != 200:
+        try:
+            detail = resp.json()
+            message = f"{detail['error']}: {detail['message']}"
+        except (ValueError, KeyError, TypeError):
+            message = resp.text[:500]
+        raise ControlError(f"HTTP {resp.status_code} {message}")
+    reply: dict[str, Any] = resp.json()
+    return reply
+
+
+def describe(control: dict[str, Any]) -> str:
+    """A few lines for a person: the control state after the command."""
+    lines = [f"collection {'paused' if control['paused'] else 'running'}; checkpoints asked {control['checkpoints']}, "
+             f"evaluations {control['evaluations']} (tests {control['tests']}); "
+             f"{'reproducible' if control['reproducible'] else 'not reproducible (settings changed)'}"]
+    lines += [f"  {c['key']}: {c['old']} -> {c['new']} at {c['env_steps']} env steps" for c in control["changes"]]
+    lines.append(f"live settings: {', '.join(control['live_settings'])}")
+    return "\n".join(lines)

@@ -1,0 +1,71 @@
+"""The control plane against real processes: `rlfleet ctl` pauses and resumes collection, makes the learner
+checkpoint and the evaluator validate and test now, and changes a live setting the collectors then act on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shared.config import RunConfig, dump_run_config
+from tests.conftest import REPO, small_run_config
+from tests.integration.procs import Fleet
+
+
+def ctl(fleet: Fleet, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "launcher", "ctl", *args, "--url", fleet.url, "--tokens-file",
+                           str(fleet.data_dir / "tokens.json")], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def checkpoints(fleet: Fleet) -> list[Path]:
+    return sorted((fleet.data_dir / "runs").glob("*/checkpoints/*"))
+
+
+@pytest.mark.slow
+def test_operator_steers_a_running_run(tmp_path: Path, data_dir: Path, tokens: dict[str, str]) -> None:
+    data = small_run_config().model_dump(mode="json")
+    data["env"]["solve_threshold"] = 1000  # never solved: the operator ends it
+    data["algo"]["checkpoint_every"] = 1_000_000  # only the operator's request (and the end) checkpoints
+    config_file = tmp_path / "run.yaml"
+    config_file.write_text(dump_run_config(RunConfig.model_validate(data)))
+    fleet = Fleet(tmp_path, data_dir, config_file, tokens)
+    try:
+        fleet.start_coordinator()
+        for name, service in (("learner", "learner"), ("evaluator", "evaluator"), ("collector-a", "collector")):
+            fleet.start_worker(name, service)
+        fleet.wait_for(lambda: fleet.status().learner.iteration > 0 and fleet.status().latest_evaluation is not None,
+                       120, "training and a first validation")
+
+        assert "collection paused" in ctl(fleet, "pause")
+        time.sleep(2)  # chunks in flight land
+        paused_at = fleet.status().env_steps
+        time.sleep(3)
+        assert fleet.status().env_steps == paused_at, "collectors kept collecting while paused"
+        assert "collection running" in ctl(fleet, "resume")
+        fleet.wait_for(lambda: fleet.status().env_steps > paused_at, 30, "collection to resume")
+
+        assert checkpoints(fleet) == []
+        ctl(fleet, "checkpoint")
+        fleet.wait_for(lambda: checkpoints(fleet) != [], 30, "the learner's checkpoint")
+
+        before = fleet.status().latest_test  # far below the threshold: no test was asked for by the rule
+        ctl(fleet, "evaluate", "--test")
+        fleet.wait_for(lambda: fleet.status().latest_test is not None and fleet.status().latest_test != before, 120,
+                       "the held-out test the operator asked for")
+        assert fleet.status().control is not None and fleet.status().control.tests == 1
+
+        out = ctl(fleet, "set", "collector.epsilon.end=0.5", "collector.epsilon.decay_env_steps=1")
+        assert "collector.epsilon.end: 0.04 -> 0.5" in out and "not reproducible" in out
+        fleet.wait_for(lambda: "exploration now" in (tmp_path / "collector-a.log").read_text(), 30,
+                       "the collector to take up the new exploration")
+
+        assert "stopped" in ctl(fleet, "stop", "--reason", "operator test done")
+        fleet.wait_for(lambda: fleet.status().run_state == "stopped", 10, "the run to stop")
+    finally:
+        fleet.close()
