@@ -14,14 +14,14 @@ import threading
 import time
 from collections import deque
 
-from shared.store import LocalStore
+from shared.store import PayloadStore
 
 log = logging.getLogger(__name__)
 CONSUMED_GRACE_SECONDS = 30.0  # a learner reads what it sampled within this; then max_use'd files are deleted
 
 
 class PayloadLifetime:
-    def __init__(self, store: LocalStore) -> None:
+    def __init__(self, store: PayloadStore) -> None:
         self.store = store
         self.deleted = 0
         self._consumed: deque[tuple[float, str]] = deque()

@@ -12,10 +12,10 @@ import logging
 import numpy as np
 
 from coordinator.dataplane import Change
-from coordinator.errors import Conflict, CoordinatorError, Invalid
-from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS, RunCore
+from coordinator.errors import Conflict, CoordinatorError, Invalid, StoreUnavailableError
+from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS, PayloadSize, RunCore
 from coordinator.status import build_status
-from shared.store import StorePathError
+from shared.store import StorePathError, StoreUnavailable
 from shared.wire import (
     Ack,
     ChunkAck,
@@ -95,7 +95,7 @@ class Run(RunCore):
         forms)."""
         return self._ingest_sized(report, self._size(report.payload_path))
 
-    def _ingest_sized(self, report: ChunkReport, size: int | None | StorePathError) -> ChunkAck:
+    def _ingest_sized(self, report: ChunkReport, size: PayloadSize) -> ChunkAck:
         fresh = self.admit(report, size)
         if fresh:
             self.accept(self.data.ingest(report, self.policies.latest_version, self.wall_clock()))
@@ -109,6 +109,8 @@ class Run(RunCore):
         """Each report on its own terms; one thread hop for all payload sizes, one journal submission (and one
         component snapshot) for all accepted chunks, one settle."""
         sizes = await self._payload_sizes(reports)
+        if down := next((s for s in sizes if isinstance(s, StoreUnavailable)), None):
+            raise StoreUnavailableError(f"{down}; no chunk of the batch was acknowledged, report them again")
         results, accepted = [], Change()
         for report, size in zip(reports, sizes, strict=True):
             try:
@@ -197,6 +199,8 @@ class Run(RunCore):
             size = await asyncio.to_thread(self.store.size, publish.policy.path)
         except StorePathError as exc:
             raise Invalid(str(exc)) from exc
+        except StoreUnavailable as exc:
+            raise StoreUnavailableError(f"{exc}; the policy was not published, publish it again") from exc
         self._publish_sized(publish, size)
         await self.settle()  # the version is announced on the loop before this returns: the reply names it
         return Ack(directive=self.directive("learner"))

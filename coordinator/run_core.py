@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from coordinator import journal as jr
 from coordinator.committer import JournalFailed, Statement
 from coordinator.dataplane import BUFFER_ID, Change, DataPlane
-from coordinator.errors import Invalid, JournalUnavailable, TaskNotHeld, WorkerFlagged
+from coordinator.errors import Invalid, JournalUnavailable, StoreUnavailableError, TaskNotHeld, WorkerFlagged
 from coordinator.fleet import Fleet
 from coordinator.ingest import check_report
 from coordinator.journal import FORMAT, Journal, Snapshot
@@ -34,7 +34,7 @@ from coordinator.tasks import TaskRecord
 from shared.config import RunConfig
 from shared.plan import RunPlan
 from shared.seeds import base_seed
-from shared.store import LocalStore, StorePathError
+from shared.store import PayloadStore, StorePathError, StoreUnavailable
 from shared.wire import (
     ChunkReport,
     CollectorTask,
@@ -50,6 +50,7 @@ from shared.wire import (
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+PayloadSize = int | None | StorePathError | StoreUnavailable  # a size, absent, or why it could not be had
 PAUSE_SECONDS = 0.05
 SNAPSHOT_EVERY = 256  # replay-log records between buffer snapshots in the journal
 
@@ -58,7 +59,7 @@ class RunCore:
     def __init__(
         self,
         config: RunConfig,
-        store: LocalStore,
+        store: PayloadStore,
         *,
         lease_seconds: float = 10.0,
         sample_wait_seconds: float = 1.0,
@@ -239,20 +240,21 @@ class RunCore:
         return EvaluatorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, evaluation=cfg.evaluation,
                              seed=seed)
 
-    def _size(self, path: str) -> int | None | StorePathError:
-        """The payload's size, None if absent, or the reason its path is refused (said in the 422)."""
+    def _size(self, path: str) -> PayloadSize:
+        """The payload's size, None if absent, or why it could not be had: a path refused (said in the 422), or
+        a store that did not answer (503: the collector retries the report later)."""
         try:
             return self.store.size(path)
-        except StorePathError as exc:
+        except (StorePathError, StoreUnavailable) as exc:
             return exc
 
-    async def _payload_sizes(self, reports: list[ChunkReport]) -> list[int | None | StorePathError]:
+    async def _payload_sizes(self, reports: list[ChunkReport]) -> list[PayloadSize]:
         """Payload sizes: inline for a local store (microseconds each), in a thread for a remote one."""
         if self.store.local:
             return [self._size(r.payload_path) for r in reports]
         return await asyncio.to_thread(lambda: [self._size(r.payload_path) for r in reports])
 
-    def admit(self, report: ChunkReport, size: int | None | StorePathError) -> bool:
+    def admit(self, report: ChunkReport, size: PayloadSize) -> bool:
         """Check a chunk report (False for a retry of an acknowledged one); raises for a report to refuse."""
         if self.data.ledger.seen(report.chunk_id, report.sha256):
             self.data.duplicate_chunks += 1
@@ -266,6 +268,8 @@ class RunCore:
         if self.fleet.flagged(worker):
             raise WorkerFlagged(f"worker {report.worker_id!r} sent {worker.corrupt_chunks} corrupt payloads; its "
                                 "reports are refused. Check its disk and restart it (it registers anew)")
+        if isinstance(size, StoreUnavailable):
+            raise StoreUnavailableError(f"{size}; the chunk was not acknowledged, report it again")
         if isinstance(size, StorePathError):
             raise Invalid(str(size))
         if size is None:

@@ -60,12 +60,18 @@ def coordinator() -> None:
 
     from coordinator.main import create_app
     from coordinator.settings import CoordinatorSettings
+    from shared.stores import StoreConfigError
 
     _logging()
     settings = CoordinatorSettings()
+    try:
+        app_ = create_app(settings)
+    except StoreConfigError as exc:
+        typer.echo(f"rlfleet coordinator: {exc}", err=True)
+        raise typer.Exit(2) from exc
     # uvloop + httptools (uvicorn's "auto" picks them) and no access log: per-request CPU is what limits a fleet
     # of a thousand collectors on one core; the backlog takes a whole fleet reconnecting at once.
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
+    uvicorn.run(app_, host=settings.host, port=settings.port, log_level="warning",
                 access_log=False, backlog=4096, timeout_graceful_shutdown=10)
 
 
@@ -172,15 +178,17 @@ def test(
     Exits 0 whatever the score, 2 with one line on stderr for input that cannot be tested."""
     from evaluator.testing import UsageError, describe, load_subject, resolve_inputs, run_test
     from evaluator.video import VideoError
-    from shared.store import atomic_write
+    from shared.store import StoreUnavailable, atomic_write
+    from shared.stores import StoreConfigError, StoreSettings
 
     try:
-        policy_file, config_file, default_json = resolve_inputs(run_dir, policy, config, version)
+        store = StoreSettings().store_target()  # the run's policies: its directory, or RLFLEET_STORE_URL's store
+        policy_file, config_file, default_json = resolve_inputs(run_dir, policy, config, version, store)
         report = run_test(load_subject(policy_file, config_file), episodes, num_envs, seed_counter, video)
         out = json_path or default_json
         if out is not None:
             atomic_write(out, json.dumps(report, indent=2).encode())
-    except (UsageError, VideoError, OSError) as exc:
+    except (UsageError, VideoError, OSError, StoreConfigError, StoreUnavailable) as exc:
         typer.echo(f"rlfleet test: {exc}", err=True)
         raise typer.Exit(2) from exc
     typer.echo(describe(report))
