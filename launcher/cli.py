@@ -105,6 +105,28 @@ def evaluator() -> None:
     raise typer.Exit(run_evaluator(WorkerSettings()))
 
 
+@app.command("store-init")
+def store_init() -> None:
+    """Create the bucket that RLFLEET_STORE_URL names if it is missing, and check the store answers (settings
+    as every service reads them: RLFLEET_S3_ENDPOINT_URL, AWS credentials). Nothing to do for the run directory."""
+    from shared.store import StoreUnavailable
+    from shared.stores import StoreConfigError, StoreSettings, object_store
+
+    _logging()
+    try:
+        target = StoreSettings().store_target()
+        if target is None:
+            typer.echo("RLFLEET_STORE_URL is empty: payloads go to the run directory, nothing to create")
+            return
+        store = object_store(target, target.prefix)
+        created = store.create_bucket()
+        store.check()
+    except (StoreConfigError, StoreUnavailable) as exc:
+        typer.echo(f"rlfleet store-init: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"bucket {target.bucket} {'created' if created else 'already there'}: store reachable")
+
+
 @app.command()
 def secrets(out: Annotated[Path, typer.Option(help="tokens file to create (kept if it exists)")]) -> None:
     """Create the scoped bearer tokens file (mode 0600) unless it already exists."""

@@ -111,6 +111,18 @@ class S3Store:
         """Reach the bucket once (at service start), so a wrong setting is named before any work is done."""
         self._call("checking", lambda: self.client.head_bucket(Bucket=self.bucket), missing="bucket")
 
+    def create_bucket(self) -> bool:
+        """Create the bucket if it does not exist (`rlfleet store-init`, for a fresh object store); True if it
+        was created. Services never create it themselves: a missing bucket is more often a typo in the URL."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+            return False
+        except ClientError as exc:
+            if not self._missing(exc):
+                raise
+        self._call("creating the bucket of", lambda: self.client.create_bucket(Bucket=self.bucket))
+        return True
+
     def put(self, relpath: str, data: bytes) -> str:
         key, sha = self._key(relpath), sha256_hex(data)
         self._call("writing to", lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=data))

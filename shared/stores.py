@@ -21,6 +21,7 @@ from shared.store import LocalStore, PayloadStore, StorePathError, check_path
 
 if TYPE_CHECKING:
     from shared.layout import RunLayout
+    from shared.s3store import S3Store
 
 Area = Literal["store", "checkpoints", "best"]
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")  # S3's bucket naming rules (no uppercase, no _)
@@ -88,9 +89,13 @@ def open_store(layout: RunLayout, area: Area) -> PayloadStore:
     target = layout.store
     if target is None:
         return LocalStore(layout.run_dir / area)
+    return object_store(target, "/".join(p for p in (target.prefix, "runs", layout.run_name, area) if p))
+
+
+def object_store(target: StoreTarget, prefix: str) -> S3Store:
+    """The object store of `target` at `prefix` of its bucket (`open_store` adds the run's part)."""
     from shared.s3store import S3Store  # boto3 is imported only by services that use an object store
 
-    prefix = "/".join(p for p in (target.prefix, "runs", layout.run_name, area) if p)
     return S3Store(target.bucket, prefix, target.endpoint_url, retry_seconds=target.retry_seconds)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,19 @@ def test_a_missing_bucket_is_named_at_the_start_check(s3_env: SeaweedFS) -> None
     store = S3Store("no-such-bucket-here", "p", s3_env.endpoint, retry_seconds=0.5)
     with pytest.raises(StoreUnavailable, match="bucket 'no-such-bucket-here' \\(RLFLEET_STORE_URL\\) does not exist"):
         store.check()
+
+
+def test_store_init_creates_the_bucket_once(s3_env: SeaweedFS, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from launcher.cli import app
+
+    bucket = f"init-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("RLFLEET_STORE_URL", f"s3://{bucket}/fleet")
+    first = CliRunner().invoke(app, ["store-init"])
+    assert first.exit_code == 0 and f"bucket {bucket} created" in first.output, first.output
+    again = CliRunner().invoke(app, ["store-init"])
+    assert again.exit_code == 0 and "already there" in again.output
+    monkeypatch.setenv("RLFLEET_S3_ENDPOINT_URL", "nope")
+    refused = CliRunner().invoke(app, ["store-init"])
+    assert refused.exit_code == 2 and "RLFLEET_S3_ENDPOINT_URL" in refused.output
