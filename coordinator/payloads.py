@@ -3,7 +3,7 @@
 Files of chunks that left the buffer go once that is committed; files of chunks consumed by a draw
 (`max_use`) go after a grace period, since the learner reads them just after sampling; files nobody
 references (a collector killed between writing and reporting) go after `orphan_grace`. Deleting never
-runs on a request's path: store I/O (a local disk today, an object store tomorrow) happens here alone.
+runs on a request's path: store I/O (a local disk, or an object store's round trips) happens here alone.
 """
 
 from __future__ import annotations
