@@ -24,7 +24,7 @@ from coordinator.run import Run
 from coordinator.settings import CoordinatorSettings
 from shared.config import dump_run_config, load_run_config
 from shared.layout import RunLayout
-from shared.stores import open_store
+from shared.stores import check_store, open_store
 from shared.tokens import load_tokens_file
 from shared.wire import ErrorBody
 
@@ -89,7 +89,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         layout = RunLayout(settings.data_dir, config.name, target)
         layout.run_dir.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(open_store(layout, "store").check)
+        await asyncio.to_thread(check_store, target)
         store = open_store(dataclasses.replace(layout, store=request_target), "store")
         log.info("payload store: %s", store.describe())
         journal = Journal(settings.db_path or layout.run_dir / "coordinator.sqlite", settings.db_synchronous)

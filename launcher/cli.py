@@ -186,7 +186,8 @@ def test(
     policy: Annotated[Path | None, typer.Option(help="a policy file to test instead of RUN_DIR's best")] = None,
     config: Annotated[Path | None, typer.Option(help="run config to test with instead of RUN_DIR/config.yaml")] = None,
     version: Annotated[int | None, typer.Option(
-        min=1, help="test RUN_DIR/store/policies/v<N>.safetensors instead of the best policy")] = None,
+        min=1, help="test policies/v<N>.safetensors of the run's store (RUN_DIR/store or RLFLEET_STORE_URL) "
+             "instead of the best policy")] = None,
     episodes: Annotated[int, typer.Option(min=1, max=100_000, help="greedy episodes to play")] = 100,
     num_envs: Annotated[int, typer.Option(min=1, max=256, help="envs to split them over (evenly)")] = 10,
     seed_counter: Annotated[int, typer.Option(

@@ -37,11 +37,6 @@ class RunLayout:
         return self.run_dir / "best"
 
     @property
-    def best_policy(self) -> Path:
-        """The policy of the best validation so far (the evaluator replaces it), when the store is local."""
-        return self.best / BEST_POLICY
-
-    @property
     def test_json(self) -> Path:
         """The latest `rlfleet test` result."""
         return self.run_dir / "test.json"

@@ -20,7 +20,14 @@ from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+from botocore.exceptions import ConnectionError as EndpointError
 
 from shared.store import IntegrityError, StoreUnavailable, check_path, sha256_hex
 
@@ -34,10 +41,12 @@ DELETE_BATCH = 1000  # the most keys one DeleteObjects request may carry
 
 
 def client_config(connect_timeout: float = 5.0, read_timeout: float = 30.0, attempts: int = 4) -> Config:
-    """Timeouts and retries set explicitly (botocore's defaults wait 60 s per read) and path-style addressing,
-    which every S3-compatible server understands (virtual hosts need DNS for each bucket)."""
+    """Timeouts and retries set explicitly (botocore's defaults wait 60 s per read), path-style addressing,
+    which every S3-compatible server understands (virtual hosts need DNS for each bucket), and a connection
+    pool as large as the coordinator's thread pool, whose size checks run concurrently."""
     return Config(connect_timeout=connect_timeout, read_timeout=read_timeout,
-                  retries={"mode": "standard", "max_attempts": attempts}, s3={"addressing_style": "path"})
+                  retries={"mode": "standard", "max_attempts": attempts}, s3={"addressing_style": "path"},
+                  max_pool_connections=32)
 
 
 class S3Store:
@@ -79,7 +88,7 @@ class S3Store:
             if status >= 500 or code in ("SlowDown", "ServiceUnavailable", "InternalError"):
                 return f"the object store at {self.endpoint_url or 'AWS'} answered {status} {code}"
             return None
-        if isinstance(exc, BotoCoreError):  # connection refused, DNS, timeouts: the endpoint
+        if isinstance(exc, (EndpointError, HTTPClientError)):  # connection refused, DNS, timeouts: the endpoint
             return (f"cannot reach the object store at RLFLEET_S3_ENDPOINT_URL={self.endpoint_url or '(AWS)'}: "
                     f"{type(exc).__name__}: {exc}")
         return None

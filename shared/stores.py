@@ -99,7 +99,8 @@ def object_store(target: StoreTarget, prefix: str) -> S3Store:
     return S3Store(target.bucket, prefix, target.endpoint_url, retry_seconds=target.retry_seconds)
 
 
-def check_store(layout: RunLayout) -> None:
+def check_store(target: StoreTarget | None) -> None:
     """At service start: reach the object store once, so that a wrong endpoint, credentials or bucket is named
     (and retried with backoff) before any work; nothing to check for the local directory."""
-    open_store(layout, "store").check()
+    if target is not None:
+        object_store(target, target.prefix).check()

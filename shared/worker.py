@@ -51,14 +51,14 @@ def run_worker(settings: WorkerSettings, kind: WorkerKind, body: Body) -> int:
 
 
 def run_session(session: WorkerSession, data_dir: Path, body: Body, store: StoreTarget | None = None) -> int:
-    """Register, reach the store, heartbeat, run `body` in this thread; the exit status from how it ended (see
-    the module doc). `store`: the object store of the run's payloads, None for the data directory."""
+    """Reach the store, register, heartbeat, run `body` in this thread; the exit status from how it ended (see
+    the module doc). `store`: the object store of the run's payloads, None for the data directory. The store
+    comes first: a worker that cannot store anything should not hold a lease (its retries may outlast it)."""
     try:
+        check_store(store)
         session.register()
-        layout = RunLayout(data_dir, session.run_name, store)
-        check_store(layout)
         session.start_heartbeats()
-        body(session, layout)
+        body(session, RunLayout(data_dir, session.run_name, store))
     except Stopped:
         pass  # the stop event was set: the run ended, or another thread failed (recorded in session.fatal)
     except Exception as exc:
