@@ -15,8 +15,10 @@ from learner_worker.algorithms.dqn import DQN
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from shared.algorithms.dqn import DQNParams
 from shared.confbase import NetConfig
+from shared.s3store import S3Store
 from shared.store import LocalStore
 from tests.policies import EPSILON_GREEDY, flat_spaces
+from tests.seaweed import SeaweedFS
 
 torch.set_num_threads(1)
 
@@ -158,3 +160,15 @@ def test_observation_statistics_travel_with_the_checkpoint(tmp_path: Path):
     assert loaded is not None and loaded.obs_stats == stats
     save_checkpoint(LocalStore(tmp_path), Checkpoint(6, 2, 64, {"w": torch.zeros(1)}))
     assert load_latest_checkpoint(LocalStore(tmp_path)).obs_stats is None  # type: ignore[union-attr]
+
+
+def test_checkpoints_prune_and_resume_through_an_object_store(s3_env: SeaweedFS):
+    """The learner's checkpoints in S3 (RLFLEET_STORE_URL): a learner restarted on another host resumes."""
+    store = S3Store(s3_env.shared_bucket, "ckpt-test/checkpoints", s3_env.endpoint)
+    for iteration in (1, 2, 10, 11):
+        save_checkpoint(store, ckpt(iteration), keep=2)
+    assert store.list_prefix("") == ["learner-0000000010.pt", "learner-0000000011.pt"]
+    store.put("learner-0000000011.pt", b"torn")  # the newest unreadable: the one before it is used
+    loaded = load_latest_checkpoint(S3Store(s3_env.shared_bucket, "ckpt-test/checkpoints", s3_env.endpoint))
+    assert loaded is not None and loaded.iteration == 10
+    assert torch.equal(loaded.algo["w"], torch.full((2, 2), 10.0))
