@@ -71,16 +71,16 @@ class S3Store:
         return key[len(self.prefix) + 1:] if self.prefix else key
 
     # ----- errors and retries ------------------------------------------------------------------------------
-    def _problem(self, exc: Exception, missing: str | None = None) -> str | None:
-        """What is wrong, naming the setting to check; None for an error that retrying cannot fix. `missing`:
-        what a 404 means here (a HEAD of the bucket answers a bare 404 where a GET would say NoSuchBucket)."""
+    def _problem(self, exc: Exception, bucket_call: bool = False) -> str | None:
+        """What is wrong, naming the setting to check; None for an error that retrying cannot fix. `bucket_call`:
+        a 404 means the bucket (a HEAD of the bucket answers a bare 404 where a GET would say NoSuchBucket)."""
         if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
             return ("no usable AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
                     "AWS_SHARED_CREDENTIALS_FILE")
         if isinstance(exc, ClientError):
             code = str(exc.response.get("Error", {}).get("Code", ""))
             status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-            if code == "NoSuchBucket" or (missing is not None and code in _MISSING):
+            if code == "NoSuchBucket" or (bucket_call and code in _MISSING):
                 return (f"bucket {self.bucket!r} (RLFLEET_STORE_URL) does not exist on "
                         f"{self.endpoint_url or 'AWS'}: create it, or fix RLFLEET_STORE_URL")
             if code in _DENIED:
@@ -93,7 +93,7 @@ class S3Store:
                     f"{type(exc).__name__}: {exc}")
         return None
 
-    def _call(self, what: str, fn: Callable[[], T], missing: str | None = None) -> T:
+    def _call(self, what: str, fn: Callable[[], T], bucket_call: bool = False) -> T:
         """`fn()`, retried with capped exponential backoff while the store is unreachable or misconfigured."""
         deadline = time.monotonic() + self.retry_seconds
         delay = 0.5
@@ -101,7 +101,7 @@ class S3Store:
             try:
                 return fn()
             except (BotoCoreError, ClientError) as exc:
-                problem = self._problem(exc, missing)
+                problem = self._problem(exc, bucket_call)
                 if problem is None:
                     raise
                 if time.monotonic() + delay > deadline:
@@ -118,7 +118,7 @@ class S3Store:
     # ----- the interface -----------------------------------------------------------------------------------
     def check(self) -> None:
         """Reach the bucket once (at service start), so a wrong setting is named before any work is done."""
-        self._call("checking", lambda: self.client.head_bucket(Bucket=self.bucket), missing="bucket")
+        self._call("checking", lambda: self.client.head_bucket(Bucket=self.bucket), bucket_call=True)
 
     def create_bucket(self) -> bool:
         """Create the bucket if it does not exist (`rlfleet store-init`, for a fresh object store); True if it
