@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from shared.store import PayloadStore
+from shared.store import PayloadStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"^learner-(\d{10})\.pt$")
@@ -59,6 +59,8 @@ def load_latest_checkpoint(store: PayloadStore) -> Checkpoint | None:
             return Checkpoint(int(raw["iteration"]), int(raw["policy_version"]),
                               int(raw["transitions_trained"]), raw["algo"], int(raw.get("env_steps", 0)),
                               raw.get("obs_stats"))
+        except StoreUnavailable:
+            raise  # not a damaged file: resuming from an older one (or none) would throw training away
         except Exception as exc:  # a damaged file must not block resuming from an older good one
             log.warning("skipping unreadable checkpoint %s: %s", path, exc)
     return None

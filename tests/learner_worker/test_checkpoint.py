@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 import torch
 
+from launcher.up import free_port
 from learner_worker.algorithms.dqn import DQN
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from shared.algorithms.dqn import DQNParams
 from shared.confbase import NetConfig
 from shared.s3store import S3Store
-from shared.store import LocalStore
+from shared.store import LocalStore, StoreUnavailable
 from tests.policies import EPSILON_GREEDY, flat_spaces
 from tests.seaweed import SeaweedFS
 
@@ -172,3 +173,11 @@ def test_checkpoints_prune_and_resume_through_an_object_store(s3_env: SeaweedFS)
     loaded = load_latest_checkpoint(S3Store(s3_env.shared_bucket, "ckpt-test/checkpoints", s3_env.endpoint))
     assert loaded is not None and loaded.iteration == 10
     assert torch.equal(loaded.algo["w"], torch.full((2, 2), 10.0))
+
+
+def test_an_unreachable_store_is_not_mistaken_for_having_no_checkpoint(s3_env: SeaweedFS):
+    """Starting from scratch would throw the run's training away: the learner ends (status 2) and is restarted."""
+    dead = S3Store(s3_env.shared_bucket, "ckpt-test/checkpoints", f"http://127.0.0.1:{free_port()}",
+                   retry_seconds=0.3)
+    with pytest.raises(StoreUnavailable, match="RLFLEET_S3_ENDPOINT_URL"):
+        load_latest_checkpoint(dead)
