@@ -17,7 +17,8 @@ from shared.manifest import ManifestError
 from shared.policy_io import load_policy
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
-from shared.store import IntegrityError, LocalStore
+from shared.store import IntegrityError, PayloadStore
+from shared.stores import open_store
 from shared.wire import CollectorTask
 from shared.worker import run_worker
 
@@ -32,7 +33,7 @@ class PolicyFollower:
     acts within milliseconds. A version that cannot be loaded (deleted as superseded, torn, or not this
     run's network) is skipped rather than retried every step."""
 
-    def __init__(self, session: WorkerSession, store: LocalStore, rollout: Rollout) -> None:
+    def __init__(self, session: WorkerSession, store: PayloadStore, rollout: Rollout) -> None:
         self.session, self.store, self.rollout = session, store, rollout
         self.refused = 0
 
@@ -83,12 +84,12 @@ def run_collector(settings: WorkerSettings) -> int:
 
 
 def _claim_and_collect(session: WorkerSession, layout: RunLayout) -> None:
-    store = LocalStore(layout.store_root)
+    store = open_store(layout, "store")
     for task in session.tasks(CollectorTask):
         _collect(session, store, task)
 
 
-def _collect(session: WorkerSession, store: LocalStore, task: CollectorTask) -> None:
+def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -> None:
     generation = session.generation
     behaviour = task.behaviour
     rollout = Rollout(task.env, task.collector.num_envs, task.spaces, behaviour, task.seed)

@@ -19,7 +19,7 @@ from shared.client import CoordinatorRejected, Stopped
 from shared.codec import encode_chunk
 from shared.layout import chunk_path
 from shared.session import WorkerSession
-from shared.store import LocalStore
+from shared.store import PayloadStore
 from shared.wire import ChunkAck, ChunkReport, EpisodeStat
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ class Pending:
 
 
 class Uploader:
-    def __init__(self, session: WorkerSession, store: LocalStore, depth: int = 2) -> None:
+    def __init__(self, session: WorkerSession, store: PayloadStore, depth: int = 2) -> None:
         self.session = session
         self.store = store
         self.queue: queue.Queue[Pending | None] = queue.Queue(maxsize=depth)

@@ -52,6 +52,13 @@ class JournalUnavailable(CoordinatorError):
     code = "journal_unavailable"
 
 
+class StoreUnavailableError(CoordinatorError):
+    """The payload store did not answer a size check: nothing was acknowledged; retry (workers do, with backoff)."""
+
+    status = 503
+    code = "store_unavailable"
+
+
 class WorkerFlagged(Forbidden):
     code = "worker_flagged"
 

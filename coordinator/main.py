@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -25,11 +26,12 @@ from coordinator.run import Run
 from coordinator.settings import CoordinatorSettings
 from shared.config import dump_run_config, load_run_config
 from shared.layout import RunLayout
-from shared.store import LocalStore
+from shared.stores import check_store, open_store
 from shared.tokens import load_tokens_file
 from shared.wire import ErrorBody
 
 log = logging.getLogger("rlfleet.coordinator")
+REQUEST_STORE_RETRY = 2.0  # seconds an object store may stay unreachable within one request's size check
 _ERRORS = {400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 413: ErrorBody,
            422: ErrorBody, 429: ErrorBody, 503: ErrorBody}
 
@@ -80,14 +82,21 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     settings = settings or CoordinatorSettings()
     config = load_run_config(settings.config, parse_overrides(settings.overrides))
     tokens = load_tokens_file(settings.tokens_file)
+    target = settings.store_target()  # a wrong store setting is refused here, before the app starts
+    # Size checks answer a request: past botocore's own retries, a 503 (the worker retries) beats a thread held
+    # for the store's whole retry window. Starting up waits that window out (retrying, naming the setting).
+    request_target = None if target is None else dataclasses.replace(target, retry_seconds=REQUEST_STORE_RETRY)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        layout = RunLayout(settings.data_dir, config.name)
+        layout = RunLayout(settings.data_dir, config.name, target)
         layout.run_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(check_store, target)
+        store = open_store(dataclasses.replace(layout, store=request_target), "store")
+        log.info("payload store: %s", store.describe())
         journal = Journal(settings.db_path or layout.run_dir / "coordinator.sqlite", settings.db_synchronous)
         app.state.run = Run(
-            config, LocalStore(layout.store_root), lease_seconds=settings.lease_seconds,
+            config, store, lease_seconds=settings.lease_seconds,
             sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
             journal=journal, max_workers=settings.max_workers, idempotency_seconds=settings.idempotency_seconds,
         )

@@ -3,7 +3,7 @@
 Files of chunks that left the buffer go once that is committed; files of chunks consumed by a draw
 (`max_use`) go after a grace period, since the learner reads them just after sampling; files nobody
 references (a collector killed between writing and reporting) go after `orphan_grace`. Deleting never
-runs on a request's path: store I/O (a local disk today, an object store tomorrow) happens here alone.
+runs on a request's path: store I/O (a local disk, or an object store's round trips) happens here alone.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import threading
 import time
 from collections import deque
 
-from shared.store import LocalStore
+from shared.store import PayloadStore
 
 log = logging.getLogger(__name__)
 CONSUMED_GRACE_SECONDS = 30.0  # a learner reads what it sampled within this; then max_use'd files are deleted
 
 
 class PayloadLifetime:
-    def __init__(self, store: LocalStore) -> None:
+    def __init__(self, store: PayloadStore) -> None:
         self.store = store
         self.deleted = 0
         self._consumed: deque[tuple[float, str]] = deque()

@@ -12,11 +12,11 @@ import logging
 import numpy as np
 
 from coordinator.dataplane import Change
-from coordinator.errors import Conflict, Invalid
+from coordinator.errors import Conflict, Invalid, StoreUnavailableError
 from coordinator.run_control import RunControl
-from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS
+from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS, PayloadSize
 from coordinator.status import build_status
-from shared.store import StorePathError
+from shared.store import StorePathError, StoreUnavailable
 from shared.wire import (
     Ack,
     ChunkAck,
@@ -94,7 +94,7 @@ class Run(RunControl):
         forms)."""
         return self._ingest_sized(report, self._size(report.payload_path))
 
-    def _ingest_sized(self, report: ChunkReport, size: int | None | StorePathError) -> ChunkAck:
+    def _ingest_sized(self, report: ChunkReport, size: PayloadSize) -> ChunkAck:
         fresh = self.admit(report, size)
         if fresh:
             self.accept(self.data.ingest([report], self.policies.latest_version, self.wall_clock()))
@@ -183,6 +183,8 @@ class Run(RunControl):
             size = await asyncio.to_thread(self.store.size, publish.policy.path)
         except StorePathError as exc:
             raise Invalid(str(exc)) from exc
+        except StoreUnavailable as exc:
+            raise StoreUnavailableError(f"{exc}; the policy was not published, publish it again") from exc
         self._publish_sized(publish, size)
         await self.settle()  # the version is announced on the loop before this returns: the reply names it
         return Ack(directive=self.directive("learner"))

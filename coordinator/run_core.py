@@ -21,7 +21,15 @@ from coordinator import journal as jr
 from coordinator.committer import JournalFailed, Statement
 from coordinator.control import Control
 from coordinator.dataplane import BUFFER_ID, Change, DataPlane
-from coordinator.errors import Conflict, CoordinatorError, Invalid, JournalUnavailable, TaskNotHeld, WorkerFlagged
+from coordinator.errors import (
+    Conflict,
+    CoordinatorError,
+    Invalid,
+    JournalUnavailable,
+    StoreUnavailableError,
+    TaskNotHeld,
+    WorkerFlagged,
+)
 from coordinator.fleet import Fleet
 from coordinator.ingest import check_report
 from coordinator.journal import FORMAT, Journal, Snapshot
@@ -35,7 +43,7 @@ from coordinator.tasks import TaskRecord
 from shared.config import RunConfig
 from shared.plan import RunPlan
 from shared.seeds import base_seed
-from shared.store import LocalStore, StorePathError
+from shared.store import PayloadStore, StorePathError, StoreUnavailable
 from shared.wire import (
     ChunkReport,
     ChunkVerdict,
@@ -52,6 +60,7 @@ from shared.wire import (
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+PayloadSize = int | None | StorePathError | StoreUnavailable  # a size, absent, or why it could not be had
 PAUSE_SECONDS = 0.05
 SNAPSHOT_EVERY = 256  # replay-log records between buffer snapshots in the journal
 
@@ -60,7 +69,7 @@ class RunCore:
     def __init__(
         self,
         config: RunConfig,
-        store: LocalStore,
+        store: PayloadStore,
         *,
         lease_seconds: float = 10.0,
         sample_wait_seconds: float = 1.0,
@@ -248,20 +257,21 @@ class RunCore:
         return EvaluatorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, evaluation=cfg.evaluation,
                              seed=seed)
 
-    def _size(self, path: str) -> int | None | StorePathError:
-        """The payload's size, None if absent, or the reason its path is refused (said in the 422)."""
+    def _size(self, path: str) -> PayloadSize:
+        """The payload's size, None if absent, or why it could not be had: a path refused (said in the 422), or
+        a store that did not answer (503: the collector retries the report later)."""
         try:
             return self.store.size(path)
-        except StorePathError as exc:
+        except (StorePathError, StoreUnavailable) as exc:
             return exc
 
-    async def _payload_sizes(self, reports: list[ChunkReport]) -> list[int | None | StorePathError]:
+    async def _payload_sizes(self, reports: list[ChunkReport]) -> list[PayloadSize]:
         """Payload sizes: inline for a local store (microseconds each), in a thread for a remote one."""
         if self.store.local:
             return [self._size(r.payload_path) for r in reports]
         return await asyncio.to_thread(lambda: [self._size(r.payload_path) for r in reports])
 
-    def admit(self, report: ChunkReport, size: int | None | StorePathError) -> bool:
+    def admit(self, report: ChunkReport, size: PayloadSize) -> bool:
         """Check a chunk report (False for a retry of an acknowledged one); raises for a report to refuse."""
         if self.data.ledger.seen(report.chunk_id, report.sha256):
             self.data.duplicate_chunks += 1
@@ -275,6 +285,8 @@ class RunCore:
         if self.fleet.flagged(worker):
             raise WorkerFlagged(f"worker {report.worker_id!r} sent {worker.corrupt_chunks} corrupt payloads; its "
                                 "reports are refused. Check its disk and restart it (it registers anew)")
+        if isinstance(size, StoreUnavailable):
+            raise StoreUnavailableError(f"{size}; the chunk was not acknowledged, report it again")
         if isinstance(size, StorePathError):
             raise Invalid(str(size))
         if size is None:
@@ -283,10 +295,13 @@ class RunCore:
             raise Invalid(f"payload {report.payload_path!r} has {size} bytes, report says {report.size_bytes}")
         return True
 
-    def take_in(self, reports: list[ChunkReport], sizes: list[int | None | StorePathError]) -> list[ChunkVerdict]:
+    def take_in(self, reports: list[ChunkReport], sizes: list[PayloadSize]) -> list[ChunkVerdict]:
         """Admit each report of a batch on its own terms, then take every fresh chunk in with one buffer pass and
         one journal submission (one component snapshot). A repeat within the batch is a retry of a report the
-        batch acknowledges (a conflict if its content differs)."""
+        batch acknowledges (a conflict if its content differs). A store that cannot be reached refuses the whole
+        batch (503): nothing of it is acknowledged."""
+        if down := next((s for s in sizes if isinstance(s, StoreUnavailable)), None):
+            raise StoreUnavailableError(f"{down}; no chunk of the batch was acknowledged, report them again")
         verdicts: list[ChunkVerdict] = []
         fresh: dict[str, ChunkReport] = {}
         for report, size in zip(reports, sizes, strict=True):

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from shared.stores import StoreSettings
 
 
-class CoordinatorSettings(BaseSettings):
+class CoordinatorSettings(StoreSettings):
     model_config = SettingsConfigDict(env_prefix="RLFLEET_", extra="ignore")
 
     config: Path = Field(Path("configs/cartpole_dqn.yaml"), description="run config YAML")

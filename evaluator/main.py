@@ -21,13 +21,14 @@ import numpy as np
 
 from evaluator.episodes import evaluate
 from shared.actors import PolicyError, build_actor
-from shared.layout import RunLayout
+from shared.layout import BEST_POLICY, BEST_SCORE, RunLayout
 from shared.manifest import ManifestError
 from shared.policy_io import MAX_POLICY_BYTES, decode_policy
 from shared.seeds import base_seed, operator_task
 from shared.session import WorkerSession
 from shared.settings import WorkerSettings
-from shared.store import IntegrityError, LocalStore, atomic_write
+from shared.store import IntegrityError, PayloadStore
+from shared.stores import open_store
 from shared.wire import EvaluationReport, EvaluationResult, EvaluatorTask, HoldoutReport, HoldoutResult, PolicyRef
 from shared.worker import run_worker
 
@@ -46,7 +47,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
     task = session.claim()
     if not isinstance(task, EvaluatorTask):
         return  # the run ended before a task was free
-    store = LocalStore(layout.store_root)
+    store, best_store = open_store(layout, "store"), open_store(layout, "best")
     best = float("-inf")
     evaluated, latest, etag = 0, None, ""
     asked, settings = session.directive.evaluations, session.directive.settings  # earlier requests: done
@@ -85,14 +86,14 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
                  result.episodes)
         if result.mean > best:
             best = result.mean
-            _keep_best(layout, data, {"validation": result.model_dump(mode="json")})
+            _keep_best(best_store, data, {"validation": result.model_dump(mode="json")})
         if result.test_requested:
             seed = base_seed(task.seed, "test", block, ref.version)
             returns, lengths = evaluate(actor.greedy, task.env, evaluation.test_num_envs, evaluation.test_episodes,
                                         seed)
             mean = float(np.mean(returns))
             if mean >= task.env.solve_threshold:  # the judge's rule: written before reporting, since a confirmed
-                _keep_best(layout, data, {  # run ends at once and the evaluator may be stopped before the reply
+                _keep_best(best_store, data, {  # run ends at once and the evaluator may be stopped before the reply
                     "validation": result.model_dump(mode="json"),
                     "test": {"policy_version": ref.version, "mean": mean, "std": float(np.std(returns)),
                              "episodes": len(returns), "seed": seed}})
@@ -124,7 +125,8 @@ def report(session: WorkerSession, path: str, reply: type[R], model: type[Evalua
         lengths=lengths, seed=seed))
 
 
-def _keep_best(layout: RunLayout, policy: bytes, scores: dict) -> None:
-    """best/: the policy file (weights and manifest) and its scores (validation, and the test once confirmed)."""
-    atomic_write(layout.best_policy, policy)
-    atomic_write(layout.best / "score.json", json.dumps(scores, indent=2).encode())
+def _keep_best(best: PayloadStore, policy: bytes, scores: dict) -> None:
+    """The `best` store: the policy file (weights and manifest) and its scores (validation, and the test once
+    confirmed). Each write is atomic; the policy goes first, so a score never names a policy not yet there."""
+    best.put(BEST_POLICY, policy)
+    best.put(BEST_SCORE, json.dumps(scores, indent=2).encode())

@@ -27,12 +27,14 @@ from evaluator.video import Recording, check_video_path, record_episode
 from shared.actors import Actor, PolicyError, build_actor
 from shared.config import RunConfig, load_run_config
 from shared.envcheck import spaces_of
-from shared.layout import RunLayout, policy_path
+from shared.layout import BEST_POLICY, RunLayout, policy_path
 from shared.manifest import ManifestError
-from shared.policy_io import decode_policy
+from shared.policy_io import MAX_POLICY_BYTES, decode_policy
 from shared.seeds import RETEST_TASK, base_seed, decode
 from shared.spaces import Spaces
 from shared.stats import ci95
+from shared.store import IntegrityError, LocalStore, PayloadStore, StorePathError
+from shared.stores import StoreTarget, open_store
 
 CI_METHOD = "normal approximation: mean ± 1.96·std/√n (std with ddof=0)"
 
@@ -45,7 +47,7 @@ class UsageError(ValueError):
 class Subject:
     """What a test plays: a policy, and the run config whose env, seed and threshold it is tested against."""
 
-    policy_path: Path
+    policy_path: PolicySource
     config_path: Path
     config: RunConfig
     actor: Actor
@@ -67,10 +69,28 @@ def summarize(returns: list[float]) -> Stats:
     return Stats(mean, std, ci95(mean, std, len(values)))
 
 
-def resolve_inputs(run_dir: Path | None, policy: Path | None, config: Path | None,
-                   version: int | None) -> tuple[Path, Path, Path | None]:
-    """(policy file, run config, default JSON path): RUN_DIR's best policy (or its store's `version`) and its
-    config.yaml, each replaced by --policy / --config when given; without RUN_DIR both are needed."""
+@dataclass(frozen=True)
+class StoredPolicy:
+    """A policy in an object store (RLFLEET_STORE_URL): read like a file, named by where it is."""
+
+    store: PayloadStore
+    path: str
+
+    def read_bytes(self) -> bytes:
+        return self.store.get(self.path, max_bytes=MAX_POLICY_BYTES)
+
+    def __str__(self) -> str:
+        return f"{self.store.describe()}/{self.path}"
+
+
+PolicySource = Path | StoredPolicy
+
+
+def resolve_inputs(run_dir: Path | None, policy: Path | None, config: Path | None, version: int | None,
+                   store: StoreTarget | None = None) -> tuple[PolicySource, Path, Path | None]:
+    """(policy, run config, default JSON path): RUN_DIR's best policy (or its store's `version`) and its
+    config.yaml, each replaced by --policy / --config when given; without RUN_DIR both are needed. The run's
+    policies are read from its stores (`store`: the object store of RLFLEET_STORE_URL, None for RUN_DIR's)."""
     if run_dir is None:
         if policy is None or config is None:
             raise UsageError("give RUN_DIR, or both --policy FILE and --config CONFIG")
@@ -79,39 +99,51 @@ def resolve_inputs(run_dir: Path | None, policy: Path | None, config: Path | Non
         return policy, config, None
     if policy is not None and version is not None:
         raise UsageError("give --policy or --version, not both")
-    layout = _layout(run_dir)
-    if policy is None and version is not None:
-        policy = layout.store_root / policy_path(version)
-        if not policy.is_file():
-            raise UsageError(f"policy v{version} is not in {policy.parent}: it was never published, or deleted as "
-                             f"newer ones came (the coordinator keeps RLFLEET_KEEP_POLICIES files)")
-    elif policy is None:
-        policy = layout.best_policy
-        if not policy.is_file():
-            raise UsageError(f"{run_dir} has no best policy yet: the evaluator writes {policy} after its first "
-                             f"evaluation")
-    return policy, config or layout.config_file, layout.test_json
+    layout = _layout(run_dir, store)
+    if policy is not None:
+        return policy, config or layout.config_file, layout.test_json
+    if version is not None:
+        found = _stored(open_store(layout, "store"), policy_path(version))
+        if found is None:
+            raise UsageError(f"policy v{version} is not in {open_store(layout, 'store').describe()}: it was never "
+                             f"published, or deleted as newer ones came (the coordinator keeps RLFLEET_KEEP_POLICIES)")
+    else:
+        found = _stored(open_store(layout, "best"), BEST_POLICY)
+        if found is None:
+            raise UsageError(f"{run_dir} has no best policy yet: the evaluator writes it to "
+                             f"{open_store(layout, 'best').describe()} after its first evaluation")
+    return found, config or layout.config_file, layout.test_json
 
 
-def _layout(run_dir: Path) -> RunLayout:
+def _stored(store: PayloadStore, path: str) -> PolicySource | None:
+    """The policy at `path` of `store` (a file path for the local store), None if it is not there."""
+    try:
+        if store.size(path) is None:
+            return None
+    except StorePathError as exc:
+        raise UsageError(str(exc)) from exc
+    return store.resolve(path) if isinstance(store, LocalStore) else StoredPolicy(store, path)
+
+
+def _layout(run_dir: Path, store: StoreTarget | None) -> RunLayout:
     """A run directory is <data dir>/runs/<name> (shared.layout), wherever the data dir is."""
     run_dir = run_dir.absolute()
     if not run_dir.is_dir():
         raise UsageError(f"no run directory {run_dir}")
-    layout = RunLayout(run_dir.parent.parent, run_dir.name)
+    layout = RunLayout(run_dir.parent.parent, run_dir.name, store)
     if layout.run_dir != run_dir:
         raise UsageError(f"{run_dir} is not a run directory: runs live in <data dir>/runs/<name>")
     return layout
 
 
-def load_subject(policy: Path, config: Path) -> Subject:
+def load_subject(policy: PolicySource, config: Path) -> Subject:
     """Read the run config and the policy, and check that the policy was made for that config's env."""
     run_config = _load_config(config)
     try:
         manifest, state = decode_policy(policy.read_bytes())
     except FileNotFoundError as exc:
         raise UsageError(f"no policy file {policy}") from exc
-    except (OSError, ManifestError) as exc:
+    except (OSError, ManifestError, IntegrityError) as exc:
         raise UsageError(f"cannot read policy {policy}: {exc}") from exc
     try:
         spaces = spaces_of(run_config.env)

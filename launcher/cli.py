@@ -60,13 +60,19 @@ def coordinator() -> None:
 
     from coordinator.main import serve_app
     from coordinator.settings import CoordinatorSettings
+    from shared.stores import StoreConfigError
 
     _logging()
     settings = CoordinatorSettings()
+    try:
+        app_ = serve_app(settings)
+    except StoreConfigError as exc:
+        typer.echo(f"rlfleet coordinator: {exc}", err=True)
+        raise typer.Exit(2) from exc
     # uvloop + httptools (uvicorn's "auto" picks them), no access log and no proxy-headers layer (nothing reads
     # the client's address): per-request CPU is what limits a fleet of a thousand collectors on one core; the
     # backlog takes a whole fleet reconnecting at once.
-    uvicorn.run(serve_app(settings), host=settings.host, port=settings.port, log_level="warning",
+    uvicorn.run(app_, host=settings.host, port=settings.port, log_level="warning",
                 access_log=False, proxy_headers=False, backlog=4096, timeout_graceful_shutdown=10)
 
 
@@ -98,6 +104,28 @@ def evaluator() -> None:
 
     _logging()
     raise typer.Exit(run_evaluator(WorkerSettings()))
+
+
+@app.command("store-init")
+def store_init() -> None:
+    """Create the bucket that RLFLEET_STORE_URL names if it is missing, and check the store answers (settings
+    as every service reads them: RLFLEET_S3_ENDPOINT_URL, AWS credentials). Nothing to do for the run directory."""
+    from shared.store import StoreUnavailable
+    from shared.stores import StoreConfigError, StoreSettings, object_store
+
+    _logging()
+    try:
+        target = StoreSettings().store_target()
+        if target is None:
+            typer.echo("RLFLEET_STORE_URL is empty: payloads go to the run directory, nothing to create")
+            return
+        store = object_store(target, target.prefix)
+        created = store.create_bucket()
+        store.check()
+    except (StoreConfigError, StoreUnavailable) as exc:
+        typer.echo(f"rlfleet store-init: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"bucket {target.bucket} {'created' if created else 'already there'}: store reachable")
 
 
 @app.command()
@@ -159,7 +187,8 @@ def test(
     policy: Annotated[Path | None, typer.Option(help="a policy file to test instead of RUN_DIR's best")] = None,
     config: Annotated[Path | None, typer.Option(help="run config to test with instead of RUN_DIR/config.yaml")] = None,
     version: Annotated[int | None, typer.Option(
-        min=1, help="test RUN_DIR/store/policies/v<N>.safetensors instead of the best policy")] = None,
+        min=1, help="test policies/v<N>.safetensors of the run's store (RUN_DIR/store or RLFLEET_STORE_URL) "
+             "instead of the best policy")] = None,
     episodes: Annotated[int, typer.Option(min=1, max=100_000, help="greedy episodes to play")] = 100,
     num_envs: Annotated[int, typer.Option(min=1, max=256, help="envs to split them over (evenly)")] = 10,
     seed_counter: Annotated[int, typer.Option(
@@ -173,15 +202,17 @@ def test(
     Exits 0 whatever the score, 2 with one line on stderr for input that cannot be tested."""
     from evaluator.testing import UsageError, describe, load_subject, resolve_inputs, run_test
     from evaluator.video import VideoError
-    from shared.store import atomic_write
+    from shared.store import StoreUnavailable, atomic_write
+    from shared.stores import StoreConfigError, StoreSettings
 
     try:
-        policy_file, config_file, default_json = resolve_inputs(run_dir, policy, config, version)
+        store = StoreSettings().store_target()  # the run's policies: its directory, or RLFLEET_STORE_URL's store
+        policy_file, config_file, default_json = resolve_inputs(run_dir, policy, config, version, store)
         report = run_test(load_subject(policy_file, config_file), episodes, num_envs, seed_counter, video)
         out = json_path or default_json
         if out is not None:
             atomic_write(out, json.dumps(report, indent=2).encode())
-    except (UsageError, VideoError, OSError) as exc:
+    except (UsageError, VideoError, OSError, StoreConfigError, StoreUnavailable) as exc:
         typer.echo(f"rlfleet test: {exc}", err=True)
         raise typer.Exit(2) from exc
     typer.echo(describe(report))

@@ -4,7 +4,8 @@ The only differences are explicit substitutions applied to every command, enviro
 healthcheck: the container's `/data` volume becomes a local directory, `/app` the repository, the service
 name `coordinator` becomes 127.0.0.1 and its container port the local port, `0.0.0.0` becomes 127.0.0.1 (tests
 bind loopback only), and `rlfleet` becomes this Python running `-m launcher`. `${VAR:-default}` is
-interpolated from the given environment, as compose would.
+interpolated from the given environment, as compose would. Services of a profile (`profiles:`, e.g. the s3
+profile's SeaweedFS) are left out, as compose leaves them out unless the profile is asked for.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ def load_services(compose_file: Path, environ: dict[str, str], data_dir: Path, r
     tr = Translation.for_host(data_dir, repo, port)
     services = {}
     for name, spec in doc["services"].items():
+        if spec.get("profiles"):
+            continue
         env = {str(k): tr.apply(str(v), environ) for k, v in (spec.get("environment") or {}).items()}
         if env.get("RLFLEET_PORT") == str(CONTAINER_PORT):
             env["RLFLEET_PORT"] = str(port)

@@ -6,7 +6,8 @@ numpy gather. Least recently used chunks are dropped beyond `max_chunks`.
 A payload that is gone (FileNotFoundError: evicted since the sample) is skipped quietly. One that is there but
 unusable (hash mismatch, undecodable, wrong shapes or dtypes, unreadable) is skipped and queued for a report:
 otherwise the coordinator would keep serving it and the learner keep skipping it, unseen. The reader does no
-HTTP; the thread that already talks to the coordinator for it sends the reports (`take_corrupt`).
+HTTP; the thread that already talks to the coordinator for it sends the reports (`take_corrupt`). An object
+store that stays unreachable (StoreUnavailable) is no payload's fault: it propagates and ends the learner.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from learner_worker.nstep import nstep_targets
 from shared.codec import PayloadError, decode_chunk
 from shared.schema import ChunkSchema, SchemaError
-from shared.store import IntegrityError, LocalStore, StorePathError
+from shared.store import IntegrityError, PayloadStore, StorePathError
 from shared.wire import SampledChunk, SampleResponse
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class PayloadReader:
     """Reads sampled chunks from the store, verified against the run's chunk schema, and counts what could not
     be read (both loops)."""
 
-    def __init__(self, store: LocalStore, schema: ChunkSchema) -> None:
+    def __init__(self, store: PayloadStore, schema: ChunkSchema) -> None:
         self.store, self.schema = store, schema
         self.loaded = 0
         self.missing = 0
@@ -81,7 +82,7 @@ class ChunkCache(PayloadReader):
     """The replay loop's reader: keeps prepared chunks (n-step targets) and assembles batches from item
     references."""
 
-    def __init__(self, store: LocalStore, schema: ChunkSchema, gamma: float, n_step: int, max_chunks: int,
+    def __init__(self, store: PayloadStore, schema: ChunkSchema, gamma: float, n_step: int, max_chunks: int,
                  seed: int = 0) -> None:
         super().__init__(store, schema)
         self.rng = np.random.default_rng(seed)

@@ -29,7 +29,7 @@ from shared.layout import RunLayout
 from shared.plan import chunk_schema
 from shared.policy_io import save_policy
 from shared.session import COORDINATOR_ERRORS, WorkerSession, one_line
-from shared.store import LocalStore
+from shared.stores import open_store
 from shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish
 from shared.wrappers import NormalizeObs
 
@@ -55,7 +55,8 @@ class Trainer:
     def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
         self.session, self.layout, self.task = session, layout, task
         self.cfg = task.algo
-        self.store = LocalStore(layout.store_root)
+        self.store = open_store(layout, "store")
+        self.checkpoints = open_store(layout, "checkpoints")
         self.schema = chunk_schema(task.spaces, task.behaviour)
         if task.deterministic:  # same seed, same updates, same bytes (CPU, one thread: see run_learner)
             torch.use_deterministic_algorithms(True)
@@ -74,7 +75,7 @@ class Trainer:
         self.hooks = learner_hooks(task.learner.hooks, session.run_name, task.algo.name)
 
     def resume(self) -> None:
-        ckpt = load_latest_checkpoint(self.layout.checkpoints)
+        ckpt = load_latest_checkpoint(self.checkpoints)
         if ckpt is not None:
             self.learner.load(ckpt.algo)
             if self.obs_stats is not None and ckpt.obs_stats is not None:
@@ -167,7 +168,7 @@ class Trainer:
         self.session.update(ack.directive)
 
     def checkpoint(self) -> None:
-        save_checkpoint(self.layout.checkpoints,
+        save_checkpoint(self.checkpoints,
                         Checkpoint(self.iteration, self.version, self.transitions, self.learner.state(),
                                    env_steps=self.session.directive.env_steps_total,
                                    obs_stats=None if self.obs_stats is None else self.obs_stats.state()))

@@ -1,15 +1,23 @@
-"""Where a run's files live under the data directory (the shared volume): one place for every path."""
+"""Where a run's files live under the data directory: one place for every path.
+
+Payloads, policies, checkpoints and the best policy live in the run's stores (`shared.stores.open_store`):
+the `store`, `checkpoints` and `best` directories below, or an object store when `store` names one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shared.stores import StoreTarget
 
 
 @dataclass(frozen=True)
 class RunLayout:
     data_dir: Path
     run_name: str
+    store: StoreTarget | None = None  # None: the stores are the run directory's store/, checkpoints/, best/
 
     @property
     def run_dir(self) -> Path:
@@ -27,11 +35,6 @@ class RunLayout:
     @property
     def best(self) -> Path:
         return self.run_dir / "best"
-
-    @property
-    def best_policy(self) -> Path:
-        """The policy of the best validation so far (the evaluator replaces it): what `rlfleet test` tests."""
-        return self.best / "policy.safetensors"
 
     @property
     def test_json(self) -> Path:
@@ -74,6 +77,10 @@ class RunLayout:
     @property
     def summary_json(self) -> Path:
         return self.run_dir / "summary.json"
+
+
+BEST_POLICY = "policy.safetensors"  # in the `best` store: what `rlfleet test` tests by default
+BEST_SCORE = "score.json"
 
 
 def chunk_path(task_id: str, chunk_id: str) -> str:

@@ -17,7 +17,7 @@ from safetensors.numpy import load as st_load_numpy
 
 from shared.layout import policy_path
 from shared.manifest import MANIFEST_KEY, ManifestError, PolicyManifest
-from shared.store import LocalStore
+from shared.store import PayloadStore
 from shared.wire import PolicyRef
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def policy_bytes(state: dict[str, torch.Tensor], manifest: PolicyManifest) -> by
                    metadata={MANIFEST_KEY: manifest.to_json()})
 
 
-def save_policy(store: LocalStore, version: int, state: dict[str, torch.Tensor],
+def save_policy(store: PayloadStore, version: int, state: dict[str, torch.Tensor],
                 manifest: PolicyManifest) -> PolicyRef:
     path = policy_path(version)
     return PolicyRef(version=version, path=path, sha256=store.put(path, policy_bytes(state, manifest)))
@@ -58,6 +58,6 @@ def decode_policy(data: bytes) -> tuple[PolicyManifest, dict[str, np.ndarray]]:
         raise ManifestError(f"unreadable policy weights: {exc}") from exc
 
 
-def load_policy(store: LocalStore, ref: PolicyRef) -> tuple[PolicyManifest, dict[str, np.ndarray]]:
+def load_policy(store: PayloadStore, ref: PolicyRef) -> tuple[PolicyManifest, dict[str, np.ndarray]]:
     """Read and verify (sha256) a policy file; raises FileNotFoundError, IntegrityError or ManifestError."""
     return decode_policy(store.get(ref.path, ref.sha256, max_bytes=MAX_POLICY_BYTES))

@@ -6,18 +6,20 @@ import socket
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
+from shared.stores import StoreSettings
 from shared.tokens import Scope, load_tokens_file
 
 
-class WorkerSettings(BaseSettings):
+class WorkerSettings(StoreSettings):
     model_config = SettingsConfigDict(env_prefix="RLFLEET_", extra="ignore")
 
     coordinator_url: str = Field("http://127.0.0.1:8000", description="base URL of the coordinator")
     token: str | None = Field(None, description="bearer token for this worker's scope")
     tokens_file: Path | None = Field(None, description="JSON tokens file; used when `token` is not set")
-    data_dir: Path = Field(Path("data"), description="the shared data directory (the compose volume)")
+    data_dir: Path = Field(Path("data"), description=(
+        "this worker's data directory (shared with the others unless RLFLEET_STORE_URL names an object store)"))
     worker_name: str = Field(default_factory=lambda: socket.gethostname()[:100] or "worker")
     restarts: int = Field(0, ge=0, description="set by a supervisor: how often it restarted this worker")
     torch_threads: int = Field(1, ge=1, description="learner torch intra-op threads; 1 avoids oversubscription")

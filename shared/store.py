@@ -1,4 +1,8 @@
-"""The payload store: files under one root, addressed by validated relative paths.
+"""The payload store: objects addressed by validated relative paths, in a local directory or an object store.
+
+`PayloadStore` is the interface every service uses (shared/stores.py builds one from the settings);
+`LocalStore` (here) keeps files under a directory, `S3Store` (shared/s3store.py) objects under a bucket prefix.
+The rest of this docstring is about the local one.
 
 Writes are atomic (temp file, fsync, rename, fsync of the directory) so a reader sees a whole file or none,
 and a crash never leaves a torn payload that was already acknowledged. Reads can verify a sha256.
@@ -19,6 +23,7 @@ import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 from shared.ids import PAYLOAD_PATH_PATTERN
 
@@ -31,6 +36,59 @@ class StorePathError(ValueError):
 
 class IntegrityError(ValueError):
     """A payload's bytes do not match the sha256 it was reported with."""
+
+
+class StoreUnavailable(RuntimeError):
+    """The store could not be reached or refused us (endpoint, credentials, bucket) for longer than its retries:
+    the message names the setting to check. Not an OSError on purpose: readers treat an OSError as a bad
+    payload and report it corrupt, and an unreachable store is no payload's fault."""
+
+
+def check_path(relpath: str) -> str:
+    """`relpath` if it is relative segments of [A-Za-z0-9_.-] (no '..', no leading '/' or '.'), else raise."""
+    if not isinstance(relpath, str) or not _PATH_RE.fullmatch(relpath):
+        raise StorePathError(f"payload path {relpath!r} must be relative segments of [A-Za-z0-9_.-]")
+    return relpath
+
+
+class PayloadStore(Protocol):
+    """What every service needs from a store. Paths are relative (`check_path`); a missing object reads as
+    FileNotFoundError (get) or None (size); a store that stays unreachable raises StoreUnavailable."""
+
+    local: bool  # True: calls are microsecond syscalls an event loop may make inline; False: use a thread
+
+    def describe(self) -> str:
+        """Where the store is, for logs (never credentials)."""
+        ...
+
+    def check(self) -> None:
+        """Reach the store once (at service start); raises StoreUnavailable naming the setting to fix."""
+        ...
+
+    def put(self, relpath: str, data: bytes) -> str:
+        """Write `data` so that readers see all of it or nothing; returns its sha256."""
+        ...
+
+    def get(self, relpath: str, sha256: str | None = None, max_bytes: int = 1 << 30) -> bytes:
+        """The object's bytes, checked against `sha256` when given (IntegrityError if they differ)."""
+        ...
+
+    def size(self, relpath: str) -> int | None:
+        ...
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        """Relative paths of the objects under the directory `prefix`, sorted."""
+        ...
+
+    def delete(self, relpath: str) -> bool:
+        ...
+
+    def delete_many(self, relpaths: list[str]) -> int:
+        ...
+
+    def delete_unreferenced(self, prefix: str, keep: set[str], older_than: float) -> int:
+        """Delete objects under `prefix` not in `keep` and last modified before `older_than` (Unix time)."""
+        ...
 
 
 def sha256_hex(data: bytes) -> str:
@@ -57,6 +115,14 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def _is_file(name: str, dir_fd: int) -> bool:
+    """A regular file (not a link) in the directory `dir_fd`; False if it went meanwhile."""
+    try:
+        return stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
 class LocalStore:
     """A directory (a shared volume in compose) holding chunk payloads and policy files."""
 
@@ -68,11 +134,13 @@ class LocalStore:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
 
-    @staticmethod
-    def _check(relpath: str) -> str:
-        if not isinstance(relpath, str) or not _PATH_RE.fullmatch(relpath):
-            raise StorePathError(f"payload path {relpath!r} must be relative segments of [A-Za-z0-9_.-]")
-        return relpath
+    _check = staticmethod(check_path)
+
+    def describe(self) -> str:
+        return f"directory {self.root}"
+
+    def check(self) -> None:
+        """Nothing to reach: the directory was created when the store was opened."""
 
     def resolve(self, relpath: str) -> Path:
         """Map a relative path to an absolute one, refusing '..', absolute paths and symlinks leaving the root."""
@@ -129,6 +197,27 @@ class LocalStore:
             yield fd, name
         finally:
             os.close(fd)
+
+    def list_prefix(self, prefix: str) -> list[str]:
+        """Regular files under `prefix` ("" for the whole store; temp files of unfinished writes and symlinks
+        left out), sorted."""
+        found = []
+        if not prefix:
+            for dirpath, _, files, dir_fd in os.fwalk(self.root, follow_symlinks=False):
+                rel = Path(dirpath).relative_to(self.root).as_posix()
+                found += [name if rel == "." else f"{rel}/{name}" for name in files if _is_file(name, dir_fd)]
+            return sorted(p for p in found if _PATH_RE.fullmatch(p))
+        try:
+            with self._parent_fd(prefix) as (parent, name):
+                base = prefix.rpartition("/")[0]
+                for dirpath, _, files, dir_fd in os.fwalk(name, dir_fd=parent, follow_symlinks=False):
+                    for file in files:
+                        relpath = f"{base}/{dirpath}/{file}" if base else f"{dirpath}/{file}"
+                        if _PATH_RE.fullmatch(relpath) and _is_file(file, dir_fd):
+                            found.append(relpath)
+        except FileNotFoundError:
+            pass
+        return sorted(found)
 
     def delete_unreferenced(self, prefix: str, keep: set[str], older_than: float) -> int:
         """Delete regular files under `prefix` (torn temp files included) whose relative path is not in `keep`

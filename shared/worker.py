@@ -4,7 +4,8 @@ Exit codes, for supervisors (compose `restart: on-failure`, `rlfleet up`) that r
 
 - 0 (EXIT_OK): an expected ending: the run ended (solved, out of budget, stopped) or the worker was asked to stop.
 - 2 (EXIT_UNAVAILABLE): the coordinator stayed unreachable longer than `max_unavailable_seconds`, or refused the
-  worker for good (a 4xx it cannot recover from).
+  worker for good (a 4xx it cannot recover from); or the store settings are wrong, or the object store stayed
+  unreachable past its retries (the reason names the setting).
 - 4 (EXIT_CRASHED): anything else that ended the worker, in any of its threads (uploader, prefetch, heartbeat,
   the main loop): a full disk, a payload that cannot be encoded, a learner whose training diverged, a bug.
 
@@ -21,6 +22,8 @@ from shared.client import CoordinatorClient, Stopped
 from shared.layout import RunLayout
 from shared.session import COORDINATOR_ERRORS, WorkerSession
 from shared.settings import WorkerSettings
+from shared.store import StoreUnavailable
+from shared.stores import StoreConfigError, StoreTarget, check_store
 from shared.wire import WorkerKind
 
 log = logging.getLogger("rlfleet.worker")
@@ -31,22 +34,31 @@ Body = Callable[[WorkerSession, RunLayout], None]
 
 def exit_code(fatal: BaseException) -> int:
     """The exit status for a fatal error: the coordinator's fault (2) or the worker's own crash (4)."""
-    return EXIT_UNAVAILABLE if isinstance(fatal, COORDINATOR_ERRORS) else EXIT_CRASHED
+    return EXIT_UNAVAILABLE if isinstance(fatal, (*COORDINATOR_ERRORS, StoreUnavailable)) else EXIT_CRASHED
 
 
 def run_worker(settings: WorkerSettings, kind: WorkerKind, body: Body) -> int:
+    try:
+        store = settings.store_target()
+    except StoreConfigError as exc:  # refused before registering: nothing could be stored anyway
+        log.error("%s exits with status %d: %s", kind, EXIT_UNAVAILABLE, exc)
+        return EXIT_UNAVAILABLE
     client = CoordinatorClient(settings.coordinator_url, settings.resolve_token(kind),
                                timeout=settings.http_timeout_seconds,
                                max_unavailable_seconds=settings.max_unavailable_seconds)
-    return run_session(WorkerSession(client, kind, settings.worker_name, settings.restarts), settings.data_dir, body)
+    return run_session(WorkerSession(client, kind, settings.worker_name, settings.restarts), settings.data_dir, body,
+                       store)
 
 
-def run_session(session: WorkerSession, data_dir: Path, body: Body) -> int:
-    """Register, heartbeat, run `body` in this thread; the exit status from how it ended (see the module doc)."""
+def run_session(session: WorkerSession, data_dir: Path, body: Body, store: StoreTarget | None = None) -> int:
+    """Reach the store, register, heartbeat, run `body` in this thread; the exit status from how it ended (see
+    the module doc). `store`: the object store of the run's payloads, None for the data directory. The store
+    comes first: a worker that cannot store anything should not hold a lease (its retries may outlast it)."""
     try:
+        check_store(store)
         session.register()
         session.start_heartbeats()
-        body(session, RunLayout(data_dir, session.run_name))
+        body(session, RunLayout(data_dir, session.run_name, store))
     except Stopped:
         pass  # the stop event was set: the run ended, or another thread failed (recorded in session.fatal)
     except Exception as exc:

@@ -13,6 +13,7 @@ from coordinator.settings import CoordinatorSettings
 from shared.config import RunConfig, dump_run_config
 from shared.store import LocalStore
 from shared.tokens import generate_tokens_file
+from tests.seaweed import SeaweedFS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -76,3 +77,24 @@ def store(data_dir: Path, run_config: RunConfig) -> LocalStore:
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedFS]:
+    """One real S3-compatible server (SeaweedFS on loopback, free ports) for the whole session; tests take
+    a fresh bucket each (`seaweedfs.bucket()`)."""
+    server = SeaweedFS(tmp_path_factory.mktemp("seaweedfs"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_env(seaweedfs: SeaweedFS, monkeypatch: pytest.MonkeyPatch) -> SeaweedFS:
+    """This process's environment pointed at `seaweedfs` (endpoint and credentials), as a service's would be."""
+    monkeypatch.delenv("AWS_SHARED_CREDENTIALS_FILE", raising=False)
+    for name, value in seaweedfs.env.items():
+        monkeypatch.setenv(name, value)
+    return seaweedfs

@@ -1,4 +1,5 @@
-"""Uploader against a mocked coordinator (httpx.MockTransport) and a real LocalStore: no network."""
+"""Uploader against a mocked coordinator (httpx.MockTransport) and a real store: a LocalStore, or SeaweedFS on
+loopback for the object store."""
 
 from __future__ import annotations
 
@@ -16,13 +17,16 @@ from pydantic import ValidationError
 
 from collector_worker.rollout import Chunk
 from collector_worker.uploader import Pending, Uploader
+from launcher.up import free_port
 from shared.client import CoordinatorClient, Stopped
 from shared.codec import decode_chunk
 from shared.layout import chunk_path
+from shared.s3store import S3Store
 from shared.session import WorkerSession
-from shared.store import LocalStore, sha256_hex
+from shared.store import LocalStore, PayloadStore, StoreUnavailable, sha256_hex
 from shared.wire import ChunkAck, ChunkReport, Directive, PolicyRef
-from shared.worker import EXIT_CRASHED, exit_code
+from shared.worker import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
+from tests.seaweed import SeaweedFS
 
 torch.set_num_threads(1)
 
@@ -46,7 +50,7 @@ def make_chunk(seed: int, steps: int = 6, envs: int = 2, version: int = 0) -> Ch
 class Coordinator:
     """Records every request and what the store held at that moment; replies via `respond`."""
 
-    def __init__(self, store: LocalStore, respond: Callable[[ChunkReport], httpx.Response]) -> None:
+    def __init__(self, store: PayloadStore, respond: Callable[[ChunkReport], httpx.Response]) -> None:
         self.store = store
         self.respond = respond
         self.requests: list[httpx.Request] = []
@@ -56,11 +60,14 @@ class Coordinator:
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         report = ChunkReport.model_validate_json(request.content)
-        path = self.store.resolve(report.payload_path)
+        try:
+            held: bytes | None = self.store.get(report.payload_path)
+        except FileNotFoundError:
+            held = None
         with self.lock:
             self.requests.append(request)
             self.reports.append(report)
-            self.file_at_report.append(path.read_bytes() if path.exists() else None)
+            self.file_at_report.append(held)
         return self.respond(report)
 
 
@@ -80,7 +87,7 @@ def make_session(coordinator: Coordinator, patience: float = 30.0) -> WorkerSess
     return session
 
 
-def run(session: WorkerSession, store: LocalStore, items: list[Pending]) -> Uploader:
+def run(session: WorkerSession, store: PayloadStore, items: list[Pending]) -> Uploader:
     uploader = Uploader(session, store, depth=2)
     for item in items:
         uploader.submit(item)
@@ -222,3 +229,26 @@ def test_a_report_that_does_not_validate_fails_the_collector(store: LocalStore):
     assert isinstance(session.fatal, ValidationError)
     assert exit_code(session.fatal) == EXIT_CRASHED
     assert session.fatal_reason.startswith("uploader thread: ValidationError:") and "\n" not in session.fatal_reason
+
+
+def test_a_chunk_the_object_store_did_not_take_is_never_reported(store: LocalStore, s3_env: SeaweedFS):
+    """An object store that stays unreachable past its retries ends the collector with status 2 (the store's
+    fault, not the collector's), and the chunk it could not upload is never reported, so never acknowledged."""
+    dead = S3Store(s3_env.shared_bucket, "uploader", f"http://127.0.0.1:{free_port()}", retry_seconds=0.5)
+    coordinator = Coordinator(store, ack())
+    session = make_session(coordinator)
+    uploader = run(session, dead, [Pending(make_chunk(8), TASK)])
+    assert uploader.acked == 0 and coordinator.requests == []
+    assert isinstance(session.fatal, StoreUnavailable) and "RLFLEET_S3_ENDPOINT_URL" in session.fatal_reason
+    assert exit_code(session.fatal) == EXIT_UNAVAILABLE
+
+
+def test_through_the_object_store_the_chunk_is_there_before_its_report(store: LocalStore, s3_env: SeaweedFS):
+    s3 = S3Store(s3_env.shared_bucket, "uploader-ok", s3_env.endpoint)
+    coordinator = Coordinator(store, ack())
+    coordinator.store = s3  # what the coordinator would find when the report arrives
+    session = make_session(coordinator)
+    uploader = run(session, s3, [Pending(make_chunk(9), TASK)])
+    (report,) = coordinator.reports
+    assert uploader.acked == 1
+    assert coordinator.file_at_report == [s3.get(report.payload_path, report.sha256)]

@@ -1,4 +1,5 @@
-"""Learner checkpoints: round trip, newest wins, pruning, fallback past damaged files, no pickle."""
+"""Learner checkpoints in a store (the local one here): round trip, newest wins, pruning, fallback past damaged
+files, no pickle."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ import numpy as np
 import pytest
 import torch
 
+from launcher.up import free_port
 from learner_worker.algorithms.dqn import DQN
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from shared.algorithms.dqn import DQNParams
 from shared.confbase import NetConfig
+from shared.s3store import S3Store
+from shared.store import LocalStore, StoreUnavailable
 from tests.policies import EPSILON_GREEDY, flat_spaces
+from tests.seaweed import SeaweedFS
 
 torch.set_num_threads(1)
 
@@ -38,9 +43,9 @@ class Payload:
         return (open, (str(self.marker), "w"))
 
 
-def test_missing_directory_gives_none(tmp_path: Path):
-    assert load_latest_checkpoint(tmp_path / "nope") is None
-    assert load_latest_checkpoint(tmp_path) is None
+def test_an_empty_store_gives_none(tmp_path: Path):
+    assert load_latest_checkpoint(LocalStore(tmp_path / "nope")) is None
+    assert load_latest_checkpoint(LocalStore(tmp_path)) is None
 
 
 @pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
@@ -51,9 +56,9 @@ def test_roundtrip_with_real_learner_state(tmp_path: Path):
              "returns": np.ones(8, np.float32), "boot_obs": rng.normal(size=(8, 4)).astype(np.float32),
              "discount": np.full(8, 0.9, np.float32)}
     dqn.update(batch)
-    path = save_checkpoint(tmp_path, Checkpoint(7, 2, 448, dqn.state()))
-    assert path == tmp_path / "learner-0000000007.pt"
-    loaded = load_latest_checkpoint(tmp_path)
+    path = save_checkpoint(LocalStore(tmp_path), Checkpoint(7, 2, 448, dqn.state()))
+    assert path == "learner-0000000007.pt"
+    loaded = load_latest_checkpoint(LocalStore(tmp_path))
     assert loaded is not None
     assert (loaded.iteration, loaded.policy_version, loaded.transitions_trained) == (7, 2, 448)
     restored = DQN(flat_spaces(4, 2), DQNParams(net=NetConfig(hidden=(8,))), EPSILON_GREEDY, seed=1)
@@ -62,19 +67,19 @@ def test_roundtrip_with_real_learner_state(tmp_path: Path):
         assert torch.equal(restored.online.state_dict()[key], value)
     assert restored.updates == 1
     # the file itself holds no pickled objects
-    raw = torch.load(path, weights_only=True)
+    raw = torch.load(tmp_path / path, weights_only=True)
     assert raw["iteration"] == 7
 
 
 def test_no_temp_files_left(tmp_path: Path):
-    save_checkpoint(tmp_path, ckpt(1))
+    save_checkpoint(LocalStore(tmp_path), ckpt(1))
     assert names(tmp_path) == ["learner-0000000001.pt"]
 
 
 def test_newest_by_iteration_wins(tmp_path: Path):
     for iteration in (20, 300, 5):  # saved out of order: the highest iteration counts, not the last write
-        save_checkpoint(tmp_path, ckpt(iteration), keep=10)
-    loaded = load_latest_checkpoint(tmp_path)
+        save_checkpoint(LocalStore(tmp_path), ckpt(iteration), keep=10)
+    loaded = load_latest_checkpoint(LocalStore(tmp_path))
     assert loaded is not None and loaded.iteration == 300
     assert torch.equal(loaded.algo["w"], torch.full((2, 2), 300.0))
     assert loaded.algo["n"] == 300
@@ -82,22 +87,22 @@ def test_newest_by_iteration_wins(tmp_path: Path):
 
 def test_keep_prunes_older(tmp_path: Path):
     for iteration in (1, 2, 10, 11, 100):
-        save_checkpoint(tmp_path, ckpt(iteration), keep=3)
+        save_checkpoint(LocalStore(tmp_path), ckpt(iteration), keep=3)
     assert names(tmp_path) == ["learner-0000000010.pt", "learner-0000000011.pt", "learner-0000000100.pt"]
 
 
 def test_pruning_ignores_unrelated_files(tmp_path: Path):
     (tmp_path / "notes.txt").write_text("keep me")
     for iteration in range(1, 6):
-        save_checkpoint(tmp_path, ckpt(iteration), keep=2)
+        save_checkpoint(LocalStore(tmp_path), ckpt(iteration), keep=2)
     assert names(tmp_path) == ["learner-0000000004.pt", "learner-0000000005.pt", "notes.txt"]
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "missing_keys"])
 def test_corrupt_newest_falls_back_to_previous(tmp_path: Path, damage: str):
-    save_checkpoint(tmp_path, ckpt(1))
-    save_checkpoint(tmp_path, ckpt(2))
-    newest = save_checkpoint(tmp_path, ckpt(3))
+    save_checkpoint(LocalStore(tmp_path), ckpt(1))
+    save_checkpoint(LocalStore(tmp_path), ckpt(2))
+    newest = tmp_path / save_checkpoint(LocalStore(tmp_path), ckpt(3))
     data = newest.read_bytes()
     if damage == "truncated":
         newest.write_bytes(data[: len(data) // 2])
@@ -109,18 +114,18 @@ def test_corrupt_newest_falls_back_to_previous(tmp_path: Path, damage: str):
         buf = io.BytesIO()
         torch.save({"iteration": 3}, buf)
         newest.write_bytes(buf.getvalue())
-    loaded = load_latest_checkpoint(tmp_path)
+    loaded = load_latest_checkpoint(LocalStore(tmp_path))
     assert loaded is not None and loaded.iteration == 2
 
 
 def test_all_corrupt_gives_none(tmp_path: Path):
     for iteration in (1, 2):
-        save_checkpoint(tmp_path, ckpt(iteration)).write_bytes(b"broken")
-    assert load_latest_checkpoint(tmp_path) is None
+        (tmp_path / save_checkpoint(LocalStore(tmp_path), ckpt(iteration))).write_bytes(b"broken")
+    assert load_latest_checkpoint(LocalStore(tmp_path)) is None
 
 
 def test_pickled_object_is_skipped_and_never_run(tmp_path: Path):
-    save_checkpoint(tmp_path, ckpt(1))
+    save_checkpoint(LocalStore(tmp_path), ckpt(1))
     marker = tmp_path / "pwned"
     evil = {"iteration": 2, "policy_version": 0, "transitions_trained": 0, "algo": {"x": Payload(marker)}}
     torch.save(evil, tmp_path / "learner-0000000002.pt")
@@ -134,7 +139,7 @@ def test_pickled_object_is_skipped_and_never_run(tmp_path: Path):
         torch.load(tmp_path / "learner-0000000002.pt", weights_only=True)
     assert not marker.exists()
     # ...but load_latest_checkpoint must skip it without running it
-    loaded = load_latest_checkpoint(tmp_path)
+    loaded = load_latest_checkpoint(LocalStore(tmp_path))
     assert loaded is not None and loaded.iteration == 1
     assert not marker.exists()
 
@@ -146,13 +151,33 @@ class Anything:
 def test_pickled_object_alone_gives_none(tmp_path: Path):
     torch.save({"iteration": 9, "policy_version": 0, "transitions_trained": 0, "algo": Anything},
                tmp_path / "learner-0000000009.pt")
-    assert load_latest_checkpoint(tmp_path) is None
+    assert load_latest_checkpoint(LocalStore(tmp_path)) is None
 
 
 def test_observation_statistics_travel_with_the_checkpoint(tmp_path: Path):
     stats = {"count": 3, "mean": [1.0, 2.0], "m2": [0.5, 0.25]}
-    save_checkpoint(tmp_path, Checkpoint(5, 2, 64, {"w": torch.zeros(1)}, obs_stats=stats))
-    loaded = load_latest_checkpoint(tmp_path)
+    save_checkpoint(LocalStore(tmp_path), Checkpoint(5, 2, 64, {"w": torch.zeros(1)}, obs_stats=stats))
+    loaded = load_latest_checkpoint(LocalStore(tmp_path))
     assert loaded is not None and loaded.obs_stats == stats
-    save_checkpoint(tmp_path, Checkpoint(6, 2, 64, {"w": torch.zeros(1)}))
-    assert load_latest_checkpoint(tmp_path).obs_stats is None  # type: ignore[union-attr]
+    save_checkpoint(LocalStore(tmp_path), Checkpoint(6, 2, 64, {"w": torch.zeros(1)}))
+    assert load_latest_checkpoint(LocalStore(tmp_path)).obs_stats is None  # type: ignore[union-attr]
+
+
+def test_checkpoints_prune_and_resume_through_an_object_store(s3_env: SeaweedFS):
+    """The learner's checkpoints in S3 (RLFLEET_STORE_URL): a learner restarted on another host resumes."""
+    store = S3Store(s3_env.shared_bucket, "ckpt-test/checkpoints", s3_env.endpoint)
+    for iteration in (1, 2, 10, 11):
+        save_checkpoint(store, ckpt(iteration), keep=2)
+    assert store.list_prefix("") == ["learner-0000000010.pt", "learner-0000000011.pt"]
+    store.put("learner-0000000011.pt", b"torn")  # the newest unreadable: the one before it is used
+    loaded = load_latest_checkpoint(S3Store(s3_env.shared_bucket, "ckpt-test/checkpoints", s3_env.endpoint))
+    assert loaded is not None and loaded.iteration == 10
+    assert torch.equal(loaded.algo["w"], torch.full((2, 2), 10.0))
+
+
+def test_an_unreachable_store_is_not_mistaken_for_having_no_checkpoint(s3_env: SeaweedFS):
+    """Starting from scratch would throw the run's training away: the learner ends (status 2) and is restarted."""
+    dead = S3Store(s3_env.shared_bucket, "ckpt-test/checkpoints", f"http://127.0.0.1:{free_port()}",
+                   retry_seconds=0.3)
+    with pytest.raises(StoreUnavailable, match="RLFLEET_S3_ENDPOINT_URL"):
+        load_latest_checkpoint(dead)
