@@ -38,9 +38,12 @@ def up(
     deterministic: Annotated[bool, typer.Option(
         "--deterministic", help="reproducible run: one collector in lockstep with the learner; the same seed "
                                 "publishes byte-identical policy files")] = False,
+    resume: Annotated[str | None, typer.Option(
+        help="continue the run of this name (data/runs/<name>/, with the config it started with) instead of "
+             "starting a new one; as RLFLEET_RUN does for compose")] = None,
 ) -> None:
     """Run every service of docker-compose.yml as a local process and train until solved or out of budget."""
-    from launcher.up import Up, UpOptions
+    from launcher.up import UnknownRun, Up, UpOptions
 
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
     if deterministic:
@@ -48,9 +51,13 @@ def up(
             raise typer.BadParameter(f"a deterministic run has exactly one collector, not {collectors}",
                                      param_hint="--collectors")
         collectors, overrides = 1, [*overrides, "deterministic=true"]
-    raise typer.Exit(Up(UpOptions(config=config, data_dir=data_dir, port=port, collectors=collectors,
-                                  overrides=overrides, max_quick_crashes=max_quick_crashes,
-                                  stable_seconds=stable_seconds)).run())
+    try:
+        runner = Up(UpOptions(config=config, resume=resume, data_dir=data_dir, port=port, collectors=collectors,
+                              overrides=overrides, max_quick_crashes=max_quick_crashes,
+                              stable_seconds=stable_seconds))
+    except UnknownRun as exc:
+        raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+    raise typer.Exit(runner.run())
 
 
 @app.command()
