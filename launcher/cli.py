@@ -107,12 +107,26 @@ def evaluator() -> None:
 
 
 @app.command()
-def secrets(out: Annotated[Path, typer.Option(help="tokens file to create (kept if it exists)")]) -> None:
-    """Create the scoped bearer tokens file (mode 0600) unless it already exists."""
-    from shared.tokens import generate_tokens_file
+def secrets(
+    out: Annotated[Path, typer.Option(help="tokens file to create (kept if it exists)")],
+    scope_file: Annotated[list[str] | None, typer.Option(
+        help="SCOPE=PATH: also write that scope's token alone to PATH (mode 0600, rewritten each time), for a "
+             "service that must see no other token; repeatable")] = None,
+) -> None:
+    """Create the scoped bearer tokens file (mode 0600) unless it already exists; optionally one file per scope."""
+    from shared.tokens import SCOPES, generate_tokens_file, write_token_file
 
-    generate_tokens_file(out)
-    typer.echo(f"tokens in {out}")
+    targets: list[tuple[str, Path]] = []
+    for item in scope_file or []:
+        scope, sep, where = item.partition("=")
+        if not sep or scope not in SCOPES or not where:
+            raise typer.BadParameter(f"{item!r} must look like SCOPE=PATH with SCOPE one of {', '.join(SCOPES)}",
+                                     param_hint="--scope-file")
+        targets.append((scope, Path(where)))
+    tokens = generate_tokens_file(out)
+    for scope, path in targets:
+        write_token_file(path, tokens[scope])
+    typer.echo(f"tokens in {out}" + "".join(f"; {scope} token in {path}" for scope, path in targets))
 
 
 @app.command()
