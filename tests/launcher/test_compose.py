@@ -77,3 +77,10 @@ def test_each_compose_service_mounts_only_its_own_token() -> None:
     for worker in ("collector", "learner", "evaluator"):
         assert mounts[worker] == {"rlfleet-data", f"{worker}-token"}
 
+
+def test_host_network_override_puts_every_service_on_the_host() -> None:
+    """docker/e2e.sh's override: no Docker network at all, so all traffic stays on 127.0.0.1."""
+    override = yaml.safe_load((REPO / "docker/compose.hostnet.yml").read_text())["services"]
+    services = yaml.safe_load((REPO / "docker-compose.yml").read_text())["services"]
+    assert set(override) == set(services)
+    assert all(spec["network_mode"] == "host" for spec in override.values())
