@@ -34,9 +34,10 @@ def test_compose_in_containers_solves_scales_survives_a_learner_crash_and_starts
     restarted = re.search(r"learner restarted by its policy \(RestartCount (\d+)\): resumed from iteration (\d+)", out)
     assert restarted and int(restarted.group(1)) >= 1 and int(restarted.group(2)) > 0
     assert re.search(r"== run \S+ solved: policy v\d+ confirmed by a held-out test", out), out[-3000:]
-    first = re.search(r"== run (\S+) is training", out)
+    first = re.search(r"== run (\S+) is collecting", out)
     second = re.search(r"== new run (\S+) is training", out)
-    assert first and second and first.group(1) != second.group(1)
+    assert first and second and first.group(1) != second.group(1)  # a second `up` after the solve: a new run
+    assert re.search(rf"== run {re.escape(second.group(1))} solved: [\d,]+ env steps", out)
     for figure in ("base image", "project image", "solve in containers", "solve with rlfleet up"):
         assert re.search(rf"^{figure}: [\d.]+s", out, re.MULTILINE), f"no figure for {figure}"
     assert out.rstrip().endswith("e2e passed")
