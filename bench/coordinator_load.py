@@ -973,11 +973,12 @@ def run_config(name: str, capacity: int, seed: int) -> dict[str, Any]:
     }
 
 
-def start_coordinator(point_dir: Path, config_file: Path, data_dir: Path, tokens_file: Path, port: int,
+def start_coordinator(point_dir: Path, config_file: Path, run: str, data_dir: Path, tokens_file: Path, port: int,
                       lease_seconds: float) -> tuple[subprocess.Popen[bytes], Path]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLFLEET_")}
     env.update({
-        "RLFLEET_CONFIG": str(config_file), "RLFLEET_DATA_DIR": str(data_dir), "RLFLEET_TOKENS_FILE": str(tokens_file),
+        "RLFLEET_CONFIG": str(config_file), "RLFLEET_RUN": run, "RLFLEET_DATA_DIR": str(data_dir),
+        "RLFLEET_TOKENS_FILE": str(tokens_file),
         "RLFLEET_HOST": "127.0.0.1", "RLFLEET_PORT": str(port), "RLFLEET_LEASE_SECONDS": f"{lease_seconds:g}",
         "RLFLEET_OPEN_READS": "false", "RLFLEET_ORPHAN_GRACE_SECONDS": "3600", "PYTHONUNBUFFERED": "1",
         "PYTHONPATH": str(REPO),
@@ -1035,7 +1036,7 @@ def bench_point(n: int, args: argparse.Namespace, tokens: dict[str, str], tokens
 
     config_file.write_text(yaml.safe_dump(run_config(name, args.capacity, args.seed), sort_keys=False))
     port = args.port or free_port()
-    proc, log_path = start_coordinator(point_dir, config_file, data_dir, tokens_file, port, args.lease_seconds)
+    proc, log_path = start_coordinator(point_dir, config_file, name, data_dir, tokens_file, port, args.lease_seconds)
     try:
         wait_ready(port, proc, log_path)
         store_root.mkdir(parents=True, exist_ok=True)

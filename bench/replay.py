@@ -458,7 +458,8 @@ def bench_coordinator(load_seconds: float, idle_seconds: float, collectors: int,
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "launcher", "coordinator"], cwd=REPO, stdin=subprocess.DEVNULL,
             stdout=coordinator_log, stderr=subprocess.STDOUT,
-            env={**base_env, "RLFLEET_CONFIG": str(config_file), "RLFLEET_DATA_DIR": str(data_dir),
+            env={**base_env, "RLFLEET_CONFIG": str(config_file), "RLFLEET_RUN": config.name,
+                 "RLFLEET_DATA_DIR": str(data_dir),
                  "RLFLEET_TOKENS_FILE": str(data_dir / "tokens.json"), "RLFLEET_HOST": "127.0.0.1",
                  "RLFLEET_PORT": str(port)}))
         wait_ready(url, procs[0], 60)

@@ -8,6 +8,7 @@ caller to submit with the rest of its operation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from coordinator import journal as jr
@@ -128,10 +129,12 @@ class Fleet:
             if held is not None and held in self.tasks.tasks:
                 self.tasks.mark_claimed(held, worker_id)
 
-    def worker_status(self, now: float) -> list[WorkerStatus]:
+    def worker_status(self, now: float, buffered: Mapping[str, int]) -> list[WorkerStatus]:
+        """`buffered`: worker id -> its chunks in the replay buffer now."""
         return [WorkerStatus(worker_id=w.worker_id, kind=w.kind, name=w.name, task_id=w.task_id,
                              last_seen_seconds_ago=now - w.last_seen, restarts=w.restarts,
-                             corrupt_chunks=w.corrupt_chunks, flagged=self.flagged(w))
+                             buffered_chunks=buffered.get(w.worker_id, 0), corrupt_chunks=w.corrupt_chunks,
+                             flagged=self.flagged(w))
                 for w in self.registry.workers.values()]
 
     def task_status(self) -> list[TaskStatus]:

@@ -171,6 +171,22 @@ class Journal:
             )
 
 
+def stored_run_state(path: Path) -> str | None:
+    """The run state (running, solved, ...) a journal file holds, read without opening it as a `Journal` (no
+    writer thread, no schema created): how a starting coordinator tells a finished run from one to resume.
+    None when there is no file, or nothing was committed to it yet."""
+    if not path.exists():
+        return None
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key='lifecycle'").fetchone()
+    except sqlite3.OperationalError:  # no meta table yet
+        return None
+    finally:
+        db.close()
+    return None if row is None else str(json.loads(row[0])["state"])
+
+
 # ----- statements, one function per kind of row ------------------------------------------------------------
 def chunk_row(entry: Entry, base_id: int, initial_leaf: float, worker_id: str, acked_at: float) -> Statement:
     return ("INSERT INTO chunks (chunk_id, sha256, payload_path, transitions, policy_version, num_envs, ends, "

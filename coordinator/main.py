@@ -23,8 +23,9 @@ from coordinator.middleware import BodySizeLimit, TokenGate
 from coordinator.overrides import parse_overrides
 from coordinator.routes import control, data, evaluations, health, policies, run, tests, workers
 from coordinator.run import Run
+from coordinator.runs import choose_run
 from coordinator.settings import CoordinatorSettings
-from shared.config import dump_run_config, load_run_config
+from shared.config import RunConfig, dump_run_config, load_run_config
 from shared.layout import RunLayout
 from shared.stores import check_store, open_store
 from shared.tokens import load_tokens_file
@@ -78,9 +79,22 @@ async def _tick_loop(app: FastAPI) -> None:
             log.exception("housekeeping tick failed")
 
 
+def _config_of_run(settings: CoordinatorSettings) -> RunConfig:
+    """The config file with its overrides, named after the run chosen by coordinator/runs.py."""
+    overrides = parse_overrides(settings.overrides)
+    named = overrides.get("name")
+    if settings.run and named is not None and named != settings.run:
+        raise ValueError(f"RLFLEET_RUN={settings.run} and the override name={named} name different runs; "
+                         "set one of them")
+    base = load_run_config(settings.config, overrides)
+    choice = choose_run(settings.data_dir, base, settings.run or (base.name if named is not None else None))
+    log.info("%s", choice.why)
+    return base.model_copy(update={"name": choice.name})
+
+
 def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     settings = settings or CoordinatorSettings()
-    config = load_run_config(settings.config, parse_overrides(settings.overrides))
+    config = _config_of_run(settings)
     tokens = load_tokens_file(settings.tokens_file)
     target = settings.store_target()  # a wrong store setting is refused here, before the app starts
     # Size checks answer a request: past botocore's own retries, a 503 (the worker retries) beats a thread held
@@ -94,7 +108,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
         await asyncio.to_thread(check_store, target)
         store = open_store(dataclasses.replace(layout, store=request_target), "store")
         log.info("payload store: %s", store.describe())
-        journal = Journal(settings.db_path or layout.run_dir / "coordinator.sqlite", settings.db_synchronous)
+        journal = Journal(settings.db_path or layout.journal, settings.db_synchronous)
         app.state.run = Run(
             config, store, lease_seconds=settings.lease_seconds,
             sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from shared.ids import ID_PATTERN
 from shared.stores import StoreSettings
 
 
@@ -15,6 +16,10 @@ class CoordinatorSettings(StoreSettings):
 
     config: Path = Field(Path("configs/cartpole_dqn.yaml"), description="run config YAML")
     overrides: str = Field("", description="config overrides 'a.b=1;seed=2' applied on top of the YAML")
+    run: str | None = Field(None, pattern=ID_PATTERN, description=(
+        "serve exactly this run (runs/<run>/ in the data directory): resumed if it exists, created otherwise. "
+        "Unset, the newest run of the config is resumed while it is still running, and a finished one is "
+        "followed by a new run (coordinator/runs.py)"))
     data_dir: Path = Field(Path("data"), description="shared data directory holding runs/<name>/")
     host: str = Field("127.0.0.1", description="bind address (0.0.0.0 inside a container)")
     port: int = Field(8000, ge=0, le=65535)
@@ -42,3 +47,9 @@ class CoordinatorSettings(StoreSettings):
     gc_pacing: bool = Field(True, description=(
         "pace Python's cyclic collector (coordinator/gcpacing.py); off only where the coordinator shares its "
         "process with other code, e.g. in-process tests"))
+
+    @field_validator("run", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        """Compose passes `RLFLEET_RUN: ${RLFLEET_RUN:-}`, an empty string, when the user set nothing."""
+        return None if value == "" else value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -42,7 +43,7 @@ def build_status(run: Run) -> Status:
         tests_rejected=run.judge.rejected,
         test_in_flight=run.judge.pending[0] if run.judge.pending else None,
         seeds=_seeds(run), control=run.control.status(),
-        workers=run.fleet.worker_status(now),
+        workers=run.fleet.worker_status(now, Counter(data.producers.values())),
         tasks=run.fleet.task_status(),
         buffers=[data.status()],
         journal=run.journal_status(),

@@ -38,9 +38,12 @@ def up(
     deterministic: Annotated[bool, typer.Option(
         "--deterministic", help="reproducible run: one collector in lockstep with the learner; the same seed "
                                 "publishes byte-identical policy files")] = False,
+    resume: Annotated[str | None, typer.Option(
+        help="continue the run of this name (data/runs/<name>/, with the config it started with) instead of "
+             "starting a new one; as RLFLEET_RUN does for compose")] = None,
 ) -> None:
     """Run every service of docker-compose.yml as a local process and train until solved or out of budget."""
-    from launcher.up import Up, UpOptions
+    from launcher.up import UnknownRun, Up, UpOptions
 
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
     if deterministic:
@@ -48,9 +51,13 @@ def up(
             raise typer.BadParameter(f"a deterministic run has exactly one collector, not {collectors}",
                                      param_hint="--collectors")
         collectors, overrides = 1, [*overrides, "deterministic=true"]
-    raise typer.Exit(Up(UpOptions(config=config, data_dir=data_dir, port=port, collectors=collectors,
-                                  overrides=overrides, max_quick_crashes=max_quick_crashes,
-                                  stable_seconds=stable_seconds)).run())
+    try:
+        runner = Up(UpOptions(config=config, resume=resume, data_dir=data_dir, port=port, collectors=collectors,
+                              overrides=overrides, max_quick_crashes=max_quick_crashes,
+                              stable_seconds=stable_seconds))
+    except UnknownRun as exc:
+        raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+    raise typer.Exit(runner.run())
 
 
 @app.command()
@@ -129,12 +136,26 @@ def store_init() -> None:
 
 
 @app.command()
-def secrets(out: Annotated[Path, typer.Option(help="tokens file to create (kept if it exists)")]) -> None:
-    """Create the scoped bearer tokens file (mode 0600) unless it already exists."""
-    from shared.tokens import generate_tokens_file
+def secrets(
+    out: Annotated[Path, typer.Option(help="tokens file to create (kept if it exists)")],
+    scope_file: Annotated[list[str] | None, typer.Option(
+        help="SCOPE=PATH: also write that scope's token alone to PATH (mode 0600, rewritten each time), for a "
+             "service that must see no other token; repeatable")] = None,
+) -> None:
+    """Create the scoped bearer tokens file (mode 0600) unless it already exists; optionally one file per scope."""
+    from shared.tokens import SCOPES, generate_tokens_file, write_token_file
 
-    generate_tokens_file(out)
-    typer.echo(f"tokens in {out}")
+    targets: list[tuple[str, Path]] = []
+    for item in scope_file or []:
+        scope, sep, where = item.partition("=")
+        if not sep or scope not in SCOPES or not where:
+            raise typer.BadParameter(f"{item!r} must look like SCOPE=PATH with SCOPE one of {', '.join(SCOPES)}",
+                                     param_hint="--scope-file")
+        targets.append((scope, Path(where)))
+    tokens = generate_tokens_file(out)
+    for scope, path in targets:
+        write_token_file(path, tokens[scope])
+    typer.echo(f"tokens in {out}" + "".join(f"; {scope} token in {path}" for scope, path in targets))
 
 
 @app.command()

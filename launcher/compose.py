@@ -1,11 +1,13 @@
 """Translate docker-compose.yml into local processes, so `rlfleet up` runs exactly what compose declares.
 
 The only differences are explicit substitutions applied to every command, environment value and
-healthcheck: the container's `/data` volume becomes a local directory, `/app` the repository, the service
-name `coordinator` becomes 127.0.0.1 and its container port the local port, `0.0.0.0` becomes 127.0.0.1 (tests
-bind loopback only), and `rlfleet` becomes this Python running `-m launcher`. `${VAR:-default}` is
-interpolated from the given environment, as compose would. Services of a profile (`profiles:`, e.g. the s3
-profile's SeaweedFS) are left out, as compose leaves them out unless the profile is asked for.
+healthcheck: the container's `/data` volume becomes a local directory, `/secrets/all` (the tokens volume) that
+same directory (so `data/tokens.json` is where `rlfleet status` looks) and `/secrets/<scope>` its `secrets/<scope>`,
+`/app` the repository, the service name `coordinator` becomes 127.0.0.1 and its container port the local port,
+`0.0.0.0` becomes 127.0.0.1 (tests bind loopback only), and `rlfleet` becomes this Python running `-m launcher`.
+`${VAR:-default}` is interpolated from the given environment, as compose would. Services of a profile
+(`profiles:`, e.g. the s3 profile's SeaweedFS) are left out, as compose leaves them out unless the profile is
+asked for.
 """
 
 from __future__ import annotations
@@ -52,16 +54,19 @@ class Translation:
             replace=((f"http://coordinator:{CONTAINER_PORT}", f"http://127.0.0.1:{port}"),
                      (f"127.0.0.1:{CONTAINER_PORT}", f"127.0.0.1:{port}"),
                      ("0.0.0.0", "127.0.0.1")),
-            mounts=(("/data", str(data_dir)), ("/app", str(repo))),
+            mounts=(("/data", str(data_dir)), ("/secrets/all", str(data_dir)),
+                    ("/secrets", str(data_dir / "secrets")), ("/app", str(repo))),
         )
 
     def apply(self, text: str, environ: dict[str, str]) -> str:
         text = interpolate(text, environ)
         for container, local in self.replace:
             text = text.replace(container, local)
-        for container, local in self.mounts:
-            if text == container or text.startswith(container + "/"):
-                text = local + text[len(container):]
+        head, sep, tail = text.partition("=")  # `SCOPE=/secrets/...` maps like the bare path
+        for container, local in self.mounts:  # the first that matches: a local path is never mapped again
+            for prefix, path in (("", text), (head + sep, tail) if sep else ("", "")):
+                if path == container or path.startswith(container + "/"):
+                    return prefix + local + path[len(container):]
         return text
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from coordinator.overrides import parse_overrides
+from coordinator.runs import new_run_name
 from launcher.compose import LocalService, load_services
 from launcher.processes import Child, child_environment, start
 from launcher.progress import Progress
@@ -31,6 +32,7 @@ EXIT_SOLVED, EXIT_UNSOLVED, EXIT_FAILED = 0, 1, 3
 @dataclass
 class UpOptions:
     config: Path
+    resume: str | None = None  # a run's name: serve that run instead of starting a new one
     data_dir: Path = Path("data")
     port: int = 8000
     collectors: int | None = None
@@ -48,6 +50,10 @@ class UpOptions:
 
 class ServiceFailed(RuntimeError):
     pass
+
+
+class UnknownRun(ValueError):
+    """`--resume` names a run that has no journal in the data directory."""
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -70,13 +76,18 @@ def _healthy(service: LocalService) -> bool:
 class Up:
     def __init__(self, opts: UpOptions) -> None:
         self.opts = opts
-        base = load_run_config(opts.config, parse_overrides(";".join(opts.overrides)))
-        self.run_name = f"{base.name}__s{base.seed}__{time.strftime('%Y%m%d-%H%M%S')}"
         self.data_dir = opts.data_dir.resolve()
+        if opts.resume is None:
+            self.run_name = new_run_name(load_run_config(opts.config, parse_overrides(";".join(opts.overrides))))
+        elif RunLayout(self.data_dir, opts.resume).journal.exists():
+            self.run_name = opts.resume
+        else:
+            raise UnknownRun(f"no run {opts.resume!r} to resume in {self.data_dir / 'runs'}")
         self.port = opts.port or free_port()
         self.layout = RunLayout(self.data_dir, self.run_name)
+        # The coordinator is told the run by name, the one mechanism compose users have too (RLFLEET_RUN).
         environ = {**os.environ, "RLFLEET_CONFIG": str(opts.config.resolve()), "RLFLEET_PORT": str(self.port),
-                   "RLFLEET_OVERRIDES": ";".join([*opts.overrides, f"name={self.run_name}"])}
+                   "RLFLEET_OVERRIDES": ";".join(opts.overrides), "RLFLEET_RUN": self.run_name}
         self.services = load_services(opts.compose_file, environ, self.data_dir, REPO, self.port)
         if opts.collectors is not None:
             self.services["collector"].replicas = opts.collectors
@@ -157,7 +168,7 @@ class Up:
             return None
 
     def watch(self) -> Status:
-        token = load_tokens_file(self.data_dir / "tokens.json")["admin"]
+        token = load_tokens_file(Path(self.services["coordinator"].env["RLFLEET_TOKENS_FILE"]))["admin"]
         with httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=5,
                           headers={"Authorization": f"Bearer {token}"}) as http:
             last: Status | None = None

@@ -24,6 +24,11 @@ class RunLayout:
         return self.data_dir / "runs" / self.run_name
 
     @property
+    def journal(self) -> Path:
+        """The coordinator's SQLite journal of the run (unless RLFLEET_DB_PATH puts it elsewhere)."""
+        return self.run_dir / "coordinator.sqlite"
+
+    @property
     def store_root(self) -> Path:
         """Root of the payload store: chunk payloads and policy files, addressed by relative paths."""
         return self.run_dir / "store"

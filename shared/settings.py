@@ -9,7 +9,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from shared.stores import StoreSettings
-from shared.tokens import Scope, load_tokens_file
+from shared.tokens import Scope, load_token_file, load_tokens_file
 
 
 class WorkerSettings(StoreSettings):
@@ -17,7 +17,11 @@ class WorkerSettings(StoreSettings):
 
     coordinator_url: str = Field("http://127.0.0.1:8000", description="base URL of the coordinator")
     token: str | None = Field(None, description="bearer token for this worker's scope")
-    tokens_file: Path | None = Field(None, description="JSON tokens file; used when `token` is not set")
+    token_file: Path | None = Field(None, description=(
+        "a file holding only this worker's token (compose and Kubernetes mount one per scope); used when "
+        "`token` is not set"))
+    tokens_file: Path | None = Field(None, description=(
+        "JSON file of every scope's tokens; used when neither `token` nor `token_file` is set"))
     data_dir: Path = Field(Path("data"), description=(
         "this worker's data directory (shared with the others unless RLFLEET_STORE_URL names an object store)"))
     worker_name: str = Field(default_factory=lambda: socket.gethostname()[:100] or "worker")
@@ -31,8 +35,11 @@ class WorkerSettings(StoreSettings):
     def resolve_token(self, scope: Scope) -> str:
         if self.token:
             return self.token
+        if self.token_file is not None:
+            return load_token_file(self.token_file)
         if self.tokens_file is None:
-            raise ValueError(f"no token: set RLFLEET_TOKEN (the {scope!r} token) or RLFLEET_TOKENS_FILE")
+            raise ValueError(f"no token: set RLFLEET_TOKEN (the {scope!r} token), RLFLEET_TOKEN_FILE (a file "
+                             "holding it) or RLFLEET_TOKENS_FILE")
         tokens = load_tokens_file(self.tokens_file)
         if scope not in tokens:
             raise ValueError(f"tokens file {self.tokens_file} has no {scope!r} token")

@@ -312,6 +312,9 @@ class WorkerStatus(Wire):
     task_id: str | None
     last_seen_seconds_ago: float
     restarts: int = Field(description="how often a supervisor restarted this worker's process")
+    buffered_chunks: int = Field(0, description=(
+        "chunks this worker reported that are in the replay buffer now (acknowledged, not yet evicted or "
+        "consumed): proof that a collector's data arrives"))
     corrupt_chunks: int = Field(0, description="payloads of this worker that a learner found unusable")
     flagged: bool = Field(False, description="too many corrupt payloads: its chunk reports are refused")
 

@@ -57,9 +57,12 @@ def config_file(tmp_path: Path, run_config: RunConfig) -> Path:
 
 
 @pytest.fixture
-def coordinator_settings(config_file: Path, data_dir: Path, tokens: dict[str, str]) -> CoordinatorSettings:
-    return CoordinatorSettings(config=config_file, data_dir=data_dir, tokens_file=data_dir / "tokens.json",
-                               sample_wait_seconds=0.05, tick_seconds=0.2, gc_pacing=False)
+def coordinator_settings(config_file: Path, data_dir: Path, tokens: dict[str, str],
+                         run_config: RunConfig) -> CoordinatorSettings:
+    # Named explicitly (as `rlfleet up` names its runs), so the run's files are at runs/test-run/.
+    return CoordinatorSettings(config=config_file, run=run_config.name, data_dir=data_dir,
+                               tokens_file=data_dir / "tokens.json", sample_wait_seconds=0.05, tick_seconds=0.2,
+                               gc_pacing=False)
 
 
 @pytest.fixture

@@ -39,7 +39,8 @@ def make_settings(base: Path, **update: Any) -> tuple[CoordinatorSettings, dict[
     tokens = generate_tokens_file(data_dir / "tokens.json")
     config_file = base / "run.yaml"
     config_file.write_text(dump_run_config(small_run_config()))
-    fields: dict[str, Any] = {"config": config_file, "data_dir": data_dir, "tokens_file": data_dir / "tokens.json",
+    fields: dict[str, Any] = {"config": config_file, "run": small_run_config().name, "data_dir": data_dir,
+                              "tokens_file": data_dir / "tokens.json",
                               "sample_wait_seconds": 0.05, "tick_seconds": 0.2, "gc_pacing": False}
     fields.update(update)
     return CoordinatorSettings(**fields), tokens

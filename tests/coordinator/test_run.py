@@ -237,6 +237,17 @@ def test_ingest_counts_exactly(run: Run, store: LocalStore) -> None:
     assert run.data.buffer.entries()[0].payload_path == "chunks/collector-0/c1.msgpack"
 
 
+def test_status_counts_each_workers_chunks_in_the_buffer(run: Run, store: LocalStore) -> None:
+    """How one sees that a collector's data arrives (docker/e2e.sh checks the third collector with it)."""
+    (a, ta), (b, tb), trainer = collector(run), collector(run), learner(run)
+    for i in range(3):
+        run.ingest(chunk(run, a, ta, f"a{i}"))
+    run.ingest(chunk(run, b, tb, "b0"))
+    run.ingest(chunk(run, b, tb, "b0"))  # a retried report counts once
+    buffered = {w.worker_id: w.buffered_chunks for w in run.status().workers}
+    assert buffered[a] == 3 and buffered[b] == 1 and buffered[trainer] == 0
+
+
 def test_ingest_many_chunks_counters_exact(make_run: Callable[..., Run], run_config: RunConfig) -> None:
     # chunks cut after 5 episodes or 50 steps of one env: any size from 5 to 50 rows
     run = make_run(layout(run_config, num_envs=1, chunk_steps=50, n_episode=5))

@@ -12,8 +12,9 @@ from tests.integration.procs import Fleet
 
 
 @pytest.fixture
-def fleet(tmp_path: Path, data_dir: Path, config_file: Path, tokens: dict[str, str]) -> Iterator[Fleet]:
-    f = Fleet(tmp_path, data_dir, config_file, tokens, {"RLFLEET_LEASE_SECONDS": "2"})
+def fleet(tmp_path: Path, data_dir: Path, config_file: Path, tokens: dict[str, str],
+          run_config: RunConfig) -> Iterator[Fleet]:
+    f = Fleet(tmp_path, data_dir, config_file, tokens, {"RLFLEET_LEASE_SECONDS": "2", "RLFLEET_RUN": run_config.name})
     try:
         yield f
     finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shared.settings import WorkerSettings
-from shared.tokens import SCOPES, generate_tokens_file, load_tokens_file
+from shared.tokens import SCOPES, generate_tokens_file, load_token_file, load_tokens_file, write_token_file
 
 
 def _mode(path: Path) -> int:
@@ -125,7 +125,7 @@ def test_subset_of_scopes_is_accepted(tmp_path: Path) -> None:
 
 
 def test_worker_settings_resolve_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("RLFLEET_TOKEN", "RLFLEET_TOKENS_FILE"):
+    for var in ("RLFLEET_TOKEN", "RLFLEET_TOKEN_FILE", "RLFLEET_TOKENS_FILE"):
         monkeypatch.delenv(var, raising=False)
     tokens = generate_tokens_file(tmp_path / "tokens.json")
     assert WorkerSettings(tokens_file=tmp_path / "tokens.json").resolve_token("learner") == tokens["learner"]
@@ -136,3 +136,46 @@ def test_worker_settings_resolve_token(tmp_path: Path, monkeypatch: pytest.Monke
     partial.write_text(json.dumps({"collector": "c" * 16}))
     with pytest.raises(ValueError, match="no 'learner' token"):
         WorkerSettings(tokens_file=partial).resolve_token("learner")
+
+
+# ----- one scope's token alone (compose mounts one per worker) ---------------------------------------------
+
+
+def test_token_file_holds_one_token_with_mode_0600_and_is_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / "secrets" / "collector" / "token"
+    write_token_file(path, "a" * 20)
+    assert _mode(path) == 0o600 and load_token_file(path) == "a" * 20
+    write_token_file(path, "b" * 20)  # tokens.json regenerated: the scope file follows it
+    assert load_token_file(path) == "b" * 20
+    assert sorted(p.name for p in path.parent.iterdir()) == ["token"]
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("", "at least 16 characters"), ("short\n", "at least 16 characters"),
+    ("a" * 16 + " " + "b" * 16, "one token"), (None, "cannot read token file"),
+])
+def test_bad_token_file_refused_naming_the_file_never_the_token(tmp_path: Path, content: str | None,
+                                                                 message: str) -> None:
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError, match=message) as info:
+        load_token_file(path)
+    assert str(path) in str(info.value)
+    assert content is None or not content.strip() or content.strip() not in str(info.value)
+
+
+def test_worker_settings_prefer_their_own_token_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RLFLEET_TOKEN_FILE (one scope's token) comes before RLFLEET_TOKENS_FILE, after RLFLEET_TOKEN."""
+    for var in ("RLFLEET_TOKEN", "RLFLEET_TOKEN_FILE", "RLFLEET_TOKENS_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    tokens = generate_tokens_file(tmp_path / "tokens.json")
+    write_token_file(tmp_path / "learner.token", tokens["learner"])
+    monkeypatch.setenv("RLFLEET_TOKEN_FILE", str(tmp_path / "learner.token"))
+    assert WorkerSettings().resolve_token("learner") == tokens["learner"]
+    write_token_file(tmp_path / "own.token", "o" * 20)
+    both = WorkerSettings(tokens_file=tmp_path / "tokens.json", token_file=tmp_path / "own.token")
+    assert both.resolve_token("learner") == "o" * 20
+    assert WorkerSettings(token="explicit-token-xyz").resolve_token("learner") == "explicit-token-xyz"
+    with pytest.raises(ValueError, match="cannot read token file"):
+        WorkerSettings(token_file=tmp_path / "missing").resolve_token("learner")

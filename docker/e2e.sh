@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# rlfleet in real containers, end to end, the way a user runs it: build the image, `docker-compose up`, train the
+# default run (DQN on CartPole-v1) to solved, and along the way
+#   - scale to 3 collectors mid-run and show, in /v1/status, the third registered with chunks acknowledged;
+#   - SIGKILL the learner's process (Docker counts that as a crash, unlike `docker kill`) and show
+#     `restart: on-failure` bringing it back, resuming from its checkpoint;
+#   - after the solve, a second `docker-compose up` starts a new run (coordinator/runs.py), trained to solved;
+# then tear everything down. Prints the build times and the time to solve in containers next to `rlfleet up`'s.
+#
+#   sudo bash docker/e2e.sh                    (tests/docker/test_e2e.py runs it in CI)
+#
+# Needs root on Debian: installs docker.io, docker-compose and debootstrap if missing, and when no Docker engine
+# answers it starts its own dockerd (own data root in the cache, own exec root, socket and pidfile, no bridge, no
+# iptables) and stops exactly that daemon at the end. No image registry is needed: the base image comes from
+# debootstrap (docker/base-image.sh), Python packages from a wheelhouse built here (docker/wheels/). Every
+# service runs on the host's network (docker/compose.hostnet.yml): all traffic stays on 127.0.0.1.
+#
+# Environment: RLFLEET_DOCKER_CACHE (base image tarball and the daemon's data root; default
+# /var/cache/rlfleet-docker), PYTHON (a Python 3.11 with pip, default python3; `rlfleet up` is timed with it when
+# it can import rlfleet), RLFLEET_E2E_TIMEOUT (seconds for each wait, default 240).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+CACHE="${RLFLEET_DOCKER_CACHE:-/var/cache/rlfleet-docker}"
+PY="${PYTHON:-python3}"
+TIMEOUT="${RLFLEET_E2E_TIMEOUT:-240}"
+BASE_IMAGE=rlfleet-base:bookworm
+PROJECT=rlfleet-e2e
+WORK="$(mktemp -d /tmp/rlfleet-e2e.XXXXXX)"
+DOCKERD_PID=""
+COMPOSE_UP=""
+
+say() { printf '== %s\n' "$*"; }
+fail() { printf 'e2e FAILED: %s\n' "$*" >&2; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# ----- tools and engine -------------------------------------------------------------------------------------
+install_tools() {
+  local missing=()
+  command -v dockerd >/dev/null || missing+=(docker.io)
+  command -v docker-compose >/dev/null || missing+=(docker-compose)
+  command -v debootstrap >/dev/null || missing+=(debootstrap)
+  [ ${#missing[@]} -eq 0 ] && return
+  [ "$(id -u)" = 0 ] || fail "needs root to install ${missing[*]} (apt-get)"
+  say "installing ${missing[*]}"
+  apt-get update -qq -o DPkg::Lock::Timeout=300
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 "${missing[@]}" >/dev/null
+}
+
+start_engine() {
+  if docker info >/dev/null 2>&1; then
+    say "using the running Docker engine (${DOCKER_HOST:-default socket})"
+    return
+  fi
+  mkdir -p "$CACHE/docker"
+  local run="$WORK/dockerd"
+  mkdir -p "$run"
+  say "starting dockerd: data root $CACHE/docker, socket $run/docker.sock, no bridge, no iptables"
+  dockerd --data-root "$CACHE/docker" --exec-root "$run/exec" -H "unix://$run/docker.sock" \
+    --pidfile "$run/docker.pid" --bridge=none --iptables=false --ip-masq=false >"$WORK/dockerd.log" 2>&1 &
+  DOCKERD_PID=$!
+  export DOCKER_HOST="unix://$run/docker.sock"
+  local i
+  for i in $(seq 1 120); do
+    docker info >/dev/null 2>&1 && return
+    kill -0 "$DOCKERD_PID" 2>/dev/null || { tail -n 30 "$WORK/dockerd.log" >&2; DOCKERD_PID=""; \
+      fail "dockerd exited while starting (log above)"; }
+    sleep 0.5
+  done
+  tail -n 30 "$WORK/dockerd.log" >&2
+  fail "dockerd did not answer on $DOCKER_HOST within 60s (log above)"
+}
+
+cleanup() {
+  local code=$?
+  if [ -n "$COMPOSE_UP" ]; then
+    [ "$code" = 0 ] || { say "logs"; compose logs --no-color --tail=40 >&2 || true; }
+    compose down -v --remove-orphans >/dev/null 2>&1 || true
+  fi
+  if [ -n "$DOCKERD_PID" ]; then  # only the daemon this script started, by its pid
+    kill "$DOCKERD_PID" 2>/dev/null || true
+    local i
+    for i in $(seq 1 60); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.5; done
+    kill -9 "$DOCKERD_PID" 2>/dev/null || true
+    # What the daemon left mounted under its own exec root (its network namespace), so the directory can go.
+    awk -v root="$WORK/dockerd/" 'index($2, root) == 1 { print $2 }' /proc/mounts | xargs -r umount -l
+  fi
+  rm -rf "$WORK"
+  exit "$code"
+}
+
+# ----- images ----------------------------------------------------------------------------------------------
+# ----- compose and the coordinator's status ------------------------------------------------------------------
+# docker-compose.yml with docker/compose.hostnet.yml, less the coordinator's published port: compose v1 refuses
+# a published port under host networking, and an override file can add ports but never drop them.
+render_compose() {
+  docker-compose -f docker-compose.yml -f docker/compose.hostnet.yml config >"$WORK/compose.yml"
+  /usr/bin/python3 - "$WORK/compose.yml" <<'EOF'
+import sys, yaml  # PyYAML: docker-compose v1's own dependency, in the interpreter it runs on
+path = sys.argv[1]
+with open(path) as fh:
+    doc = yaml.safe_load(fh)
+for spec in doc["services"].values():
+    spec.pop("ports", None)
+with open(path, "w") as fh:
+    yaml.safe_dump(doc, fh, sort_keys=False)
+EOF
+}
+
+compose() { docker-compose -p "$PROJECT" -f "$WORK/compose.yml" "$@"; }
+
+free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# One Python expression over the status document `s` (GET /v1/status with the read token), printed; exit 1
+# when the coordinator does not answer. Never through a proxy: the coordinator is on 127.0.0.1.
+status() {
+  E2E_EXPR="$1" "$PY" - <<'EOF'
+import json, os, sys, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+req = urllib.request.Request(os.environ["E2E_URL"] + "/v1/status",
+                             headers={"Authorization": "Bearer " + os.environ["E2E_READ_TOKEN"]})
+try:
+    s = json.load(opener.open(req, timeout=5))
+except Exception:
+    sys.exit(1)
+print(eval(os.environ["E2E_EXPR"], {"s": s}))
+EOF
+}
+
+# Wait until the status expression is True; the run ending otherwise (not solved) is a failure.
+wait_for() {
+  local what="$1" expr="$2" deadline=$((SECONDS + TIMEOUT))
+  while [ $SECONDS -lt $deadline ]; do
+    [ "$(status "$expr" 2>/dev/null)" = True ] && return
+    if [ "$(status 's["run_state"] not in ("running", "solved")' 2>/dev/null)" = True ]; then
+      fail "the run ended before $what: $(status 's["run_state"] + ": " + s["run_message"]')"
+    fi
+    sleep 0.5
+  done
+  fail "timed out after ${TIMEOUT}s waiting for $what; status: $(status 's' 2>&1 | head -c 2000)"
+}
+
+read_token() {
+  local deadline=$((SECONDS + TIMEOUT))
+  while [ $SECONDS -lt $deadline ]; do
+    E2E_READ_TOKEN="$(compose exec -T coordinator python -c \
+      'import json; print(json.load(open("/secrets/all/tokens.json"))["read"])' 2>/dev/null)" && return
+    sleep 0.5
+  done
+  fail "no read token from the coordinator's container within ${TIMEOUT}s"
+}
+
+container_of() { compose ps -q "$1" | head -n1; }
+
+# ----- the run -----------------------------------------------------------------------------------------------
+main() {
+  mkdir -p "$CACHE"
+  exec 8>"$CACHE/e2e.lock"
+  flock 8  # one e2e at a time per cache: the daemon's data root is shared between runs
+  trap cleanup EXIT
+  trap "exit 130" INT
+  trap "exit 143" TERM
+  install_tools
+  start_engine
+
+  local t base_s build_s base_how
+  t="$(now)"
+  base_how="$(bash docker/base-image.sh "$BASE_IMAGE" | tail -n1)"
+  base_s="$(since "$t")"
+  echo "$base_how"
+  PYTHON="$PY" bash docker/wheelhouse.sh
+  say "building rlfleet:latest from docker/Dockerfile (base $BASE_IMAGE, offline: --network none)"
+  t="$(now)"
+  docker build --network none -f docker/Dockerfile --build-arg BASE_IMAGE="$BASE_IMAGE" -t rlfleet:latest . \
+    >"$WORK/build.log" 2>&1 || { tail -n 30 "$WORK/build.log" >&2; fail "docker build failed"; }
+  build_s="$(since "$t")"
+
+  export RLFLEET_PORT E2E_URL E2E_READ_TOKEN
+  RLFLEET_PORT="$(free_port)"
+  E2E_URL="http://127.0.0.1:$RLFLEET_PORT"
+  render_compose
+  COMPOSE_UP=1
+  compose down -v --remove-orphans >/dev/null 2>&1 || true  # leftovers of an interrupted earlier run
+  say "docker-compose up: coordinator on $E2E_URL, every service on the host network"
+  t="$(now)"
+  compose up -d 2>"$WORK/compose.log" || { cat "$WORK/compose.log" >&2; fail "docker-compose up failed"; }
+  if [ -n "$(docker network ls -q --filter "label=com.docker.compose.project=$PROJECT")" ]; then
+    fail "compose created a Docker network; every service must be on the host network"
+  fi
+  read_token
+  wait_for "the first chunk acknowledged" 's["run_state"] == "running" and s["env_steps"] > 0'
+  local run1
+  run1="$(status 's["run_name"]')"
+  say "run $run1 is collecting ($(since "$t")s after up)"
+
+  # The third collector joins as soon as the run has data: the learner, not collection, sets the pace (the rate
+  # limiter), so three collectors share a run of about ten 2,048-step chunks, and one joining late might not
+  # finish a chunk before the solve.
+  say "scaling to 3 collectors mid-run"
+  compose up -d --no-recreate --scale collector=3 2>>"$WORK/compose.log"
+
+  # The learner is killed at its first checkpoint, long before the policy is good enough to solve: the run must
+  # still be running when it comes back.
+  local checkpoint_every learner pid iteration old_id
+  checkpoint_every="$(awk '$1 == "checkpoint_every:" { print $2 }' configs/cartpole_dqn.yaml)"
+  wait_for "the learner's first checkpoint" "s['learner']['iteration'] >= $checkpoint_every"
+  learner="$(container_of learner)"
+  pid="$(docker inspect -f '{{.State.Pid}}' "$learner")"
+  old_id="$(status '[w["worker_id"] for w in s["workers"] if w["kind"] == "learner"][0]')"
+  iteration="$(status 's["learner"]["iteration"]')"
+  say "SIGKILL to the learner's process (host pid $pid) at iteration $iteration"
+  kill -9 "$pid"
+
+  wait_for "a new learner registration" \
+    "any(w['kind'] == 'learner' and w['worker_id'] != '$old_id' for w in s['workers'])"
+  local restarts
+  restarts="$(docker inspect -f '{{.RestartCount}}' "$learner")"
+  [ "$restarts" -ge 1 ] || fail "Docker did not restart the learner (RestartCount $restarts)"
+  local deadline=$((SECONDS + TIMEOUT))
+  until docker logs "$learner" >"$WORK/learner.log" 2>&1 && grep -q "resumed from iteration" "$WORK/learner.log"; do
+    [ $SECONDS -lt $deadline ] || fail "the restarted learner did not resume from a checkpoint"
+    sleep 0.5
+  done
+  say "learner restarted by its policy (RestartCount $restarts): $(grep -o 'resumed from iteration.*' \
+    "$WORK/learner.log" | tail -n1)"
+
+  wait_for "a third collector with chunks acknowledged" \
+    'len([w for w in s["workers"] if w["kind"] == "collector" and w["buffered_chunks"] > 0]) >= 3'
+  say "status: $(status '", ".join(w["worker_id"] + " " + str(w["buffered_chunks"]) + " chunks" for w in s["workers"] if w["kind"] == "collector")')"
+
+  wait_for "the run to be solved" 's["run_state"] == "solved"'
+  local solve_s
+  solve_s="$(since "$t")"
+  say "run $run1 solved: $(status '"{} after {:,} env steps, {:.1f}s of run time".format(s["run_message"],
+    s["env_steps"], s["wall_seconds"])')"
+
+  # The second run is also the undisturbed figure to compare with `rlfleet up`: same config, same seed.
+  say "second docker-compose up after the solve: a new run"
+  compose stop >/dev/null 2>&1
+  t="$(now)"
+  compose up -d 2>>"$WORK/compose.log"
+  wait_for "a new run that trains" "s['run_name'] != '$run1' and s['run_state'] == 'running' and s['env_steps'] > 0"
+  local run2 clean_s
+  run2="$(status 's["run_name"]')"
+  say "new run $run2 is training"
+  wait_for "the new run to be solved" 's["run_state"] == "solved"'
+  clean_s="$(since "$t")"
+  say "run $run2 solved: $(status '"{:,} env steps, {:.1f}s of run time".format(s["env_steps"], s["wall_seconds"])')"
+  compose down -v --remove-orphans >/dev/null 2>&1
+  COMPOSE_UP=""
+
+  local up_s="not measured ($PY cannot import rlfleet)"
+  if "$PY" -c 'import launcher' 2>/dev/null; then
+    say "the same default run with rlfleet up (local processes), for comparison"
+    t="$(now)"
+    "$PY" -m launcher up --data-dir "$WORK/up-data" --port 0 >"$WORK/up.log" 2>&1 \
+      || { tail -n 20 "$WORK/up.log" >&2; fail "rlfleet up did not solve"; }
+    up_s="$(since "$t")s"
+  fi
+  say "figures"
+  echo "base image: ${base_s}s ($base_how)"
+  echo "project image: ${build_s}s (docker build from the wheelhouse)"
+  echo "solve in containers: ${clean_s}s from docker-compose up to solved (the second run)"
+  echo "solve in containers, first run: ${solve_s}s, with a SIGKILLed learner and a third collector"
+  echo "solve with rlfleet up: $up_s from launch to solved"
+  echo "e2e passed"
+}
+
+main "$@"
