@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from coordinator.errors import CoordinatorError
@@ -112,11 +113,13 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             app.state.run.close()
             journal.close()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from the assets in fastapi-offline's wheel: /docs works with no internet.
+    app = FastAPIOffline(
         title="rlfleet coordinator",
         version="1",
         summary="Owns a distributed RL run: workers, tasks, replay metadata, policies, evaluations.",
         lifespan=lifespan,
+        swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would otherwise ask validator.swagger.io
         responses={code: {"model": model} for code, model in _ERRORS.items()},
     )
     app.state.settings = settings
