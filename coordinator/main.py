@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from coordinator.apidoc import API_DESCRIPTION
 from coordinator.errors import CoordinatorError
 from coordinator.fastpath import FastPath
 from coordinator.gcpacing import GcPacing
@@ -21,7 +22,7 @@ from coordinator.journal import Journal
 from coordinator.metrics import MetricsRecorder
 from coordinator.middleware import BodySizeLimit, TokenGate
 from coordinator.overrides import parse_overrides
-from coordinator.routes import data, evaluations, health, policies, run, tests, workers
+from coordinator.routes import data, evaluations, health, policies, run, schemas, tests, workers
 from coordinator.run import Run
 from coordinator.settings import CoordinatorSettings
 from shared.config import dump_run_config, load_run_config
@@ -118,6 +119,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
         title="rlfleet coordinator",
         version="1",
         summary="Owns a distributed RL run: workers, tasks, replay metadata, policies, evaluations.",
+        description=API_DESCRIPTION,
         lifespan=lifespan,
         swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would otherwise ask validator.swagger.io
         responses={code: {"model": model} for code, model in _ERRORS.items()},
@@ -126,7 +128,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     app.state.tokens = tokens
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)  # outermost: runs first
-    for module in (workers, data, policies, evaluations, tests, run, health):
+    for module in (workers, data, policies, evaluations, tests, run, schemas, health):
         app.include_router(module.router)
 
     @app.exception_handler(CoordinatorError)

@@ -9,6 +9,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coordinator.auth import MISSING_TOKEN, UNKNOWN_TOKEN, token_scope
 
+PUBLIC = "/v1/schemas"  # the file contracts: formats only, public like /openapi.json
+
 
 async def send_error(send: Send, status: int, code: str, message: str,
                      headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
@@ -30,7 +32,7 @@ class TokenGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and not (
-                self.open_reads and scope["method"] in ("GET", "HEAD")):
+                self.open_reads and scope["method"] in ("GET", "HEAD")) and not scope["path"].startswith(PUBLIC):
             header = dict(scope.get("headers", [])).get(b"authorization", b"").decode("latin-1")
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token:

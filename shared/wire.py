@@ -396,5 +396,12 @@ class RunResponse(Wire):
     config: RunConfig
 
 
+class SchemaInfo(Wire):
+    name: str = Field(description="the schema's name in GET /v1/schemas/{name}: chunk or policy")
+    version: int = Field(description="the contract's version; a file of another version is refused")
+    title: str = Field(description="what the schema describes")
+    url: str = Field(description="where the coordinator serves it, relative to its base URL")
+
+
 class StopRequest(Wire):
     reason: Annotated[str, Field(max_length=500)] = "stopped by admin"

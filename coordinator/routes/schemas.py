@@ -1,0 +1,36 @@
+"""The file contracts as JSON Schemas (shared/contracts.py): public, like /openapi.json, which links them.
+
+A third party writing its own collector reads these before it holds a token; they describe formats, never
+run data. Built once per process: they depend on the code only.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from fastapi import APIRouter
+
+from coordinator.errors import NotFound
+from shared.contracts import SCHEMAS
+from shared.wire import SchemaInfo
+
+router = APIRouter(prefix="/v1/schemas", tags=["schemas"])
+
+
+@cache
+def _schema(name: str) -> dict[str, Any]:
+    return SCHEMAS[name]()
+
+
+@router.get("", response_model=list[SchemaInfo], summary="The published file contracts (JSON Schemas)")
+async def listing() -> list[SchemaInfo]:
+    return [SchemaInfo(name=name, version=_schema(name)["version"], title=_schema(name)["title"],
+                       url=f"/v1/schemas/{name}") for name in SCHEMAS]
+
+
+@router.get("/{name}", summary="One file contract as a JSON Schema (draft 2020-12)")
+async def schema(name: str) -> dict[str, Any]:
+    if name not in SCHEMAS:
+        raise NotFound(f"no schema {name!r}; published: {sorted(SCHEMAS)}")
+    return _schema(name)
