@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from coordinator.apidoc import API_DESCRIPTION
+from coordinator.apidoc import API_DESCRIPTION, apply_scopes
 from coordinator.errors import CoordinatorError
 from coordinator.fastpath import FastPath
 from coordinator.gcpacing import GcPacing
@@ -32,8 +32,6 @@ from shared.tokens import load_tokens_file
 from shared.wire import ErrorBody
 
 log = logging.getLogger("rlfleet.coordinator")
-_ERRORS = {400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 413: ErrorBody,
-           422: ErrorBody, 429: ErrorBody, 503: ErrorBody}
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -122,7 +120,6 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
         description=API_DESCRIPTION,
         lifespan=lifespan,
         swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would otherwise ask validator.swagger.io
-        responses={code: {"model": model} for code, model in _ERRORS.items()},
     )
     app.state.settings = settings
     app.state.tokens = tokens
@@ -130,6 +127,13 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)  # outermost: runs first
     for module in (workers, data, policies, evaluations, tests, run, schemas, health):
         app.include_router(module.router)
+    build_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document (cached by FastAPI), with each operation's security requirement from its scope."""
+        return apply_scopes(build_openapi())
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(CoordinatorError)
     async def _domain(_: Request, exc: CoordinatorError) -> JSONResponse:
