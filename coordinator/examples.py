@@ -52,14 +52,14 @@ CONFIG = RunConfig(name="cartpole-dqn")
 COLLECTOR, LEARNER, EVALUATOR = "collector-1-a1b2c3", "learner-2-d4e5f6", "evaluator-3-0a1b2c"
 POLICY = PolicyRef(version=3, path="policies/v00000003.safetensors", sha256="9f" * 32)
 RUNNING = Directive(run_state="running", policy=POLICY, pause_seconds=0.0, env_steps_total=24576)
-PAUSED = Directive(run_state="running", policy=POLICY, pause_seconds=0.5, env_steps_total=24576)
+PAUSED = Directive(run_state="running", policy=POLICY, pause_seconds=0.05, env_steps_total=24576)
 CHUNK_ID = "5d41402abc4b2a76b9719d911017c592"
 CHUNK_PATH = f"chunks/collector-0/{CHUNK_ID}.msgpack"
 
 REGISTER = RegisterRequest(kind="collector", name="host-a", restarts=0, request_id="8f14e45fceea167a5a36dedd4bea2543")
-REGISTERED = RegisterResponse(worker_id=COLLECTOR, lease_seconds=30.0, heartbeat_seconds=5.0, max_wait_seconds=30.0,
+REGISTERED = RegisterResponse(worker_id=COLLECTOR, lease_seconds=10.0, heartbeat_seconds=2.5, max_wait_seconds=5.0,
                               run_name=CONFIG.name, directive=RUNNING)
-HEARTBEAT = HeartbeatResponse(lease_seconds=30.0, directive=RUNNING)
+HEARTBEAT = HeartbeatResponse(lease_seconds=10.0, directive=RUNNING)
 CLAIMED = ClaimResponse(task=CollectorTask(
     task_id="collector-0", env=CONFIG.env, spaces=Spaces(obs=ObsSpace(shape=(4,), dtype="float32"),
                                                          action=DiscreteActions(n=2)),

@@ -92,6 +92,11 @@ def policy_schema() -> dict[str, Any]:
             "net.activation between layers and none after the last. The last layer's width is the head's: "
             "q_values and categorical: n; multi_categorical: sum(nvec) logits, per sub-action in order; "
             "gaussian: dim means plus a `log_std` [dim] tensor; tanh_gaussian: dim means then dim log-stds. "
+            "Acting: q_values takes the argmax (epsilon-greedy while exploring, per the task's behaviour); "
+            "categorical and multi_categorical draw from softmax(logits) (per sub-action) and record the "
+            "log-probability of the drawn action as `logp`; gaussian draws mean + exp(log_std) * noise; "
+            "tanh_gaussian draws tanh(mean + exp(clip(log_std, -20, 2)) * noise), rescaled from [-1, 1] into the "
+            "bounds. "
             "A cnn encoder's tensors follow rlfleet's torch network (shared/nets.py) and are outside this "
             "contract. The file is immutable, at policies/v<version, 8 digits>.safetensors in the store."),
     })
