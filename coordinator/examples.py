@@ -1,6 +1,6 @@
 """Example requests and replies for the OpenAPI document, built as wire models so they always validate.
 
-One small CartPole DQN run: collector task `collector-0`, its worker `collector-1-a1b2c3`, policy v3.
+One small CartPole run (the default config): collector task `collector-0`, its worker `collector-1-a1b2c3`, policy v3.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from shared.wire import (
     WorkerStatus,
 )
 
-CONFIG = RunConfig(name="cartpole-dqn")
+CONFIG = RunConfig(name="cartpole")
 COLLECTOR, LEARNER, EVALUATOR = "collector-1-a1b2c3", "learner-2-d4e5f6", "evaluator-3-0a1b2c"
 POLICY = PolicyRef(version=3, path="policies/v00000003.safetensors", sha256="9f" * 32)
 RUNNING = Directive(run_state="running", policy=POLICY, pause_seconds=0.0, env_steps_total=24576)
