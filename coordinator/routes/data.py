@@ -54,8 +54,9 @@ async def report_chunk(body: ChunkReport, run: RunDep, _: CollectorScope) -> Chu
              **route_doc("collector", "Reports up to 64 chunks. Each report follows the rules of POST /v1/chunks "
                          "and gets its own verdict, in order: a refused report carries the `error` code and "
                          "`message` that POST /v1/chunks would have answered, and does not stop the others. "
+                         "A chunk id repeated within the batch with other content is refused as `conflict`. "
                          "Errors below refuse the whole request.",
-                         ("conflict", *BODY, "journal_unavailable"), ex.BATCH, ex.BATCH_ACK))
+                         (*BODY, "journal_unavailable"), ex.BATCH, ex.BATCH_ACK))
 async def report_chunks(body: ChunkBatch, run: RunDep, _: CollectorScope) -> ChunkBatchAck:
     return await run.ingest_batch(body.reports)
 
