@@ -158,14 +158,16 @@ class Policy:
 
 def check_task(task: dict[str, Any]) -> None:
     env, spaces, behaviour = task["env"], task["spaces"], task["behaviour"]
-    problems = [
-        "env wrappers" if env["wrappers"] else "", "non-Discrete actions" if spaces["action"]["kind"] != "discrete"
-        else "", "image observations" if spaces["obs"]["dtype"] != "float32" else "",
-        f"the {behaviour['head']} head" if behaviour["head"] not in ("q_values", "categorical") else "",
-        "n_episode collection" if task["sampling"]["n_episode"] else "",
-    ]
-    if any(problems):
-        raise SystemExit(f"this example does not handle {', '.join(p for p in problems if p)}")
+    problems = {
+        "env wrappers": bool(env["wrappers"]),
+        "env entry points": ":" in env["id"],
+        "non-Discrete actions": spaces["action"]["kind"] != "discrete",
+        "image observations": spaces["obs"]["dtype"] != "float32",
+        f"the {behaviour['head']} head": behaviour["head"] not in ("q_values", "categorical"),
+        "n_episode collection": bool(task["sampling"]["n_episode"]),
+    }
+    if any(problems.values()):
+        raise SystemExit(f"this example does not handle {', '.join(p for p, bad in problems.items() if bad)}")
 
 
 class Collector:
