@@ -185,6 +185,7 @@ class Collector:
         self.ret, self.length = np.zeros(self.n), np.zeros(self.n, np.int64)
         self.policy: Policy | None = None
         self.version = 0
+        self.sync = task["sampling"]["force_sync"] or task["lockstep"]
 
     def refresh_policy(self) -> None:
         ref = self.session.directive["policy"]
@@ -280,6 +281,8 @@ class Collector:
             session.heartbeat(newer_than=0)
             self.refresh_policy()
             return False
+        if self.sync:
+            self.await_newer_policy()
         self.refresh_policy()
         arrays, fields = self.collect()
         chunk_id = uuid.uuid4().hex  # fixed before the first try: a retried report is counted once
@@ -297,6 +300,18 @@ class Collector:
             raise
         session.update(ack["directive"])
         return True
+
+    def await_newer_policy(self) -> None:
+        """On-policy (force_sync): wait, by long poll, for a policy newer than the one that made the last chunk;
+        bounded by one poll unless the task is in lockstep (then however long the learner takes)."""
+        session = self.session
+        while not session.stop.is_set():
+            policy = session.directive["policy"]
+            if policy is not None and policy["version"] > self.version:
+                return
+            session.heartbeat(newer_than=self.version)
+            if not self.task["lockstep"]:
+                return
 
     def close(self) -> None:
         for env in self.envs:

@@ -7,13 +7,13 @@ import ast
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from shared.config import RunConfig
-from tests.conftest import REPO
+from shared.config import RunConfig, dump_run_config
+from tests.conftest import REPO, small_run_config
 from tests.integration.procs import Fleet
 
 EXAMPLE = REPO / "examples" / "third_party_collector.py"
@@ -30,19 +30,29 @@ def test_the_example_imports_nothing_of_rlfleet() -> None:
     assert imported <= ALLOWED, imported - ALLOWED
 
 
-@pytest.fixture
-def fleet(tmp_path: Path, data_dir: Path, config_file: Path, tokens: dict[str, str]) -> Iterator[Fleet]:
-    f = Fleet(tmp_path, data_dir, config_file, tokens)
-    try:
-        yield f
-    finally:
-        f.close()
+def _config(algo: str) -> RunConfig:
+    """The suite's small DQN run, or the repository's synchronous PPO config (logp column, force_sync)."""
+    if algo == "dqn":
+        return small_run_config()
+    return RunConfig.model_validate(yaml.safe_load((REPO / "configs" / "cartpole_ppo.yaml").read_text()))
 
 
 @pytest.mark.slow
-def test_a_learner_trains_on_the_third_party_collectors_chunks(fleet: Fleet, run_config: RunConfig,
-                                                               data_dir: Path, tokens: dict[str, str],
-                                                               tmp_path: Path) -> None:
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_a_learner_trains_on_the_third_party_collectors_chunks(algo: str, tmp_path: Path, data_dir: Path,
+                                                               tokens: dict[str, str]) -> None:
+    run_config = _config(algo)
+    config_file = tmp_path / "run.yaml"
+    config_file.write_text(dump_run_config(run_config))
+    fleet = Fleet(tmp_path, data_dir, config_file, tokens)
+    try:
+        _train_with_the_example(fleet, run_config, data_dir, tokens, tmp_path)
+    finally:
+        fleet.close()
+
+
+def _train_with_the_example(fleet: Fleet, run_config: RunConfig, data_dir: Path, tokens: dict[str, str],
+                            tmp_path: Path) -> None:
     fleet.start_coordinator()
     fleet.start_worker("learner", "learner")
     log = open(tmp_path / "third-party.log", "wb")  # noqa: SIM115 - owned by the child process
@@ -56,7 +66,7 @@ def test_a_learner_trains_on_the_third_party_collectors_chunks(fleet: Fleet, run
 
     def trained_on_a_policy_of_its_own_data() -> bool:
         st = fleet.status()
-        return st.policy_version >= 2 and st.learner.transitions_trained > 0 and st.chunks >= 20
+        return st.policy_version >= 3 and st.learner.transitions_trained > 0 and st.chunks >= 20
 
     fleet.wait_for(trained_on_a_policy_of_its_own_data, 240, "the learner to train on the example's chunks")
     st = fleet.status()
@@ -68,7 +78,9 @@ def test_a_learner_trains_on_the_third_party_collectors_chunks(fleet: Fleet, run
     assert "acting with policy v" in output  # it loaded a published policy
     print(f"third-party collector: {st.chunks} chunks, {st.env_steps} env steps, {st.episodes} episodes; learner: "
           f"{st.learner.iteration} updates, {st.learner.transitions_trained} transitions, policy v{st.policy_version}; "
-          f"{output.count('paused by the rate limiter')} pauses")
+          f"{output.count('paused by the rate limiter')} pauses, sampled policy lag max {st.policy_lag.sampled_max}")
+    if run_config.sampling.force_sync:
+        assert st.policy_lag.sampled_max == 0  # it waited for the policy trained on each chunk
 
     fleet.http.post("/v1/run/stop", json={"reason": "test over"}).raise_for_status()
     assert example.wait(timeout=60) == 0, fleet.logs()
