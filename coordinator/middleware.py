@@ -21,6 +21,10 @@ async def send_error(send: Send, status: int, code: str, message: str,
     await send({"type": "http.response.body", "body": body})
 
 
+def _public(path: str) -> bool:
+    return path == PUBLIC or path.startswith(PUBLIC + "/")
+
+
 class TokenGate:
     """401 for /v1 requests without a known bearer token, before the body is parsed (an anonymous caller
     learns nothing about the schema). Which scope may call which route is checked by the route itself."""
@@ -32,7 +36,7 @@ class TokenGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and not (
-                self.open_reads and scope["method"] in ("GET", "HEAD")) and not scope["path"].startswith(PUBLIC):
+                self.open_reads and scope["method"] in ("GET", "HEAD")) and not _public(scope["path"]):
             header = dict(scope.get("headers", [])).get(b"authorization", b"").decode("latin-1")
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token:
