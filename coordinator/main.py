@@ -12,8 +12,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from coordinator.apidoc import API_DESCRIPTION, apply_scopes
 from coordinator.errors import CoordinatorError
 from coordinator.fastpath import FastPath
 from coordinator.gcpacing import GcPacing
@@ -21,7 +23,7 @@ from coordinator.journal import Journal
 from coordinator.metrics import MetricsRecorder
 from coordinator.middleware import BodySizeLimit, TokenGate
 from coordinator.overrides import parse_overrides
-from coordinator.routes import control, data, evaluations, health, policies, run, tests, workers
+from coordinator.routes import control, data, evaluations, health, policies, run, schemas, tests, workers
 from coordinator.run import Run
 from coordinator.runs import choose_run
 from coordinator.settings import CoordinatorSettings
@@ -33,8 +35,6 @@ from shared.wire import ErrorBody
 
 log = logging.getLogger("rlfleet.coordinator")
 REQUEST_STORE_RETRY = 2.0  # seconds an object store may stay unreachable within one request's size check
-_ERRORS = {400: ErrorBody, 401: ErrorBody, 403: ErrorBody, 404: ErrorBody, 409: ErrorBody, 413: ErrorBody,
-           422: ErrorBody, 429: ErrorBody, 503: ErrorBody}
 
 
 def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -135,19 +135,28 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             app.state.run.close()
             journal.close()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from the assets in fastapi-offline's wheel: /docs works with no internet.
+    app = FastAPIOffline(
         title="rlfleet coordinator",
         version="1",
         summary="Owns a distributed RL run: workers, tasks, replay metadata, policies, evaluations.",
+        description=API_DESCRIPTION,
         lifespan=lifespan,
-        responses={code: {"model": model} for code, model in _ERRORS.items()},
+        swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would otherwise ask validator.swagger.io
     )
     app.state.settings = settings
     app.state.tokens = tokens
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)  # outermost: runs first
-    for module in (workers, data, policies, evaluations, tests, run, control, health):
+    for module in (workers, data, policies, evaluations, tests, run, control, schemas, health):
         app.include_router(module.router)
+    build_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document (cached by FastAPI), with each operation's security requirement from its scope."""
+        return apply_scopes(build_openapi())
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(CoordinatorError)
     async def _domain(_: Request, exc: CoordinatorError) -> JSONResponse:

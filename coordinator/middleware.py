@@ -9,6 +9,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coordinator.auth import MISSING_TOKEN, UNKNOWN_TOKEN, token_scope
 
+PUBLIC = "/v1/schemas"  # the file contracts: formats only, public like /openapi.json
+
 
 async def send_error(send: Send, status: int, code: str, message: str,
                      headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
@@ -17,6 +19,10 @@ async def send_error(send: Send, status: int, code: str, message: str,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             *headers]})
     await send({"type": "http.response.body", "body": body})
+
+
+def _public(path: str) -> bool:
+    return path == PUBLIC or path.startswith(PUBLIC + "/")
 
 
 class TokenGate:
@@ -30,7 +36,7 @@ class TokenGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and not (
-                self.open_reads and scope["method"] in ("GET", "HEAD")):
+                self.open_reads and scope["method"] in ("GET", "HEAD")) and not _public(scope["path"]):
             header = dict(scope.get("headers", [])).get(b"authorization", b"").decode("latin-1")
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token:

@@ -16,7 +16,7 @@ import numpy as np
 FORMAT = "rlfleet.chunk"
 VERSION = 1
 MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
-_DTYPES = {"float32", "float64", "int64", "int32", "uint8", "bool"}
+DTYPES = {"float32", "float64", "int64", "int32", "uint8", "bool"}
 
 
 class PayloadError(ValueError):
@@ -27,8 +27,8 @@ def encode_chunk(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | Non
     body = {}
     for name, arr in arrays.items():
         arr = np.asarray(arr)
-        if arr.dtype.name not in _DTYPES:
-            raise PayloadError(f"array {name!r} has dtype {arr.dtype.name}; allowed: {sorted(_DTYPES)}")
+        if arr.dtype.name not in DTYPES:
+            raise PayloadError(f"array {name!r} has dtype {arr.dtype.name}; allowed: {sorted(DTYPES)}")
         # Payloads are little-endian whatever the writer's byte order; tobytes() copies in C order (0-d too).
         arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
         body[name] = {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": arr.tobytes()}
@@ -77,8 +77,8 @@ def decode_chunk(raw: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         if not isinstance(spec, dict):
             raise PayloadError(f"array {name!r} is not a map")
         dtype, shape, data = spec.get("dtype"), spec.get("shape"), spec.get("data")
-        if not isinstance(dtype, str) or dtype not in _DTYPES:
-            raise PayloadError(f"array {name!r} has dtype {dtype!r}; allowed: {sorted(_DTYPES)}")
+        if not isinstance(dtype, str) or dtype not in DTYPES:
+            raise PayloadError(f"array {name!r} has dtype {dtype!r}; allowed: {sorted(DTYPES)}")
         if not isinstance(shape, list) or len(shape) > 32 or not all(type(d) is int and d >= 0 for d in shape):
             raise PayloadError(f"array {name!r} has an invalid shape {shape!r}")
         if not isinstance(data, bytes):

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class Strict(BaseModel):
     """Unknown keys, NaN and inf are refused; a loaded config never changes afterwards."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, use_attribute_docstrings=True)
 
 
 class NetConfig(Strict):
@@ -22,11 +22,14 @@ class NetConfig(Strict):
 
     hidden: tuple[int, ...] = Field((256, 256), description="hidden layer widths")
     activation: Literal["relu", "tanh"] = "relu"
+    """Activation between hidden layers."""
 
 
 class EpsilonSchedule(Strict):
     start: Annotated[float, Field(ge=0, le=1)] = 1.0
+    """Epsilon at 0 env steps."""
     end: Annotated[float, Field(ge=0, le=1)] = 0.04
+    """Epsilon after decay_env_steps."""
     decay_env_steps: Annotated[int, Field(ge=1, description="global env steps over which epsilon decays")] = 10_000
 
     def value(self, env_steps: int) -> float:

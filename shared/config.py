@@ -35,6 +35,7 @@ class CollectorConfig(Strict):
     num_envs: Annotated[int, Field(ge=1, le=256, description="environments stepped in one process")] = 8
     chunk_steps: Annotated[int, Field(ge=1, le=4096, description="vector steps per payload chunk")] = 256
     epsilon: EpsilonSchedule = EpsilonSchedule()
+    """Epsilon-greedy schedule on the run's env steps (q_values heads)."""
 
 
 SamplingUnit = Literal["transition", "sequence", "episode", "chunk"]
@@ -111,11 +112,13 @@ class EvalConfig(Strict):
 
     episodes: Annotated[int, Field(ge=1, le=1000, description="validation episodes per policy version")] = 10
     num_envs: Annotated[int, Field(ge=1, le=256)] = 10
+    """Envs per validation."""
     test_episodes: Annotated[int, Field(ge=1, le=100_000, description=(
         "held-out test episodes that must confirm a validation pass before the run counts as solved"))] = 100
     test_num_envs: Annotated[int, Field(ge=1, le=256)] = 10
-    every_versions: Annotated[int, Field(ge=1, le=100_000, description=(
-        "validate at most one policy version in this many (1: every version); a live setting"))] = 1
+    """Envs per held-out test."""
+    every_versions: Annotated[int, Field(ge=1, le=100_000)] = 1
+    """Validate at most one policy version in this many (1: every version); a live setting."""
 
     @model_validator(mode="after")
     def _even_split(self) -> EvalConfig:
@@ -148,7 +151,9 @@ class LearnerConfig(Strict):
 
 class BudgetConfig(Strict):
     max_env_steps: Annotated[int, Field(ge=1)] = 1_000_000
+    """The run ends (budget_exhausted) at this many env steps."""
     max_wall_seconds: Annotated[float, Field(gt=0)] = 1_800.0
+    """The run ends (budget_exhausted) after this many seconds."""
 
 
 class RunConfig(Strict):
@@ -158,15 +163,22 @@ class RunConfig(Strict):
     algo: AlgoConfig = Field(default_factory=default_params, description=(
         "the algorithm and its hyperparameters: `name` picks one from the registry (shared/algorithms)"))
     env: EnvConfig = EnvConfig()
+    """The environment."""
     collector: CollectorConfig = CollectorConfig()
+    """Collector settings."""
     replay: ReplayConfig = ReplayConfig()
+    """Replay buffer."""
     sampling: SamplingConfig = SamplingConfig()
+    """What and how the learner samples."""
     deterministic: bool = Field(False, description=(
         "reproducible mode: one collector in lockstep with the learner, seeded and single-threaded everywhere; "
         "two runs of the same seed publish byte-identical policy files"))
     learner: LearnerConfig = LearnerConfig()
+    """Learner process settings."""
     evaluation: EvalConfig = EvalConfig()
+    """Validation and held-out tests."""
     budget: BudgetConfig = BudgetConfig()
+    """When the run gives up."""
 
     @model_validator(mode="before")
     @classmethod

@@ -52,6 +52,7 @@ class ObsNorm(Strict):
     """Frozen running statistics: actors feed clip((obs - mean) / sqrt(var + 1e-8), -clip, clip)."""
 
     mean: tuple[float, ...]
+    """Mean return over the episodes."""
     var: tuple[float, ...]
     clip: float = 10.0
 
@@ -60,8 +61,10 @@ class PolicyManifest(Strict):
     format: Literal["rlfleet.policy"] = MANIFEST_FORMAT
     version: int = MANIFEST_VERSION
     spaces: Spaces
+    """The env's observation and action spaces as the coordinator derived them."""
     encoder: Encoder = MlpEncoder()
     net: NetConfig
+    """The policy network's hidden layers and activation."""
     head: Head
     obs_norm: ObsNorm | None = None
 
@@ -91,6 +94,7 @@ class Behaviour(Strict):
     """How collectors act for an algorithm, declared by its registry entry and handed out in the task."""
 
     head: Head
+    """The policy's action head (shared/manifest.py)."""
     sample: bool = Field(description="draw actions from the policy's distribution and record their log-prob")
     epsilon: EpsilonSchedule | None = Field(None, description="epsilon-greedy on q_values")
     random_env_steps: Annotated[int, Field(ge=0, description=(

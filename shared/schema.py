@@ -1,15 +1,8 @@
 """The chunk schema: the one definition of a payload's columns, derived from the run's spaces.
 
-The collector allocates its arrays from it, the codec checks every decoded payload against it, and the
-learner reads exactly these columns. Every column is [T, N, *per_step_shape]: step t of env column i.
-
-* obs / next_obs: the env's observation (float32, or uint8 images kept as uint8: four times smaller).
-  next_obs of a finished episode is its true last observation, not the next episode's first.
-* actions: what the policy produced, in the policy's own units (int64 indices; float32 for Box actions,
-  before clipping or rescaling into the env's bounds), so the learner scores exactly what was drawn.
-* rewards (float32), terminated / truncated / valid (bool; valid=False: the env failed, never trained on).
-* logp (float32): the behaviour policy's log-probability of the action, when collectors sample
-  (importance ratios need the distribution that actually acted, not the learner's current one).
+The collector allocates its arrays from it, the codec checks every decoded payload against it, the learner
+reads exactly these columns, and shared/contracts.py publishes it (with COLUMN_DOCS) as a JSON Schema for
+third-party collectors. Every column is [T, N, *per_step_shape]: step t of env column i.
 """
 
 from __future__ import annotations
@@ -22,6 +15,22 @@ import numpy as np
 from shared.spaces import BoxActions, MultiDiscreteActions, Spaces
 
 SCHEMA_VERSION = 1
+# What each column holds, published in the chunk JSON Schema: a column without a line here fails its build.
+COLUMN_DOCS = {
+    "obs": ("the observation the action was chosen on: per-step shape spaces.obs.shape, dtype spaces.obs.dtype "
+            "(float32, or uint8 images kept as uint8)"),
+    "next_obs": ("the observation after the step, like obs; for a finished episode its true last observation, "
+                 "not the next episode's first"),
+    "actions": ("what the policy produced, in the policy's own units: int64 [] for discrete, int64 [len(nvec)] "
+                "for multidiscrete, float32 [dim] for box (before clipping or rescaling into the env's bounds)"),
+    "rewards": "float32 []: the reward the learner trains on",
+    "terminated": "bool []: the episode ended in a terminal state (no bootstrap)",
+    "truncated": "bool []: the episode was cut (time limit or env error); the learner bootstraps from next_obs",
+    "valid": ("bool []: false where the env raised or returned a non-finite reward or observation; such a step "
+              "is never trained on, and its row is also truncated"),
+    "logp": ("float32 []: the behaviour policy's log-probability of the action; present exactly when the task's "
+             "behaviour.sample is true"),
+}
 
 
 class SchemaError(ValueError):

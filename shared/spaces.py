@@ -21,7 +21,9 @@ IMAGE_CHANNELS = (1, 3, 4)
 
 class ObsSpace(Strict):
     shape: tuple[int, ...]
+    """Observation shape (Dict observations flattened)."""
     dtype: Literal["float32", "uint8"]
+    """Float32, or uint8 for images."""
 
     @property
     def image(self) -> bool:
@@ -39,20 +41,27 @@ class ObsSpace(Strict):
 
 class DiscreteActions(Strict):
     kind: Literal["discrete"] = "discrete"
+    """Action space kind."""
     n: Annotated[int, Field(ge=1)]
+    """Number of actions (0..n-1)."""
 
 
 class MultiDiscreteActions(Strict):
     kind: Literal["multidiscrete"] = "multidiscrete"
+    """Action space kind."""
     nvec: tuple[Annotated[int, Field(ge=1)], ...]
+    """Number of choices per sub-action."""
 
 
 class BoxActions(Strict):
     """Continuous actions; policies act in their own units and are clipped or squashed into [low, high]."""
 
     kind: Literal["box"] = "box"
+    """Action space kind."""
     low: tuple[float, ...]
+    """Lower bound per action dimension."""
     high: tuple[float, ...]
+    """Upper bound per action dimension."""
 
     @property
     def dim(self) -> int:
@@ -64,4 +73,6 @@ ActionSpace = Annotated[DiscreteActions | MultiDiscreteActions | BoxActions, Fie
 
 class Spaces(Strict):
     obs: ObsSpace
+    """The observation space."""
     action: ActionSpace
+    """The action space."""

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
 
-Id = Annotated[str, Field(pattern=ID_PATTERN, description="identifier (see each field for who issues it)")]
+Id = Annotated[str, Field(pattern=ID_PATTERN)]  # each field says who issues it
 RequestId = Annotated[str, Field(pattern=ID_PATTERN, description=(
     "client-generated id of this request; a retry with the same id gets the first reply and changes nothing"))]
 PayloadPath = Annotated[str, Field(pattern=PAYLOAD_PATH_PATTERN, description="path relative to the store root")]
@@ -23,4 +23,4 @@ RunState = Literal["running", "solved", "budget_exhausted", "stopped", "failed"]
 
 
 class Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)

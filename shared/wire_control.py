@@ -11,8 +11,8 @@ from shared.wire_base import Count, Wire
 
 class SettingChange(Wire):
     key: str = Field(description="dotted run-config path, e.g. replay.samples_per_insert")
-    old: Any
-    new: Any
+    old: Any = Field(description="the value before the change")
+    new: Any = Field(description="the value after the change")
     env_steps: Count = Field(description="the run's env steps when the change was made")
     wall_seconds: float = Field(description="the run's wall-clock seconds when the change was made")
 

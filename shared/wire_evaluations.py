@@ -16,22 +16,34 @@ class EvaluationReport(Wire):
     """A validation: `evaluation.episodes` greedy episodes of one policy version on validation seeds."""
 
     worker_id: Id
+    """The worker's id, issued by the coordinator at registration."""
     request_id: RequestId | None = None
+    """Client-generated id of this request, kept across retries: a retry gets the first reply and changes nothing."""
     policy_version: Annotated[int, Field(ge=1)]
+    """The published version evaluated."""
     returns: Annotated[list[Return], Field(min_length=1, max_length=10_000)]
+    """Undiscounted return of each episode."""
     lengths: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=10_000)]
+    """Length in steps of each episode, in the order of returns."""
     seed: Seed | None = None
+    """Base seed of the validation envs."""
 
 
 class EvaluationResult(Wire):
     policy_version: int
+    """The version evaluated."""
     mean: float
+    """Mean return over the episodes."""
     std: float
+    """Standard deviation of the returns."""
     episodes: int
+    """Number of episodes."""
     env_steps: Count = Field(description="run env steps when the evaluation was reported")
     wall_seconds: float
+    """Run wall-clock seconds when reported."""
     iteration: Count = Field(0, description="learner updates when the evaluation was reported")
     seed: Seed | None = None
+    """Base seed of the validation envs."""
     solved: bool = Field(description="the validation reached the threshold (the run is solved only once a "
                                      "held-out test confirms it)")
     test_requested: bool = Field(False, description="the evaluator is to run the held-out test of this version "
@@ -42,22 +54,36 @@ class HoldoutReport(Wire):
     """A held-out test: `evaluation.test_episodes` greedy episodes of the requested version on test seeds."""
 
     worker_id: Id
+    """The worker's id, issued by the coordinator at registration."""
     request_id: RequestId | None = None
+    """Client-generated id of this request, kept across retries: a retry gets the first reply and changes nothing."""
     policy_version: Annotated[int, Field(ge=1)]
+    """The version whose test was requested."""
     returns: Annotated[list[Return], Field(min_length=1, max_length=100_000)]
+    """Undiscounted return of each episode."""
     lengths: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1, max_length=100_000)]
+    """Length in steps of each episode, in the order of returns."""
     seed: Seed | None = None
+    """Base seed of the test envs."""
 
 
 class HoldoutResult(Wire):
     policy_version: int
+    """The version tested."""
     mean: float
+    """Mean return over the episodes."""
     std: float
+    """Standard deviation of the returns."""
     ci95: tuple[float, float] = Field(description="95% confidence interval of the mean (normal approximation)")
     episodes: int
+    """Number of episodes."""
     validation_mean: float = Field(description="the validation that made this version a candidate")
     env_steps: Count
+    """Run env steps when the test was reported."""
     wall_seconds: float
+    """Run wall-clock seconds when reported."""
     iteration: Count = 0
+    """Learner updates when the test was reported."""
     seed: Seed | None = None
+    """Base seed of the test envs."""
     confirmed: bool = Field(description="the test's mean reached the threshold: the run is solved")

@@ -37,6 +37,7 @@ class ClipActions(_Wrapper):
     cannot be planned for (policy heads are sized from the bounds)."""
 
     name: Literal["clip_actions"] = "clip_actions"
+    """The wrapper's name in the env's wrappers list."""
 
     def wrap(self, env: gym.Env) -> gym.Env:
         import numpy as np
@@ -53,6 +54,7 @@ class FrameStack(_Wrapper):
     """Observe the last `frames` observations stacked on a new first axis (dtype kept: uint8 images stay uint8)."""
 
     name: Literal["frame_stack"] = "frame_stack"
+    """The wrapper's name in the env's wrappers list."""
     frames: Annotated[int, Field(ge=1, le=1024, description="observations per stack")]
 
     def wrap(self, env: gym.Env) -> gym.Env:
@@ -65,6 +67,7 @@ class ScaleReward(_Wrapper):
     """Multiply every reward by a constant, for training only."""
 
     name: Literal["scale_reward"] = "scale_reward"
+    """The wrapper's name in the env's wrappers list."""
     scale: Annotated[float, Field(gt=0, description="factor applied to each training reward")]
     training_only: ClassVar[bool] = True
 
@@ -83,6 +86,7 @@ class NormalizeObs(_Wrapper):
     collector can never act with statistics of its own (learner_worker/obsnorm.py)."""
 
     name: Literal["normalize_obs"] = "normalize_obs"
+    """The wrapper's name in the env's wrappers list."""
     clip: Annotated[float, Field(gt=0, le=1e6, description="normalised observations are clipped to +-clip")] = 10.0
 
     def wrap(self, env: gym.Env) -> gym.Env:

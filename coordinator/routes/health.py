@@ -11,17 +11,21 @@ from collections import Counter
 from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
+from coordinator.apidoc import route_doc
 from coordinator.deps import RunDep
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="The process is up")
+@router.get("/healthz", summary="The process is up",
+            **route_doc(None, "Liveness: answers as soon as the process serves HTTP.", response={"status": "ok"}))
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="The run is loaded and accepting workers")
+@router.get("/readyz", summary="The run is loaded and accepting workers",
+            **route_doc(None, "Readiness: the run is loaded (answers once the journal is replayed).",
+                        response={"status": "ready", "run_state": "running"}))
 async def readyz(run: RunDep) -> dict[str, str]:
     return {"status": "ready", "run_state": run.lifecycle.state}
 

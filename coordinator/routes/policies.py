@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Header, Response
 
+from coordinator import examples as ex
+from coordinator.apidoc import BODY, route_doc
 from coordinator.deps import LearnerScope, ReaderScope, RunDep
 from coordinator.errors import NotFound
 from shared.wire import Ack, PolicyPublish, PolicyRef
@@ -11,15 +13,24 @@ from shared.wire import Ack, PolicyPublish, PolicyRef
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
 
 
-@router.post("", response_model=Ack, summary="Publish a new policy version (strictly increasing)")
+@router.post("", response_model=Ack, summary="Publish a new policy version (strictly increasing)",
+             **route_doc("learner", "Publishes policy `version`, a file already written to the store at "
+                         "`policies/v<version, 8 digits>.safetensors` (the policy JSON Schema, GET "
+                         "/v1/schemas/policy). Versions strictly increase: republishing an older or equal version "
+                         "is `conflict`. Waiting heartbeats are answered at once with the new policy.",
+                         ("unknown_worker", "conflict", *BODY, "journal_unavailable"), ex.PUBLISH, ex.ACK))
 async def publish(body: PolicyPublish, run: RunDep, _: LearnerScope) -> Ack:
     return await run.publish(body)
 
 
 @router.get("/latest", response_model=PolicyRef, summary="The latest policy; 304 if If-None-Match matches",
-            responses={304: {"description": "unchanged since the ETag given"}, 404: {"description": "none yet"}})
+            **route_doc("read", "The latest published policy (version, store path, sha256) with an `ETag`; send it "
+                        "back as `If-None-Match` to get `304` while nothing newer exists. `not_found` until the "
+                        "first publish.", ("not_found", "invalid"), response=ex.POLICY,
+                        responses={304: {"description": "unchanged since the ETag given"}}))
 async def latest(run: RunDep, _: ReaderScope, response: Response,
-                 if_none_match: str | None = Header(None)) -> PolicyRef | Response:
+                 if_none_match: str | None = Header(None, description="the ETag of the policy the caller has")
+                 ) -> PolicyRef | Response:
     policy = run.policies.committed
     if policy is None:
         raise NotFound("no policy has been published yet")

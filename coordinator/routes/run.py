@@ -4,22 +4,32 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from coordinator import examples as ex
+from coordinator.apidoc import BODY, route_doc
 from coordinator.deps import AdminScope, ReaderScope, RunDep
 from shared.wire import RunResponse, Status, StopRequest
 
 router = APIRouter(prefix="/v1", tags=["run"])
 
 
-@router.get("/status", response_model=Status, summary="Workers, tasks, buffers, counters, learner, evaluations")
+@router.get("/status", response_model=Status, summary="Workers, tasks, buffers, counters, learner, evaluations",
+            **route_doc("read", "The run as the coordinator sees it now: counters (chunks, env steps, corrupt "
+                        "chunks, env errors), workers and their leases, tasks, buffers, the learner's progress, "
+                        "evaluations and tests.", response=ex.STATUS))
 async def status(run: RunDep, _: ReaderScope) -> Status:
     return run.status()
 
 
-@router.get("/run", response_model=RunResponse, summary="The run's name, state and resolved config")
+@router.get("/run", response_model=RunResponse, summary="The run's name, state and resolved config",
+            **route_doc("read", "The run's name, state and its config with every default resolved.",
+                        response=ex.RUN))
 async def run_info(run: RunDep, _: ReaderScope) -> RunResponse:
     return RunResponse(run_name=run.config.name, run_state=run.lifecycle.state, config=run.config)
 
 
-@router.post("/run/stop", response_model=Status, summary="End the run; every worker is told to exit")
+@router.post("/run/stop", response_model=Status, summary="End the run; every worker is told to exit",
+             **route_doc("admin", "Ends the run (state `stopped`); every worker learns it from its next reply's "
+                         "directive and exits. Stopping an ended run changes nothing.",
+                         (*BODY, "journal_unavailable"), ex.STOP, ex.STATUS))
 async def stop(body: StopRequest, run: RunDep, _: AdminScope) -> Status:
     return await run.settled(run.stop(body.reason))

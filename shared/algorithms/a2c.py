@@ -16,17 +16,25 @@ class A2CParams(ChunkParams):
     so learn-info reports and checkpoints come less often than the chunk loop's defaults."""
 
     name: Literal["a2c"] = "a2c"
+    """Algorithm name."""
     net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh")
+    """The policy network's hidden layers and activation."""
     report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 10
     checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 500
     learning_rate: Annotated[float, Field(gt=0)] = 7e-4
+    """Optimizer step size."""
     gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    """Discount factor."""
     gae_lambda: Annotated[float, Field(ge=0, le=1, description="1: n-step returns to the chunk's end")] = 1.0
     value_coef: Annotated[float, Field(ge=0)] = 0.5
+    """Weight of the value loss."""
     entropy_coef: Annotated[float, Field(ge=0)] = 0.0
+    """Weight of the entropy bonus."""
     max_grad_norm: Annotated[float, Field(gt=0)] = 0.5
+    """Gradients are clipped to this global norm."""
     rmsprop_alpha: Annotated[float, Field(gt=0, lt=1, description="RMSprop's smoothing constant")] = 0.99
     rmsprop_eps: Annotated[float, Field(gt=0)] = 1e-5
+    """RMSprop's epsilon."""
     log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
 
 

@@ -37,7 +37,9 @@ class AlgoParams(Strict):
     """Fields every algorithm has. Subclasses add `name: Literal["..."]` and their hyperparameters."""
 
     name: str
+    """The wrapper's name in the env's wrappers list."""
     net: NetConfig = NetConfig()
+    """The policy network's hidden layers and activation."""
     report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 100
     checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 2_000
 
@@ -46,8 +48,11 @@ class ReplayParams(AlgoParams):
     """The replay loop's knobs: n-step targets are built by the learner's chunk cache from these."""
 
     gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    """Discount factor."""
     n_step: Annotated[int, Field(ge=1, le=32)] = 1
+    """N-step return length (never reaches past a chunk's end)."""
     batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
+    """Transitions per gradient step."""
     batches_per_request: Annotated[int, Field(ge=1, le=256, description="batches fetched per sample call")] = 16
     publish_every: Annotated[int, Field(ge=1, description="updates between policy versions")] = 100
 
@@ -77,6 +82,7 @@ def sampling_behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str
+    """The wrapper's name in the env's wrappers list."""
     summary: str
     params: type[AlgoParams]
     loop: Loop

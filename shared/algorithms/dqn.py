@@ -17,12 +17,18 @@ if TYPE_CHECKING:
 
 class DQNParams(ReplayParams):
     name: Literal["dqn"] = "dqn"
+    """Algorithm name."""
     net: NetConfig = NetConfig()
+    """The policy network's hidden layers and activation."""
     learning_rate: Annotated[float, Field(gt=0)] = 2.3e-3
+    """Optimizer step size."""
     n_step: Annotated[int, Field(ge=1, le=32)] = 3
+    """N-step return length (never reaches past a chunk's end)."""
     target_update_every: Annotated[int, Field(ge=1, description="updates between target-net syncs")] = 100
     max_grad_norm: Annotated[float, Field(gt=0)] = 10.0
+    """Gradients are clipped to this global norm."""
     double_q: bool = True
+    """Double DQN targets."""
 
 
 def _head(spaces: Spaces) -> Head:

@@ -16,19 +16,26 @@ class ImpalaParams(ChunkParams):
     and checkpoints come less often than the chunk loop's defaults."""
 
     name: Literal["impala"] = "impala"
+    """Algorithm name."""
     net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh")
+    """The policy network's hidden layers and activation."""
     report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 10
     checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 500
     learning_rate: Annotated[float, Field(gt=0)] = 1e-3
+    """Optimizer step size."""
     epochs: Annotated[int, Field(ge=1, le=100, description=(
         "gradient steps per batch, each after re-running V-trace with the updated networks"))] = 1
     gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    """Discount factor."""
     rho_bar: Annotated[float, Field(gt=0, description="truncation of the importance weights in the TD errors")] = 1.0
     c_bar: Annotated[float, Field(gt=0, description="truncation of the trace coefficients (how far back)")] = 1.0
     vtrace_lambda: Annotated[float, Field(ge=0, le=1, description="scales every trace coefficient c")] = 1.0
     value_coef: Annotated[float, Field(ge=0)] = 0.5
+    """Weight of the value loss."""
     entropy_coef: Annotated[float, Field(ge=0)] = 0.01
+    """Weight of the entropy bonus."""
     max_grad_norm: Annotated[float, Field(gt=0)] = 40.0
+    """Gradients are clipped to this global norm."""
     log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
 
 

@@ -25,9 +25,12 @@ class SACParams(ReplayParams):
     """Defaults are SB3's SAC defaults: 256x256 relu actor and twin critics, batch 256, tau 0.005, lr 3e-4."""
 
     name: Literal["sac"] = "sac"
+    """Algorithm name."""
     net: NetConfig = NetConfig(hidden=(256, 256), activation="relu")
+    """The policy network's hidden layers and activation."""
     learning_rate: Annotated[float, Field(gt=0, description="Adam's, for actor, critics and the entropy coef")] = 3e-4
     batch_size: Annotated[int, Field(ge=1, le=4096)] = 256
+    """Transitions per gradient step."""
     tau: Annotated[float, Field(gt=0, le=1, description="Polyak factor of the target critics")] = 0.005
     target_update_interval: Annotated[int, Field(ge=1, description="updates between Polyak steps")] = 1
     learning_starts: Annotated[int, Field(ge=0, description="env steps of uniform random actions first")] = 100

@@ -23,7 +23,7 @@ from tests.conftest import auth, small_run_config  # noqa: F401 - re-exported fo
 
 # Routes anyone may call without a token; everything else in the app must be in an auth table.
 PUBLIC_PATHS = frozenset({"/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect", "/healthz", "/readyz",
-                          "/metrics"})
+                          "/metrics", "/v1/schemas", "/v1/schemas/{name}"})
 
 # Run counters that no rejected request may change.
 COUNTER_KEYS = ("run_state", "env_steps", "episodes", "chunks", "duplicate_chunks", "policy_version")

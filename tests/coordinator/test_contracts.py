@@ -1,0 +1,112 @@
+"""The served JSON Schemas hold for real files: chunks a collector's Rollout made and encoded, and policy files
+the learner's own code wrote. The schemas are public, listed, and linked from the OpenAPI description."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import struct
+from typing import Any
+
+import jsonschema
+import msgpack
+import pytest
+from fastapi.testclient import TestClient
+
+from collector_worker.rollout import Rollout
+from shared.codec import encode_chunk
+from shared.config import EnvConfig
+from shared.manifest import Behaviour, Head, ObsNorm, PolicyManifest
+from shared.nets import PolicyNet
+from shared.policy_io import policy_bytes
+from shared.spaces import MultiDiscreteActions, Spaces
+from tests.policies import CARTPOLE, PENDULUM, manifest
+
+
+def _validator(client: TestClient, name: str) -> jsonschema.Draft202012Validator:
+    resp = client.get(f"/v1/schemas/{name}")  # no token: the contracts are public
+    assert resp.status_code == 200, resp.text
+    schema = resp.json()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _as_json(obj: Any) -> Any:
+    """A decoded msgpack document as the schema shows it: bin as base64 strings."""
+    if isinstance(obj, dict):
+        return {k: _as_json(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_as_json(v) for v in obj]
+    return base64.b64encode(obj).decode() if isinstance(obj, bytes) else obj
+
+
+def _real_chunk(env_id: str, spaces: Spaces, behaviour: Behaviour) -> dict[str, Any]:
+    rollout = Rollout(EnvConfig(id=env_id), 2, spaces, behaviour, seed=3)
+    try:
+        if behaviour.sample:
+            m = manifest(spaces, behaviour.head)
+            rollout.load_policy(m, {k: v.numpy() for k, v in PolicyNet(m).state_dict().items()}, version=1)
+        chunk = rollout.collect(300)  # CartPole episodes end within 300 steps: ends are in the file
+    finally:
+        rollout.close()
+    raw = encode_chunk(chunk.arrays, {"task_id": "collector-0", "chunk_id": "c1", "policy_version": 0})
+    return _as_json(msgpack.unpackb(raw, raw=False))
+
+
+def test_listing_names_every_schema(client: TestClient) -> None:
+    listing = client.get("/v1/schemas").json()
+    assert {s["name"] for s in listing} == {"chunk", "policy"}
+    for entry in listing:
+        assert client.get(entry["url"]).json()["version"] == entry["version"]
+    assert client.get("/v1/schemas/nope").json()["error"] == "not_found"
+
+
+def test_openapi_description_links_the_schemas(client: TestClient) -> None:
+    description = client.get("/openapi.json").json()["info"]["description"]
+    assert "/v1/schemas/chunk" in description and "/v1/schemas/policy" in description
+
+
+@pytest.mark.parametrize(("env_id", "spaces", "behaviour"), [
+    ("CartPole-v1", CARTPOLE, Behaviour(head="q_values", sample=False)),
+    ("CartPole-v1", CARTPOLE, Behaviour(head="categorical", sample=True)),
+    ("Pendulum-v1", PENDULUM, Behaviour(head="gaussian", sample=True)),
+], ids=["dqn", "ppo", "ppo-box"])
+def test_real_chunks_match_the_served_schema(client: TestClient, env_id: str, spaces: Spaces,
+                                             behaviour: Behaviour) -> None:
+    validator = _validator(client, "chunk")
+    doc = _real_chunk(env_id, spaces, behaviour)
+    assert sorted(validator.iter_errors(doc), key=str) == []
+    assert ("logp" in doc["arrays"]) == behaviour.sample
+    broken = json.loads(json.dumps(doc))
+    del broken["arrays"]["valid"]
+    broken["arrays"]["rewards"]["dtype"] = "float64"
+    assert len(list(validator.iter_errors(broken))) == 2
+
+
+def _header(data: bytes) -> dict[str, Any]:
+    (size,) = struct.unpack("<Q", data[:8])
+    return json.loads(data[8:8 + size])
+
+
+@pytest.mark.parametrize(("spaces", "head"), [
+    (CARTPOLE, "q_values"), (CARTPOLE, "categorical"), (PENDULUM, "gaussian"), (PENDULUM, "tanh_gaussian"),
+    (Spaces(obs=CARTPOLE.obs, action=MultiDiscreteActions(nvec=(2, 3))), "multi_categorical"),
+])
+def test_real_policy_files_match_the_served_schema(client: TestClient, spaces: Spaces, head: Head) -> None:
+    """The manifest validates, and the tensors are named and shaped as the schema's description says."""
+    validator = _validator(client, "policy")
+    norm = ObsNorm(mean=(0.0,) * spaces.obs.flat_size, var=(1.0,) * spaces.obs.flat_size)
+    m = manifest(spaces, head, hidden=(8, 6)).model_copy(update={"obs_norm": norm})
+    header = _header(policy_bytes(PolicyNet(m).state_dict(), m))
+    doc = json.loads(header["__metadata__"]["rlfleet.manifest"])
+    assert list(validator.iter_errors(doc)) == []
+    assert PolicyManifest.model_validate(doc) == m
+    width = {"q_values": 2, "categorical": 2, "multi_categorical": 5, "gaussian": 1, "tanh_gaussian": 2}[head]
+    sizes = [spaces.obs.flat_size, 8, 6, width]
+    expected = {f"body.{2 * k}.weight": [b, a] for k, (a, b) in enumerate(itertools.pairwise(sizes))}
+    expected |= {f"body.{2 * k}.bias": [b] for k, (_, b) in enumerate(itertools.pairwise(sizes))}
+    if head == "gaussian":
+        expected["log_std"] = [1]
+    assert {k: v["shape"] for k, v in header.items() if k != "__metadata__"} == expected
+    assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {"F32"}
