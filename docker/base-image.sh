@@ -30,7 +30,7 @@ mkdir -p "$CACHE"
 if [ ! -s "$TARBALL" ]; then
   mirror="${DEBIAN_MIRROR:-$(apt_mirror)}"
   rootfs="$(mktemp -d "$CACHE/rootfs.XXXXXX")"
-  trap 'rm -rf "$rootfs"' EXIT
+  trap 'rm -rf --one-file-system "$rootfs"' EXIT  # never into a /proc or /sys a failed debootstrap left mounted
   echo "base image: debootstrap --variant=minbase bookworm from $mirror (with $PACKAGES)"
   debootstrap --variant=minbase --include="$PACKAGES" bookworm "$rootfs" "$mirror" >"$CACHE/debootstrap.log" 2>&1 \
     || { tail -n 30 "$CACHE/debootstrap.log" >&2; exit 1; }
