@@ -171,20 +171,28 @@ class Journal:
             )
 
 
-def stored_run_state(path: Path) -> str | None:
-    """The run state (running, solved, ...) a journal file holds, read without opening it as a `Journal` (no
-    writer thread, no schema created): how a starting coordinator tells a finished run from one to resume.
-    None when there is no file, or nothing was committed to it yet."""
+def stored_meta(path: Path, *keys: str) -> dict[str, Any]:
+    """Meta values of a journal file, read without opening it as a `Journal` (no writer thread, no schema
+    created, read-only): for tools looking at runs that may be live. Missing keys (or no file, or nothing
+    committed yet) are left out."""
     if not path.exists():
-        return None
+        return {}
     db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
-        row = db.execute("SELECT value FROM meta WHERE key='lifecycle'").fetchone()
+        marks = ", ".join("?" * len(keys))
+        rows = db.execute(f"SELECT key, value FROM meta WHERE key IN ({marks})", keys).fetchall()
     except sqlite3.OperationalError:  # no meta table yet
-        return None
+        return {}
     finally:
         db.close()
-    return None if row is None else str(json.loads(row[0])["state"])
+    return {key: json.loads(value) for key, value in rows}
+
+
+def stored_run_state(path: Path) -> str | None:
+    """The run state (running, solved, ...) a journal file holds: how a starting coordinator tells a finished
+    run from one to resume. None when there is no file, or nothing was committed to it yet."""
+    lifecycle = stored_meta(path, "lifecycle").get("lifecycle")
+    return None if lifecycle is None else str(lifecycle["state"])
 
 
 # ----- statements, one function per kind of row ------------------------------------------------------------

@@ -28,6 +28,15 @@ class Lifecycle:
         self.state, self.message, self.ended = state, message, now
         return True
 
+    def reopen(self, now: float) -> bool:
+        """Continue a stopped run (not a solved or exhausted one); the time it spent stopped does not count
+        against the wall-clock budget. False if the run was not stopped."""
+        if self.state != "stopped" or self.ended is None:
+            return False
+        self.started = now - (self.ended - self.started)
+        self.state, self.message, self.ended = "running", "training (resumed after a stop)", None
+        return True
+
     def check_budget(self, env_steps: int, now: float) -> bool:
         if env_steps >= self.budget.max_env_steps:
             return self.end("budget_exhausted", f"env-step budget of {self.budget.max_env_steps} used up", now)

@@ -79,8 +79,9 @@ async def _tick_loop(app: FastAPI) -> None:
             log.exception("housekeeping tick failed")
 
 
-def _config_of_run(settings: CoordinatorSettings) -> RunConfig:
-    """The config file with its overrides, named after the run chosen by coordinator/runs.py."""
+def _config_of_run(settings: CoordinatorSettings) -> tuple[RunConfig, bool]:
+    """The config file with its overrides, named after the run chosen by coordinator/runs.py, and whether the
+    user named that run (a stopped run named so continues)."""
     overrides = parse_overrides(settings.overrides)
     named = overrides.get("name")
     if settings.run and named is not None and named != settings.run:
@@ -89,12 +90,12 @@ def _config_of_run(settings: CoordinatorSettings) -> RunConfig:
     base = load_run_config(settings.config, overrides)
     choice = choose_run(settings.data_dir, base, settings.run or (base.name if named is not None else None))
     log.info("%s", choice.why)
-    return base.model_copy(update={"name": choice.name})
+    return base.model_copy(update={"name": choice.name}), choice.explicit
 
 
 def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     settings = settings or CoordinatorSettings()
-    config = _config_of_run(settings)
+    config, named = _config_of_run(settings)
     tokens = load_tokens_file(settings.tokens_file)
     target = settings.store_target()  # a wrong store setting is refused here, before the app starts
     # Size checks answer a request: past botocore's own retries, a 503 (the worker retries) beats a thread held
@@ -113,6 +114,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             config, store, lease_seconds=settings.lease_seconds,
             sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
             journal=journal, max_workers=settings.max_workers, idempotency_seconds=settings.idempotency_seconds,
+            reopen_stopped=named,
         )
         layout.config_file.write_text(dump_run_config(app.state.run.config))
         app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.judge.results),

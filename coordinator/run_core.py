@@ -80,11 +80,13 @@ class RunCore:
         max_workers: int = 4096,
         idempotency_seconds: float = 900.0,
         max_chunk_ids: int = 1_000_000,
+        reopen_stopped: bool = False,
     ) -> None:
         self.journal = journal or Journal(None)
         self.store = store
         self.clock, self.wall_clock = clock, wall_clock
         self.sample_wait_seconds = sample_wait_seconds
+        self.reopen_stopped = reopen_stopped  # a stopped run resumed by name continues training
         self._sizes = (lease_seconds, keep_policies, max_workers, idempotency_seconds, max_chunk_ids)
         self.policy_signal, self.data_signal = Signal(), Signal()
         self.payloads = PayloadLifetime(store)
@@ -162,6 +164,8 @@ class RunCore:
         gone = self.data.load(meta["data"], snap)
         if resumed:
             self.lifecycle.resumes += 1
+            if self.reopen_stopped and self.lifecycle.reopen(now):
+                log.info("run %s was stopped; it continues", self.config.name)
         if resumed or gone:  # gone: only if the journal was cut between a draw and its removal
             self._commit([], "lifecycle", change=Change(gone=gone) if gone else None)
         log.info("%s run %s: %d env steps, %d chunks in the buffer, policy v%d, state %s",

@@ -5,7 +5,7 @@ A run is a directory `runs/<name>/` under the data directory, its journal inside
 name>__s<seed>__<start time>`, the names `rlfleet up` gives): one still running, or one with no journal yet, is
 resumed, so a crashed or restarted coordinator carries on; a finished one (solved, stopped, out of budget) is
 left alone and a new run starts, so a second `docker compose up` trains anew. An explicit name is used as given:
-that run is resumed if it exists, created otherwise.
+that run is resumed if it exists (a stopped one continues training: `rlfleet up --resume`), created otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def new_run_name(base: RunConfig, now: float | None = None) -> str:
 class RunChoice:
     name: str
     why: str  # one line for the coordinator's log
+    explicit: bool = False  # named by the user: a stopped run of that name is reopened
 
 
 def _runs_of(runs_dir: Path, prefix: str) -> list[tuple[tuple[str, int], str]]:
@@ -49,7 +50,8 @@ def choose_run(data_dir: Path, base: RunConfig, explicit: str | None = None, now
     runs_dir = data_dir / "runs"
     if explicit:
         exists = RunLayout(data_dir, explicit).journal.exists()
-        return RunChoice(explicit, f"run {explicit} named explicitly: {'resuming it' if exists else 'a new run'}")
+        return RunChoice(explicit, f"run {explicit} named explicitly: {'resuming it' if exists else 'a new run'}",
+                         explicit=True)
     prefix = f"{base.name}__s{base.seed}__"
     runs = _runs_of(runs_dir, prefix)
     if runs:

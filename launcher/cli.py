@@ -39,8 +39,8 @@ def up(
         "--deterministic", help="reproducible run: one collector in lockstep with the learner; the same seed "
                                 "publishes byte-identical policy files")] = False,
     resume: Annotated[str | None, typer.Option(
-        help="continue the run of this name (data/runs/<name>/, with the config it started with) instead of "
-             "starting a new one; as RLFLEET_RUN does for compose")] = None,
+        help="continue the run of this name or directory (data/runs/<name>/, with the config it started with) "
+             "instead of starting a new one, a stopped run too; as RLFLEET_RUN does for compose")] = None,
 ) -> None:
     """Run every service of docker-compose.yml as a local process and train until solved or out of budget."""
     from launcher.up import UnknownRun, Up, UpOptions
@@ -308,6 +308,15 @@ def ctl_stop(
 ) -> None:
     """End the run: every worker is told to exit."""
     _ctl(url, tokens_file, "POST", "stop", {"reason": reason})
+
+
+@app.command()
+def runs(data_dir: Annotated[Path, typer.Argument(help="where runs/<name>/ are kept")] = Path("data")) -> None:
+    """List the runs of a data directory: state, env steps and the best held-out test of each (from their
+    journals, read-only: live runs too). Continue a stopped one with `rlfleet up --resume <name>`."""
+    from launcher.runs import format_runs, list_runs
+
+    typer.echo(format_runs(list_runs(data_dir)))
 
 
 @app.command()

@@ -77,12 +77,15 @@ class Up:
     def __init__(self, opts: UpOptions) -> None:
         self.opts = opts
         self.data_dir = opts.data_dir.resolve()
-        if opts.resume is None:
+        resume = opts.resume
+        if resume is not None and Path(resume).parent.name == "runs" and Path(resume).is_dir():
+            self.data_dir, resume = Path(resume).resolve().parent.parent, Path(resume).name  # a run directory
+        if resume is None:
             self.run_name = new_run_name(load_run_config(opts.config, parse_overrides(";".join(opts.overrides))))
-        elif RunLayout(self.data_dir, opts.resume).journal.exists():
-            self.run_name = opts.resume
+        elif RunLayout(self.data_dir, resume).journal.exists():
+            self.run_name = resume
         else:
-            raise UnknownRun(f"no run {opts.resume!r} to resume in {self.data_dir / 'runs'}")
+            raise UnknownRun(f"no run {resume!r} to resume in {self.data_dir / 'runs'}")
         self.port = opts.port or free_port()
         self.layout = RunLayout(self.data_dir, self.run_name)
         # The coordinator is told the run by name, the one mechanism compose users have too (RLFLEET_RUN).

@@ -120,3 +120,28 @@ def test_explicit_run_and_name_override_must_agree(coordinator_settings: Coordin
     named = coordinator_settings.model_copy(update={"run": None, "overrides": "name=b"})
     with TestClient(create_app(named)) as client:
         assert client.app.state.run.config.name == "b"  # type: ignore[attr-defined]
+
+
+def test_a_stopped_run_named_explicitly_continues_and_its_stop_does_not_count_as_wall_time(
+        coordinator_settings: CoordinatorSettings, tokens: dict[str, str]) -> None:
+    """`rlfleet up --resume` of a stopped run (the control plane's stop) trains on; an automatic choice, or a
+    solved run, does not."""
+    settings = _settings(coordinator_settings)
+    first = _run_name(settings, tokens, stop=True)
+    assert stored_run_state(RunLayout(settings.data_dir, first).journal) == "stopped"
+    with TestClient(create_app(_settings(coordinator_settings, run=first))) as client:
+        run = client.get("/v1/status", headers=auth(tokens["read"])).json()
+        assert (run["run_name"], run["run_state"]) == (first, "running")
+        assert run["run_message"] == "training (resumed after a stop)"
+
+
+def test_lifecycle_reopens_only_a_stopped_run_and_keeps_its_wall_clock() -> None:
+    from coordinator.lifecycle import Lifecycle
+    from shared.config import BudgetConfig
+
+    life = Lifecycle(BudgetConfig(), now=100.0)
+    assert not life.reopen(150.0)  # running
+    life.end("stopped", "operator", 130.0)
+    assert life.reopen(1000.0) and life.running and life.wall_seconds(1010.0) == pytest.approx(40.0)
+    life.end("solved", "confirmed", 1020.0)
+    assert not life.reopen(2000.0) and life.state == "solved"
