@@ -44,7 +44,7 @@ def test_a_learner_trains_on_the_third_party_collectors_chunks(algo: str, tmp_pa
     run_config = _config(algo)
     config_file = tmp_path / "run.yaml"
     config_file.write_text(dump_run_config(run_config))
-    fleet = Fleet(tmp_path, data_dir, config_file, tokens)
+    fleet = Fleet(tmp_path, data_dir, config_file, tokens, {"RLFLEET_RUN": run_config.name})  # its store path
     try:
         _train_with_the_example(fleet, run_config, data_dir, tokens, tmp_path)
     finally:

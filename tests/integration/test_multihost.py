@@ -31,7 +31,7 @@ from tests.conftest import REPO
 from tests.integration.procs import Fleet
 from tests.seaweed import SeaweedFS
 
-RUN = "cartpole-dqn"  # the name in configs/cartpole_dqn.yaml: the coordinator's run
+RUN = "cartpole-dqn"  # the run the coordinator serves (RLFLEET_RUN): the name in configs/cartpole_dqn.yaml
 WORKERS = {"collector-a": "collector", "collector-b": "collector", "learner": "learner", "evaluator": "evaluator"}
 
 
@@ -49,7 +49,7 @@ def hosts(tmp_path: Path, s3_env: SeaweedFS) -> Iterator[tuple[Fleet, dict[str, 
         path.mkdir()
     tokens = generate_tokens_file(dirs["coordinator"] / "tokens.json")
     fleet = Fleet(tmp_path, dirs["coordinator"], REPO / "configs" / "cartpole_dqn.yaml", tokens, {
-        **store_env, "RLFLEET_LEASE_SECONDS": "5", "RLFLEET_ORPHAN_GRACE_SECONDS": "10",
+        **store_env, "RLFLEET_RUN": RUN, "RLFLEET_LEASE_SECONDS": "5", "RLFLEET_ORPHAN_GRACE_SECONDS": "10",
         "RLFLEET_GC_EVERY_SECONDS": "2"})
     try:
         yield fleet, store_env, dirs
