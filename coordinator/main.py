@@ -23,6 +23,7 @@ from coordinator.overrides import parse_overrides
 from coordinator.routes import data, evaluations, health, policies, run, tests, workers
 from coordinator.run import Run
 from coordinator.settings import CoordinatorSettings
+from coordinator.telemetry import RequestTimer, Telemetry
 from shared.config import dump_run_config, load_run_config
 from shared.layout import RunLayout
 from shared.store import LocalStore
@@ -80,6 +81,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     settings = settings or CoordinatorSettings()
     config = load_run_config(settings.config, parse_overrides(settings.overrides))
     tokens = load_tokens_file(settings.tokens_file)
+    telemetry = Telemetry()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -90,7 +92,9 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             config, LocalStore(layout.store_root), lease_seconds=settings.lease_seconds,
             sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
             journal=journal, max_workers=settings.max_workers, idempotency_seconds=settings.idempotency_seconds,
+            telemetry=telemetry,
         )
+        telemetry.watch(app.state.run)
         layout.config_file.write_text(dump_run_config(app.state.run.config))
         app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.judge.results),
                                              tests_written=len(app.state.run.judge.tests))
@@ -121,8 +125,10 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.tokens = tokens
+    app.state.telemetry = telemetry
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)  # outermost: runs first
+    app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)
+    app.add_middleware(RequestTimer, telemetry=telemetry)  # outermost: times everything behind it
     for module in (workers, data, policies, evaluations, tests, run, health):
         app.include_router(module.router)
 

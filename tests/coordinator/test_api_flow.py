@@ -183,7 +183,7 @@ def test_learner_samples_consistent_references_once_warm(
     assert status["learner"]["iteration"] == 3 and status["learner"]["transitions_trained"] == 64
     assert status["learner"]["losses"] == {"td_loss": 0.25, "q_mean": 1.5}
     assert status["learner"]["hooks_failed"] == {"hooks:log@every": "KeyError: 'x'"}
-    assert "rlfleet_learner_hooks_failed 1\n" in client.get("/metrics").text
+    assert "rlfleet_learner_hooks_failed 1.0\n" in client.get("/metrics").text
     assert status["learner"]["samples_per_insert"] == pytest.approx(64 / (96 - 64))
 
 
@@ -364,13 +364,22 @@ def test_metrics_exposes_the_counters(client: TestClient, tokens: Tokens, store:
     assert report_chunk(client, tokens, write_chunk(store, "collector-0", "m1", collector)).status_code == 200
     resp = client.get("/metrics")
     assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
-    samples = dict(line.rsplit(" ", 1) for line in resp.text.strip().splitlines())
-    assert samples["rlfleet_env_steps_total"] == "32"
-    assert samples["rlfleet_chunks_total"] == "1"
-    assert samples["rlfleet_episodes_total"] == "1"
-    assert samples['rlfleet_workers{kind="collector"}'] == "1"
-    assert samples['rlfleet_buffer_transitions{buffer="replay-0"}'] == "32"
-    assert samples["rlfleet_run_running"] == "1"
+    lines = resp.text.strip().splitlines()
+    samples = {k: float(v) for k, v in (line.rsplit(" ", 1) for line in lines if not line.startswith("#"))}
+    assert samples["rlfleet_env_steps_total"] == 32
+    assert samples["rlfleet_chunks_total"] == 1
+    assert samples["rlfleet_episodes_total"] == 1
+    assert samples['rlfleet_workers{kind="collector"}'] == 1
+    assert samples['rlfleet_buffer_transitions{buffer="replay-0"}'] == 32
+    assert samples["rlfleet_run_running"] == 1
+    assert samples["rlfleet_chunk_ingest_bytes_count"] == 1
+    assert samples['rlfleet_policy_lag_versions_bucket{le="0.0"}'] == 1
+    route = 'method="POST",route="/v1/chunks",status="200"'
+    assert samples[f"rlfleet_http_request_duration_seconds_count{{{route}}}"] == 1  # the template, not the path
+    for name in ("rlfleet_env_steps_total", "rlfleet_http_request_duration_seconds", "rlfleet_sample_wait_seconds",
+                 "rlfleet_policy_propagation_seconds", "rlfleet_policy_lag_versions"):
+        assert any(line.startswith(f"# HELP {name} ") for line in lines), name
+        assert any(line.startswith(f"# TYPE {name} ") for line in lines), name
     assert all(float(v) == float(v) for v in samples.values())  # every value parses, none is NaN
 
 
