@@ -102,7 +102,8 @@ class MetricsRecorder:
         """Append the validations and held-out tests reported since the last call (wall time, env steps and
         learner updates each, so curves can be drawn against any of them)."""
         self._evals_seen = self._append(self.layout.evaluations_csv, evaluations, self._evals_seen, [
-            "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes"], "eval/episodic_return")
+            "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes"],
+            "eval/episodic_return")
         self._tests_seen = self._append(self.layout.tests_csv, tests or [], self._tests_seen, [
             "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes", "confirmed"],
             "eval/test_episodic_return")
