@@ -51,9 +51,9 @@ class Run(RunCore):
         """The longest long-poll: half a lease, so a waiting worker always renews in time."""
         return self.fleet.lease_seconds / 2
 
-    def register(self, kind: WorkerKind, name: str, restarts: int = 0,
-                 request_id: str | None = None) -> RegisterResponse:
-        worker, statements = self.fleet.register(kind, name, restarts, request_id, self.clock())
+    def register(self, kind: WorkerKind, name: str, restarts: int = 0, request_id: str | None = None,
+                 last_error: str | None = None) -> RegisterResponse:
+        worker, statements = self.fleet.register(kind, name, restarts, request_id, self.clock(), last_error)
         if statements:
             self._commit(statements, "fleet")
         lease = self.fleet.lease_seconds

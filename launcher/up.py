@@ -146,8 +146,9 @@ class Up:
             if now < self._restart_due[child.name]:
                 continue
             del self._restart_due[child.name]
+            reason = f"exit {code}: {child.log_tail(1).strip()}"  # a worker's last log line says why it ended
             self.children[i] = start(self.services[child.service], child.replica, self.layout.logs, REPO,
-                                     record.restarted())
+                                     record.restarted(), reason)
 
     def _status(self, http: httpx.Client) -> Status | None:
         try:

@@ -101,6 +101,8 @@ class RegisterRequest(Wire):
     kind: WorkerKind
     name: Annotated[str, Field(pattern=ID_PATTERN, description="human-readable name, e.g. the host name")]
     restarts: Count = Field(0, description="how often a supervisor restarted this worker's process")
+    last_error: Annotated[str, Field(max_length=500)] | None = Field(
+        None, description="why this worker's previous process ended, as its supervisor saw it (shown in status)")
     request_id: RequestId | None = None
 
 
@@ -294,6 +296,9 @@ class WorkerStatus(Wire):
     task_id: str | None
     last_seen_seconds_ago: float
     restarts: int = Field(description="how often a supervisor restarted this worker's process")
+    last_error: str | None = Field(None, description=(
+        "why its previous process ended, as reported at registration; kept in memory only (a restarted "
+        "coordinator forgets it)"))
     corrupt_chunks: int = Field(0, description="payloads of this worker that a learner found unusable")
     flagged: bool = Field(False, description="too many corrupt payloads: its chunk reports are refused")
 

@@ -357,6 +357,17 @@ def test_run_endpoint_returns_the_resolved_config(client: TestClient, tokens: To
     assert RunConfig.model_validate(body["config"]) == run_config
 
 
+def test_a_restarted_worker_shows_why_its_previous_process_ended(client: TestClient, tokens: Tokens) -> None:
+    resp = client.post("/v1/workers", headers=auth(tokens["collector"]), json={
+        "kind": "collector", "name": "c1", "restarts": 1, "last_error": "exit 4: crashed: OSError: disk full"})
+    assert resp.status_code == 200, resp.text
+    (worker,) = client.get("/v1/status", headers=auth(tokens["read"])).json()["workers"]
+    assert (worker["restarts"], worker["last_error"]) == (1, "exit 4: crashed: OSError: disk full")
+    too_long = client.post("/v1/workers", headers=auth(tokens["collector"]),
+                           json={"kind": "collector", "name": "c2", "last_error": "x" * 501})
+    assert too_long.status_code == 422
+
+
 # ----- metrics and OpenAPI -------------------------------------------------------------------------------------
 def test_metrics_exposes_the_counters(client: TestClient, tokens: Tokens, store: LocalStore) -> None:
     collector = register(client, tokens["collector"], "collector")
