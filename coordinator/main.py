@@ -20,10 +20,12 @@ from coordinator.journal import Journal
 from coordinator.metrics import MetricsRecorder
 from coordinator.middleware import BodySizeLimit, TokenGate
 from coordinator.overrides import parse_overrides
-from coordinator.routes import data, evaluations, health, policies, run, tests, workers
+from coordinator.routes import dashboard, data, evaluations, health, policies, run, tests, workers
 from coordinator.run import Run
 from coordinator.settings import CoordinatorSettings
 from coordinator.telemetry import RequestTimer, Telemetry
+from coordinator.timeline import Timeline
+from coordinator.webui import DashboardPages
 from shared.config import dump_run_config, load_run_config
 from shared.layout import RunLayout
 from shared.store import LocalStore
@@ -67,6 +69,7 @@ async def _tick_loop(app: FastAPI) -> None:
                 await asyncio.to_thread(run_.payloads.collect_garbage, run_.referenced_payloads(),
                                         settings.orphan_grace_seconds)
             status = run_.status()
+            app.state.timeline.record(status)
             await asyncio.to_thread(recorder.record, status)
             await asyncio.to_thread(recorder.record_evaluations, run_.evaluation_history(), list(run_.judge.tests))
             if status.run_state != "running" and not finished:
@@ -126,10 +129,12 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.tokens = tokens
     app.state.telemetry = telemetry
+    app.state.timeline = Timeline()
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)
+    app.add_middleware(DashboardPages)  # GET / and its assets
     app.add_middleware(RequestTimer, telemetry=telemetry)  # outermost: times everything behind it
-    for module in (workers, data, policies, evaluations, tests, run, health):
+    for module in (workers, data, policies, evaluations, tests, run, dashboard, health):
         app.include_router(module.router)
 
     @app.exception_handler(CoordinatorError)
