@@ -10,7 +10,9 @@ page and its two assets once, then polls `GET /v1/dashboard` with `since`, `boot
 are. Coordinator CPU is utime+stime of its process (all threads) from /proc over each window.
 
 Prints each window's coordinator CPU (% of a core) side by side, the medians and their ratio. The run's own
-load drifts (the learner warms up, the rate limiter pauses collectors), hence alternating windows and medians.
+load drifts (the learner warms up, the rate limiter pauses collectors), hence alternating windows and medians;
+and since that drift is larger than what ten pages add, a last window polls flat out to measure the CPU of one
+poll, from which it derives what the pages add at the page's own rate.
 """
 
 from __future__ import annotations
@@ -112,12 +114,22 @@ async def measure(args: argparse.Namespace, url: str, token: str, pid: int) -> N
         polls = [polls[0] + counts[0], polls[1] + counts[1]]
         print(f"{i + 1:>5}  {idle:>15.1%}  {busy:>22.1%}", flush=True)
     a, b = statistics.median(none), statistics.median(watched)
+    paired = statistics.median(w / n for w, n in zip(watched, none, strict=True))
     print(f"{'median':>5}  {a:>15.1%}  {b:>22.1%}")
-    print(f"ratio {b / a:.3f} (watched / none): {b / a - 1:+.1%} coordinator CPU; "
+    print(f"ratio of medians {b / a:.3f}, median of the rounds' ratios {paired:.3f} (watched / none); "
           f"{polls[0]} polls, {polls[1] / max(polls[0], 1) / 1024:.1f} KiB per poll on average")
+    # The run's own load drifts by more than the pages add; polling flat out for a few seconds shows what
+    # one poll costs, and so what the pages add at the page's rate.
+    burst, counts = await window(pid, args.burst, url, token, args.browsers, 0.0)
+    per_poll = max(burst - a, 0.0) * args.burst / max(counts[0], 1)
+    added = per_poll * args.browsers / period
+    print(f"flat out: {counts[0] / args.burst:.0f} polls/s at {burst:.1%} coordinator CPU: {per_poll * 1e3:.2f} ms "
+          f"per poll, so {args.browsers} pages add {added:.2%} of a core, {added / a:+.1%} of the run's "
+          f"coordinator CPU")
     if args.json:
-        args.json.write_text(json.dumps({"none": none, "watched": watched, "ratio": b / a, "polls": polls[0],
-                                         "browsers": args.browsers, "poll_seconds": period}, indent=2))
+        args.json.write_text(json.dumps({"none": none, "watched": watched, "ratio": b / a, "paired_ratio": paired,
+                                         "polls": polls[0], "browsers": args.browsers, "poll_seconds": period,
+                                         "ms_per_poll": per_poll * 1e3, "added_share": added / a}, indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=15.0, help="seconds per measurement window")
     parser.add_argument("--repeats", type=int, default=4, help="pairs of windows (none, watched)")
     parser.add_argument("--warmup", type=float, default=20.0, help="seconds of training before the first window")
+    parser.add_argument("--burst", type=float, default=5.0, help="seconds of polling flat out, at the end")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="rlfleet-dashcost-") as tmp:

@@ -38,7 +38,16 @@ function askForToken(message) {
 }
 
 // ----- polling -------------------------------------------------------------------------------------------
-async function poll() {
+async function poll() {  // whatever goes wrong, the page says so and keeps polling
+  try {
+    await pollOnce();
+  } catch (err) {
+    showNotice("Could not show the coordinator's reply (" + err.message + "); retrying every few seconds.");
+    state.timer = setTimeout(poll, POLL_MS * 2);
+  }
+}
+
+async function pollOnce() {
   const params = new URLSearchParams({ since: state.since, evaluations_since: state.evaluationsSince,
                                        tests_since: state.testsSince });
   if (state.boot) params.set("boot", state.boot);
@@ -284,7 +293,9 @@ document.addEventListener("DOMContentLoaded", () => {
     poll();
   });
   $("forget").addEventListener("click", () => { sessionStorage.removeItem("rlfleet-token"); location.reload(); });
-  window.addEventListener("hashchange", () => { takeTokenFromFragment(); clearTimeout(state.timer); poll(); });
+  window.addEventListener("hashchange", () => {  // a new token: start over, so only one poll loop runs
+    if (/token=/.test(location.hash)) { takeTokenFromFragment(); location.reload(); }
+  });
   window.addEventListener("resize", render);
   poll();
 });

@@ -59,3 +59,16 @@ def test_the_timeline_stays_bounded_and_the_snapshot_is_built_once_per_tick(tmp_
     assert timeline.seqs[-50:] == list(range(951, 1001))  # recent rows stay dense, old ones are thinned
     assert timeline.snapshot() is timeline.snapshot()  # cached bytes until the next tick
 
+
+
+def test_every_asset_is_package_data() -> None:
+    """An installed package (pip install ., the Docker image) must ship every file the page loads."""
+    import fnmatch
+    import tomllib
+
+    from tests.conftest import REPO
+
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "coordinator.webui"]
+    assets = [p.name for p in (REPO / "coordinator" / "webui").iterdir() if p.suffix in (".html", ".js", ".css")]
+    assert assets and all(any(fnmatch.fnmatch(name, pattern) for pattern in patterns) for name in assets)
