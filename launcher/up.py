@@ -204,6 +204,8 @@ class Up:
             self.start_all()
             print(f"coordinator on http://127.0.0.1:{self.port} (docs at /docs); "
                   f"{self.services['collector'].replicas} collectors", flush=True)
+            print(f"dashboard: http://127.0.0.1:{self.port}/ with the 'read' token of "
+                  f"{self.data_dir / 'tokens.json'}", flush=True)
             status = self.watch()
             self.progress.note(f"run {status.run_state} {time.monotonic() - self.launched:.1f}s after launch; "
                                "stopping services")
