@@ -1,6 +1,7 @@
 """The live dashboard in a real headless Chromium against a live `rlfleet up`: the page takes the token from the
 URL fragment, its returns curve gains points while the run trains, a wrong token shows a message, and a
-screenshot of the page mid-run is kept (under $RLFLEET_ARTIFACTS, else pytest's tmp dir; its path is printed).
+screenshot of the page mid-run is kept (dashboard.png under $RLFLEET_ARTIFACTS, else pytest's tmp dir; its path
+is printed), with one of the wrong-token message beside it (dashboard-wrong-token.png).
 
 Chromium and chromium-driver are Debian's packages (scripts/test.sh installs them when it runs as root).
 """
@@ -107,7 +108,7 @@ def test_the_dashboard_follows_a_live_run(live_run: tuple[str, dict[str, str], P
     artifacts = Path(os.environ.get("RLFLEET_ARTIFACTS") or tmp_path)
     artifacts.mkdir(parents=True, exist_ok=True)
     try:
-        _follow(browser, url, tokens)
+        _follow(browser, url, tokens, artifacts)
     except AssertionError:
         browser.save_screenshot(str(artifacts / "dashboard-failed.png"))
         print(f"dashboard at the failure: {artifacts / 'dashboard-failed.png'}")
@@ -120,7 +121,7 @@ def test_the_dashboard_follows_a_live_run(live_run: tuple[str, dict[str, str], P
     assert tokens["read"] not in logs and "not-a-token-of-this-run" not in logs  # never in a URL, never logged
 
 
-def _follow(browser: Any, url: str, tokens: dict[str, str]) -> None:
+def _follow(browser: Any, url: str, tokens: dict[str, str], artifacts: Path) -> None:
 
     # A wrong token: a message and the token form, not a blank page.
     browser.get(f"{url}/#token=not-a-token-of-this-run")
@@ -129,6 +130,7 @@ def _follow(browser: Any, url: str, tokens: dict[str, str]) -> None:
     assert "refused this token" in notice
     assert browser.execute_script("return !document.getElementById('login').hidden")
     assert "token=" not in browser.current_url  # taken out of the address bar at once
+    browser.save_screenshot(str(artifacts / "dashboard-wrong-token.png"))
 
     # The read token from the fragment: the board fills in and its curves grow while the run trains.
     browser.get(f"{url}/#token={tokens['read']}")
