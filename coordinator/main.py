@@ -98,6 +98,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             telemetry=telemetry,
         )
         telemetry.watch(app.state.run)
+        app.state.timeline.resume(layout.metrics_csv, app.state.run.data.buffer.capacity)
         layout.config_file.write_text(dump_run_config(app.state.run.config))
         app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.judge.results),
                                              tests_written=len(app.state.run.judge.tests))

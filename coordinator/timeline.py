@@ -9,8 +9,10 @@ once per tick, on the first poll that needs it, and not at all while nobody watc
 from __future__ import annotations
 
 import bisect
+import csv
 import json
 import secrets
+from pathlib import Path
 from typing import Any
 
 from shared.wire import EvaluationResult, HoldoutResult, Status
@@ -33,16 +35,35 @@ class Timeline:
         self.latest: Status | None = None
         self._snapshot: tuple[int, bytes] = (-1, b"null")
 
+    def resume(self, metrics_csv: Path, capacity: int) -> None:
+        """A resumed run's earlier rows, from the metrics CSV its ticks wrote (losses live elsewhere: they start
+        again empty), so the page's curves go back to the run's start, not to the coordinator's."""
+        if not metrics_csv.exists():
+            return
+        with open(metrics_csv, newline="") as fh:
+            for row in csv.DictReader(fh):
+                try:
+                    ret = row["recent_return_mean"]
+                    self._append([round(float(row["wall_seconds"]), 2), int(row["env_steps"]),
+                                  float(row["env_steps_per_second"]), float(ret) if ret else None,
+                                  float(row["samples_per_insert"]),
+                                  round(int(row["buffer_transitions"]) / capacity, 4), int(row["policy_version"]), {}])
+                except (KeyError, TypeError, ValueError):  # a line torn by a killed coordinator: skip it
+                    continue
+
     def record(self, status: Status) -> None:
         """One row per housekeeping tick (the status is the tick's own, already built)."""
-        seq = (self.seqs[-1] + 1) if self.seqs else 1
         capacity = sum(b.capacity_transitions for b in status.buffers)
         fill = sum(b.transitions for b in status.buffers) / capacity if capacity else 0.0
-        self.seqs.append(seq)
-        self.rows.append([seq, round(status.wall_seconds, 2), status.env_steps, round(status.env_steps_per_second, 1),
-                          status.recent_return_mean, round(status.learner.samples_per_insert, 4), round(fill, 4),
-                          status.policy_version, status.learner.losses])
+        self._append([round(status.wall_seconds, 2), status.env_steps, round(status.env_steps_per_second, 1),
+                      status.recent_return_mean, round(status.learner.samples_per_insert, 4), round(fill, 4),
+                      status.policy_version, status.learner.losses])
         self.latest = status
+
+    def _append(self, row: list[Any]) -> None:
+        seq = (self.seqs[-1] + 1) if self.seqs else 1
+        self.seqs.append(seq)
+        self.rows.append([seq, *row])
         if len(self.rows) > self.limit:
             half = self.limit // 2
             self.seqs = self.seqs[:half:2] + self.seqs[half:]

@@ -72,3 +72,24 @@ def test_every_asset_is_package_data() -> None:
         "coordinator.webui"]
     assets = [p.name for p in (REPO / "coordinator" / "webui").iterdir() if p.suffix in (".html", ".js", ".css")]
     assert assets and all(any(fnmatch.fnmatch(name, pattern) for pattern in patterns) for name in assets)
+
+
+def test_a_resumed_coordinator_shows_the_curves_from_the_run_start(tmp_path: Path) -> None:
+    settings, tokens = make_settings(tmp_path, tick_seconds=0.05)
+    with TestClient(create_app(settings)) as client:
+        _wait_for_rows(client, tokens, 3)
+    with open(next(tmp_path.rglob("metrics.csv")), "a") as fh:
+        fh.write("12.5,torn")  # a line cut by a killed coordinator
+    settings.tick_seconds = 3600
+    with TestClient(create_app(settings)) as client:
+        update = client.get("/v1/dashboard", headers=auth(tokens["read"])).json()
+        assert len(update["rows"]) >= 3 and update["rows"][0][0] == 1  # the earlier boot's rows, torn one skipped
+
+
+def _wait_for_rows(client: TestClient, tokens: dict[str, str], count: int) -> None:
+    import time
+
+    deadline = time.monotonic() + 10
+    while len(client.get("/v1/dashboard", headers=auth(tokens["read"])).json()["rows"]) < count:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
