@@ -26,4 +26,6 @@ ruff check .
 echo "== mypy"
 mypy shared coordinator collector_worker learner_worker evaluator launcher
 echo "== pytest"
+# Where tests keep what a person should look at (the dashboard's screenshots): a fixed place, not pytest's tmp.
+export RLFLEET_ARTIFACTS="${RLFLEET_ARTIFACTS:-$PWD/data/test-artifacts}"
 exec python -m pytest "$@"
