@@ -8,12 +8,15 @@ request object at all.
 
 The FastAPI routes for both operations stay: they document them in OpenAPI and serve them where the fast path
 is off (`RLFLEET_FAST_PATH=false`); tests hold both to the same answers. Everything else passes through.
+Both are timed into the same latency histogram as FastAPI's routes (coordinator/telemetry.py), under the
+route templates FastAPI would give them.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import time
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -24,6 +27,7 @@ from coordinator.errors import CoordinatorError, Forbidden, Invalid
 from coordinator.middleware import send_error
 
 _HEARTBEAT = re.compile(r"/v1/workers/([^/]+)/heartbeat")
+_HEARTBEAT_ROUTE = "/v1/workers/{worker_id}/heartbeat"
 _WORKER_SCOPES = ("collector", "learner", "evaluator", "admin")
 _BEARER = ((b"www-authenticate", b"Bearer"),)
 _HEALTHZ = b'{"status":"ok"}'
@@ -35,20 +39,26 @@ class FastPath:
         """`app` is the FastAPI app: its state holds the tokens and, once started, the run."""
         self.app: ASGIApp = app
         self.state = app.state
+        self.telemetry = app.state.telemetry
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path, method = scope["path"], scope["method"]
             if path == "/healthz" and method == "GET":
+                start = time.perf_counter()
                 await _send_json(send, 200, _HEALTHZ)
+                self.telemetry.observe_request(method, path, 200, time.perf_counter() - start)
                 return
             if method == "POST" and path.endswith("/heartbeat") and (match := _HEARTBEAT.fullmatch(path)):
-                await self._heartbeat(scope, receive, send, match.group(1))
+                start = time.perf_counter()
+                status = await self._heartbeat(scope, receive, send, match.group(1))
+                self.telemetry.observe_request(method, _HEARTBEAT_ROUTE, status, time.perf_counter() - start)
                 return
         await self.app(scope, receive, send)
 
-    async def _heartbeat(self, scope: Scope, receive: Receive, send: Send, worker_id: str) -> None:
+    async def _heartbeat(self, scope: Scope, receive: Receive, send: Send, worker_id: str) -> int:
+        """Answer one heartbeat; the status it was answered with."""
         header = b""
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -56,14 +66,14 @@ class FastPath:
         scheme, _, token = header.decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not token:
             await send_error(send, 401, "unauthorized", MISSING_TOKEN, _BEARER)
-            return
+            return 401
         caller = token_scope(self.state.tokens, token)
         if caller is None:
             await send_error(send, 401, "unauthorized", UNKNOWN_TOKEN, _BEARER)
-            return
+            return 401
         if not await self._drain(receive):
             await send_error(send, 413, "payload_too_large", f"request body exceeds {self.max_body_bytes} bytes")
-            return
+            return 413
         try:
             if caller not in _WORKER_SCOPES:
                 raise Forbidden(f"a {caller!r} token cannot call this endpoint; it needs one of "
@@ -72,8 +82,9 @@ class FastPath:
             body = await self.state.run.heartbeat_reply(worker_id, caller, newer_than, wait)
         except CoordinatorError as exc:
             await send_error(send, exc.status, exc.code, exc.message)
-            return
+            return exc.status
         await _send_json(send, 200, body)
+        return 200
 
     async def _drain(self, receive: Receive) -> bool:
         """Read (and discard) the request body; False once it exceeds the limit. A heartbeat carries none."""

@@ -46,7 +46,7 @@ class Fleet:
 
     # ----- workers -----------------------------------------------------------------------------------------
     def register(self, kind: WorkerKind, name: str, restarts: int, request_id: str | None,
-                 now: float) -> tuple[Worker, list[Statement]]:
+                 now: float, last_error: str | None = None) -> tuple[Worker, list[Statement]]:
         known = self.registry.by_request.get(request_id) if request_id else None
         if known is not None and known in self.registry.workers:
             worker = self.registry.workers[known]
@@ -58,6 +58,7 @@ class Fleet:
             raise TooManyWorkers(f"the fleet is full ({self.max_workers} live workers, RLFLEET_MAX_WORKERS); "
                                  "retry once workers leave, or raise the limit")
         worker = self.registry.register(kind, name, now, restarts, request_id)
+        worker.last_error = last_error
         return worker, [self._row(worker)]
 
     def _row(self, worker: Worker) -> Statement:
@@ -133,8 +134,8 @@ class Fleet:
         """`buffered`: worker id -> its chunks in the replay buffer now."""
         return [WorkerStatus(worker_id=w.worker_id, kind=w.kind, name=w.name, task_id=w.task_id,
                              last_seen_seconds_ago=now - w.last_seen, restarts=w.restarts,
-                             buffered_chunks=buffered.get(w.worker_id, 0), corrupt_chunks=w.corrupt_chunks,
-                             flagged=self.flagged(w))
+                             buffered_chunks=buffered.get(w.worker_id, 0), last_error=w.last_error,
+                             corrupt_chunks=w.corrupt_chunks, flagged=self.flagged(w))
                 for w in self.registry.workers.values()]
 
     def task_status(self) -> list[TaskStatus]:

@@ -23,10 +23,13 @@ from coordinator.journal import Journal
 from coordinator.metrics import MetricsRecorder
 from coordinator.middleware import BodySizeLimit, TokenGate
 from coordinator.overrides import parse_overrides
-from coordinator.routes import control, data, evaluations, health, policies, run, schemas, tests, workers
+from coordinator.routes import control, dashboard, data, evaluations, health, policies, run, schemas, tests, workers
 from coordinator.run import Run
 from coordinator.runs import choose_run
 from coordinator.settings import CoordinatorSettings
+from coordinator.telemetry import RequestTimer, Telemetry
+from coordinator.timeline import Timeline
+from coordinator.webui import DashboardPages
 from shared.config import RunConfig, dump_run_config, load_run_config
 from shared.layout import RunLayout
 from shared.stores import check_store, open_store
@@ -69,6 +72,7 @@ async def _tick_loop(app: FastAPI) -> None:
                 await asyncio.to_thread(run_.payloads.collect_garbage, run_.referenced_payloads(),
                                         settings.orphan_grace_seconds)
             status = run_.status()
+            app.state.timeline.record(status)
             await asyncio.to_thread(recorder.record, status)
             await asyncio.to_thread(recorder.record_evaluations, run_.evaluation_history(), list(run_.judge.tests))
             if status.run_state != "running" and not finished:
@@ -101,6 +105,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     # Size checks answer a request: past botocore's own retries, a 503 (the worker retries) beats a thread held
     # for the store's whole retry window. Starting up waits that window out (retrying, naming the setting).
     request_target = None if target is None else dataclasses.replace(target, retry_seconds=REQUEST_STORE_RETRY)
+    telemetry = Telemetry()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -114,8 +119,10 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             config, store, lease_seconds=settings.lease_seconds,
             sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
             journal=journal, max_workers=settings.max_workers, idempotency_seconds=settings.idempotency_seconds,
-            reopen_stopped=named,
+            reopen_stopped=named, telemetry=telemetry,
         )
+        telemetry.watch(app.state.run)
+        app.state.timeline.resume(layout.metrics_csv, app.state.run.data.buffer.capacity)
         layout.config_file.write_text(dump_run_config(app.state.run.config))
         app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.judge.results),
                                              tests_written=len(app.state.run.judge.tests))
@@ -148,9 +155,13 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.tokens = tokens
+    app.state.telemetry = telemetry
+    app.state.timeline = Timeline()
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)  # outermost: runs first
-    for module in (workers, data, policies, evaluations, tests, run, control, schemas, health):
+    app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)
+    app.add_middleware(DashboardPages)  # GET / and its assets
+    app.add_middleware(RequestTimer, telemetry=telemetry)  # outermost: times everything behind it
+    for module in (workers, data, policies, evaluations, tests, run, control, schemas, dashboard, health):
         app.include_router(module.router)
     build_openapi = app.openapi
 

@@ -3,6 +3,8 @@
 Written by the coordinator because it sees every counter, loss and evaluation; the workers stay stateless.
 Losses are whatever the run's algorithm reports, so they go to their own long-format CSV (one row per
 learner report and loss name) and to TensorBoard as `losses/<name>`: no column is tied to one algorithm.
+TensorBoard tags follow the widespread conventions (CleanRL's, SB3's): `charts/episodic_return`,
+`charts/SPS`, `losses/<name>`, `eval/episodic_return`; every scalar is plotted against env steps.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ class MetricsRecorder:
             self._tb.add_scalar("charts/episodic_return", status.recent_return_mean, step)
         self._tb.add_scalar("charts/policy_version", status.policy_version, step)
         self._tb.add_scalar("charts/samples_per_insert", status.learner.samples_per_insert, step)
+        self._tb.add_scalar("charts/buffer_transitions", row["buffer_transitions"], step)
+        self._tb.add_scalar("charts/policy_lag", status.policy_lag.ingest_mean, step)
         for name, value in status.learner.losses.items():
             self._tb.add_scalar(f"losses/{name}", value, step)
         if status.learner.losses and status.learner.iteration != self._loss_iteration:
@@ -98,10 +102,11 @@ class MetricsRecorder:
         """Append the validations and held-out tests reported since the last call (wall time, env steps and
         learner updates each, so curves can be drawn against any of them)."""
         self._evals_seen = self._append(self.layout.evaluations_csv, evaluations, self._evals_seen, [
-            "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes"], "eval/mean_return")
+            "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes"],
+            "eval/episodic_return")
         self._tests_seen = self._append(self.layout.tests_csv, tests or [], self._tests_seen, [
             "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes", "confirmed"],
-            "eval/test_mean_return")
+            "eval/test_episodic_return")
 
     def _append(self, path: Path, results: list, seen: int, columns: list[str], tag: str) -> int:
         new = results[seen:]

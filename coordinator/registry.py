@@ -19,6 +19,7 @@ class Worker:
     restarts: int = 0
     request_id: str | None = None
     corrupt_chunks: int = 0  # payloads of this worker a learner found unusable
+    last_error: str | None = None  # why its previous process ended (its supervisor's word; not journalled)
 
 
 class Registry:

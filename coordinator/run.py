@@ -52,9 +52,9 @@ class Run(RunControl):
         """The longest long-poll: half a lease, so a waiting worker always renews in time."""
         return self.fleet.lease_seconds / 2
 
-    def register(self, kind: WorkerKind, name: str, restarts: int = 0,
-                 request_id: str | None = None) -> RegisterResponse:
-        worker, statements = self.fleet.register(kind, name, restarts, request_id, self.clock())
+    def register(self, kind: WorkerKind, name: str, restarts: int = 0, request_id: str | None = None,
+                 last_error: str | None = None) -> RegisterResponse:
+        worker, statements = self.fleet.register(kind, name, restarts, request_id, self.clock(), last_error)
         if statements:
             self._commit(statements, "fleet")
         lease = self.fleet.lease_seconds
@@ -74,6 +74,7 @@ class Run(RunControl):
             await self.wait_until(lambda: self.policies.committed_version > newer_than, self.policy_signal,
                                   min(wait, self.max_wait_seconds))
         reply = self.heartbeat(worker_id, scope)  # renews the lease again after the wait
+        self.telemetry.policy_heard(newer_than, reply.directive.policy, self.clock())
         key = (reply.directive, reply.lease_seconds)
         if self._heartbeat_cache[0] != key:
             self._heartbeat_cache = (key, reply.model_dump_json().encode())
@@ -145,9 +146,10 @@ class Run(RunControl):
         """Wait (without a thread) until the draw can be served, up to the configured wait, then draw; the
         reply's JSON, ready to send."""
         hoped = self.data.sample_size(request)[3]
-        await self.wait_until(lambda: self.data.retried(request.worker_id, request.request_id) is not None
-                              or self.data.servable(hoped), self.data_signal,
-                              min(self.config.sampling.max_wait_seconds, self.sample_wait_seconds))
+        waited = await self.wait_until(lambda: self.data.retried(request.worker_id, request.request_id) is not None
+                                       or self.data.servable(hoped), self.data_signal,
+                                       min(self.config.sampling.max_wait_seconds, self.sample_wait_seconds))
+        self.telemetry.sample_wait.observe(waited)
         return await self.settled(self._draw(request))
 
     def update_priorities(self, update: PriorityUpdate) -> PriorityAck:
@@ -199,6 +201,7 @@ class Run(RunControl):
         self.fleet.worker(publish.worker_id, self.clock(), "learner")
         fresh, dropped, statements = self.policies.publish(policy)
         if fresh:
+            self.telemetry.published(policy.version, self.clock())
             self.learner.iteration = max(self.learner.iteration, publish.iteration)
             announce = self.on_loop(lambda: self.policy_durable(policy))
 

@@ -40,6 +40,7 @@ from coordinator.policybook import PolicyBook
 from coordinator.progress import LearnerProgress
 from coordinator.signals import Signal
 from coordinator.tasks import TaskRecord
+from coordinator.telemetry import Telemetry
 from shared.config import RunConfig
 from shared.plan import RunPlan
 from shared.seeds import base_seed
@@ -81,8 +82,10 @@ class RunCore:
         idempotency_seconds: float = 900.0,
         max_chunk_ids: int = 1_000_000,
         reopen_stopped: bool = False,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.journal = journal or Journal(None)
+        self.telemetry = telemetry or Telemetry()
         self.store = store
         self.clock, self.wall_clock = clock, wall_clock
         self.sample_wait_seconds = sample_wait_seconds
@@ -186,12 +189,15 @@ class RunCore:
         await self.settle()
         return reply
 
-    async def wait_until(self, condition: Callable[[], bool], signal: Signal, timeout: float) -> None:
-        """Wait (no thread held) until `condition` holds, the run ends, or `timeout` seconds pass."""
+    async def wait_until(self, condition: Callable[[], bool], signal: Signal, timeout: float) -> float:
+        """Wait (no thread held) until `condition` holds, the run ends, or `timeout` seconds pass; the seconds
+        waited."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        start = loop.time()
+        deadline = start + timeout
         while self.lifecycle.running and not condition() and (remaining := deadline - loop.time()) > 0:
             await signal.wait(remaining)
+        return loop.time() - start
 
     def recover(self) -> None:
         """After a failed commit: reload every component from the journal, then accept commits again."""
@@ -297,6 +303,7 @@ class RunCore:
             raise Invalid(f"payload {report.payload_path!r} is not in the store; write it before reporting")
         if size != report.size_bytes:
             raise Invalid(f"payload {report.payload_path!r} has {size} bytes, report says {report.size_bytes}")
+        self.telemetry.chunk_bytes.observe(size)  # admitted: the caller takes it in
         return True
 
     def take_in(self, reports: list[ChunkReport], sizes: list[PayloadSize]) -> list[ChunkVerdict]:

@@ -48,13 +48,16 @@ def child_environment(service: LocalService) -> dict[str, str]:
     return env
 
 
-def start(service: LocalService, replica: int, logs: Path, cwd: Path, restarts: int = 0) -> Child:
+def start(service: LocalService, replica: int, logs: Path, cwd: Path, restarts: int = 0,
+          last_error: str = "") -> Child:
     name = service.name if service.replicas == 1 else f"{service.name}-{replica + 1}"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{name}.log"
     env = child_environment(service)
     env.setdefault("RLFLEET_WORKER_NAME", name)
     env["RLFLEET_RESTARTS"] = str(restarts)  # shown per worker in the coordinator's status
+    if last_error:  # why the previous process ended: the worker says so when it registers (shown in status)
+        env["RLFLEET_LAST_ERROR"] = last_error[:300]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(service.argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)

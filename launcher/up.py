@@ -160,8 +160,9 @@ class Up:
             if now < self._restart_due[child.name]:
                 continue
             del self._restart_due[child.name]
+            reason = f"exit {code}: {child.log_tail(1).strip()}"  # a worker's last log line says why it ended
             self.children[i] = start(self.services[child.service], child.replica, self.layout.logs, REPO,
-                                     record.restarted())
+                                     record.restarted(), reason)
 
     def _status(self, http: httpx.Client) -> Status | None:
         try:
@@ -217,6 +218,8 @@ class Up:
             self.start_all()
             print(f"coordinator on http://127.0.0.1:{self.port} (docs at /docs); "
                   f"{self.services['collector'].replicas} collectors", flush=True)
+            print(f"dashboard: http://127.0.0.1:{self.port}/ with the 'read' token of "
+                  f"{self.data_dir / 'tokens.json'}", flush=True)
             status = self.watch()
             self.progress.note(f"run {status.run_state} {time.monotonic() - self.launched:.1f}s after launch; "
                                "stopping services")

@@ -10,6 +10,15 @@ if ! command -v docker-compose >/dev/null 2>&1; then
     exit 1
   fi
 fi
+# tests/integration/test_dashboard.py drives Debian's headless Chromium through chromium-driver (it skips,
+# saying so, where they are missing and cannot be installed).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "chromium/chromedriver not found: the dashboard's browser test will skip (apt-get install chromium chromium-driver)" >&2
+  fi
+fi
 echo "== docker-compose config -q"
 docker-compose -f docker-compose.yml config -q
 echo "== ruff"
@@ -17,4 +26,6 @@ ruff check .
 echo "== mypy"
 mypy shared coordinator collector_worker learner_worker evaluator launcher
 echo "== pytest"
+# Where tests keep what a person should look at (the dashboard's screenshots): a fixed place, not pytest's tmp.
+export RLFLEET_ARTIFACTS="${RLFLEET_ARTIFACTS:-$PWD/data/test-artifacts}"
 exec python -m pytest "$@"

@@ -44,11 +44,13 @@ def one_line(exc: BaseException) -> str:
 
 
 class WorkerSession:
-    def __init__(self, client: CoordinatorClient, kind: WorkerKind, name: str, restarts: int = 0) -> None:
+    def __init__(self, client: CoordinatorClient, kind: WorkerKind, name: str, restarts: int = 0,
+                 last_error: str = "") -> None:
         self.client = client
         self.kind: WorkerKind = kind
         self.name = name
         self.restarts = restarts
+        self.last_error = " ".join(last_error.split())[:500]  # one line, within the wire's limit
         self.worker_id = ""
         self.run_name = ""
         self.generation = 0
@@ -109,7 +111,7 @@ class WorkerSession:
         # One id per logical registration, fixed before the first try: a retry after a lost reply gets the
         # same worker instead of a second one holding a lease nobody renews.
         request = RegisterRequest(kind=self.kind, name=self.name, restarts=self.restarts,
-                                  request_id=uuid.uuid4().hex)
+                                  last_error=self.last_error or None, request_id=uuid.uuid4().hex)
         reply = self.client.call("POST", "/v1/workers", RegisterResponse, request)
         with self._lock:
             self.worker_id, self.run_name = reply.worker_id, reply.run_name

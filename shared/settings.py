@@ -26,6 +26,7 @@ class WorkerSettings(StoreSettings):
         "this worker's data directory (shared with the others unless RLFLEET_STORE_URL names an object store)"))
     worker_name: str = Field(default_factory=lambda: socket.gethostname()[:100] or "worker")
     restarts: int = Field(0, ge=0, description="set by a supervisor: how often it restarted this worker")
+    last_error: str = Field("", description="set by a supervisor: why this worker's previous process ended")
     torch_threads: int = Field(1, ge=1, description="learner torch intra-op threads; 1 avoids oversubscription")
     http_timeout_seconds: float = Field(10.0, gt=0, description="timeout of one HTTP request")
     max_unavailable_seconds: float = Field(

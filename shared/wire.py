@@ -127,6 +127,8 @@ class RegisterRequest(Wire):
     """The worker's kind; a worker token may register only its own kind."""
     name: Annotated[str, Field(pattern=ID_PATTERN, description="human-readable name, e.g. the host name")]
     restarts: Count = Field(0, description="how often a supervisor restarted this worker's process")
+    last_error: Annotated[str, Field(max_length=500)] | None = Field(
+        None, description="why this worker's previous process ended, as its supervisor saw it (shown in status)")
     request_id: RequestId | None = None
     """Client-generated id of this request, kept across retries: a retry gets the first reply and changes nothing."""
 
@@ -410,6 +412,9 @@ class WorkerStatus(Wire):
     buffered_chunks: int = Field(0, description=(
         "chunks this worker reported that are in the replay buffer now (acknowledged, not yet evicted or "
         "consumed): proof that a collector's data arrives"))
+    last_error: str | None = Field(None, description=(
+        "why its previous process ended, as reported at registration; kept in memory only (a restarted "
+        "coordinator forgets it)"))
     corrupt_chunks: int = Field(0, description="payloads of this worker that a learner found unusable")
     flagged: bool = Field(False, description="too many corrupt payloads: its chunk reports are refused")
 

@@ -36,7 +36,8 @@ WorkerId = Annotated[str, Path(description="issued by the coordinator at registr
 async def register(body: RegisterRequest, run: RunDep, scope: AnyWorkerScope) -> RegisterResponse:
     if scope not in ("admin", body.kind):
         raise Forbidden(f"a {scope!r} token cannot register a {body.kind}")
-    return await run.settled(run.register(body.kind, body.name, body.restarts, body.request_id))
+    return await run.settled(run.register(body.kind, body.name, body.restarts, body.request_id,
+                                                   body.last_error))
 
 
 @router.post("/{worker_id}/heartbeat", response_model=HeartbeatResponse,

@@ -51,6 +51,7 @@ EXPECTED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/tests"): READERS,
     ("GET", "/v1/status"): READERS,
     ("GET", "/v1/run"): READERS,
+    ("GET", "/v1/dashboard"): READERS,
     ("POST", "/v1/run/stop"): frozenset({"admin"}),
     ("POST", "/v1/run/pause"): frozenset({"admin"}),
     ("POST", "/v1/run/resume"): frozenset({"admin"}),

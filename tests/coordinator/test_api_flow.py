@@ -183,7 +183,7 @@ def test_learner_samples_consistent_references_once_warm(
     assert status["learner"]["iteration"] == 3 and status["learner"]["transitions_trained"] == 64
     assert status["learner"]["losses"] == {"td_loss": 0.25, "q_mean": 1.5}
     assert status["learner"]["hooks_failed"] == {"hooks:log@every": "KeyError: 'x'"}
-    assert "rlfleet_learner_hooks_failed 1\n" in client.get("/metrics").text
+    assert "rlfleet_learner_hooks_failed 1.0\n" in client.get("/metrics").text
     assert status["learner"]["samples_per_insert"] == pytest.approx(64 / (96 - 64))
 
 
@@ -357,6 +357,17 @@ def test_run_endpoint_returns_the_resolved_config(client: TestClient, tokens: To
     assert RunConfig.model_validate(body["config"]) == run_config
 
 
+def test_a_restarted_worker_shows_why_its_previous_process_ended(client: TestClient, tokens: Tokens) -> None:
+    resp = client.post("/v1/workers", headers=auth(tokens["collector"]), json={
+        "kind": "collector", "name": "c1", "restarts": 1, "last_error": "exit 4: crashed: OSError: disk full"})
+    assert resp.status_code == 200, resp.text
+    (worker,) = client.get("/v1/status", headers=auth(tokens["read"])).json()["workers"]
+    assert (worker["restarts"], worker["last_error"]) == (1, "exit 4: crashed: OSError: disk full")
+    too_long = client.post("/v1/workers", headers=auth(tokens["collector"]),
+                           json={"kind": "collector", "name": "c2", "last_error": "x" * 501})
+    assert too_long.status_code == 422
+
+
 # ----- metrics and OpenAPI -------------------------------------------------------------------------------------
 def test_metrics_exposes_the_counters(client: TestClient, tokens: Tokens, store: LocalStore) -> None:
     collector = register(client, tokens["collector"], "collector")
@@ -364,13 +375,22 @@ def test_metrics_exposes_the_counters(client: TestClient, tokens: Tokens, store:
     assert report_chunk(client, tokens, write_chunk(store, "collector-0", "m1", collector)).status_code == 200
     resp = client.get("/metrics")
     assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/plain")
-    samples = dict(line.rsplit(" ", 1) for line in resp.text.strip().splitlines())
-    assert samples["rlfleet_env_steps_total"] == "32"
-    assert samples["rlfleet_chunks_total"] == "1"
-    assert samples["rlfleet_episodes_total"] == "1"
-    assert samples['rlfleet_workers{kind="collector"}'] == "1"
-    assert samples['rlfleet_buffer_transitions{buffer="replay-0"}'] == "32"
-    assert samples["rlfleet_run_running"] == "1"
+    lines = resp.text.strip().splitlines()
+    samples = {k: float(v) for k, v in (line.rsplit(" ", 1) for line in lines if not line.startswith("#"))}
+    assert samples["rlfleet_env_steps_total"] == 32
+    assert samples["rlfleet_chunks_total"] == 1
+    assert samples["rlfleet_episodes_total"] == 1
+    assert samples['rlfleet_workers{kind="collector"}'] == 1
+    assert samples['rlfleet_buffer_transitions{buffer="replay-0"}'] == 32
+    assert samples["rlfleet_run_running"] == 1
+    assert samples["rlfleet_chunk_ingest_bytes_count"] == 1
+    assert samples['rlfleet_policy_lag_versions_bucket{le="0.0"}'] == 1
+    route = 'method="POST",route="/v1/chunks",status="200"'
+    assert samples[f"rlfleet_http_request_duration_seconds_count{{{route}}}"] == 1  # the template, not the path
+    for name in ("rlfleet_env_steps_total", "rlfleet_http_request_duration_seconds", "rlfleet_sample_wait_seconds",
+                 "rlfleet_policy_propagation_seconds", "rlfleet_policy_lag_versions"):
+        assert any(line.startswith(f"# HELP {name} ") for line in lines), name
+        assert any(line.startswith(f"# TYPE {name} ") for line in lines), name
     assert all(float(v) == float(v) for v in samples.values())  # every value parses, none is NaN
 
 

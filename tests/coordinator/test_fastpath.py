@@ -92,6 +92,15 @@ def test_long_poll_answers_with_the_new_version(tmp_path: Path) -> None:
         assert resp.status_code == 200, resp.text
         resp = fast.post(f"/v1/workers/{collector}/heartbeat?newer_than=0&wait=5", headers=auth(tokens["collector"]))
         assert resp.status_code == 200 and resp.json()["directive"]["policy"]["version"] == 1
+        fast.get("/healthz")
+        fast.post("/v1/workers/nobody/heartbeat", headers=auth(tokens["collector"]))
+        text = plain.get("/metrics").text
+    # Answered in front of FastAPI, yet timed under FastAPI's route templates; the long poll that learnt of v1
+    # is one propagation sample.
+    heartbeat = 'rlfleet_http_request_duration_seconds_count{method="POST",route="/v1/workers/{worker_id}/heartbeat"'
+    assert f'{heartbeat},status="200"}} 1.0' in text and f'{heartbeat},status="404"}} 1.0' in text
+    assert 'rlfleet_http_request_duration_seconds_count{method="GET",route="/healthz",status="200"} 1.0' in text
+    assert "rlfleet_policy_propagation_seconds_count 1.0" in text
 
 
 @pytest.mark.parametrize("on", [True, False])

@@ -204,7 +204,7 @@ def test_a_corrupt_chunk_leaves_the_buffer_and_a_worker_that_keeps_sending_them_
     assert (collector["corrupt_chunks"], collector["flagged"]) == (3, True)
     refused = fleet.post("collector", "/v1/chunks", fleet.report())
     assert refused.status_code == 403 and refused.json()["error"] == "worker_flagged"
-    assert "rlfleet_corrupt_chunks_total 3" in fleet.client.get("/metrics").text
+    assert "rlfleet_corrupt_chunks_total 3.0" in fleet.client.get("/metrics").text
 
 
 # ----- idempotent retries -----------------------------------------------------------------------------------

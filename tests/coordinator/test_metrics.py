@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import csv
+import struct
 from pathlib import Path
 
 from coordinator.metrics import MetricsRecorder
 from shared.layout import RunLayout
-from shared.wire import EvaluationResult, HoldoutResult, LearnerStatus, Status
+from shared.wire import EvaluationResult, HoldoutResult, LearnerStatus, PolicyLagStatus, Status
 
 
 def status(iteration: int, losses: dict[str, float], env_steps: int) -> Status:
     return Status.model_construct(
         wall_seconds=1.5, env_steps=env_steps, env_steps_per_second=10.0, episodes=3, chunks=2,
         recent_return_mean=None, policy_version=1, latest_evaluation=None, buffers=[],
+        policy_lag=PolicyLagStatus(ingest_mean=0.5, ingest_max=1, sampled_mean=0.0, sampled_max=0, ingest_histogram={}),
         learner=LearnerStatus(iteration=iteration, transitions_trained=64 * iteration, losses=losses,
                               samples_per_insert=8.0))
 
@@ -56,3 +58,29 @@ def test_validations_and_tests_are_recorded_with_every_axis_and_plotted(tmp_path
     (test,) = rows(layout.tests_csv)
     assert (test["policy_version"], test["iteration"], test["confirmed"]) == ("5", "260", "True")
     assert layout.curve_png.stat().st_size > 10_000
+
+
+def tensorboard_tags(logdir: Path) -> set[str]:
+    """Scalar tags in tensorboardX event files (TFRecord framing: length, its CRC, the event, its CRC)."""
+    from tensorboardX.proto import event_pb2
+
+    tags = set()
+    for path in logdir.glob("events.*"):
+        data, at = path.read_bytes(), 0
+        while at < len(data):
+            (length,) = struct.unpack("<Q", data[at:at + 8])
+            event = event_pb2.Event.FromString(data[at + 12:at + 12 + length])
+            tags.update(value.tag for value in event.summary.value)
+            at += 12 + length + 4
+    return tags
+
+
+def test_tensorboard_tags_follow_the_common_conventions(tmp_path: Path) -> None:
+    layout = RunLayout(tmp_path, "r")
+    recorder = MetricsRecorder(layout)
+    recorder.record(status(10, {"td_loss": 0.5}, 100).model_copy(update={"recent_return_mean": 20.0}))
+    recorder.record_evaluations([EvaluationResult(policy_version=1, mean=30.0, std=1.0, episodes=10, env_steps=100,
+                                                  wall_seconds=1.0, solved=False)])
+    recorder.close()
+    assert {"charts/episodic_return", "charts/SPS", "losses/td_loss", "eval/episodic_return"} <= tensorboard_tags(
+        layout.tensorboard)

@@ -74,6 +74,7 @@ class Harness:
     def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **options: object) -> None:
         self.now = 1000.0
         self.starts: list[int] = []  # RLFLEET_RESTARTS of every (re)start
+        self.reasons: list[str] = []  # RLFLEET_LAST_ERROR of every (re)start
         self.up = Up(UpOptions(config=REPO / "configs/cartpole_dqn.yaml", data_dir=tmp_path, port=0,
                                **options))  # type: ignore[arg-type]
         self.up.clock = lambda: self.now
@@ -81,8 +82,10 @@ class Harness:
         monkeypatch.setattr(up_module, "start", self.start)
         self.up.children = [self.start(self.up.services["evaluator"], 0, tmp_path, REPO)]
 
-    def start(self, service: LocalService, replica: int, logs: Path, cwd: Path, restarts: int = 0) -> Child:
+    def start(self, service: LocalService, replica: int, logs: Path, cwd: Path, restarts: int = 0,
+              last_error: str = "") -> Child:
         self.starts.append(restarts)
+        self.reasons.append(last_error)
         return Child(service.name, service.name, replica, FakeProc(), logs / "x.log", self.now)  # type: ignore[arg-type]
 
     def crash_after(self, uptime: float) -> None:
@@ -104,6 +107,7 @@ def test_supervise_restarts_forever_with_backoff_and_tells_the_child(tmp_path: P
     for _ in range(20):  # a stable run between crashes: restarted every time, never given up
         h.crash_after(60.0)
     assert h.starts == list(range(22))  # each start is told how often it was restarted
+    assert h.reasons[0] == "" and h.reasons[1].startswith("exit -9: ")  # and why its predecessor ended
     assert h.up.crashes["evaluator"].restarts == 21
 
 
