@@ -93,7 +93,8 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
     generation = session.generation
     behaviour = task.behaviour
     rollout = Rollout(task.env, task.collector.num_envs, task.spaces, behaviour, task.seed)
-    uploader = Uploader(session, store)
+    uploader = Uploader(session, store, report_batch=task.collector.report_batch,
+                        report_delay_seconds=task.collector.report_delay_seconds)
     sync = task.sampling.force_sync or task.lockstep
     follower = PolicyFollower(session, store, rollout)
     follower.refresh()

@@ -36,6 +36,12 @@ class CollectorConfig(Strict):
     chunk_steps: Annotated[int, Field(ge=1, le=4096, description="vector steps per payload chunk")] = 256
     epsilon: EpsilonSchedule = EpsilonSchedule()
     """Epsilon-greedy schedule on the run's env steps (q_values heads)."""
+    report_batch: Annotated[int, Field(ge=1, le=64, description=(
+        "chunk reports per request: above 1, written chunks are reported together (POST /v1/chunk-batches) "
+        "once this many are held or the oldest waited report_delay_seconds; for fleets of hundreds of "
+        "collectors"))] = 1
+    report_delay_seconds: Annotated[float, Field(gt=0, le=30, description=(
+        "longest a written chunk's report is held for its batch (report_batch > 1)"))] = 2.0
 
 
 SamplingUnit = Literal["transition", "sequence", "episode", "chunk"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from shared.layout import chunk_path
 from shared.s3store import S3Store
 from shared.session import WorkerSession
 from shared.store import LocalStore, PayloadStore, StoreUnavailable, sha256_hex
-from shared.wire import ChunkAck, ChunkReport, Directive, PolicyRef
+from shared.wire import ChunkAck, ChunkBatch, ChunkBatchAck, ChunkReport, ChunkVerdict, Directive, PolicyRef
 from shared.worker import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
 from tests.seaweed import SeaweedFS
 
@@ -252,3 +253,111 @@ def test_through_the_object_store_the_chunk_is_there_before_its_report(store: Lo
     (report,) = coordinator.reports
     assert uploader.acked == 1
     assert coordinator.file_at_report == [s3.get(report.payload_path, report.sha256)]
+
+
+# ----- batched reports (collector.report_batch) -------------------------------------------------------------------
+
+
+class BatchCoordinator:
+    """Answers POST /v1/chunk-batches (and a lone report's POST /v1/chunks), refusing the chunk ids in
+    `refuse`; records each request's reports as a batch, and what the store held for them at that moment."""
+
+    def __init__(self, store: PayloadStore, refuse: frozenset[str] = frozenset()) -> None:
+        self.store, self.refuse = store, refuse
+        self.batches: list[ChunkBatch] = []
+        self.paths: list[str] = []
+        self.missing_at_report = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        lone = request.url.path == "/v1/chunks"
+        batch = (ChunkBatch(reports=[ChunkReport.model_validate_json(request.content)]) if lone
+                 else ChunkBatch.model_validate_json(request.content))
+        self.batches.append(batch)
+        self.missing_at_report += sum(self.store.size(r.payload_path) is None for r in batch.reports)
+        directive = Directive(run_state="running", env_steps_total=99)
+        if lone:
+            body: ChunkAck | ChunkBatchAck = ChunkAck(chunk_id=batch.reports[0].chunk_id, duplicate=False,
+                                                      directive=directive)
+        else:
+            body = ChunkBatchAck(results=[ChunkVerdict(chunk_id=r.chunk_id, duplicate=False, **(
+                {"error": "invalid", "message": "no"} if r.chunk_id in self.refuse else {})) for r in batch.reports],
+                directive=directive)
+        return httpx.Response(200, json=json.loads(body.model_dump_json()))
+
+
+def batch_session(coordinator: BatchCoordinator) -> WorkerSession:
+    client = CoordinatorClient("http://coordinator.invalid", "token", transport=httpx.MockTransport(coordinator))
+    session = WorkerSession(client, "collector", "test-host")
+    session.worker_id = "worker-1"
+    return session
+
+
+def test_a_full_batch_goes_in_one_request(store: LocalStore):
+    coordinator = BatchCoordinator(store)
+    session = batch_session(coordinator)
+    uploader = Uploader(session, store, depth=2, report_batch=4, report_delay_seconds=30)
+    for k in range(8):
+        uploader.submit(Pending(make_chunk(k, version=k), TASK))
+    uploader.flush()
+    assert coordinator.paths == ["/v1/chunk-batches"] * 2
+    assert [[r.policy_version for r in b.reports] for b in coordinator.batches] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert coordinator.missing_at_report == 0  # every payload was written before its report went out
+    assert (uploader.acked, uploader.rejected, uploader.requests) == (8, 0, 2)
+    assert session.directive.env_steps_total == 99  # the batch's directive was applied
+    uploader.close(timeout=5)
+    session.client.close()
+
+
+def test_held_reports_go_out_after_the_delay_without_a_full_batch(store: LocalStore):
+    coordinator = BatchCoordinator(store)
+    session = batch_session(coordinator)
+    uploader = Uploader(session, store, depth=2, report_batch=16, report_delay_seconds=0.3)
+    for k in range(3):
+        uploader.submit(Pending(make_chunk(k), TASK))
+    deadline = time.monotonic() + 10
+    while uploader.acked < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert uploader.acked == 3 and [len(b.reports) for b in coordinator.batches] == [3]  # before any close
+    uploader.close(timeout=5)
+    session.client.close()
+    assert uploader.requests == 1
+
+
+def test_flush_and_close_report_what_is_held(store: LocalStore):
+    coordinator = BatchCoordinator(store)
+    session = batch_session(coordinator)
+    uploader = Uploader(session, store, depth=2, report_batch=16, report_delay_seconds=30)
+    uploader.submit(Pending(make_chunk(0), TASK))
+    started = time.monotonic()
+    uploader.flush()  # lockstep collection: nothing may wait for the delay
+    assert uploader.acked == 1 and time.monotonic() - started < 5
+    uploader.submit(Pending(make_chunk(1), TASK))
+    uploader.close(timeout=5)  # a clean stop drops nothing it wrote
+    session.client.close()
+    assert uploader.acked == 2 and [len(b.reports) for b in coordinator.batches] == [1, 1]
+
+
+def test_a_refused_report_in_a_batch_deletes_only_its_payload(store: LocalStore):
+    probe = BatchCoordinator(store)
+    session = batch_session(probe)
+    uploader = Uploader(session, store, depth=2, report_batch=3, report_delay_seconds=30)
+    ids: list[str] = []
+    real_write = uploader._write
+
+    def write(item: Pending) -> ChunkReport:
+        report = real_write(item)
+        ids.append(report.chunk_id)
+        if len(ids) == 2:
+            probe.refuse = frozenset({report.chunk_id})
+        return report
+
+    uploader._write = write  # type: ignore[method-assign]
+    for k in range(3):
+        uploader.submit(Pending(make_chunk(k), TASK))
+    uploader.close(timeout=5)
+    session.client.close()
+    assert (uploader.acked, uploader.rejected) == (2, 1)
+    kept = [store.size(chunk_path(TASK, i)) is not None for i in ids]
+    assert kept == [True, False, True]
+    assert session.fatal is None

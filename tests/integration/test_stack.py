@@ -8,7 +8,11 @@ from pathlib import Path
 import pytest
 
 from shared.config import RunConfig
+from tests.conftest import small_run_config
 from tests.integration.procs import Fleet
+
+BATCHED = small_run_config().model_copy(update={"collector": small_run_config().collector.model_copy(
+    update={"report_batch": 4, "report_delay_seconds": 1.0})})
 
 
 @pytest.fixture
@@ -21,6 +25,7 @@ def fleet(tmp_path: Path, data_dir: Path, config_file: Path, tokens: dict[str, s
         f.close()
 
 
+@pytest.mark.parametrize("run_config", [small_run_config(), BATCHED], ids=["report-each", "report-batches"])
 def test_fleet_trains_publishes_evaluates_and_stops_cleanly(fleet: Fleet, run_config: RunConfig,
                                                             data_dir: Path) -> None:
     fleet.start_coordinator()
@@ -51,6 +56,8 @@ def test_fleet_trains_publishes_evaluates_and_stops_cleanly(fleet: Fleet, run_co
 
     final = fleet.status()
     assert final.run_state == "stopped"
+    batches = 'route="/v1/chunk-batches",status="200"' in fleet.http.get("/metrics").text
+    assert batches == (run_config.collector.report_batch > 1)
     per_chunk = run_config.collector.num_envs * run_config.collector.chunk_steps
     assert final.env_steps == final.chunks * per_chunk  # exact: every acknowledged chunk counted once
     assert final.duplicate_chunks == 0
