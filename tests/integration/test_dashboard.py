@@ -1,7 +1,8 @@
 """The live dashboard in a real headless Chromium against a live `rlfleet up`: the page takes the token from the
 URL fragment, its returns curve gains points while the run trains, a wrong token shows a message, and a
 screenshot of the page mid-run is kept (dashboard.png under $RLFLEET_ARTIFACTS, else pytest's tmp dir; its path
-is printed), with one of the wrong-token message beside it (dashboard-wrong-token.png).
+is printed), with one of the wrong-token message beside it (dashboard-wrong-token.png). Then /docs and /redoc
+render their whole API with the browser cut off from everything but loopback (docs.png).
 
 Chromium and chromium-driver are Debian's packages (scripts/test.sh installs them when it runs as root).
 """
@@ -82,8 +83,11 @@ def browser() -> Iterator[Any]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     profile = tempfile.mkdtemp(prefix="rlfleet-chromium-")
-    # Headless as root; nothing but loopback is reachable, so every background connection is switched off.
+    # Headless as root; nothing but loopback is reachable, so every background connection is switched off. The
+    # network is off for the page too: every name but loopback fails to resolve, and whatever is not loopback
+    # (Chromium never proxies loopback) goes to a proxy where nothing listens, so a CDN asset cannot load.
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--proxy-server=http://127.0.0.1:9",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage", "--window-size=1400,1800", f"--user-data-dir={profile}"):
         options.add_argument(flag)
@@ -117,6 +121,8 @@ def test_the_dashboard_follows_a_live_run(live_run: tuple[str, dict[str, str], P
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 20_000
     print(f"dashboard screenshot: {shot} ({time.monotonic() - started:.0f}s into the test)")
 
+    _docs_render_offline(browser, url, artifacts)
+
     logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "data").rglob("*.log"))
     assert tokens["read"] not in logs and "not-a-token-of-this-run" not in logs  # never in a URL, never logged
 
@@ -147,3 +153,17 @@ def _follow(browser: Any, url: str, tokens: dict[str, str], artifacts: Path) -> 
     # The screenshot a reviewer looks at: half a minute of training, a few validations on the curves.
     _wait("30 s of training", lambda: browser.execute_script(
         "return Number(document.getElementById('run-state').dataset.wall || 0) >= 30"), 90)
+
+
+def _docs_render_offline(browser: Any, url: str, artifacts: Path) -> None:
+    """Swagger UI and ReDoc, from the coordinator's own assets only, draw every operation."""
+    operations = sum(len(item) for item in httpx.get(url + "/openapi.json", timeout=10).json()["paths"].values())
+    browser.get(f"{url}/docs")
+    count = "return document.querySelectorAll(arguments[0]).length"
+    _wait("Swagger UI to draw every operation", lambda: browser.execute_script(count, ".opblock") >= operations, 30)
+    assert browser.execute_script(count, ".opblock") == operations
+    assert "rlfleet coordinator" in browser.execute_script("return document.querySelector('.info .title').textContent")
+    browser.save_screenshot(str(artifacts / "docs.png"))
+    browser.get(f"{url}/redoc")
+    _wait("ReDoc to draw every operation", lambda: browser.execute_script(
+        count, '[data-section-id^="operation/"]') >= operations, 30)
