@@ -43,8 +43,9 @@ _EXAMPLE = DashboardUpdate(
     rows=[[42, 41.9, 61440, 1480.5, 187.3, 8.02, 0.6144, 37, {"loss": 0.41, "q_mean": 21.7}]],
     evaluation_columns=EVALUATION_COLUMNS, evaluations=[[40.2, 59392, 35, 212.4, 31.0]], evaluations_next=12,
     tests=[], tests_next=0, solve_threshold=475.0,
-    snapshot={"run_name": "cartpole__s0__20261124-101500", "run_state": "running", "env_steps": 61440, "policy_version": 37,
-              "worker_columns": ["worker_id", "kind", "name"], "workers": [["learner-2-cb5ffa", "learner", "gpu0"]]})
+    snapshot={"run_name": "cartpole__s0__20261124-101500", "run_state": "running", "env_steps": 61440,
+              "policy_version": 37, "worker_columns": ["worker_id", "kind", "name"],
+              "workers": [["learner-2-cb5ffa", "learner", "gpu0"]]})
 
 
 @router.get("/dashboard", response_model=DashboardUpdate,
