@@ -207,40 +207,35 @@ class LocalStore:
                 rel = Path(dirpath).relative_to(self.root).as_posix()
                 found += [name if rel == "." else f"{rel}/{name}" for name in files if _is_file(name, dir_fd)]
             return sorted(p for p in found if _PATH_RE.fullmatch(p))
+        return sorted(relpath for relpath, file, dir_fd in self._walk(prefix)
+                      if _PATH_RE.fullmatch(relpath) and _is_file(file, dir_fd))
+
+    def _walk(self, prefix: str) -> Iterator[tuple[str, str, int]]:
+        """(relative path, name, its directory's descriptor) of every file under a non-empty `prefix`; nothing
+        if it does not exist. fwalk with follow_symlinks=False opens each directory relative to its parent's
+        descriptor and checks it is the directory it listed: a link swapped in meanwhile is not entered."""
         try:
             with self._parent_fd(prefix) as (parent, name):
                 base = prefix.rpartition("/")[0]
                 for dirpath, _, files, dir_fd in os.fwalk(name, dir_fd=parent, follow_symlinks=False):
                     for file in files:
-                        relpath = f"{base}/{dirpath}/{file}" if base else f"{dirpath}/{file}"
-                        if _PATH_RE.fullmatch(relpath) and _is_file(file, dir_fd):
-                            found.append(relpath)
+                        yield (f"{base}/{dirpath}/{file}" if base else f"{dirpath}/{file}"), file, dir_fd
         except FileNotFoundError:
-            pass
-        return sorted(found)
+            return  # nothing was ever written under prefix
 
     def delete_unreferenced(self, prefix: str, keep: set[str], older_than: float) -> int:
         """Delete regular files under `prefix` (torn temp files included) whose relative path is not in `keep`
         and whose mtime is before `older_than` (a Unix time). Returns how many were deleted. Symlinks are
         neither followed nor deleted (the sweep only collects what collectors wrote)."""
         deleted = 0
-        try:
-            with self._parent_fd(prefix) as (parent, name):
-                base = prefix.rpartition("/")[0]
-                # fwalk with follow_symlinks=False opens each directory relative to its parent's descriptor and
-                # checks it is the directory it listed: a link swapped in meanwhile is not entered.
-                for dirpath, _, files, dir_fd in os.fwalk(name, dir_fd=parent, follow_symlinks=False):
-                    for file in files:
-                        relpath = f"{base}/{dirpath}/{file}" if base else f"{dirpath}/{file}"
-                        try:
-                            info = os.stat(file, dir_fd=dir_fd, follow_symlinks=False)
-                            if stat.S_ISREG(info.st_mode) and info.st_mtime < older_than and relpath not in keep:
-                                os.unlink(file, dir_fd=dir_fd)
-                                deleted += 1
-                        except FileNotFoundError:
-                            continue  # deleted meanwhile
-        except FileNotFoundError:
-            pass  # nothing was ever written under prefix
+        for relpath, file, dir_fd in self._walk(prefix):
+            try:
+                info = os.stat(file, dir_fd=dir_fd, follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode) and info.st_mtime < older_than and relpath not in keep:
+                    os.unlink(file, dir_fd=dir_fd)
+                    deleted += 1
+            except FileNotFoundError:
+                continue  # deleted meanwhile
         return deleted
 
     def delete(self, relpath: str) -> bool:
