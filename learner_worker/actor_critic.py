@@ -1,7 +1,8 @@
 """What the chunk-loop learners share: a published actor and a private critic, and clean chunks to train on.
 
 Separate actor and critic: the actor is the policy file collectors act with, so it must be a plain
-`PolicyNet(manifest)`; the critic is a `Network` with one output that never leaves the learner.
+`PolicyNet(manifest)`; the critic is a `Network` that never leaves the learner, with one output or a
+categorical head (`value.head`), read and trained through a `ValueCodec` (learner_worker/value_transform.py).
 
 Invalid steps (`valid=False`, the env raised) never reach a loss. `clean` zeroes their rows before any
 network sees them, so garbage there (NaN, out-of-range actions) cannot leak through NaN * 0, and marks them
@@ -19,10 +20,12 @@ import torch
 from learner_worker.device import to_device
 from learner_worker.distributions import log_prob_entropy
 from learner_worker.gae import gae
+from learner_worker.value_transform import ValueCodec
 from shared.confbase import NetConfig
 from shared.manifest import Behaviour, PolicyManifest, default_encoder
 from shared.nets import Network, PolicyNet
 from shared.spaces import DiscreteActions, MultiDiscreteActions, Spaces
+from shared.values import CriticValue
 
 CPU = torch.device("cpu")
 LOG_RATIO_LIMIT = 20.0  # exp(88) overflows float32: a wildly stale logp must not turn the loss into inf/NaN
@@ -95,7 +98,7 @@ class ActorCritic:
     optimizer: torch.optim.Optimizer
 
     def __init__(self, spaces: Spaces, net: NetConfig, behaviour: Behaviour, seed: int,
-                 log_std_init: float, device: torch.device = CPU) -> None:
+                 log_std_init: float, value: CriticValue, device: torch.device = CPU) -> None:
         torch.manual_seed(seed)
         self.spaces, self.device = spaces, device
         encoder = default_encoder(spaces.obs)
@@ -104,7 +107,8 @@ class ActorCritic:
         if behaviour.head == "gaussian":
             with torch.no_grad():
                 self.actor.log_std.fill_(log_std_init)
-        self.critic = Network(spaces.obs, encoder, net, 1).to(device)
+        self.codec = ValueCodec(value)
+        self.critic = Network(spaces.obs, encoder, net, self.codec.outputs).to(device)
         self.params = [*self.actor.parameters(), *self.critic.parameters()]
         self.updates = 0
         self.td_abs = None
@@ -114,7 +118,7 @@ class ActorCritic:
         steps, envs = obs.shape[:2]
         with torch.no_grad():
             out = self.critic(to_device(obs.reshape(steps * envs, *obs.shape[2:]), self.device))
-        return out.squeeze(1).cpu().numpy().astype(np.float64).reshape(steps, envs)
+        return self.codec.values(out).cpu().numpy().astype(np.float64).reshape(steps, envs)
 
     def log_prob_entropy(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log pi(a|s), entropy) of the current actor per row, with gradient."""
@@ -138,16 +142,18 @@ class ActorCritic:
             raise ValueError("update on an empty batch: no valid rows")
         return {k: to_device(np.concatenate([p[k] for p in parts]), self.device) for k in parts[0]}
 
-    def policy_gradient_step(self, logp: torch.Tensor, entropy: torch.Tensor, values: torch.Tensor,
+    def policy_gradient_step(self, logp: torch.Tensor, entropy: torch.Tensor, critic_out: torch.Tensor,
                              advantages: torch.Tensor, targets: torch.Tensor, value_coef: float, entropy_coef: float,
                              max_grad_norm: float) -> dict[str, float]:
-        """One gradient step on the actor-critic loss of rows whose log pi(a|s), entropy and V(s) carry gradient;
-        the reported losses are those before the step.
+        """One gradient step on the actor-critic loss of rows whose log pi(a|s), entropy and critic outputs carry
+        gradient; the reported losses are those before the step.
 
-        loss = -mean(A * log pi(a|s)) + value_coef * 0.5 * mean((V(s) - target)^2) - entropy_coef * mean(H)
+        loss = -mean(A * log pi(a|s)) + value_coef * mean(value loss) - entropy_coef * mean(H), the value loss
+        being 0.5 * (V(s) - target)^2 for a plain scalar critic (ValueCodec.loss in general)
         """
         policy_loss = -(advantages * logp).mean()
-        value_loss = 0.5 * (values - targets).pow(2).mean()
+        value_loss = self.codec.loss(critic_out, targets).mean()
+        values = self.codec.values(critic_out.detach())
         mean_entropy = entropy.mean()
         loss = policy_loss + value_coef * value_loss - entropy_coef * mean_entropy
         self.optimizer.zero_grad(set_to_none=True)
@@ -155,7 +161,7 @@ class ActorCritic:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_grad_norm)
         self.optimizer.step()
         return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": mean_entropy.item(),
-                "grad_norm": grad_norm.item(), "explained_variance": explained_variance(targets, values.detach())}
+                "grad_norm": grad_norm.item(), "explained_variance": explained_variance(targets, values)}
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         return self.actor.state_dict()

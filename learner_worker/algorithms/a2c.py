@@ -22,7 +22,7 @@ from shared.spaces import Spaces
 class A2C(ActorCritic):
     def __init__(self, spaces: Spaces, cfg: A2CParams, behaviour: Behaviour, seed: int,
                  device: torch.device = CPU) -> None:
-        super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, device)
+        super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
         self.optimizer = torch.optim.RMSprop(self.params, lr=cfg.learning_rate, alpha=cfg.rmsprop_alpha,
                                              eps=cfg.rmsprop_eps)
@@ -31,7 +31,7 @@ class A2C(ActorCritic):
         cfg = self.cfg
         batch = self.gae_batch(chunks, cfg.gamma, cfg.gae_lambda)
         logp, entropy = self.log_prob_entropy(batch["obs"], batch["actions"])
-        info = self.policy_gradient_step(logp, entropy, self.critic(batch["obs"]).squeeze(1), batch["advantages"],
+        info = self.policy_gradient_step(logp, entropy, self.critic(batch["obs"]), batch["advantages"],
                                          batch["targets"], cfg.value_coef, cfg.entropy_coef, cfg.max_grad_norm)
         self.updates += 1
         return info

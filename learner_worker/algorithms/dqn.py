@@ -3,7 +3,9 @@
 The batch already carries the n-step return and the bootstrap discount (gamma**k, or 0 after a
 termination), so the update reads: target = R + discount * Q_target(s', argmax_a Q_online(s', a)).
 With prioritized replay each row's Huber loss is scaled by its importance weight, and the absolute TD
-errors of the batch are kept (`td_abs`) to be sent back as the rows' new priorities.
+errors of the batch are kept (`td_abs`) to be sent back as the rows' new priorities. With `value.transform:
+pohlen` the network's Q-values live in h-space: the bootstrap is read back through h^-1, the target built in
+raw units and trained as h(target) (h is increasing, so the greedy action collectors take is unchanged).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from learner_worker.device import to_device
+from learner_worker.value_transform import ValueCodec
 from shared.algorithms.dqn import DQNParams
 from shared.manifest import Behaviour, PolicyManifest, default_encoder
 from shared.nets import PolicyNet
@@ -33,6 +36,7 @@ class DQN:
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
+        self.codec = ValueCodec(cfg.value)
         self.updates = 0
         self.td_abs: np.ndarray | None = np.zeros(0, np.float32)
 
@@ -48,7 +52,7 @@ class DQN:
                 next_q = next_target.gather(1, best).squeeze(1)
             else:
                 next_q = next_target.max(dim=1).values
-            target = returns + discount * next_q
+            target = self.codec.encode(returns + discount * self.codec.decode(next_q))
         per_row = F.smooth_l1_loss(q, target, reduction="none")
         weights = batch.get("weights")
         loss = (to_device(weights, self.device) * per_row).mean() if weights is not None else per_row.mean()
@@ -60,7 +64,8 @@ class DQN:
         self.updates += 1
         if self.updates % self.cfg.target_update_every == 0:
             self.target.load_state_dict(self.online.state_dict())
-        return {"td_loss": loss.item(), "q_mean": q.mean().item(), "grad_norm": grad_norm.item()}
+        return {"td_loss": loss.item(), "q_mean": self.codec.decode(q.detach()).mean().item(),
+                "grad_norm": grad_norm.item()}
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         return self.online.state_dict()

@@ -35,7 +35,7 @@ from shared.spaces import Spaces
 class Impala(ActorCritic):
     def __init__(self, spaces: Spaces, cfg: ImpalaParams, behaviour: Behaviour, seed: int,
                  device: torch.device = CPU) -> None:
-        super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, device)
+        super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
         self.optimizer = torch.optim.Adam(self.params, lr=cfg.learning_rate, eps=1e-5)
 
@@ -72,8 +72,8 @@ class Impala(ActorCritic):
         sums: dict[str, float] = {}
         for _ in range(cfg.epochs):
             logp, entropy = self.log_prob_entropy(obs, actions)
-            both = self.critic(torch.cat([obs, next_obs])).squeeze(1)
-            values = both.detach().cpu().numpy().astype(np.float64)
+            both = self.critic(torch.cat([obs, next_obs]))
+            values = self.codec.values(both.detach()).cpu().numpy().astype(np.float64)
             targets, advantages = self.vtrace_targets(steps, logp.detach().cpu().numpy().astype(np.float64),
                                                       values[:rows], values[rows:])
             info = self.policy_gradient_step(logp[keep], entropy[keep], both[:rows][keep],

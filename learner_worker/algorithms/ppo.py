@@ -37,7 +37,7 @@ from shared.spaces import Spaces
 class PPO(ActorCritic):
     def __init__(self, spaces: Spaces, cfg: PPOParams, behaviour: Behaviour, seed: int,
                  device: torch.device = CPU) -> None:
-        super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, device)
+        super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
         self.optimizer = torch.optim.Adam(self.params, lr=cfg.learning_rate, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
@@ -68,7 +68,7 @@ class PPO(ActorCritic):
                     adv = (adv - adv.mean()) / (adv.std(correction=0) + 1e-8)
                 surrogate = torch.min(ratio * adv, ratio.clamp(1 - cfg.clip_range, 1 + cfg.clip_range) * adv)
                 policy_loss = -surrogate.mean()
-                value_loss = 0.5 * (self.critic(obs).squeeze(1) - targets[idx]).pow(2).mean()
+                value_loss = self.codec.loss(self.critic(obs), targets[idx]).mean()
                 loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
 from shared.confbase import NetConfig
+from shared.values import CriticValue
 
 
 class A2CParams(ChunkParams):
@@ -36,6 +37,8 @@ class A2CParams(ChunkParams):
     rmsprop_eps: Annotated[float, Field(gt=0)] = 1e-5
     """RMSprop's epsilon."""
     log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
+    value: CriticValue = CriticValue()
+    """The critic's value representation: Pohlen's transform, a scalar or categorical head."""
 
 
 SPEC = AlgorithmSpec(name="a2c", summary="A2C, n-step/GAE advantages, one RMSprop step per batch; synchronous",

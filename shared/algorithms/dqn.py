@@ -10,6 +10,7 @@ from shared.algorithms.base import REPLAY_LIVE, AlgorithmSpec, ReplayParams
 from shared.confbase import NetConfig
 from shared.manifest import Behaviour, Head
 from shared.spaces import DiscreteActions, Spaces
+from shared.values import ValueTransform
 
 if TYPE_CHECKING:
     from shared.config import RunConfig
@@ -29,6 +30,8 @@ class DQNParams(ReplayParams):
     """Gradients are clipped to this global norm."""
     double_q: bool = True
     """Double DQN targets."""
+    value: ValueTransform = ValueTransform()
+    """Q-values trained on raw returns or on Pohlen's h of them (collectors' argmax is the same either way)."""
 
 
 def _head(spaces: Spaces) -> Head:

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
 from shared.confbase import NetConfig
+from shared.values import CriticValue
 
 
 class ImpalaParams(ChunkParams):
@@ -37,6 +38,8 @@ class ImpalaParams(ChunkParams):
     max_grad_norm: Annotated[float, Field(gt=0)] = 40.0
     """Gradients are clipped to this global norm."""
     log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
+    value: CriticValue = CriticValue()
+    """The critic's value representation: Pohlen's transform, a scalar or categorical head."""
 
 
 SPEC = AlgorithmSpec(name="impala", summary="IMPALA, V-trace corrected actor-critic; asynchronous, bounded lag",

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
 from shared.confbase import NetConfig
+from shared.values import CriticValue
 
 
 class PPOParams(ChunkParams):
@@ -37,6 +38,8 @@ class PPOParams(ChunkParams):
     normalize_advantages: bool = True
     """Normalise advantages per minibatch."""
     log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
+    value: CriticValue = CriticValue()
+    """The critic's value representation: Pohlen's transform, a scalar or categorical head."""
 
 
 SPEC = AlgorithmSpec(name="ppo", summary="PPO, clipped surrogate, GAE; synchronous or bounded-lag",

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from learner_worker.algorithms.dqn import DQN
 from shared.algorithms.dqn import DQNParams
 from shared.confbase import NetConfig
+from shared.values import ValueTransform
 from tests.policies import EPSILON_GREEDY, flat_spaces
 
 torch.set_num_threads(1)
@@ -171,3 +172,20 @@ def test_state_holds_only_tensors_and_plain_values():
     state = roundtrip(dqn.state())  # weights_only=True would raise on anything pickled
     assert set(state) == {"online", "target", "optimizer", "updates"}
     assert state["updates"] == 1
+
+
+def test_a_pohlen_q_network_learns_returns_a_hundred_times_larger():
+    """Q in h-space: the same learning rate fits returns x100 about as well as raw returns of 1, and q_mean is
+    reported in raw units."""
+    cfg = DQNParams(net=NetConfig(hidden=(32, 32)), learning_rate=3e-3, target_update_every=10,
+                    value=ValueTransform(transform="pohlen"))
+    dqn = DQN(flat_spaces(OBS_DIM, N_ACTIONS), cfg, EPSILON_GREEDY, seed=0)
+    batch = make_batch(1, discount=0.0)  # no bootstrap: the target is the return itself
+    batch["returns"] = (100 * (batch["returns"] + 3)).astype(np.float32)  # returns around 300
+    losses = [dqn.update(batch)["td_loss"] for _ in range(400)]
+    assert np.mean(losses[-10:]) < 0.05 * np.mean(losses[:10])
+    with torch.no_grad():
+        q = dqn.online(torch.from_numpy(batch["obs"])).gather(1, torch.from_numpy(batch["actions"])[:, None])[:, 0]
+    raw = dqn.codec.decode(q).numpy()
+    assert np.median(np.abs(raw - batch["returns"])) < 0.05 * np.median(batch["returns"])
+    assert dqn.update(batch)["q_mean"] == pytest.approx(float(raw.mean()), rel=0.05)

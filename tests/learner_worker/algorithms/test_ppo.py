@@ -15,6 +15,7 @@ from shared.algorithms.ppo import PPOParams
 from shared.confbase import NetConfig
 from shared.manifest import Behaviour
 from shared.nets import PolicyNet
+from shared.values import CriticValue, Support
 from tests.learner_worker.algorithms.chunks import (
     N_ACTIONS,
     OBS_DIM,
@@ -289,3 +290,27 @@ def test_gaussian_policy_learns_a_continuous_bandit():
     with torch.no_grad():
         assert ppo.actor(torch.zeros(1, 3)).item() == pytest.approx(0.7, abs=0.1)
         assert ppo.actor.log_std.item() < -0.5
+
+
+CATEGORICAL = CriticValue(transform="pohlen", head="categorical", support=Support(min=-25, max=25, bins=51),
+                          max_abs_return=500)
+
+
+def test_a_categorical_critic_has_one_output_per_atom_and_learns_the_bandit():
+    cfg = PPOParams(net=NetConfig(hidden=(16,), activation="tanh"), epochs=4, minibatch_size=32, learning_rate=3e-3,
+                    value=CATEGORICAL)
+    ppo = PPO(flat_spaces(2, 2), cfg, SAMPLING, seed=0)
+    assert ppo.critic(torch.zeros(1, 2)).shape == (1, 51)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        info = ppo.update([bandit_chunk(ppo, rng)])
+    assert np.isfinite(list(info.values())).all()
+    with torch.no_grad():
+        probs = torch.softmax(ppo.actor(torch.eye(2)), dim=1)
+    assert probs[0, 0] > 0.9 and probs[1, 1] > 0.9, probs
+
+
+@pytest.mark.slow
+def test_cartpole_solves_with_a_categorical_pohlen_critic():
+    solved_at, seconds, updates = train_cartpole(seed=0, cfg=PPOParams(value=CATEGORICAL), max_env_steps=150_000)
+    assert solved_at is not None, f"not solved within 150,000 env steps ({seconds:.0f}s, {updates} updates)"
