@@ -53,31 +53,28 @@ class Uploader:
 
     def submit(self, pending: Pending) -> None:
         """Queue a chunk, waiting while the queue is full; raises Stopped if the upload thread has ended."""
+        if not self._put(pending):
+            raise Stopped("the uploader has stopped (see the log for why)")
+
+    def _put(self, item: Pending | object) -> bool:
+        """Queue `item`, waiting while the queue is full; False if the upload thread has ended."""
         while self._thread.is_alive():
             try:
-                self.queue.put(pending, timeout=0.5)
-                return
+                self.queue.put(item, timeout=0.5)
+                return True
             except queue.Full:
                 continue
-        raise Stopped("the uploader has stopped (see the log for why)")
+        return False
 
     def flush(self) -> None:
         """Wait until every submitted chunk was uploaded and answered (force_sync collects in lockstep)."""
         if self.report_batch > 1:
-            self._put_flush()
+            self._put(_FLUSH)  # report what is held now
         while self._thread.is_alive():
             with self.queue.all_tasks_done:
                 if self.queue.unfinished_tasks == 0:
                     return
                 self.queue.all_tasks_done.wait(0.5)
-
-    def _put_flush(self) -> None:
-        while self._thread.is_alive():
-            try:
-                self.queue.put(_FLUSH, timeout=0.5)
-                return
-            except queue.Full:
-                continue
 
     def close(self, timeout: float = 30.0) -> None:
         """Flush what is queued (so collected work is not dropped on a clean stop), then end the thread.
