@@ -1,4 +1,5 @@
-"""The collector process: register, claim a task, then collect chunks until the run ends.
+"""The collector process: register, claim a task, then collect chunks until the run ends (or, for a
+population-based learner, evaluate the members of its generations: collector_worker/members.py).
 
 Policy updates arrive in every reply's directive (and at once through the heartbeat's long poll); the
 collector loads a new version (sha256-checked) before the next env step. A pause directive (the rate
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from collector_worker.members import evaluate_members
 from collector_worker.rollout import Rollout
 from collector_worker.uploader import Pending, Uploader
 from shared.actors import PolicyError
@@ -86,7 +88,7 @@ def run_collector(settings: WorkerSettings) -> int:
 def _claim_and_collect(session: WorkerSession, layout: RunLayout) -> None:
     store = open_store(layout, "store")
     for task in session.tasks(CollectorTask):
-        _collect(session, store, task)
+        (evaluate_members if task.work == "members" else _collect)(session, store, task)
 
 
 def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -> None:

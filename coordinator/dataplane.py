@@ -82,6 +82,13 @@ class DataPlane:
                 for c, r in zip(added, reports, strict=True)]
         return self._forget(Change(rows, gone))
 
+    def count_rollouts(self, env_steps: int, episodes: int, mean_return: float) -> None:
+        """Count env steps and episodes that reached the run without a chunk (population members' results)."""
+        self.env_steps += env_steps
+        self.episodes += episodes
+        if episodes:
+            self.recent_returns.append(mean_return)
+
     def _forget(self, change: Change) -> Change:
         for entry in change.gone:
             self.producers.pop(entry.chunk_id, None)

@@ -51,6 +51,20 @@ from shared.wire import (
     TaskStatus,
     WorkerStatus,
 )
+from shared.wire_generations import (
+    GenerationClose,
+    GenerationOpen,
+    GenerationOpened,
+    GenerationResults,
+    MemberClaim,
+    MemberClaimRequest,
+    MemberOutcome,
+    MemberResult,
+    MemberSpec,
+    MemberTask,
+    Perturbation,
+    ResultAck,
+)
 
 CONFIG = RunConfig(name="cartpole")
 COLLECTOR, LEARNER, EVALUATOR = "collector-1-a1b2c3", "learner-2-d4e5f6", "evaluator-3-0a1b2c"
@@ -129,3 +143,26 @@ CONTROL = ControlStatus(paused=False, checkpoints=1, evaluations=1, tests=1, cha
     live_settings=["evaluation.every_versions", "replay.samples_per_insert"], reproducible=False)
 EVALUATE = EvaluateRequest(test=True)
 SETTINGS = SettingsRequest(settings={"replay.samples_per_insert": 16})
+
+# Population evaluation (evolution strategies): generation 7 of 4 members perturbing policy v3.
+PERTURBATION = Perturbation(noise_seed=1234, noise_size=4_194_304, sigma=0.1, episodes=1, lease_seconds=30.0)
+GENERATION_OPEN = GenerationOpen(worker_id=LEARNER, request_id="1679091c5a880faf6fb5e6087eb1b2dc", policy_version=3,
+                                 perturbation=PERTURBATION, members=[
+                                     MemberSpec(noise_index=81_220, sign=1), MemberSpec(noise_index=81_220, sign=-1),
+                                     MemberSpec(noise_index=3_090_417, sign=1),
+                                     MemberSpec(noise_index=3_090_417, sign=-1)])
+GENERATION_OPENED = GenerationOpened(generation=7, population=4, directive=RUNNING)
+MEMBER_CLAIM = MemberClaimRequest(worker_id=COLLECTOR, wait_seconds=5.0)
+MEMBER_CLAIMED = MemberClaim(member=MemberTask(generation=7, member=1, policy=POLICY, perturbation=PERTURBATION,
+                                               noise_index=81_220, sign=-1, seed=72_057_525_318_479_872),
+                             directive=RUNNING)
+MEMBER_RESULT = MemberResult(worker_id=COLLECTOR, member=1, mean_return=212.0, mean_length=212.0, episodes=1,
+                             env_steps=212)
+MEMBER_ACK = ResultAck(accepted=True, duplicate=False, late=False, directive=RUNNING)
+GENERATION_CLOSE = GenerationClose(worker_id=LEARNER, min_fraction=0.9, wait_seconds=5.0)
+GENERATION_RESULTS = GenerationResults(
+    generation=7, closed=True, population=4, received=4, late_results=2, directive=RUNNING,
+    results=[MemberOutcome(member=0, noise_index=81_220, sign=1, mean_return=187.0, mean_length=187.0),
+             MemberOutcome(member=1, noise_index=81_220, sign=-1, mean_return=212.0, mean_length=212.0),
+             MemberOutcome(member=2, noise_index=3_090_417, sign=1, mean_return=500.0, mean_length=500.0),
+             MemberOutcome(member=3, noise_index=3_090_417, sign=-1, mean_return=96.0, mean_length=96.0)])

@@ -23,7 +23,19 @@ from coordinator.journal import Journal
 from coordinator.metrics import MetricsRecorder
 from coordinator.middleware import BodySizeLimit, TokenGate
 from coordinator.overrides import parse_overrides
-from coordinator.routes import control, dashboard, data, evaluations, health, policies, run, schemas, tests, workers
+from coordinator.routes import (
+    control,
+    dashboard,
+    data,
+    evaluations,
+    generations,
+    health,
+    policies,
+    run,
+    schemas,
+    tests,
+    workers,
+)
 from coordinator.run import Run
 from coordinator.runs import choose_run
 from coordinator.settings import CoordinatorSettings
@@ -161,7 +173,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)
     app.add_middleware(DashboardPages)  # GET / and its assets
     app.add_middleware(RequestTimer, telemetry=telemetry)  # outermost: times everything behind it
-    for module in (workers, data, policies, evaluations, tests, run, control, schemas, dashboard, health):
+    for module in (workers, data, generations, policies, evaluations, tests, run, control, schemas, dashboard, health):
         app.include_router(module.router)
     build_openapi = app.openapi
 

@@ -13,8 +13,8 @@ import numpy as np
 
 from coordinator.dataplane import Change
 from coordinator.errors import Conflict, Invalid, StoreUnavailableError
-from coordinator.run_control import RunControl
 from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS, PayloadSize
+from coordinator.run_generations import RunGenerations
 from coordinator.status import build_status
 from shared.store import StorePathError, StoreUnavailable
 from shared.wire import (
@@ -45,13 +45,8 @@ log = logging.getLogger(__name__)
 __all__ = ["BUFFER_ID", "PAUSE_SECONDS", "Run"]
 
 
-class Run(RunControl):
+class Run(RunGenerations):
     # ----- workers -----------------------------------------------------------------------------------------
-    @property
-    def max_wait_seconds(self) -> float:
-        """The longest long-poll: half a lease, so a waiting worker always renews in time."""
-        return self.fleet.lease_seconds / 2
-
     def register(self, kind: WorkerKind, name: str, restarts: int = 0, request_id: str | None = None,
                  last_error: str | None = None) -> RegisterResponse:
         worker, statements = self.fleet.register(kind, name, restarts, request_id, self.clock(), last_error)

@@ -1,10 +1,10 @@
 """The run's core: the components that own the coordinator's state, their persistence and housekeeping.
 
-Fleet (workers, leases, tasks), data plane (buffer, limiter, ingest window, sampling), policy book,
-judge (evaluations, the solve rule), lifecycle (state, budgets), learner progress and payload lifetime
-each own their state and persistence. Every method here runs on the event loop (or a test's one thread),
-so no lock is needed: an operation changes memory, submits its journal statements, and the route awaits
-`settle()` before replying, so nothing is acknowledged before it is durable. If a commit fails, `recover`
+Fleet (workers, leases, tasks), data plane (buffer, limiter, ingest window, sampling), policy book, judge
+(evaluations, the solve rule), lifecycle (state, budgets), learner progress, generations (population evaluation)
+and payload lifetime each own their state and persistence. Every method here runs on the event loop (or a test's
+one thread), so no lock is needed: an operation changes memory, submits its journal statements, and the route
+awaits `settle()` before replying, so nothing is acknowledged before it is durable. If a commit fails, `recover`
 reloads every component from what the journal holds, undoing the lost mutations.
 """
 
@@ -31,6 +31,7 @@ from coordinator.errors import (
     WorkerFlagged,
 )
 from coordinator.fleet import Fleet
+from coordinator.generations import Generations
 from coordinator.ingest import check_report
 from coordinator.journal import FORMAT, Journal, Snapshot
 from coordinator.judge import Judge
@@ -92,6 +93,7 @@ class RunCore:
         self.reopen_stopped = reopen_stopped  # a stopped run resumed by name continues training
         self._sizes = (lease_seconds, keep_policies, max_workers, idempotency_seconds, max_chunk_ids)
         self.policy_signal, self.data_signal = Signal(), Signal()
+        self.generation_signal = Signal()  # a generation opened, a member freed, a result in
         self.payloads = PayloadLifetime(store)
         snapshot = self.journal.load()
         if snapshot is not None:
@@ -103,7 +105,8 @@ class RunCore:
         self.config = config
         self._build()
         if snapshot is None:
-            self._commit(self.fleet.create_singletons(), "config", "lifecycle", "fleet", "data", "learner")
+            self._commit(self.fleet.create_singletons(), "config", "lifecycle", "fleet", "data", "learner",
+                         "generations")
         else:
             self._restore(snapshot, resumed=True)
 
@@ -118,6 +121,7 @@ class RunCore:
         self.judge = Judge(cfg.env, cfg.evaluation)
         self.lifecycle = Lifecycle(cfg.budget, self.clock())
         self.learner = LearnerProgress()
+        self.generations = Generations()
         self.control = Control(self.plan.spec.live)
         self._rate: list[tuple[float, int]] = []
         self._heartbeat_cache: tuple[object, bytes] = (None, b"")
@@ -134,6 +138,8 @@ class RunCore:
             return self.judge.state_dict()
         if part == "control":
             return self.control.state_dict()
+        if part == "generations":
+            return self.generations.state_dict()
         return self.data.state_dict() if part == "data" else self.learner.state_dict()
 
     def _commit(self, statements: list[Statement], *parts: str, change: Change | None = None,
@@ -164,6 +170,7 @@ class RunCore:
         self.policies.load(snap)
         self.judge.load(snap, meta.get("judge"))
         self.control.load_state_dict(meta.get("control"))
+        self.generations.load_state_dict(meta.get("generations"))
         gone = self.data.load(meta["data"], snap)
         if resumed:
             self.lifecycle.resumes += 1
@@ -213,6 +220,7 @@ class RunCore:
         self._restore(snapshot, resumed=False)
         self.policy_signal.fire()
         self.data_signal.fire()
+        self.generation_signal.fire()
 
     def on_loop(self, action: Callable[[], None]) -> Callable[[], None]:
         """`action`, made safe to call from the journal's writer thread: it runs on the event loop (or at once
@@ -237,6 +245,11 @@ class RunCore:
         self.policy_signal.fire()
 
     # ----- helpers -----------------------------------------------------------------------------------------
+    @property
+    def max_wait_seconds(self) -> float:
+        """The longest long-poll: half a lease, so a waiting worker always renews in time."""
+        return self.fleet.lease_seconds / 2
+
     def directive(self, kind: WorkerKind | None) -> Directive:
         ahead = self.control.paused or self.data.collectors_ahead()
         pause = PAUSE_SECONDS if kind == "collector" and ahead else 0.0
@@ -250,6 +263,7 @@ class RunCore:
             self._commit([], "lifecycle")
             self.policy_signal.fire()
             self.data_signal.fire()
+            self.generation_signal.fire()
 
     def task_model(self, task: TaskRecord) -> Task:
         cfg, plan = self.config, self.plan
@@ -258,7 +272,8 @@ class RunCore:
             return CollectorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, behaviour=plan.behaviour,
                                  collector=cfg.collector, sampling=cfg.sampling,
                                  seed=base_seed(cfg.seed, "train", task.index, task.claims),
-                                 policy=self.policies.committed, lockstep=cfg.deterministic)
+                                 policy=self.policies.committed, lockstep=cfg.deterministic,
+                                 work="members" if plan.spec.loop == "population" else "chunks")
         if task.kind == "learner":
             return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env,
                                spaces=plan.spaces, behaviour=plan.behaviour, learner=cfg.learner,
@@ -349,6 +364,9 @@ class RunCore:
         statements = self.fleet.expire(now)
         if self.lifecycle.check_budget(self.data.env_steps, now):
             self.policy_signal.fire()
+            self.generation_signal.fire()
+        if self.generation_signal.waiters and self.generations.claimable(now):
+            self.generation_signal.fire()  # a member's lease ran out: waiting collectors may take it
         self._rate = [*self._rate[-15:], (now, self.data.env_steps)]
         self.payloads.expire_consumed(now)
         statements.append(jr.chunks_forgotten(self.data.ledger.expire(self.wall_clock())))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shared.seeds import base_seed
+from shared.seeds import base_seed, population_seed
 from shared.wire import LearnerStatus, SeedsUsed, Status
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ def build_status(run: Run) -> Status:
         tests_rejected=run.judge.rejected,
         test_in_flight=run.judge.pending[0] if run.judge.pending else None,
         seeds=_seeds(run), control=run.control.status(),
+        population=run.generations.status(now) if run.plan.spec.loop == "population" else None,
         workers=run.fleet.worker_status(now, Counter(data.producers.values())),
         tasks=run.fleet.task_status(),
         buffers=[data.status()],
@@ -51,10 +52,13 @@ def build_status(run: Run) -> Status:
 
 
 def _seeds(run: Run) -> SeedsUsed:
-    """Collector blocks follow from each task's index and claims; evaluations and tests report theirs."""
+    """Collector blocks follow from each task's index and claims, population members' from the generations
+    opened; evaluations and tests report theirs."""
     cfg = run.config
+    chunks = run.plan.spec.loop != "population"  # population collectors play their generations' seeds only
     train = [base_seed(cfg.seed, "train", t.index, claim) for t in run.fleet.tasks.tasks.values()
-             if t.kind == "collector" for claim in range(1, t.claims + 1)]
+             if t.kind == "collector" and chunks for claim in range(1, t.claims + 1)]
+    train += [population_seed(cfg.seed, g) for g in range(1, run.generations.last_number + 1)]
     return SeedsUsed(train=sorted(train), valid=[r.seed for r in run.judge.results if r.seed is not None],
                      test=[t.seed for t in run.judge.tests if t.seed is not None],
                      envs={"train": cfg.collector.num_envs, "valid": cfg.evaluation.num_envs,

@@ -103,6 +103,16 @@ class RunCollector(Collector):
                 ("rlfleet_corrupt_chunks", "chunks a learner found unusable", data.corrupt_chunks),
                 ("rlfleet_env_errors", "environment exceptions contained by collectors", data.env_errors),
                 ("rlfleet_journal_commits", "SQLite transactions since the coordinator started", committer.commits),
+                ("rlfleet_member_results", "population member results applied to their generation",
+                 run.generations.results_accepted),
+                ("rlfleet_member_results_late", "member results for closed generations: acknowledged, never applied",
+                 run.generations.late_results),
+                ("rlfleet_member_results_duplicate", "repeated member reports recognised and counted once",
+                 run.generations.duplicate_results),
+                ("rlfleet_members_reoffered", "population members offered again after their lease ran out",
+                 run.generations.members_reoffered),
+                ("rlfleet_generations_closed", "generations a population-based learner closed",
+                 run.generations.generations_closed),
                 ("rlfleet_journal_submissions", "journalled mutations since the coordinator started",
                  committer.submissions)):
             yield CounterMetricFamily(name, help_, value=count)

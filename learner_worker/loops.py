@@ -17,6 +17,7 @@ import numpy as np
 
 from learner_worker.cache import ChunkCache, PayloadReader
 from learner_worker.lockstep import LockstepFetcher, batches_allowed
+from learner_worker.population import PopulationTrainer
 from learner_worker.prefetch import Prefetcher, report_corrupt
 from learner_worker.trainer import Trainer, check_finite
 from shared.algorithms.base import ReplayParams
@@ -129,4 +130,4 @@ class ChunkTrainer(Trainer):
             self.after_update(losses, sum(int(c["rewards"].size) for c in chunks), publish=True)
 
 
-TRAINERS: dict[str, type[Trainer]] = {"replay": ReplayTrainer, "chunks": ChunkTrainer}
+TRAINERS: dict[str, type[Trainer]] = {"replay": ReplayTrainer, "chunks": ChunkTrainer, "population": PopulationTrainer}

@@ -106,11 +106,15 @@ class Trainer:
                 self.checkpoint()
             self.end_hooks(self.session.fatal or sys.exc_info()[1])  # what ended training, if not the run
             rate = (self.iteration - first) / max(1e-9, time.monotonic() - started)
-            log.info("learner stopped at iteration %d (%.1f it/s this session; %d payloads loaded, %d missing)",
-                     self.iteration, rate, self.reader.loaded, self.reader.missing)
+            log.info("learner stopped at iteration %d (%.1f it/s this session; %s)", self.iteration, rate,
+                     self.io_summary())
 
     def loop(self, running: Callable[[], bool]) -> None:
         raise NotImplementedError
+
+    def io_summary(self) -> str:
+        """What the loop read, for the stop line."""
+        return f"{self.reader.loaded} payloads loaded, {self.reader.missing} missing"
 
     def end_hooks(self, ending: BaseException | None) -> None:
         """The end hooks hear of every ending but a crash of the learner itself (a bug, here or in another

@@ -16,6 +16,11 @@ tuples own disjoint blocks:
 * counter: how often that collector task was claimed (a restarted or rescheduled collector continues with
   a fresh block, never an earlier sequence), the policy version for validation, the test's number for tests.
 
+Population evaluation (evolution strategies) draws its blocks in train mode from a task index no collector task
+reaches (`POPULATION_TASK`, the scheme's last), with the generation number as the counter: every member of a
+generation plays the same episode seeds (common random numbers: an antithetic pair differs only by its
+perturbation), and every generation gets fresh ones.
+
 An actor's own random stream (exploration, sampling) is seeded with [base, 1], a different stream from the
 env's.
 """
@@ -31,6 +36,7 @@ MAX_TASK, MAX_COUNTER = 2**20, 2**24
 MAX_RUN_SEED = 2**31 - 1
 ACTOR_STREAM = 1
 RETEST_TASK = 1  # the task index of `rlfleet test` re-runs after the fact
+POPULATION_TASK = MAX_TASK - 1  # train mode: population evaluation; collector tasks would need 2**20 - 1 claims
 
 
 def operator_task(request: int) -> int:
@@ -45,6 +51,11 @@ def base_seed(run_seed: int, mode: Mode, task: int, counter: int) -> int:
     if not 0 <= task < MAX_TASK or not 0 <= counter < MAX_COUNTER:
         raise ValueError(f"task {task} or counter {counter} outside the seed scheme's range")
     return (((run_seed * len(MODES) + MODES[mode]) * MAX_TASK + task) * MAX_COUNTER + counter) * ENVS_PER_BLOCK
+
+
+def population_seed(run_seed: int, generation: int) -> int:
+    """The seed block every member of `generation` plays (episode i: base + i)."""
+    return base_seed(run_seed, "train", POPULATION_TASK, generation)
 
 
 def decode(base: int) -> tuple[int, Mode, int, int]:

@@ -31,6 +31,9 @@ from shared.wire_base import (
     Count as Count,
 )
 from shared.wire_base import (
+    Directive as Directive,
+)
+from shared.wire_base import (
     EntryId as EntryId,
 )
 from shared.wire_base import (
@@ -41,6 +44,9 @@ from shared.wire_base import (
 )
 from shared.wire_base import (
     PayloadPath as PayloadPath,
+)
+from shared.wire_base import (
+    PolicyRef as PolicyRef,
 )
 from shared.wire_base import (
     RequestId as RequestId,
@@ -87,39 +93,12 @@ from shared.wire_evaluations import (
 from shared.wire_evaluations import (
     Seed as Seed,
 )
+from shared.wire_generations import PopulationStatus
 
 
 class ErrorBody(Wire):
     error: str = Field(description="machine-readable error code")
     message: str = Field(description="what is wrong and what to change")
-
-
-class PolicyRef(Wire):
-    version: Annotated[int, Field(ge=1)]
-    """Policy version, strictly increasing from 1."""
-    path: PayloadPath
-    sha256: Sha256
-
-
-class Directive(Wire):
-    """What the coordinator tells a worker on every reply: keep going, pause, or stop; and the latest policy."""
-
-    run_state: RunState
-    """Running, or how the run ended: solved, budget_exhausted, stopped, failed."""
-    policy: PolicyRef | None = None
-    """The latest published policy; null before the first publish."""
-    pause_seconds: Annotated[float, Field(ge=0)] = 0.0
-    """0: keep collecting. Above 0 the rate limiter holds collectors back: collect nothing, re-check (heartbeat) after
-    this many seconds, resume once it is 0 again. A re-check interval, not a sleep per chunk.
-    """
-    env_steps_total: Count = 0
-    """Acknowledged env steps of the whole run (exploration schedules are a function of it)."""
-    checkpoints: Count = 0
-    """Operator checkpoint requests so far: a learner that has handled fewer checkpoints at once."""
-    evaluations: Count = 0
-    """Operator evaluation requests so far: an evaluator that has handled fewer validates the latest policy now."""
-    settings: Count = 0
-    """Live setting changes so far: a worker that has seen fewer re-reads its task (claim) to apply them."""
 
 
 class RegisterRequest(Wire):
@@ -173,6 +152,9 @@ class CollectorTask(Wire):
     """The latest policy when the task was claimed; null before the first publish."""
     lockstep: bool = Field(False, description="deterministic run: after each chunk, wait (however long) for the "
                                               "policy the learner trained on it")
+    work: Literal["chunks", "members"] = Field("chunks", description=(
+        "chunks: collect chunks; members: evaluate members of the learner's generations (POST "
+        "/v1/generations/claim) instead"))
 
 
 class LearnerTask(Wire):
@@ -544,6 +526,8 @@ class Status(Wire):
     """The seed blocks each mode used."""
     control: ControlStatus | None = None
     """Operator commands and live setting changes (the control plane)."""
+    population: PopulationStatus | None = None
+    """Generations of a population-based learner (null for other algorithms)."""
     workers: list[WorkerStatus]
     """Every registered worker."""
     tasks: list[TaskStatus]

@@ -24,3 +24,31 @@ RunState = Literal["running", "solved", "budget_exhausted", "stopped", "failed"]
 
 class Wire(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
+
+
+class PolicyRef(Wire):
+    version: Annotated[int, Field(ge=1)]
+    """Policy version, strictly increasing from 1."""
+    path: PayloadPath
+    sha256: Sha256
+
+
+class Directive(Wire):
+    """What the coordinator tells a worker on every reply: keep going, pause, or stop; and the latest policy."""
+
+    run_state: RunState
+    """Running, or how the run ended: solved, budget_exhausted, stopped, failed."""
+    policy: PolicyRef | None = None
+    """The latest published policy; null before the first publish."""
+    pause_seconds: Annotated[float, Field(ge=0)] = 0.0
+    """0: keep collecting. Above 0 the rate limiter holds collectors back: collect nothing, re-check (heartbeat) after
+    this many seconds, resume once it is 0 again. A re-check interval, not a sleep per chunk.
+    """
+    env_steps_total: Count = 0
+    """Acknowledged env steps of the whole run (exploration schedules are a function of it)."""
+    checkpoints: Count = 0
+    """Operator checkpoint requests so far: a learner that has handled fewer checkpoints at once."""
+    evaluations: Count = 0
+    """Operator evaluation requests so far: an evaluator that has handled fewer validates the latest policy now."""
+    settings: Count = 0
+    """Live setting changes so far: a worker that has seen fewer re-reads its task (claim) to apply them."""

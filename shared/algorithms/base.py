@@ -5,9 +5,11 @@ run configs and wire models carry it as one discriminated union), the action hea
 spaces, how its collectors act (`Behaviour`), what it needs from the buffer, and where its learner lives
 (a `module:Class` path, imported only by learner processes, so the registry itself stays torch-free).
 
-Two learner loops exist (learner_worker/loops.py) and every algorithm runs on one of them:
+Three learner loops exist (learner_worker/loops.py, learner_worker/population.py) and every algorithm runs on
+one of them:
 * replay: batches of transitions with n-step targets, from a replay buffer (`ReplayParams`);
-* chunks: whole fresh chunks from an on-policy queue, consumed once (`ChunkParams`).
+* chunks: whole fresh chunks from an on-policy queue, consumed once (`ChunkParams`);
+* population: generations of perturbed policies that collectors evaluate, no buffer (`PopulationParams`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from shared.spaces import BoxActions, MultiDiscreteActions, Spaces
 if TYPE_CHECKING:
     from shared.config import RunConfig
 
-Loop = Literal["replay", "chunks"]
+Loop = Literal["replay", "chunks", "population"]
 
 # Settings an operator may change while the run trains (`PATCH /v1/run/settings`), as dotted config paths. Each
 # registry entry lists its own: nothing outside the registry decides by an algorithm's name what is live.
@@ -64,6 +66,23 @@ class ChunkParams(AlgoParams):
     checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 50
 
 
+class PopulationParams(AlgoParams):
+    """The population loop's knobs: how a generation is evaluated and when the learner stops waiting for it."""
+
+    report_every: Annotated[int, Field(ge=1, description="generations between learn-info reports")] = 1
+    checkpoint_every: Annotated[int, Field(ge=1, description="generations between checkpoints")] = 10
+    population: Annotated[int, Field(ge=2, le=10_000, description="members per generation")] = 32
+    episodes_per_member: Annotated[int, Field(ge=1, le=256, description="greedy episodes per member")] = 1
+    max_steps_per_member: Annotated[int | None, Field(ge=1, description=(
+        "cap on a member's env steps over its episodes; null: play them to their end"))] = None
+    min_fraction: Annotated[float, Field(gt=0, le=1, description=(
+        "a generation completes once this fraction of its members has reported"))] = 0.9
+    generation_timeout_seconds: Annotated[float, Field(gt=0, description=(
+        "a generation completes with what has arrived after this long"))] = 60.0
+    member_lease_seconds: Annotated[float, Field(gt=0, le=3600, description=(
+        "a claimed member not reported within this is offered to another collector"))] = 30.0
+
+
 def sampled_head(spaces: Spaces) -> Head:
     """The head of a policy-gradient actor, which acts in any action space: a gaussian for Box actions, one
     categorical per sub-action for MultiDiscrete, a categorical otherwise."""
@@ -90,10 +109,16 @@ class AlgorithmSpec:
     head: Callable[[Spaces], Head]  # the published action head; raises ValueError for spaces it cannot act in
     behaviour: Callable[[RunConfig, Spaces], Behaviour]
     live: tuple[str, ...] = EVALUATION_LIVE
+    fits: Callable[[RunConfig], None] | None = None  # further checks of the config; raises ValueError naming a field
 
     def check(self, config: RunConfig) -> None:
-        """Refuse buffer settings this algorithm's loop cannot train on, naming the fields to change."""
+        """Refuse buffer settings this algorithm's loop cannot train on (and what `fits` refuses), naming the fields
+        to change."""
         unit, sampler = config.sampling.unit, config.replay.sampler
+        if self.fits is not None:
+            self.fits(config)
+        if self.loop == "population":
+            return  # no buffer: collectors report member results, not chunks
         if self.loop == "replay":
             if unit != "transition":
                 raise ValueError(f"{self.name} trains on transitions: set sampling.unit=transition (got {unit})")
