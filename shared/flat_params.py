@@ -2,8 +2,9 @@
 
 Population-based learners perturb and update a policy as a single vector; the learner builds it from its torch
 network and collectors from the published numpy state dict. Both go through `flatten` / `unflatten` with the
-shapes of `policy_shapes`, which lists the MLP policy's tensors in the order torch registers them (layer by
-layer, weight then bias, then a gaussian head's `log_std`), so a vector means the same weights on every side.
+shapes of `policy_shapes`, which fixes one order by name (layer by layer, weight then bias, as torch lists
+the body; then a gaussian head's `log_std`, which torch's state dict lists first), so a vector means the same
+weights on every side whatever order a state dict comes in.
 """
 
 from __future__ import annotations

@@ -1,0 +1,83 @@
+"""A collector's evaluation of a member: the perturbed policy played greedily on the generation's seeds, exactly
+as playing it by hand would, capped at max_steps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from collector_worker.members import MemberEvaluator
+from shared.actors import NumpyActor
+from shared.algorithms.base import sampled_head
+from shared.confbase import NetConfig
+from shared.config import EnvConfig
+from shared.flat_params import flatten, policy_shapes, unflatten
+from shared.manifest import PolicyManifest, default_encoder
+from shared.nets import PolicyNet
+from shared.noise_table import noise_table
+from shared.policy_io import load_policy, save_policy
+from shared.store import LocalStore
+from shared.wire_generations import MemberTask, Perturbation
+from tests.policies import CARTPOLE
+
+PERTURBATION = Perturbation(noise_seed=11, noise_size=8192, sigma=0.5, episodes=3)
+
+
+def _member(tmp_path: Path, sign: int = 1, **perturbation: object) -> tuple[MemberTask, LocalStore]:
+    torch.manual_seed(0)
+    manifest = PolicyManifest(spaces=CARTPOLE, encoder=default_encoder(CARTPOLE.obs), net=NetConfig(hidden=(8,)),
+                              head=sampled_head(CARTPOLE))
+    store = LocalStore(tmp_path / "store")
+    ref = save_policy(store, 1, PolicyNet(manifest).state_dict(), manifest)
+    return MemberTask(generation=1, member=0, policy=ref, perturbation=PERTURBATION.model_copy(update=perturbation),
+                      noise_index=123, sign=sign, seed=5000), store
+
+
+def _by_hand(member: MemberTask, store: LocalStore) -> list[float]:
+    """Each episode played alone with the perturbed weights, one env per seed."""
+    manifest, state = load_policy(store, member.policy)
+    shapes = policy_shapes(manifest)
+    theta = flatten(state, shapes)
+    p = member.perturbation
+    actor = NumpyActor(manifest, unflatten(theta + member.sign * p.sigma * noise_table(p.noise_seed, p.noise_size)
+                                           .get(member.noise_index, theta.size), shapes))
+    returns = []
+    for i in range(p.episodes):
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=member.seed + i)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(int(actor.greedy(obs[None])[0]))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return returns
+
+
+def test_a_member_plays_its_perturbed_policy_on_the_generations_seeds(tmp_path: Path) -> None:
+    member, store = _member(tmp_path)
+    evaluator = MemberEvaluator(EnvConfig(id="CartPole-v1"), store)
+    try:
+        outcome = evaluator.evaluate(member)
+        expected = _by_hand(member, store)
+        assert outcome.episodes == 3 and outcome.mean_return == np.mean(expected)
+        assert outcome.env_steps == sum(expected) and outcome.mean_length == np.mean(expected)
+        assert evaluator.evaluate(member) == outcome  # envs kept across members: still the same seeds
+        opposite = evaluator.evaluate(member.model_copy(update={"sign": -1}))
+        assert opposite.mean_return == np.mean(_by_hand(member.model_copy(update={"sign": -1}), store))
+    finally:
+        evaluator.close()
+
+
+def test_max_steps_caps_the_members_episodes_together(tmp_path: Path) -> None:
+    member, store = _member(tmp_path, max_steps=20)
+    evaluator = MemberEvaluator(EnvConfig(id="CartPole-v1"), store)
+    try:
+        outcome = evaluator.evaluate(member)
+    finally:
+        evaluator.close()
+    assert 20 <= outcome.env_steps < 20 + 3  # the step that crosses the cap finishes its round of envs
+    assert outcome.episodes <= 3

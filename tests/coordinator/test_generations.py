@@ -1,0 +1,135 @@
+"""The generations component: members leased and offered again, results applied once, late ones counted and
+never applied, closing by fraction or by force, retries, and its journal state."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.errors import Conflict, Invalid, NotFound
+from coordinator.generations import Generations
+from shared.wire_base import PolicyRef
+from shared.wire_generations import GenerationOpen, MemberResult, MemberSpec, Perturbation
+
+POLICY = PolicyRef(version=3, path="policies/v0000000003.safetensors", sha256="a" * 64)
+PERTURBATION = Perturbation(noise_seed=1, noise_size=4096, sigma=0.1, episodes=1, lease_seconds=10.0)
+
+
+def _open_request(request_id: str = "r1", version: int = 3, pairs: int = 2) -> GenerationOpen:
+    members = [MemberSpec(noise_index=10 * i, sign=sign) for i in range(pairs) for sign in (1, -1)]
+    return GenerationOpen(worker_id="learner-1", request_id=request_id.ljust(32, "0"), policy_version=version,
+                          perturbation=PERTURBATION, members=members)
+
+
+def _result(member: int, ret: float = 10.0) -> MemberResult:
+    return MemberResult(worker_id="collector-1", member=member, mean_return=ret, mean_length=ret, episodes=1,
+                        env_steps=int(ret))
+
+
+@pytest.fixture
+def gens() -> Generations:
+    g = Generations()
+    g.open(_open_request(), POLICY, lambda n: 1000 + n)
+    return g
+
+
+def test_opening_numbers_generations_and_seeds_each(gens: Generations) -> None:
+    assert gens.current is not None and gens.current.number == 1 and gens.current.seed == 1001
+    assert gens.current.policy == POLICY
+
+
+def test_a_generation_perturbs_only_the_latest_policy() -> None:
+    with pytest.raises(Conflict, match="latest published policy"):
+        Generations().open(_open_request(version=2), POLICY, lambda n: n)
+    with pytest.raises(Conflict, match="v0"):
+        Generations().open(_open_request(), None, lambda n: n)
+
+
+def test_a_retried_open_gets_the_same_generation_and_a_reused_id_with_other_members_is_refused(
+        gens: Generations) -> None:
+    assert gens.open(_open_request(), POLICY, lambda n: n).number == 1
+    with pytest.raises(Conflict, match="fresh request id"):
+        gens.open(_open_request(pairs=3), POLICY, lambda n: n)
+
+
+def test_members_are_claimed_once_until_their_lease_runs_out(gens: Generations) -> None:
+    claims = [gens.claim("c1", now=0.0) for _ in range(4)]
+    assert [index for _, index in claims] == [0, 1, 2, 3]  # type: ignore[misc]
+    assert gens.claim("c2", now=5.0) is None and not gens.claimable(5.0)
+    assert gens.claimable(10.0)
+    again = gens.claim("c2", now=10.0)
+    assert again is not None and again[1] == 0 and gens.members_reoffered == 1
+    assert gens.status(10.0).claimed == 1  # the other three leases ran out too; only the new one is live
+
+
+def test_a_result_is_applied_once(gens: Generations) -> None:
+    gens.claim("c1", 0.0)
+    assert gens.report(1, _result(0, 50.0)) == "accepted"
+    assert gens.report(1, _result(0, 99.0)) == "duplicate"
+    assert gens.current is not None and gens.current.results[0].mean_return == 50.0
+    assert gens.results_accepted == 1 and gens.duplicate_results == 1
+    assert gens.claim("c2", 100.0) == (gens.current, 1)  # a reported member is never offered again
+
+
+def test_closing_waits_for_the_fraction_unless_forced(gens: Generations) -> None:
+    gens.report(1, _result(0))
+    gens.report(1, _result(1))
+    assert not gens.ready(1, 0.75) and gens.close(1, 0.75, force=False) is None
+    assert gens.ready(1, 0.5)
+    gens.report(1, _result(2))
+    closed = gens.close(1, 0.75, force=False)
+    assert closed is not None and sorted(closed.results) == [0, 1, 2]
+    assert gens.current is None and gens.last_fraction == 0.75
+    assert gens.close(1, 0.75, force=False) is closed  # a retried close gets the same results
+
+
+def test_a_forced_close_takes_what_arrived(gens: Generations) -> None:
+    gens.report(1, _result(3))
+    closed = gens.close(1, 1.0, force=True)
+    assert closed is not None and list(closed.results) == [3]
+
+
+def test_results_after_the_close_are_late_counted_and_never_applied(gens: Generations) -> None:
+    gens.report(1, _result(0))
+    gens.close(1, 0.25, force=False)
+    assert gens.report(1, _result(1)) == "late"
+    assert gens.report(1, _result(1)) == "duplicate"  # the same late member again
+    assert gens.closed is not None and list(gens.closed.results) == [0]
+    gens.open(_open_request("r2"), POLICY, lambda n: n)
+    gens.close(2, 1.0, force=True)
+    gens.open(_open_request("r3"), POLICY, lambda n: n)
+    assert gens.report(1, _result(2)) == "late"  # two generations back: nothing left to compare with
+    assert gens.late_results == 2
+
+
+def test_a_new_open_closes_a_generation_left_open(gens: Generations) -> None:
+    gens.report(1, _result(0))
+    second = gens.open(_open_request("r2"), POLICY, lambda n: n)
+    assert second.number == 2 and gens.closed is not None and gens.closed.number == 1
+    assert gens.report(1, _result(1)) == "late"
+
+
+def test_unknown_numbers_and_members_are_refused(gens: Generations) -> None:
+    with pytest.raises(Invalid, match="does not exist yet"):
+        gens.report(2, _result(0))
+    with pytest.raises(Invalid, match="member 4 does not exist"):
+        gens.report(1, _result(4))
+    gens.close(1, 1.0, force=True)
+    gens.open(_open_request("r2"), POLICY, lambda n: n)
+    gens.close(2, 1.0, force=True)
+    gens.open(_open_request("r3"), POLICY, lambda n: n)
+    with pytest.raises(NotFound, match="closed long ago"):
+        gens.close(1, 1.0, force=True)
+
+
+def test_the_journal_state_keeps_acknowledged_results_and_counters(gens: Generations) -> None:
+    gens.claim("c1", 0.0)
+    gens.report(1, _result(0, 42.0))
+    gens.report(1, _result(0, 42.0))
+    restored = Generations()
+    restored.load_state_dict(gens.state_dict())
+    assert restored.current is not None and restored.current.results[0].mean_return == 42.0
+    assert restored.last_number == 1 and restored.duplicate_results == 1 and restored.results_accepted == 1
+    assert restored.report(1, _result(0)) == "duplicate"
+    # claims are not journalled: every unreported member is offered again after a restart
+    assert [restored.claim("c2", 0.0)[1] for _ in range(3)] == [1, 2, 3]  # type: ignore[index]
+    Generations().load_state_dict(None)  # a journal from before generations existed
