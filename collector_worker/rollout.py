@@ -58,7 +58,8 @@ class Chunk:
 
 
 class Rollout:
-    def __init__(self, env: EnvConfig, num_envs: int, spaces: Spaces, behaviour: Behaviour, seed: int) -> None:
+    def __init__(self, env: EnvConfig, num_envs: int, spaces: Spaces, behaviour: Behaviour, seed: int,
+                 greedy: bool = False) -> None:
         self.env = make_vector_env(env, num_envs, reset_on_error=True)
         found = describe(self.env)
         if found != spaces:
@@ -68,6 +69,7 @@ class Rollout:
         self.spaces, self.behaviour = spaces, behaviour
         self.schema = chunk_schema(spaces, behaviour)
         self.rng = np.random.default_rng([seed, ACTOR_STREAM])  # not the env's own stream
+        self.greedy = greedy  # act on the argmax / the mean (`rlfleet record`'s default), not exploring
         self.actor: Actor | None = None
         self.version = 0
         self.obs, _ = self.env.reset(seed=seed)
@@ -87,7 +89,7 @@ class Rollout:
             if self.behaviour.sample:
                 raise RuntimeError("a sampling behaviour records log-probs and cannot act before the first policy")
             return random_actions(self.spaces, self.behaviour.head, self.num_envs, self.rng)
-        return self.actor.act(obs, explore=True, rng=self.rng, epsilon=epsilon)
+        return self.actor.act(obs, explore=not self.greedy, rng=self.rng, epsilon=epsilon)
 
     def collect(self, steps: int, epsilon: float = 0.0, episodes_target: int | None = None,
                 refresh: Callable[[], None] | None = None, random: bool = False) -> Chunk:

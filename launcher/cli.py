@@ -244,6 +244,52 @@ def test(
         typer.echo(f"json     {out}")
 
 
+@app.command()
+def record(
+    run_dir: Annotated[Path | None, typer.Argument(help="a finished run's directory, data/runs/<name>: its best "
+                                                          "policy and config")] = None,
+    name: Annotated[str, typer.Option(help="the dataset's name (algo.dataset of the run that trains on it)")] = "",
+    policy: Annotated[Path | None, typer.Option(help="a policy file to play instead of RUN_DIR's best")] = None,
+    config: Annotated[Path | None, typer.Option(help="run config whose env to play in instead of "
+                                                     "RUN_DIR/config.yaml")] = None,
+    episodes: Annotated[int, typer.Option(min=2, max=100_000, help="episodes to record")] = 20,
+    valid_fraction: Annotated[float, typer.Option(help="share of the episodes kept for the valid split")] = 0.2,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seeds the envs, the split and any sampling")] = 0,
+    stochastic: Annotated[bool, typer.Option(help="sample actions from the policy instead of its greedy "
+                                                  "choice")] = False,
+    data_dir: Annotated[Path, typer.Option(help="the data directory whose dataset store (datasets/) keeps it")] = Path(
+        "data"),
+) -> None:
+    """Play a trained policy for EPISODES episodes and store them as a named dataset of chunks with train and
+    valid splits (see launcher/record.py); a run with `algo.dataset: NAME` (behavioural cloning) trains on it.
+    Exits 2 with one line on stderr for input that cannot be recorded."""
+    from evaluator.testing import UsageError, load_subject, resolve_inputs
+    from launcher.record import Recording, returns_text
+    from launcher.record import record as record_dataset
+    from shared.datasets import DatasetError
+    from shared.store import StoreUnavailable
+    from shared.stores import StoreConfigError, StoreSettings, open_datasets
+
+    try:
+        if not name:
+            raise UsageError("--name is required: the dataset's name, as a run's algo.dataset will give it")
+        target = StoreSettings().store_target()
+        policy_file, config_file, _ = resolve_inputs(run_dir, policy, config, None, target)
+        subject = load_subject(policy_file, config_file)
+        store = open_datasets(data_dir.resolve(), target)
+        typer.echo(f"recording {episodes} {'sampled' if stochastic else 'greedy'} episodes of {policy_file} in "
+                   f"{subject.config.env.id} as dataset {name!r}")
+        manifest = record_dataset(subject, Recording(name, episodes, valid_fraction, seed, stochastic), store,
+                                  lambda i, ret, length: typer.echo(f"  episode {i}/{episodes}: return {ret:.1f}, "
+                                                                    f"{length} steps"))
+    except (UsageError, DatasetError, ValueError, OSError, StoreConfigError, StoreUnavailable) as exc:
+        typer.echo(f"rlfleet record: {' '.join(str(exc).split())}", err=True)
+        raise typer.Exit(2) from exc
+    train, valid = manifest.splits["train"], manifest.splits["valid"]
+    typer.echo(f"dataset {name!r} in {store.describe()}: {train.episodes} train episodes ({train.transitions} "
+               f"transitions), {valid.episodes} valid ({valid.transitions}); {returns_text(manifest)}")
+
+
 ctl = typer.Typer(no_args_is_help=True, help=(
     "Steer a running run (admin token): pause/resume collection, checkpoint, evaluate, set live settings, stop."))
 app.add_typer(ctl, name="ctl")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
@@ -90,6 +91,14 @@ def open_store(layout: RunLayout, area: Area) -> PayloadStore:
     if target is None:
         return LocalStore(layout.run_dir / area)
     return object_store(target, "/".join(p for p in (target.prefix, "runs", layout.run_name, area) if p))
+
+
+def open_datasets(data_dir: Path, target: StoreTarget | None) -> PayloadStore:
+    """The dataset store (shared/datasets.py): beside the runs, never inside one, so no run's eviction or
+    orphan sweep can reach a recording and every run of the data directory (or bucket prefix) can train on it."""
+    if target is None:
+        return LocalStore(data_dir / "datasets")
+    return object_store(target, "/".join(p for p in (target.prefix, "datasets") if p))
 
 
 def object_store(target: StoreTarget, prefix: str) -> S3Store:
