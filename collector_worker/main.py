@@ -88,6 +88,9 @@ def run_collector(settings: WorkerSettings) -> int:
 def _claim_and_collect(session: WorkerSession, layout: RunLayout) -> None:
     store = open_store(layout, "store")
     for task in session.tasks(CollectorTask):
+        if task.work == "none":
+            log.info("this run trains on a recorded dataset: nothing to collect, the collector exits")
+            return
         (evaluate_members if task.work == "members" else _collect)(session, store, task)
 
 

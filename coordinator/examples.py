@@ -51,6 +51,7 @@ from shared.wire import (
     TaskStatus,
     WorkerStatus,
 )
+from shared.wire_datasets import DatasetBatch, DatasetFile, DatasetSampleRequest
 from shared.wire_generations import (
     GenerationClose,
     GenerationOpen,
@@ -166,3 +167,11 @@ GENERATION_RESULTS = GenerationResults(
              MemberOutcome(member=1, noise_index=81_220, sign=-1, mean_return=212.0, mean_length=212.0),
              MemberOutcome(member=2, noise_index=3_090_417, sign=1, mean_return=500.0, mean_length=500.0),
              MemberOutcome(member=3, noise_index=3_090_417, sign=-1, mean_return=96.0, mean_length=96.0)])
+
+# Dataset serving: the third batch of 256 of epoch 2 of a 20-episode CartPole recording.
+DATASET_SAMPLE = DatasetSampleRequest(worker_id=LEARNER, request_id="8f14e45fceea167a5a36dedd4bea2543", batch_size=4)
+DATASET_BATCH = DatasetBatch(
+    dataset="cartpole-expert", epoch=2, epoch_complete=False, epochs=50,
+    files=[DatasetFile(path="cartpole-expert/train/episode-000003.msgpack", sha256="9" * 64),
+           DatasetFile(path="cartpole-expert/train/episode-000011.msgpack", sha256="4" * 64)],
+    file_index=[0, 1, 1, 0], rows=[17, 402, 3, 288], directive=RUNNING)

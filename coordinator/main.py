@@ -27,6 +27,7 @@ from coordinator.routes import (
     control,
     dashboard,
     data,
+    datasets,
     evaluations,
     generations,
     health,
@@ -44,7 +45,7 @@ from coordinator.timeline import Timeline
 from coordinator.webui import DashboardPages
 from shared.config import RunConfig, dump_run_config, load_run_config
 from shared.layout import RunLayout
-from shared.stores import check_store, open_store
+from shared.stores import check_store, open_datasets, open_store
 from shared.tokens import load_tokens_file
 from shared.wire import ErrorBody
 
@@ -131,7 +132,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             config, store, lease_seconds=settings.lease_seconds,
             sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
             journal=journal, max_workers=settings.max_workers, idempotency_seconds=settings.idempotency_seconds,
-            reopen_stopped=named, telemetry=telemetry,
+            reopen_stopped=named, telemetry=telemetry, datasets=open_datasets(settings.data_dir, request_target),
         )
         telemetry.watch(app.state.run)
         app.state.timeline.resume(layout.metrics_csv, app.state.run.data.buffer.capacity)
@@ -173,7 +174,8 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)
     app.add_middleware(DashboardPages)  # GET / and its assets
     app.add_middleware(RequestTimer, telemetry=telemetry)  # outermost: times everything behind it
-    for module in (workers, data, generations, policies, evaluations, tests, run, control, schemas, dashboard, health):
+    for module in (workers, data, datasets, generations, policies, evaluations, tests, run, control, schemas,
+                   dashboard, health):
         app.include_router(module.router)
     build_openapi = app.openapi
 

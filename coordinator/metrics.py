@@ -60,6 +60,7 @@ class MetricsRecorder:
         if new_losses:
             self._losses.writerow(LOSS_COLUMNS)
         self._loss_iteration = -1
+        self._epochs_seen = 0  # a resumed run writes its epochs' TensorBoard scores again: harmless duplicates
         self._writer: Any = None
         self._writer_lock = threading.Lock()
 
@@ -102,6 +103,11 @@ class MetricsRecorder:
         self._tb.add_scalar("charts/policy_lag", status.policy_lag.ingest_mean, step)
         for name, value in status.learner.losses.items():
             self._tb.add_scalar(f"losses/{name}", value, step)
+        if status.dataset is not None:  # a dataset run has no env steps: its valid-split scores go per epoch
+            for score in status.dataset.epoch_scores[self._epochs_seen:]:
+                for name, value in score.scores.items():
+                    self._tb.add_scalar(f"dataset/{name}", value, score.epoch)
+            self._epochs_seen = len(status.dataset.epoch_scores)
         if status.learner.losses and status.learner.iteration != self._loss_iteration:
             self._loss_iteration = status.learner.iteration  # one row per report, not per tick
             wall = round(status.wall_seconds, 3)

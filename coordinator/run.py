@@ -14,7 +14,7 @@ import numpy as np
 from coordinator.dataplane import Change
 from coordinator.errors import Conflict, Invalid, StoreUnavailableError
 from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS, PayloadSize
-from coordinator.run_generations import RunGenerations
+from coordinator.run_datasets import RunDatasets
 from coordinator.status import build_status
 from shared.store import StorePathError, StoreUnavailable
 from shared.wire import (
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 __all__ = ["BUFFER_ID", "PAUSE_SECONDS", "Run"]
 
 
-class Run(RunGenerations):
+class Run(RunDatasets):
     # ----- workers -----------------------------------------------------------------------------------------
     def register(self, kind: WorkerKind, name: str, restarts: int = 0, request_id: str | None = None,
                  last_error: str | None = None) -> RegisterResponse:
@@ -162,7 +162,8 @@ class Run(RunGenerations):
     def learn_report(self, report: LearnReport) -> Ack:
         self.fleet.worker(report.worker_id, self.clock(), "learner")
         self.learner.report(report)
-        self._commit([], "learner")
+        scored = self.dataset is not None and self.dataset.record_scores(report.losses)
+        self._commit([], "learner", *(["dataset"] if scored else []))
         return Ack(directive=self.directive("learner"))
 
     def publish_policy(self, publish: PolicyPublish) -> Ack:

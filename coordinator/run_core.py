@@ -15,12 +15,13 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from coordinator import journal as jr
 from coordinator.committer import JournalFailed, Statement
 from coordinator.control import Control
 from coordinator.dataplane import BUFFER_ID, Change, DataPlane
+from coordinator.datasets import DatasetServer
 from coordinator.errors import (
     Conflict,
     CoordinatorError,
@@ -42,7 +43,9 @@ from coordinator.progress import LearnerProgress
 from coordinator.signals import Signal
 from coordinator.tasks import TaskRecord
 from coordinator.telemetry import Telemetry
+from shared.algorithms.base import DatasetParams
 from shared.config import RunConfig
+from shared.datasets import DatasetError, check_usable, load_manifest
 from shared.plan import RunPlan
 from shared.seeds import base_seed
 from shared.store import PayloadStore, StorePathError, StoreUnavailable
@@ -64,6 +67,9 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 PayloadSize = int | None | StorePathError | StoreUnavailable  # a size, absent, or why it could not be had
 PAUSE_SECONDS = 0.05
+# What a collector does in a run of each learner loop: a dataset run needs no collector (it ends at once).
+COLLECTOR_WORK: dict[str, Literal["chunks", "members", "none"]] = {
+    "replay": "chunks", "chunks": "chunks", "population": "members", "dataset": "none"}
 SNAPSHOT_EVERY = 256  # replay-log records between buffer snapshots in the journal
 
 
@@ -84,8 +90,10 @@ class RunCore:
         max_chunk_ids: int = 1_000_000,
         reopen_stopped: bool = False,
         telemetry: Telemetry | None = None,
+        datasets: PayloadStore | None = None,
     ) -> None:
         self.journal = journal or Journal(None)
+        self.datasets = datasets  # the dataset store, read by runs that train on a recording
         self.telemetry = telemetry or Telemetry()
         self.store = store
         self.clock, self.wall_clock = clock, wall_clock
@@ -106,7 +114,7 @@ class RunCore:
         self._build()
         if snapshot is None:
             self._commit(self.fleet.create_singletons(), "config", "lifecycle", "fleet", "data", "learner",
-                         "generations")
+                         "generations", "dataset")
         else:
             self._restore(snapshot, resumed=True)
 
@@ -122,9 +130,22 @@ class RunCore:
         self.lifecycle = Lifecycle(cfg.budget, self.clock())
         self.learner = LearnerProgress()
         self.generations = Generations()
+        self.dataset = self._dataset_server()
         self.control = Control(self.plan.spec.live)
         self._rate: list[tuple[float, int]] = []
         self._heartbeat_cache: tuple[object, bytes] = (None, b"")
+
+    def _dataset_server(self) -> DatasetServer | None:
+        """A dataset run's server of its recording, refused at start if the recording is missing, unreadable, of
+        other spaces than the run's env, or has an empty split."""
+        algo = self.config.algo
+        if not isinstance(algo, DatasetParams):
+            return None
+        if self.datasets is None:
+            raise DatasetError(f"algo.dataset {algo.dataset!r}: this coordinator has no dataset store")
+        manifest = load_manifest(self.datasets, algo.dataset)
+        check_usable(manifest, self.plan.spaces)
+        return DatasetServer(manifest, self.config.seed, algo.epochs)
 
     # ----- persistence -------------------------------------------------------------------------------------
     def _state(self, part: str) -> Any:
@@ -140,6 +161,8 @@ class RunCore:
             return self.control.state_dict()
         if part == "generations":
             return self.generations.state_dict()
+        if part == "dataset":
+            return None if self.dataset is None else self.dataset.state_dict()
         return self.data.state_dict() if part == "data" else self.learner.state_dict()
 
     def _commit(self, statements: list[Statement], *parts: str, change: Change | None = None,
@@ -171,6 +194,8 @@ class RunCore:
         self.judge.load(snap, meta.get("judge"))
         self.control.load_state_dict(meta.get("control"))
         self.generations.load_state_dict(meta.get("generations"))
+        if self.dataset is not None:
+            self.dataset.load_state_dict(meta.get("dataset"))
         gone = self.data.load(meta["data"], snap)
         if resumed:
             self.lifecycle.resumes += 1
@@ -273,7 +298,7 @@ class RunCore:
                                  collector=cfg.collector, sampling=cfg.sampling,
                                  seed=base_seed(cfg.seed, "train", task.index, task.claims),
                                  policy=self.policies.committed, lockstep=cfg.deterministic,
-                                 work="members" if plan.spec.loop == "population" else "chunks")
+                                 work=COLLECTOR_WORK[plan.spec.loop])
         if task.kind == "learner":
             return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env,
                                spaces=plan.spaces, behaviour=plan.behaviour, learner=cfg.learner,

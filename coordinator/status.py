@@ -44,6 +44,7 @@ def build_status(run: Run) -> Status:
         test_in_flight=run.judge.pending[0] if run.judge.pending else None,
         seeds=_seeds(run), control=run.control.status(),
         population=run.generations.status(now) if run.plan.spec.loop == "population" else None,
+        dataset=run.dataset.status() if run.dataset is not None else None,
         workers=run.fleet.worker_status(now, Counter(data.producers.values())),
         tasks=run.fleet.task_status(),
         buffers=[data.status()],

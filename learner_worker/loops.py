@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from learner_worker.cache import ChunkCache, PayloadReader
+from learner_worker.dataset_loop import DatasetTrainer
 from learner_worker.lockstep import LockstepFetcher, batches_allowed
 from learner_worker.population import PopulationTrainer
 from learner_worker.prefetch import Prefetcher, report_corrupt
@@ -130,4 +131,5 @@ class ChunkTrainer(Trainer):
             self.after_update(losses, sum(int(c["rewards"].size) for c in chunks), publish=True)
 
 
-TRAINERS: dict[str, type[Trainer]] = {"replay": ReplayTrainer, "chunks": ChunkTrainer, "population": PopulationTrainer}
+TRAINERS: dict[str, type[Trainer]] = {"replay": ReplayTrainer, "chunks": ChunkTrainer, "population": PopulationTrainer,
+                                      "dataset": DatasetTrainer}

@@ -78,6 +78,7 @@ from shared.wire_control import (
 from shared.wire_control import (
     SettingsRequest as SettingsRequest,
 )
+from shared.wire_datasets import DatasetStatus
 from shared.wire_evaluations import (
     EvaluationReport as EvaluationReport,
 )
@@ -152,9 +153,9 @@ class CollectorTask(Wire):
     """The latest policy when the task was claimed; null before the first publish."""
     lockstep: bool = Field(False, description="deterministic run: after each chunk, wait (however long) for the "
                                               "policy the learner trained on it")
-    work: Literal["chunks", "members"] = Field("chunks", description=(
+    work: Literal["chunks", "members", "none"] = Field("chunks", description=(
         "chunks: collect chunks; members: evaluate members of the learner's generations (POST "
-        "/v1/generations/claim) instead"))
+        "/v1/generations/claim) instead; none: the run trains on a recorded dataset, the collector may exit"))
 
 
 class LearnerTask(Wire):
@@ -528,6 +529,8 @@ class Status(Wire):
     """Operator commands and live setting changes (the control plane)."""
     population: PopulationStatus | None = None
     """Generations of a population-based learner (null for other algorithms)."""
+    dataset: DatasetStatus | None = None
+    """The recorded dataset a dataset run trains on, and the epoch being served (null for other runs)."""
     workers: list[WorkerStatus]
     """Every registered worker."""
     tasks: list[TaskStatus]

@@ -5,11 +5,13 @@ run configs and wire models carry it as one discriminated union), the action hea
 spaces, how its collectors act (`Behaviour`), what it needs from the buffer, and where its learner lives
 (a `module:Class` path, imported only by learner processes, so the registry itself stays torch-free).
 
-Three learner loops exist (learner_worker/loops.py, learner_worker/population.py) and every algorithm runs on
-one of them:
+Four learner loops exist (learner_worker/loops.py, population.py, dataset_loop.py) and every algorithm runs
+on one of them:
 * replay: batches of transitions with n-step targets, from a replay buffer (`ReplayParams`);
 * chunks: whole fresh chunks from an on-policy queue, consumed once (`ChunkParams`);
-* population: generations of perturbed policies that collectors evaluate, no buffer (`PopulationParams`).
+* population: generations of perturbed policies that collectors evaluate, no buffer (`PopulationParams`);
+* dataset: epochs over a recorded dataset's train split, served by the coordinator; no collectors
+  (`DatasetParams`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field
 
 from shared.confbase import NetConfig, Strict
+from shared.datasets import NAME_PATTERN
 from shared.manifest import Behaviour, Head
 from shared.spaces import BoxActions, MultiDiscreteActions, Spaces
 
 if TYPE_CHECKING:
     from shared.config import RunConfig
 
-Loop = Literal["replay", "chunks", "population"]
+Loop = Literal["replay", "chunks", "population", "dataset"]
 
 # Settings an operator may change while the run trains (`PATCH /v1/run/settings`), as dotted config paths. Each
 # registry entry lists its own: nothing outside the registry decides by an algorithm's name what is live.
@@ -83,6 +86,20 @@ class PopulationParams(AlgoParams):
         "a claimed member not reported within this is offered to another collector"))] = 30.0
 
 
+class DatasetParams(AlgoParams):
+    """The dataset loop's knobs: which recording, how many epochs over its train split, batches of what size."""
+
+    dataset: str = Field(pattern=NAME_PATTERN, description=(
+        "the recorded dataset to train on (`rlfleet record --name`), in the data directory's dataset store"))
+    epochs: Annotated[int, Field(ge=1, le=100_000, description=(
+        "passes over the train split; the run ends (budget_exhausted) after the last unless solved before"))] = 50
+    batch_size: Annotated[int, Field(ge=1, le=4096, description="transitions per gradient step")] = 256
+    publish_every: Annotated[int, Field(ge=1, description=(
+        "updates between policy versions (one is also published at the end of every epoch)"))] = 1_000
+    report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 20
+    checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 500
+
+
 def sampled_head(spaces: Spaces) -> Head:
     """The head of a policy-gradient actor, which acts in any action space: a gaussian for Box actions, one
     categorical per sub-action for MultiDiscrete, a categorical otherwise."""
@@ -117,8 +134,8 @@ class AlgorithmSpec:
         unit, sampler = config.sampling.unit, config.replay.sampler
         if self.fits is not None:
             self.fits(config)
-        if self.loop == "population":
-            return  # no buffer: collectors report member results, not chunks
+        if self.loop in ("population", "dataset"):
+            return  # no replay buffer: member results, or a recorded dataset
         if self.loop == "replay":
             if unit != "transition":
                 raise ValueError(f"{self.name} trains on transitions: set sampling.unit=transition (got {unit})")

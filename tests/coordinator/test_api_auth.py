@@ -43,6 +43,7 @@ EXPECTED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/buffers/{buffer_id}/sample"): frozenset({"learner", "admin"}),
     ("POST", "/v1/buffers/{buffer_id}/priorities"): frozenset({"learner", "admin"}),
     ("POST", "/v1/learn-info"): frozenset({"learner", "admin"}),
+    ("POST", "/v1/datasets/{name}/sample"): frozenset({"learner", "admin"}),
     ("POST", "/v1/generations"): frozenset({"learner", "admin"}),
     ("POST", "/v1/generations/claim"): frozenset({"collector", "admin"}),
     ("POST", "/v1/generations/{generation}/results"): frozenset({"collector", "admin"}),
@@ -133,6 +134,7 @@ def _request(world: World, method: str, path: str, cred: str) -> Any:
                                     "policy_version": 1, "perturbation": {"noise_seed": 1, "noise_size": 4096,
                                                                           "sigma": 0.1, "episodes": 1},
                                     "members": [{"noise_index": 0, "sign": 1}, {"noise_index": 0, "sign": -1}]},
+        "/v1/datasets/{name}/sample": lambda: {"worker_id": world.workers["learner"], "batch_size": 4},
         "/v1/generations/claim": lambda: {"worker_id": world.workers["collector"]},
         "/v1/generations/{generation}/results": lambda: {"worker_id": world.workers["collector"], "member": 0,
                                                          "mean_return": 10.0, "mean_length": 10.0, "episodes": 1,
@@ -151,7 +153,7 @@ def _request(world: World, method: str, path: str, cred: str) -> Any:
         "/v1/run/settings": lambda: {"settings": {"evaluation.every_versions": 2}},
     }
     url = path.replace("{worker_id}", worker_id).replace("{buffer_id}", "replay-0").replace(
-        "{generation}", "1")
+        "{generation}", "1").replace("{name}", "demo")
     body = bodies[path]() if method in ("POST", "PATCH") else None
     return world.client.request(method, url, json=body, headers=world.headers(cred))
 

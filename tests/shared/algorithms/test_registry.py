@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shared.algorithms import DEFAULT, REGISTRY, default_params
-from shared.algorithms.base import AlgoParams, ChunkParams, PopulationParams, ReplayParams
+from shared.algorithms.base import AlgoParams, ChunkParams, DatasetParams, PopulationParams, ReplayParams
 from shared.config import RunConfig
 from tests.conftest import REPO
 from tests.policies import CARTPOLE, PENDULUM
@@ -22,7 +22,8 @@ def test_every_algorithm_module_is_registered_under_its_params_name() -> None:
     assert set(REGISTRY) == modules
     for name, spec in REGISTRY.items():
         assert spec.name == name and spec.params.model_fields["name"].default == name
-        loop_params = {"replay": ReplayParams, "chunks": ChunkParams, "population": PopulationParams}
+        loop_params = {"replay": ReplayParams, "chunks": ChunkParams, "population": PopulationParams,
+                       "dataset": DatasetParams}
         assert issubclass(spec.params, loop_params[spec.loop])
     assert default_params().name == DEFAULT
 
@@ -32,7 +33,8 @@ def test_each_learner_path_imports_and_its_defaults_make_a_valid_run(name: str) 
     spec = REGISTRY[name]
     module, _, attr = spec.learner.partition(":")
     assert callable(getattr(importlib.import_module(module), attr))
-    params: AlgoParams = spec.params(name=name)
+    required = {"dataset": "demo"} if issubclass(spec.params, DatasetParams) else {}  # the recording to train on
+    params: AlgoParams = spec.params(name=name, **required)
     assert params.model_dump(mode="json")["name"] == name
 
 

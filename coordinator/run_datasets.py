@@ -1,0 +1,41 @@
+"""The run's operations on its recorded dataset (coordinator/datasets.py holds the order): the next batch, and
+the end of training.
+
+Like every reply, a batch is given once its position is durable. Once every epoch was served (the batch is
+empty) the run waits for the evaluator's verdict on the last policy, validation and any test it earned, and
+then ends (budget_exhausted) unless that verdict solved it.
+"""
+
+from __future__ import annotations
+
+from coordinator.errors import Conflict, NotFound
+from coordinator.run_generations import RunGenerations
+from shared.wire_datasets import DatasetBatch, DatasetSampleRequest
+
+
+class RunDatasets(RunGenerations):
+    async def sample_dataset(self, name: str, request: DatasetSampleRequest, scope: str) -> DatasetBatch:
+        server = self.dataset
+        if server is None:
+            raise Conflict(f"this run's algorithm ({self.plan.spec.name}) does not train on a recorded dataset")
+        if name != server.manifest.name:
+            raise NotFound(f"dataset {name!r}: this run trains on {server.manifest.name!r}")
+        self.fleet.worker(request.worker_id, self.clock(), "learner", scope)
+        batch = server.next_batch(request.batch_size, request.request_id)
+        self._commit([], "dataset")
+        await self.settle()
+        return DatasetBatch(dataset=name, epochs=server.epochs, directive=self.directive("learner"), **batch)
+
+    def tick(self) -> None:
+        super().tick()
+        self.end_trained_dataset()
+
+    def end_trained_dataset(self) -> None:
+        """End a dataset run whose epochs were all served once the last published policy has been validated
+        and no test is under way."""
+        server, judged = self.dataset, self.judge.latest
+        if server is None or not server.done or not self.lifecycle.running or self.judge.pending is not None:
+            return
+        if judged is not None and judged.policy_version >= self.policies.latest_version:
+            self.end("budget_exhausted", f"all {server.epochs} epochs over dataset {server.manifest.name!r} were "
+                     f"trained; the last policy, v{judged.policy_version}, validated at {judged.mean:.1f}")

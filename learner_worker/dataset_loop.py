@@ -1,0 +1,106 @@
+"""The dataset loop: a learner trained on a recorded dataset (behavioural cloning) instead of on collectors.
+
+Each turn it asks the coordinator for the next batch of the train split (coordinator/datasets.py owns the
+epochs and their order), reads the rows from the dataset store's episode files (sha256-checked, kept in memory:
+a recording is read many times over), and takes one gradient step. At each epoch's end it scores the valid
+split (`valid_*` in learn info, kept in every later report, so status always shows the latest epoch's) and
+publishes, so the evaluator judges every epoch's policy in the env. Policies in between every `publish_every`
+updates. Once the coordinator has served every epoch the learner waits for the run's end: the coordinator ends
+it when the evaluator has judged the last policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from learner_worker.algorithms import Learner
+from learner_worker.trainer import Trainer, check_finite
+from shared.algorithms.base import DatasetParams
+from shared.codec import decode_chunk
+from shared.datasets import check_usable, load_manifest, load_split
+from shared.layout import RunLayout
+from shared.session import WorkerSession
+from shared.stores import open_datasets
+from shared.wire import LearnerTask
+from shared.wire_datasets import DatasetBatch, DatasetFile, DatasetSampleRequest
+
+log = logging.getLogger("rlfleet.learner")
+COLUMNS = ("obs", "actions")  # what imitation needs of a recorded step
+
+
+class DatasetLearner(Learner, Protocol):
+    def evaluate(self, batch: dict[str, np.ndarray]) -> dict[str, float]: ...
+
+
+class DatasetTrainer(Trainer):
+    def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
+        super().__init__(session, layout, task)
+        if not isinstance(task.algo, DatasetParams):
+            raise TypeError(f"{task.algo.name} parameters are not a dataset loop's")
+        self.params = task.algo
+        self.datasets = open_datasets(layout.data_dir, layout.store)
+        manifest = load_manifest(self.datasets, self.params.dataset)
+        check_usable(manifest, task.spaces)
+        self.valid = {k: v for k, v in load_split(self.datasets, manifest, "valid").items() if k in COLUMNS}
+        self.files: dict[str, dict[str, np.ndarray]] = {}  # path -> the episode's columns, flattened to rows
+        self.dataset_learner: DatasetLearner = self.learner  # type: ignore[assignment]
+        self.scores: dict[str, float] = {}  # the latest epoch's valid_* and the epoch, in every report after it
+        log.info("training on dataset %s: %d train / %d valid transitions, %d epochs", manifest.name,
+                 manifest.splits["train"].transitions, manifest.splits["valid"].transitions, self.params.epochs)
+
+    def io_summary(self) -> str:
+        return f"{len(self.files)} dataset files read"
+
+    def _file(self, ref: DatasetFile) -> dict[str, np.ndarray]:
+        if ref.path not in self.files:
+            arrays, _ = decode_chunk(self.datasets.get(ref.path, ref.sha256))
+            rows = np.asarray(arrays["rewards"]).size
+            self.files[ref.path] = {k: np.asarray(arrays[k]).reshape(rows, *np.asarray(arrays[k]).shape[2:])
+                                    for k in COLUMNS}
+        return self.files[ref.path]
+
+    def rows(self, batch: DatasetBatch) -> dict[str, np.ndarray]:
+        """The batch's transitions, in its order."""
+        files = [self._file(ref) for ref in batch.files]
+        index, rows = np.asarray(batch.file_index), np.asarray(batch.rows)
+        out = {}
+        for column in COLUMNS:
+            first = files[0][column]
+            values = np.empty((len(rows), *first.shape[1:]), first.dtype)
+            for i, arrays in enumerate(files):
+                mine = index == i
+                values[mine] = arrays[column][rows[mine]]
+            out[column] = values
+        return out
+
+    def loop(self, running: Callable[[], bool]) -> None:
+        while running():
+            batch = self.session.client.call(
+                "POST", f"/v1/datasets/{self.params.dataset}/sample", DatasetBatch,
+                DatasetSampleRequest(worker_id=self.session.worker_id, request_id=uuid.uuid4().hex,
+                                     batch_size=self.params.batch_size))
+            self.session.update(batch.directive)
+            if not batch.files:  # every epoch was trained: the run ends once the evaluator has judged the last policy
+                log.info("all %d epochs trained; waiting for the evaluator's verdict on policy v%d",
+                         self.params.epochs, self.version)
+                while running():
+                    self.session.stop_event.wait(0.5)
+                return
+            data = self.rows(batch)
+            self.observe(data["obs"])
+            losses = self.learner.update(data)
+            check_finite(self.iteration + 1, losses)
+            publish = (self.iteration + 1) % self.params.publish_every == 0
+            if batch.epoch_complete:
+                self.scores = self.dataset_learner.evaluate(self.valid) | {"epoch": float(batch.epoch)}
+                check_finite(self.iteration + 1, self.scores)
+                log.info("epoch %d: %s", batch.epoch, ", ".join(f"{k} {v:.4g}" for k, v in self.scores.items()))
+                publish = True
+            self.after_update(losses | self.scores, len(data["actions"]), publish)
+            if batch.epoch_complete and self.iteration % self.params.report_every:
+                self.report(self.losses)  # every epoch's scores reach status and TensorBoard

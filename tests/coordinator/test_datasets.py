@@ -1,0 +1,78 @@
+"""The dataset server: every train transition once per epoch, a fresh order each epoch, retries answered alike,
+and its position kept across a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coordinator.datasets import DatasetServer
+from shared.datasets import DatasetManifest
+from shared.store import LocalStore
+from tests.shared.test_datasets import _write
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> DatasetManifest:
+    return _write(LocalStore(tmp_path), n=10)  # 6 train episodes of 10..19 rows
+
+
+def _served(server: DatasetServer, batch: dict) -> list[tuple[str, int]]:
+    return [(batch["files"][i].path, r) for i, r in zip(batch["file_index"], batch["rows"], strict=True)]
+
+
+def test_an_epoch_serves_every_train_transition_once(manifest: DatasetManifest) -> None:
+    server = DatasetServer(manifest, seed=0, epochs=2)
+    train = manifest.splits["train"]
+    everything = sorted((f, r) for f, rows in zip(train.files, train.rows, strict=True) for r in range(rows))
+    for epoch in (1, 2):
+        served, complete = [], False
+        while not complete:
+            batch = server.next_batch(16, None)
+            assert batch["epoch"] == epoch
+            served += _served(server, batch)
+            complete = batch["epoch_complete"]
+        assert sorted(served) == everything
+        assert len(served) == train.transitions
+    assert server.done and server.next_batch(16, None)["files"] == []
+
+
+def test_each_epoch_has_its_own_order_and_the_seed_decides_it(manifest: DatasetManifest) -> None:
+    a, b = DatasetServer(manifest, seed=0, epochs=3), DatasetServer(manifest, seed=1, epochs=3)
+    total = manifest.splits["train"].transitions
+    first, second = _served(a, a.next_batch(total, None)), _served(a, a.next_batch(total, None))
+    assert first != second and sorted(first) == sorted(second)
+    assert _served(b, b.next_batch(total, None)) != first
+
+
+def test_a_retried_request_gets_the_same_batch(manifest: DatasetManifest) -> None:
+    server = DatasetServer(manifest, seed=0, epochs=1)
+    batch = server.next_batch(8, "r1")
+    assert server.next_batch(8, "r1") == batch and server.batches == 1
+    assert server.next_batch(8, "r2") != batch
+
+
+def test_the_position_survives_a_restart(manifest: DatasetManifest) -> None:
+    server = DatasetServer(manifest, seed=0, epochs=2)
+    for _ in range(3):
+        server.next_batch(20, None)
+    restored = DatasetServer(manifest, seed=0, epochs=2)
+    restored.load_state_dict(server.state_dict())
+    assert restored.next_batch(20, None) == server.next_batch(20, None)
+    status = restored.status()
+    assert status.epoch == 1 and status.batches_served == 4 and status.train_episodes == 6
+    assert status.recorded_return_mean == np.mean(range(10, 20))
+
+
+def test_each_epochs_scores_are_kept_once(manifest: DatasetManifest) -> None:
+    server = DatasetServer(manifest, seed=0, epochs=3)
+    assert not server.record_scores({"nll": 0.3})  # an update's report without an epoch's scores
+    assert server.record_scores({"nll": 0.3, "valid_nll": 0.4, "valid_accuracy": 0.9, "epoch": 1.0})
+    assert not server.record_scores({"nll": 0.2, "valid_nll": 0.4, "valid_accuracy": 0.9, "epoch": 1.0})  # again
+    assert server.record_scores({"valid_nll": 0.2, "valid_accuracy": 0.95, "epoch": 2.0})
+    restored = DatasetServer(manifest, seed=0, epochs=3)
+    restored.load_state_dict(server.state_dict())
+    assert [(s.epoch, s.scores) for s in restored.status().epoch_scores] == [
+        (1, {"valid_nll": 0.4, "valid_accuracy": 0.9}), (2, {"valid_nll": 0.2, "valid_accuracy": 0.95})]

@@ -1,0 +1,44 @@
+"""Behavioural cloning end to end: `rlfleet record` plays an expert into a dataset, `rlfleet up` trains BC on it
+with no collector at work, and the run solves CartPole, confirmed by 100 held-out episodes; the recording is
+left exactly as it was."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shared.config import load_run_config
+from tests.conftest import REPO
+from tests.launcher.test_record import _inputs
+
+
+@pytest.mark.slow
+def test_bc_from_a_recorded_expert_solves_cartpole(tmp_path: Path) -> None:
+    policy, config = _inputs(tmp_path)
+    data = tmp_path / "data"
+    recorded = subprocess.run(
+        [sys.executable, "-m", "launcher", "record", "--policy", str(policy), "--config", str(config), "--name",
+         "cartpole-expert", "--episodes", "20", "--data-dir", str(data)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert recorded.returncode == 0, recorded.stderr
+    files = {p: p.read_bytes() for p in (data / "datasets").rglob("*") if p.is_file()}
+    assert load_run_config(REPO / "configs" / "cartpole_bc.yaml").algo.dataset == "cartpole-expert"  # type: ignore[attr-defined]
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_bc.yaml", "--data-dir", str(data),
+         "--port", "0"], cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = (data / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    test = summary["confirmed_by"]
+    assert summary["run_state"] == "solved" and test["episodes"] == 100 and test["mean"] >= 475
+    assert summary["env_steps"] == 0 and summary["chunks"] == 0  # nothing was collected
+    assert summary["dataset"]["name"] == "cartpole-expert" and summary["dataset"]["train_episodes"] == 16
+    losses = summary["learner"]["losses"]
+    assert losses["epoch"] >= 1 and losses["valid_accuracy"] >= 0.9
+    for name in ("collector-1", "collector-2"):
+        assert "nothing to collect, the collector exits" in (run_dir / "logs" / f"{name}.log").read_text()
+    assert {p: p.read_bytes() for p in (data / "datasets").rglob("*") if p.is_file()} == files
