@@ -31,11 +31,17 @@ class RunDatasets(RunGenerations):
         self.end_trained_dataset()
 
     def end_trained_dataset(self) -> None:
-        """End a dataset run whose epochs were all served once the last published policy has been validated
-        and no test is under way."""
+        """End a dataset run whose epochs were all served once the learner has reported the last one and the
+        last published policy has been validated with no test under way (a run that publishes no policy: once
+        the last epoch is reported)."""
         server, judged = self.dataset, self.judge.latest
         if server is None or not server.done or not self.lifecycle.running or self.judge.pending is not None:
             return
-        if judged is not None and judged.policy_version >= self.policies.latest_version:
-            self.end("budget_exhausted", f"all {server.epochs} epochs over dataset {server.manifest.name!r} were "
-                     f"trained; the last policy, v{judged.policy_version}, validated at {judged.mean:.1f}")
+        if not server.scores or server.scores[-1].epoch < server.epochs:
+            return  # the learner has not reported its last epoch yet (its policy is published before that)
+        done = f"all {server.epochs} epochs over dataset {server.manifest.name!r} were trained"
+        if self.policies.latest_version == 0:  # a model that is not a policy (supervised): nothing to judge
+            self.end("budget_exhausted", done)
+        elif judged is not None and judged.policy_version >= self.policies.latest_version:
+            self.end("budget_exhausted", f"{done}; the last policy, v{judged.policy_version}, validated at "
+                     f"{judged.mean:.1f}")

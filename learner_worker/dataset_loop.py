@@ -1,16 +1,20 @@
-"""The dataset loop: a learner trained on a recorded dataset (behavioural cloning) instead of on collectors.
+"""The dataset loop: a learner trained on a recorded dataset (behavioural cloning, supervised models) instead
+of on collectors.
 
 Each turn it asks the coordinator for the next batch of the train split (coordinator/datasets.py owns the
-epochs and their order), reads the rows from the dataset store's episode files (sha256-checked, kept in memory:
-a recording is read many times over), and takes one gradient step. At each epoch's end it scores the valid
-split (`valid_*` in learn info, kept in every later report, so status always shows the latest epoch's) and
-publishes, so the evaluator judges every epoch's policy in the env. Policies in between every `publish_every`
-updates. Once the coordinator has served every epoch the learner waits for the run's end: the coordinator ends
-it when the evaluator has judged the last policy.
+epochs and their order), reads the learner's columns from the dataset store's episode files (sha256-checked,
+kept in memory: a recording is read many times over), and takes one gradient step. At each epoch's end it
+scores the valid split (`valid_*` in learn info, kept in every later report, so status always shows the latest
+epoch's) and, for a policy learner, publishes, so the evaluator judges every epoch's policy in the env (and
+every `publish_every` updates in between); a model that is not a policy is saved instead
+(`models/epoch-NNNNNN.safetensors` in the run's store, the lowest valid loss as `best/model.safetensors` with
+`best/model.json`). Once the coordinator has served every epoch the learner waits for the run's end: the
+coordinator ends it when the evaluator has judged the last policy (at once when there is none).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -25,16 +29,20 @@ from shared.codec import decode_chunk
 from shared.datasets import check_usable, load_manifest, load_split
 from shared.layout import RunLayout
 from shared.session import WorkerSession
-from shared.stores import open_datasets
+from shared.stores import open_datasets, open_store
 from shared.wire import LearnerTask
 from shared.wire_datasets import DatasetBatch, DatasetFile, DatasetSampleRequest
 
 log = logging.getLogger("rlfleet.learner")
-COLUMNS = ("obs", "actions")  # what imitation needs of a recorded step
+BEST_MODEL, BEST_MODEL_SCORES = "model.safetensors", "model.json"
 
 
 class DatasetLearner(Learner, Protocol):
+    policy: bool  # publishes policies (judged in the env), or saves a model of other columns
+    columns: tuple[str, ...]  # the chunk columns it trains on
+
     def evaluate(self, batch: dict[str, np.ndarray]) -> dict[str, float]: ...
+    def model_file(self) -> bytes: ...
 
 
 class DatasetTrainer(Trainer):
@@ -46,9 +54,11 @@ class DatasetTrainer(Trainer):
         self.datasets = open_datasets(layout.data_dir, layout.store)
         manifest = load_manifest(self.datasets, self.params.dataset)
         check_usable(manifest, task.spaces)
-        self.valid = {k: v for k, v in load_split(self.datasets, manifest, "valid").items() if k in COLUMNS}
-        self.files: dict[str, dict[str, np.ndarray]] = {}  # path -> the episode's columns, flattened to rows
         self.dataset_learner: DatasetLearner = self.learner  # type: ignore[assignment]
+        self.columns = self.dataset_learner.columns
+        self.valid = {k: v for k, v in load_split(self.datasets, manifest, "valid").items() if k in self.columns}
+        self.files: dict[str, dict[str, np.ndarray]] = {}  # path -> the episode's columns, flattened to rows
+        self.best_loss = self._best_so_far()
         self.scores: dict[str, float] = {}  # the latest epoch's valid_* and the epoch, in every report after it
         log.info("training on dataset %s: %d train / %d valid transitions, %d epochs", manifest.name,
                  manifest.splits["train"].transitions, manifest.splits["valid"].transitions, self.params.epochs)
@@ -61,7 +71,7 @@ class DatasetTrainer(Trainer):
             arrays, _ = decode_chunk(self.datasets.get(ref.path, ref.sha256))
             rows = np.asarray(arrays["rewards"]).size
             self.files[ref.path] = {k: np.asarray(arrays[k]).reshape(rows, *np.asarray(arrays[k]).shape[2:])
-                                    for k in COLUMNS}
+                                    for k in self.columns}
         return self.files[ref.path]
 
     def rows(self, batch: DatasetBatch) -> dict[str, np.ndarray]:
@@ -69,7 +79,7 @@ class DatasetTrainer(Trainer):
         files = [self._file(ref) for ref in batch.files]
         index, rows = np.asarray(batch.file_index), np.asarray(batch.rows)
         out = {}
-        for column in COLUMNS:
+        for column in self.columns:
             first = files[0][column]
             values = np.empty((len(rows), *first.shape[1:]), first.dtype)
             for i, arrays in enumerate(files):
@@ -92,15 +102,39 @@ class DatasetTrainer(Trainer):
                     self.session.stop_event.wait(0.5)
                 return
             data = self.rows(batch)
-            self.observe(data["obs"])
+            if "obs" in data:
+                self.observe(data["obs"])
             losses = self.learner.update(data)
             check_finite(self.iteration + 1, losses)
-            publish = (self.iteration + 1) % self.params.publish_every == 0
+            policy = self.dataset_learner.policy
+            publish = policy and (self.iteration + 1) % self.params.publish_every == 0
             if batch.epoch_complete:
                 self.scores = self.dataset_learner.evaluate(self.valid) | {"epoch": float(batch.epoch)}
                 check_finite(self.iteration + 1, self.scores)
                 log.info("epoch %d: %s", batch.epoch, ", ".join(f"{k} {v:.4g}" for k, v in self.scores.items()))
-                publish = True
-            self.after_update(losses | self.scores, len(data["actions"]), publish)
+                publish = policy
+                if not policy:
+                    self.save_model(batch.epoch)
+            self.after_update(losses | self.scores, len(batch.rows), publish)
             if batch.epoch_complete and self.iteration % self.params.report_every:
                 self.report(self.losses)  # every epoch's scores reach status and TensorBoard
+
+    def _best_so_far(self) -> float:
+        """The valid loss of the best model a previous process of this run saved (a resumed learner must not
+        replace it with a worse one)."""
+        try:
+            return float(json.loads(open_store(self.layout, "best").get(BEST_MODEL_SCORES))["valid_loss"])
+        except (FileNotFoundError, KeyError, ValueError):
+            return float("inf")
+
+    def save_model(self, epoch: int) -> None:
+        """Keep this epoch's model in the run's store, and as the best one while its valid loss is the lowest."""
+        data = self.dataset_learner.model_file()
+        self.store.put(f"models/epoch-{epoch:06d}.safetensors", data)
+        loss = self.scores.get("valid_loss", float("inf"))
+        if loss < self.best_loss:
+            self.best_loss = loss
+            best = open_store(self.layout, "best")
+            best.put(BEST_MODEL, data)
+            best.put(BEST_MODEL_SCORES, json.dumps({"epoch": epoch, "iteration": self.iteration + 1,
+                                                    **self.scores}, indent=1).encode())

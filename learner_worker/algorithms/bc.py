@@ -22,6 +22,8 @@ from shared.spaces import MultiDiscreteActions, Spaces
 
 class BC:
     td_abs = None  # no priorities: nothing is sampled by priority
+    policy = True  # each epoch's policy is published, for the evaluator to judge in the env
+    columns = ("obs", "actions")  # what imitation needs of a recorded step
 
     def __init__(self, spaces: Spaces, cfg: BCParams, behaviour: Behaviour, seed: int,
                  device: torch.device = CPU) -> None:

@@ -1,6 +1,6 @@
-"""Behavioural cloning end to end: `rlfleet record` plays an expert into a dataset, `rlfleet up` trains BC on it
-with no collector at work, and the run solves CartPole, confirmed by 100 held-out episodes; the recording is
-left exactly as it was."""
+"""Dataset runs end to end: `rlfleet record` plays an expert into a dataset; `rlfleet up` trains BC on it with
+no collector at work and solves CartPole, confirmed by 100 held-out episodes, or fits a dynamics model of it
+(supervised) and saves the best; the recording is left exactly as it was."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from tests.conftest import REPO
 from tests.launcher.test_record import _inputs
 
 
-@pytest.mark.slow
-def test_bc_from_a_recorded_expert_solves_cartpole(tmp_path: Path) -> None:
+def _recorded(tmp_path: Path) -> tuple[Path, dict[Path, bytes]]:
+    """The data directory with 20 episodes of the hand-made expert as `cartpole-expert`, and its files."""
     policy, config = _inputs(tmp_path)
     data = tmp_path / "data"
     recorded = subprocess.run(
@@ -25,7 +25,12 @@ def test_bc_from_a_recorded_expert_solves_cartpole(tmp_path: Path) -> None:
          "cartpole-expert", "--episodes", "20", "--data-dir", str(data)],
         cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert recorded.returncode == 0, recorded.stderr
-    files = {p: p.read_bytes() for p in (data / "datasets").rglob("*") if p.is_file()}
+    return data, {p: p.read_bytes() for p in (data / "datasets").rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+def test_bc_from_a_recorded_expert_solves_cartpole(tmp_path: Path) -> None:
+    data, files = _recorded(tmp_path)
     assert load_run_config(REPO / "configs" / "cartpole_bc.yaml").algo.dataset == "cartpole-expert"  # type: ignore[attr-defined]
     done = subprocess.run(
         [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_bc.yaml", "--data-dir", str(data),
@@ -41,4 +46,25 @@ def test_bc_from_a_recorded_expert_solves_cartpole(tmp_path: Path) -> None:
     assert losses["epoch"] >= 1 and losses["valid_accuracy"] >= 0.9
     for name in ("collector-1", "collector-2"):
         assert "nothing to collect, the collector exits" in (run_dir / "logs" / f"{name}.log").read_text()
+    assert {p: p.read_bytes() for p in (data / "datasets").rglob("*") if p.is_file()} == files
+
+
+@pytest.mark.slow
+def test_a_supervised_dynamics_model_of_the_recording(tmp_path: Path) -> None:
+    data, files = _recorded(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_supervised.yaml", "--data-dir",
+         str(data), "--port", "0", "--set", "algo.epochs=8"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # 1: ended by its budget, as planned
+    (run_dir,) = (data / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["run_state"] == "budget_exhausted" and "all 8 epochs" in summary["run_message"]
+    assert summary["policy_version"] == 0  # a model, not a policy
+    scores = [e["scores"] for e in summary["dataset"]["epoch_scores"]]
+    assert len(scores) == 8 and scores[-1]["valid_loss"] < scores[0]["valid_loss"]
+    best = json.loads((run_dir / "best" / "model.json").read_text())
+    assert best["valid_r2"] > 0.9 and best["valid_loss"] == min(s["valid_loss"] for s in scores)
+    assert (run_dir / "best" / "model.safetensors").stat().st_size > 0
+    assert len(list((run_dir / "store" / "models").iterdir())) == 8
     assert {p: p.read_bytes() for p in (data / "datasets").rglob("*") if p.is_file()} == files
