@@ -4,17 +4,25 @@ members()/update() protocol on a known objective, with resume from its checkpoin
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from collector_worker.members import MemberEvaluator
 from learner_worker.algorithms.es import ES, centred_ranks, gradient_estimate
+from shared.algorithms.base import sampled_head
 from shared.algorithms.es import ESParams
+from shared.config import EnvConfig
+from shared.flat_params import unflatten
 from shared.manifest import Behaviour
+from shared.nets import PolicyNet
 from shared.noise_table import NoiseTable
-from shared.wire_generations import MemberOutcome
-from tests.policies import CARTPOLE
+from shared.policy_io import save_policy
+from shared.store import LocalStore
+from shared.wire_generations import MemberOutcome, MemberTask
+from tests.policies import CARTPOLE, PENDULUM
 
 torch.set_num_threads(1)
 GREEDY = Behaviour(head="categorical", sample=False)
@@ -144,3 +152,27 @@ def test_update_with_fewer_than_two_results_refused() -> None:
     with pytest.raises(ValueError, match="0 result"):
         es.update([])
     assert es.updates == 0
+
+
+@pytest.mark.parametrize("spaces", [CARTPOLE, PENDULUM])
+def test_a_collector_perturbs_the_published_policy_as_the_master_does(spaces, tmp_path: Path) -> None:
+    """The master's vector and a collector's, rebuilt from the published file, mean the same weights."""
+    cfg = ESParams(population=4, sigma=0.3, noise_table_size=4096)
+    es = ES(spaces, cfg, Behaviour(head=sampled_head(spaces), sample=False), seed=2)
+    with torch.no_grad():  # every tensor distinct from its initialisation, log_std included
+        es.theta.add_(torch.linspace(-1, 1, es.dim))
+    store = LocalStore(tmp_path)
+    ref = save_policy(store, 1, es.policy_state(), es.manifest())
+    spec = es.members()[1]
+    p = es.perturbation()
+    task = MemberTask(generation=1, member=1, policy=ref, perturbation=p, noise_index=spec.noise_index,
+                      sign=spec.sign, seed=0)
+    collector_actor = MemberEvaluator(EnvConfig(), store).actor(task)
+    moved = theta(es).astype(np.float32) + spec.sign * cfg.sigma * es.table.get(spec.noise_index, es.dim)
+    net = PolicyNet(es.manifest())
+    net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in unflatten(moved, es.shapes).items()})
+    obs = np.random.default_rng(0).standard_normal((16, *spaces.obs.shape)).astype(np.float32)
+    with torch.no_grad():
+        np.testing.assert_allclose(collector_actor.forward(obs), net(torch.from_numpy(obs)).numpy(), atol=1e-5)
+    if "log_std" in es.shapes:
+        np.testing.assert_allclose(collector_actor.log_std, net.log_std.detach().numpy(), atol=1e-6)
