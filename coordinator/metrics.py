@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,17 @@ class MetricsRecorder:
         if new_losses:
             self._losses.writerow(LOSS_COLUMNS)
         self._loss_iteration = -1
-        self._tb = _summary_writer(layout.tensorboard)
+        self._writer: Any = None
+        self._writer_lock = threading.Lock()
+
+    @property
+    def _tb(self) -> Any:
+        """The TensorBoard writer, built on first use: importing tensorboardX costs most of a second of CPU, which
+        happens in the first tick's thread instead of delaying the coordinator's readiness (and every worker)."""
+        with self._writer_lock:
+            if self._writer is None:
+                self._writer = _summary_writer(self.layout.tensorboard)
+            return self._writer
 
     def record(self, status: Status) -> None:
         ev = status.latest_evaluation
@@ -133,6 +144,7 @@ class MetricsRecorder:
         plot_learning_curve(self.layout)
 
     def close(self) -> None:
-        self._tb.close()
+        if self._writer is not None:
+            self._writer.close()
         self._fh.close()
         self._loss_fh.close()

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from launcher.readiness import await_coordinator
 from shared.seeds import MAX_COUNTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -86,6 +87,7 @@ def coordinator() -> None:
 @app.command()
 def collector() -> None:
     """Run a collector worker until the run ends."""
+    await_coordinator()  # before the imports below (launcher/readiness.py)
     from collector_worker.main import run_collector
     from shared.settings import WorkerSettings
 
@@ -106,6 +108,7 @@ def learner() -> None:
 @app.command()
 def evaluator() -> None:
     """Run the evaluator worker until the run ends."""
+    await_coordinator()  # before the imports below (launcher/readiness.py)
     from evaluator.main import run_evaluator
     from shared.settings import WorkerSettings
 

@@ -3,7 +3,8 @@
 Each turn: publish the current policy (the version the generation perturbs; also the first one), open a
 generation of its members in the coordinator, wait (long polls) until `min_fraction` of them have reported or
 `generation_timeout_seconds` passed, then update from the results. No buffer, no payloads: collectors send
-returns. Learn info per generation: population returns, fraction received, late results so far.
+returns. Learn info per generation: population returns, fraction received, late results so far, and the
+seconds from opening the generation to its results (what more collectors shorten).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class PopulationTrainer(Trainer):
     def loop(self, running: Callable[[], bool]) -> None:
         while running():
             self.publish()
+            opened = time.monotonic()
             generation = self.open()
             results = self.await_results(generation, running)
             if results is None:
@@ -55,7 +57,8 @@ class PopulationTrainer(Trainer):
             losses = self.learner.update(results.results)
             check_finite(self.iteration + 1, losses)
             losses |= {"generation": float(generation), "fraction_received": results.received / results.population,
-                       "late_results": float(results.late_results)}
+                       "late_results": float(results.late_results),
+                       "generation_seconds": time.monotonic() - opened}
             self.after_update(losses, sum(1 for _ in results.results), publish=False)
 
     def open(self) -> int:

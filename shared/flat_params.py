@@ -2,9 +2,9 @@
 
 Population-based learners perturb and update a policy as a single vector; the learner builds it from its torch
 network and collectors from the published numpy state dict. Both go through `flatten` / `unflatten` with the
-shapes of `policy_shapes`, which lists the MLP policy's tensors in the order of torch's `state_dict()` and
-`parameters()` (a gaussian head's `log_std`, registered on the policy itself, first; then layer by layer, weight
-then bias), so a vector means the same weights on every side.
+shapes of `policy_shapes`, which fixes one order by name (layer by layer, weight then bias, as torch lists
+the body; then a gaussian head's `log_std`, which torch's state dict lists first), so a vector means the same
+weights on every side whatever order a state dict comes in.
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ def policy_shapes(manifest: PolicyManifest) -> dict[str, tuple[int, ...]]:
     if manifest.encoder.kind != "mlp":
         raise ValueError(f"flat parameter vectors cover MLP policies; this one has a {manifest.encoder.kind} encoder")
     sizes = [manifest.spaces.obs.flat_size, *manifest.net.hidden, head_outputs(manifest.spaces, manifest.head)]
-    shapes: dict[str, tuple[int, ...]] = {"log_std": (sizes[-1],)} if manifest.head == "gaussian" else {}
+    shapes: dict[str, tuple[int, ...]] = {}
     for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
         shapes[f"body.{2 * i}.weight"] = (fan_out, fan_in)
         shapes[f"body.{2 * i}.bias"] = (fan_out,)
+    if manifest.head == "gaussian":
+        shapes["log_std"] = (sizes[-1],)
     return shapes
 
 

@@ -1,5 +1,5 @@
-"""collector_worker/members.py: a member is the published policy moved along its noise-table slice, played
-greedily on the coordinator's seeds; its outcome equals playing that policy by hand, and repeats exactly."""
+"""A collector's evaluation of a member: the perturbed policy played greedily on the generation's seeds, exactly
+as playing it by hand would, capped at max_steps."""
 
 from __future__ import annotations
 
@@ -7,106 +7,77 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import pytest
 import torch
 
 from collector_worker.members import MemberEvaluator
 from shared.actors import NumpyActor
+from shared.algorithms.base import sampled_head
+from shared.confbase import NetConfig
 from shared.config import EnvConfig
 from shared.flat_params import flatten, policy_shapes, unflatten
-from shared.noise_table import NoiseTable
-from shared.policy_io import save_policy
+from shared.manifest import PolicyManifest, default_encoder
+from shared.nets import PolicyNet
+from shared.noise_table import noise_table
+from shared.policy_io import load_policy, save_policy
 from shared.store import LocalStore
-from shared.wire_base import PolicyRef
 from shared.wire_generations import MemberTask, Perturbation
-from tests.policies import CARTPOLE, manifest, policy_state
+from tests.policies import CARTPOLE
 
-torch.set_num_threads(1)
-NOISE_SEED, NOISE_SIZE, SIGMA = 11, 4096, 0.5
-SEED = 123_456
+PERTURBATION = Perturbation(noise_seed=11, noise_size=8192, sigma=0.5, episodes=3)
 
 
-@pytest.fixture
-def published(tmp_path: Path) -> tuple[LocalStore, PolicyRef, dict[str, np.ndarray]]:
+def _member(tmp_path: Path, sign: int = 1, **perturbation: object) -> tuple[MemberTask, LocalStore]:
+    torch.manual_seed(0)
+    manifest = PolicyManifest(spaces=CARTPOLE, encoder=default_encoder(CARTPOLE.obs), net=NetConfig(hidden=(8,)),
+                              head=sampled_head(CARTPOLE))
     store = LocalStore(tmp_path / "store")
-    m = manifest(CARTPOLE, "categorical", (16,))
-    state = policy_state(m, seed=2)
-    ref = save_policy(store, 1, {k: torch.from_numpy(v) for k, v in state.items()}, m)
-    return store, ref, state
+    ref = save_policy(store, 1, PolicyNet(manifest).state_dict(), manifest)
+    return MemberTask(generation=1, member=0, policy=ref, perturbation=PERTURBATION.model_copy(update=perturbation),
+                      noise_index=123, sign=sign, seed=5000), store
 
 
-def member(ref: PolicyRef, noise_index: int, sign: int, episodes: int = 3, max_steps: int | None = None) -> MemberTask:
-    return MemberTask(generation=1, member=0, policy=ref, noise_index=noise_index, sign=sign, seed=SEED,
-                      perturbation=Perturbation(noise_seed=NOISE_SEED, noise_size=NOISE_SIZE, sigma=SIGMA,
-                                                episodes=episodes, max_steps=max_steps))
-
-
-def by_hand(state: dict[str, np.ndarray], noise_index: int, sign: int, episodes: int) -> tuple[list[float], list[int]]:
-    """Each episode played one at a time with the perturbed policy, built here from its own noise table."""
-    m = manifest(CARTPOLE, "categorical", (16,))
-    shapes = policy_shapes(m)
+def _by_hand(member: MemberTask, store: LocalStore) -> list[float]:
+    """Each episode played alone with the perturbed weights, one env per seed."""
+    manifest, state = load_policy(store, member.policy)
+    shapes = policy_shapes(manifest)
     theta = flatten(state, shapes)
-    eps = NoiseTable(NOISE_SEED, NOISE_SIZE).noise[noise_index:noise_index + theta.size]
-    actor = NumpyActor(m, unflatten(theta + sign * SIGMA * eps, shapes))
-    returns, lengths = [], []
-    for i in range(episodes):
+    p = member.perturbation
+    actor = NumpyActor(manifest, unflatten(theta + member.sign * p.sigma * noise_table(p.noise_seed, p.noise_size)
+                                           .get(member.noise_index, theta.size), shapes))
+    returns = []
+    for i in range(p.episodes):
         env = gym.make("CartPole-v1")
-        obs, _ = env.reset(seed=SEED + i)
-        total, steps, done = 0.0, 0, False
+        obs, _ = env.reset(seed=member.seed + i)
+        total, done = 0.0, False
         while not done:
-            action = int(np.argmax(actor.forward(obs[None])[0]))
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total, steps, done = total + float(reward), steps + 1, terminated or truncated
-        env.close()
+            obs, reward, terminated, truncated, _ = env.step(int(actor.greedy(obs[None])[0]))
+            total += float(reward)
+            done = terminated or truncated
         returns.append(total)
-        lengths.append(steps)
-    return returns, lengths
+    return returns
 
 
-def test_member_outcome_equals_playing_the_perturbed_policy_by_hand(published) -> None:
-    store, ref, state = published
+def test_a_member_plays_its_perturbed_policy_on_the_generations_seeds(tmp_path: Path) -> None:
+    member, store = _member(tmp_path)
     evaluator = MemberEvaluator(EnvConfig(id="CartPole-v1"), store)
     try:
-        outcomes = {}
-        for sign in (1, -1):
-            returns, lengths = by_hand(state, 37, sign, episodes=3)
-            outcome = evaluator.evaluate(member(ref, 37, sign))
-            assert outcome.mean_return == pytest.approx(np.mean(returns))
-            assert outcome.mean_length == pytest.approx(np.mean(lengths))
-            assert (outcome.episodes, outcome.env_steps) == (3, sum(lengths))
-            outcomes[sign] = returns
-        assert outcomes[1] != outcomes[-1]  # the sign matters: the antithetic pair plays different policies
+        outcome = evaluator.evaluate(member)
+        expected = _by_hand(member, store)
+        assert outcome.episodes == 3 and outcome.mean_return == np.mean(expected)
+        assert outcome.env_steps == sum(expected) and outcome.mean_length == np.mean(expected)
+        assert evaluator.evaluate(member) == outcome  # envs kept across members: still the same seeds
+        opposite = evaluator.evaluate(member.model_copy(update={"sign": -1}))
+        assert opposite.mean_return == np.mean(_by_hand(member.model_copy(update={"sign": -1}), store))
     finally:
         evaluator.close()
 
 
-def test_max_steps_caps_the_members_env_steps(published) -> None:
-    store, ref, state = published
-    _, lengths = by_hand(state, 5, 1, episodes=2)
-    cap = sum(lengths) - 3
+def test_max_steps_caps_the_members_episodes_together(tmp_path: Path) -> None:
+    member, store = _member(tmp_path, max_steps=20)
     evaluator = MemberEvaluator(EnvConfig(id="CartPole-v1"), store)
     try:
-        outcome = evaluator.evaluate(member(ref, 5, 1, episodes=2, max_steps=cap))
-        assert outcome.env_steps == cap
-        assert outcome.episodes < 2
-        full = evaluator.evaluate(member(ref, 5, 1, episodes=2))
-        assert (full.env_steps, full.episodes) == (sum(lengths), 2)
+        outcome = evaluator.evaluate(member)
     finally:
         evaluator.close()
-
-
-def test_the_same_member_twice_gives_the_same_outcome(published) -> None:
-    store, ref, _ = published
-    first = MemberEvaluator(EnvConfig(id="CartPole-v1"), store)
-    second = MemberEvaluator(EnvConfig(id="CartPole-v1"), store)
-    try:
-        task = member(ref, 900, -1, episodes=4)
-        outcome = first.evaluate(task)
-        assert first.evaluate(task) == outcome  # envs reused across members
-        assert second.evaluate(task) == outcome  # another collector
-        obs = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
-        np.testing.assert_array_equal(first.actor(task).forward(obs), second.actor(task).forward(obs))
-        assert not np.allclose(first.actor(member(ref, 901, -1)).forward(obs), first.actor(task).forward(obs))
-    finally:
-        first.close()
-        second.close()
+    assert 20 <= outcome.env_steps < 20 + 3  # the step that crosses the cap finishes its round of envs
+    assert outcome.episodes <= 3

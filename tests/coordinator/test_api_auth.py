@@ -43,6 +43,10 @@ EXPECTED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/buffers/{buffer_id}/sample"): frozenset({"learner", "admin"}),
     ("POST", "/v1/buffers/{buffer_id}/priorities"): frozenset({"learner", "admin"}),
     ("POST", "/v1/learn-info"): frozenset({"learner", "admin"}),
+    ("POST", "/v1/generations"): frozenset({"learner", "admin"}),
+    ("POST", "/v1/generations/claim"): frozenset({"collector", "admin"}),
+    ("POST", "/v1/generations/{generation}/results"): frozenset({"collector", "admin"}),
+    ("POST", "/v1/generations/{generation}/close"): frozenset({"learner", "admin"}),
     ("POST", "/v1/policies"): frozenset({"learner", "admin"}),
     ("GET", "/v1/policies/latest"): READERS,
     ("POST", "/v1/evaluations"): frozenset({"evaluator", "admin"}),
@@ -124,6 +128,16 @@ def _request(world: World, method: str, path: str, cred: str) -> Any:
                                                        "priorities": [1.0]},
         "/v1/learn-info": lambda: {"worker_id": world.workers["learner"], "iteration": 1, "transitions_trained": 0,
                                    "losses": {"td_loss": 0.5}},
+        # A DQN run: the generation routes answer 409 conflict to every entitled caller, and 401/403 before that.
+        "/v1/generations": lambda: {"worker_id": world.workers["learner"], "request_id": "a" * 32,
+                                    "policy_version": 1, "perturbation": {"noise_seed": 1, "noise_size": 4096,
+                                                                          "sigma": 0.1, "episodes": 1},
+                                    "members": [{"noise_index": 0, "sign": 1}, {"noise_index": 0, "sign": -1}]},
+        "/v1/generations/claim": lambda: {"worker_id": world.workers["collector"]},
+        "/v1/generations/{generation}/results": lambda: {"worker_id": world.workers["collector"], "member": 0,
+                                                         "mean_return": 10.0, "mean_length": 10.0, "episodes": 1,
+                                                         "env_steps": 10},
+        "/v1/generations/{generation}/close": lambda: {"worker_id": world.workers["learner"], "min_fraction": 0.5},
         "/v1/policies": lambda: {"worker_id": world.workers["learner"], "policy": world.policy, "iteration": 1},
         "/v1/evaluations": lambda: {"worker_id": world.workers["evaluator"], "policy_version": 1,
                                     "returns": [10.0, 12.0, 14.0, 16.0], "lengths": [10, 12, 14, 16]},
@@ -136,7 +150,8 @@ def _request(world: World, method: str, path: str, cred: str) -> Any:
         "/v1/run/evaluate": lambda: {"test": False},
         "/v1/run/settings": lambda: {"settings": {"evaluation.every_versions": 2}},
     }
-    url = path.replace("{worker_id}", worker_id).replace("{buffer_id}", "replay-0")
+    url = path.replace("{worker_id}", worker_id).replace("{buffer_id}", "replay-0").replace(
+        "{generation}", "1")
     body = bodies[path]() if method in ("POST", "PATCH") else None
     return world.client.request(method, url, json=body, headers=world.headers(cred))
 

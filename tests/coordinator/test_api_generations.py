@@ -1,16 +1,17 @@
-"""The generations routes through the real app: the population protocol of an ES run end to end, its counters
-in /v1/status, late and duplicate reports, refusals naming the field, and a restart keeping what was acknowledged."""
+"""The generation routes through the real app: the whole protocol of an ES run, its bad input, and a restart
+that keeps an acknowledged result."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.settings import CoordinatorSettings
 from shared.config import RunConfig, dump_run_config
-from shared.seeds import population_seed
+from shared.store import LocalStore
 from tests.coordinator.helpers import (
     assert_error_body,
     auth,
@@ -19,183 +20,153 @@ from tests.coordinator.helpers import (
     make_settings,
     register,
     running_client,
-    store_for,
     write_policy,
 )
 
-Tokens = dict[str, str]
-POPULATION = 4
-CARTPOLE_PARAMETERS = 4 * 16 + 16 + 16 * 2 + 2  # ES's default net on CartPole
-NOISE_SIZE = 4096
-PERTURBATION = {"noise_seed": 1234, "noise_size": NOISE_SIZE, "sigma": 0.1, "episodes": 2, "lease_seconds": 30.0}
+ES_RUN = RunConfig.model_validate({"name": "es-api", "env": {"id": "CartPole-v1"},
+                                   "algo": {"name": "es", "population": 4, "noise_table_size": 4096}})
+PERTURBATION = {"noise_seed": 1, "noise_size": 4096, "sigma": 0.1, "episodes": 2, "lease_seconds": 30.0}
+MEMBERS = [{"noise_index": 7, "sign": 1}, {"noise_index": 7, "sign": -1},
+           {"noise_index": 99, "sign": 1}, {"noise_index": 99, "sign": -1}]
 
 
-def es_settings(base: Path) -> tuple[CoordinatorSettings, Tokens]:
-    config = RunConfig.model_validate({
-        "name": "test-run", "seed": 5, "env": {"id": "CartPole-v1"},
-        "algo": {"name": "es", "population": POPULATION, "noise_table_size": NOISE_SIZE},
-        "evaluation": {"episodes": 4, "num_envs": 2},
-        "budget": {"max_env_steps": 1_000_000, "max_wall_seconds": 600}})
-    config_file = base / "es.yaml"
-    base.mkdir(parents=True, exist_ok=True)
-    config_file.write_text(dump_run_config(config))
-    return make_settings(base, config=config_file)
+class World:
+    def __init__(self, base: Path) -> None:
+        config_file = base / "es.yaml"
+        base.mkdir(parents=True, exist_ok=True)
+        config_file.write_text(dump_run_config(ES_RUN))
+        self.settings, self.tokens = make_settings(base, config=config_file, run=ES_RUN.name)
+        self.store = LocalStore(self.settings.data_dir / "runs" / ES_RUN.name / "store")
 
+    def start(self, client: TestClient) -> None:
+        self.client = client
+        self.learner = register(client, self.tokens["learner"], "learner")
+        claim(client, self.tokens["learner"], self.learner)
+        self.collector = register(client, self.tokens["collector"], "collector")
+        task = claim(client, self.tokens["collector"], self.collector)["task"]
+        assert task["work"] == "members"  # an ES run's collectors evaluate members instead of writing chunks
+        self.publish(1)
 
-def post(client: TestClient, token: str, path: str, body: Any) -> Any:
-    return client.post(path, json=body, headers=auth(token))
-
-
-def members(count: int = POPULATION, first: int = 0) -> list[dict[str, int]]:
-    return [{"noise_index": first + 7 * (k // 2), "sign": 1 if k % 2 == 0 else -1} for k in range(count)]
-
-
-def open_body(learner: str, request_id: str = "gen-1", version: int = 1, **update: Any) -> dict[str, Any]:
-    return {"worker_id": learner, "request_id": request_id, "policy_version": version,
-            "perturbation": PERTURBATION, "members": members(), **update}
-
-
-def result_body(collector: str, member: int, ret: float, steps: int = 20) -> dict[str, Any]:
-    return {"worker_id": collector, "member": member, "mean_return": ret, "mean_length": steps / 2, "episodes": 2,
-            "env_steps": steps}
-
-
-def learner_with_policy(client: TestClient, tokens: Tokens, settings: CoordinatorSettings, version: int = 1) -> str:
-    learner = register(client, tokens["learner"], "learner")
-    claim(client, tokens["learner"], learner)
-    for v in range(1, version + 1):
-        policy = write_policy(store_for(settings), v)  # the coordinator hands the reference on, never reads it
-        resp = post(client, tokens["learner"], "/v1/policies", {"worker_id": learner, "policy": policy,
-                                                                 "iteration": v})
+    def publish(self, version: int) -> None:
+        resp = self.client.post("/v1/policies", json={"worker_id": self.learner, "iteration": version,
+                                                      "policy": write_policy(self.store, version)},
+                                headers=auth(self.tokens["learner"]))
         assert resp.status_code == 200, resp.text
-    return learner
+
+    def post(self, path: str, body: dict[str, Any], scope: str) -> Any:
+        return self.client.post(path, json=body, headers=auth(self.tokens[scope]))
+
+    def open(self, request_id: str = "a" * 32, **update: Any) -> Any:
+        body = {"worker_id": self.learner, "request_id": request_id, "policy_version": 1,
+                "perturbation": PERTURBATION, "members": MEMBERS} | update
+        return self.post("/v1/generations", body, "learner")
+
+    def claim_member(self) -> Any:
+        return self.post("/v1/generations/claim", {"worker_id": self.collector}, "collector")
+
+    def report(self, generation: int, member: int, ret: float = 20.0) -> Any:
+        return self.post(f"/v1/generations/{generation}/results", {
+            "worker_id": self.collector, "member": member, "mean_return": ret, "mean_length": ret / 2,
+            "episodes": 2, "env_steps": int(ret)}, "collector")
+
+    def close(self, generation: int, **update: Any) -> Any:
+        return self.post(f"/v1/generations/{generation}/close",
+                         {"worker_id": self.learner, "min_fraction": 0.75} | update, "learner")
 
 
-def claim_member(client: TestClient, tokens: Tokens, collector: str) -> Any:
-    """The claimed MemberTask as a dict, or None."""
-    resp = post(client, tokens["collector"], "/v1/generations/claim", {"worker_id": collector})
-    assert resp.status_code == 200, resp.text
-    return resp.json()["member"]
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path)
+    with running_client(w.settings) as client:
+        w.start(client)
+        yield w
 
 
-def test_population_protocol_end_to_end(tmp_path: Path) -> None:
-    settings, tokens = es_settings(tmp_path)
+def test_a_generation_from_open_to_results(world: World) -> None:
+    opened = world.open()
+    assert opened.status_code == 200 and opened.json()["generation"] == 1 and opened.json()["population"] == 4
+    claimed = [world.claim_member().json()["member"] for _ in range(4)]
+    assert [m["member"] for m in claimed] == [0, 1, 2, 3]
+    first = claimed[0]
+    assert first["policy"]["version"] == 1 and first["noise_index"] == 7 and first["sign"] == 1
+    assert len({m["seed"] for m in claimed}) == 1  # every member plays the generation's seeds
+    assert world.claim_member().json()["member"] is None  # all leased
+    not_yet = world.close(1)
+    assert not_yet.status_code == 200 and not not_yet.json()["closed"] and not_yet.json()["results"] == []
+    for member, ret in ((0, 30.0), (1, 10.0), (2, 50.0)):
+        ack = world.report(1, member, ret).json()
+        assert ack["accepted"] and not ack["late"] and not ack["duplicate"]
+    closed = world.close(1).json()
+    assert closed["closed"] and closed["received"] == 3
+    assert [(r["member"], r["mean_return"], r["sign"]) for r in closed["results"]] == [
+        (0, 30.0, 1), (1, 10.0, -1), (2, 50.0, 1)]
+    late = world.report(1, 3, 40.0).json()
+    assert late["late"] and not late["accepted"]
+    status = get_status(world.client, world.tokens["read"])
+    assert status["env_steps"] == 30 + 10 + 50 + 40  # a late result's env steps were spent all the same
+    assert status["chunks"] == 0
+    population = status["population"]
+    assert population["generation"] == 1 and not population["open"] and population["late_results"] == 1
+    assert population["results_accepted"] == 3 and population["last_fraction"] == 0.75
+
+
+def test_a_repeated_report_is_a_duplicate_that_changes_nothing(world: World) -> None:
+    world.open()
+    world.claim_member()
+    assert world.report(1, 0, 30.0).json()["accepted"]
+    before = get_status(world.client, world.tokens["read"])
+    again = world.report(1, 0, 30.0)
+    assert again.status_code == 200 and again.json()["duplicate"]
+    after = get_status(world.client, world.tokens["read"])
+    assert after["env_steps"] == before["env_steps"] == 30
+
+
+def test_a_retried_open_gets_the_same_generation(world: World) -> None:
+    assert world.open().json()["generation"] == 1
+    assert world.open().json()["generation"] == 1
+    assert world.open(request_id="b" * 32).json()["generation"] == 2
+
+
+@pytest.mark.parametrize(("update", "error", "hint"), [
+    ({"members": [{"noise_index": 4096 - 10, "sign": 1}, {"noise_index": 0, "sign": -1}]}, "invalid", "noise_index"),
+    ({"policy_version": 2}, "conflict", "latest published policy"),
+    ({"members": [{"noise_index": 1, "sign": 2}]}, "invalid", "sign"),
+    ({"members": []}, "invalid", "members"),
+])
+def test_bad_opens_are_refused_naming_the_problem(world: World, update: dict[str, Any], error: str,
+                                                  hint: str) -> None:
+    resp = world.open(**update)
+    assert_error_body(resp, 409 if error == "conflict" else 422, error, hint=hint)
+
+
+def test_reports_for_generations_or_members_that_do_not_exist_are_refused(world: World) -> None:
+    world.open()
+    assert_error_body(world.report(2, 0), 422, "invalid", hint="does not exist yet")
+    assert_error_body(world.report(1, 4), 422, "invalid", hint="member 4")
+    assert_error_body(world.close(5), 422, "invalid", hint="does not exist yet")
+    assert get_status(world.client, world.tokens["read"])["env_steps"] == 0
+
+
+def test_generation_routes_in_a_run_of_another_algorithm_are_conflicts(tmp_path: Path) -> None:
+    settings, tokens = make_settings(tmp_path)  # the DQN run of the other coordinator tests
     with running_client(settings) as client:
-        learner = learner_with_policy(client, tokens, settings)
-        status = get_status(client, tokens["read"])
-        assert status["population"]["generation"] == 0 and not status["population"]["open"]
-
-        resp = post(client, tokens["learner"], "/v1/generations", open_body(learner))
-        assert resp.status_code == 200, resp.text
-        assert (resp.json()["generation"], resp.json()["population"]) == (1, POPULATION)
-        retry = post(client, tokens["learner"], "/v1/generations", open_body(learner))
-        assert retry.json()["generation"] == 1  # same request id: the same generation
-
         collector = register(client, tokens["collector"], "collector")
-        tasks = [claim_member(client, tokens, collector) for _ in range(POPULATION)]
-        assert [t["member"] for t in tasks] == list(range(POPULATION))
-        assert claim_member(client, tokens, collector) is None  # all leased
-        first = tasks[0]
-        assert (first["generation"], first["policy"]["version"], first["noise_index"], first["sign"]) == (1, 1, 0, 1)
-        assert first["perturbation"] == {**PERTURBATION, "max_steps": None}
-        assert {t["seed"] for t in tasks} == {population_seed(5, 1)}  # common random numbers, the run's seed 5
-        status = get_status(client, tokens["read"])["population"]
-        assert (status["generation"], status["open"], status["population"], status["claimed"]) == (1, True, 4, 4)
-
-        for member, ret in [(0, 10.0), (1, 30.0), (2, 20.0)]:
-            ack = post(client, tokens["collector"], "/v1/generations/1/results", result_body(collector, member, ret))
-            assert ack.status_code == 200, ack.text
-            assert (ack.json()["accepted"], ack.json()["duplicate"], ack.json()["late"]) == (True, False, False)
-        dup = post(client, tokens["collector"], "/v1/generations/1/results", result_body(collector, 0, 99.0))
-        assert (dup.json()["accepted"], dup.json()["duplicate"]) == (False, True)
-
-        not_yet = post(client, tokens["learner"], "/v1/generations/1/close",
-                       {"worker_id": learner, "min_fraction": 1.0})
-        assert not_yet.status_code == 200 and not not_yet.json()["closed"] and not_yet.json()["results"] == []
-        closed = post(client, tokens["learner"], "/v1/generations/1/close",
-                      {"worker_id": learner, "min_fraction": 0.75})
-        body = closed.json()
-        assert body["closed"] and (body["population"], body["received"]) == (4, 3)
-        assert [(r["member"], r["noise_index"], r["sign"], r["mean_return"]) for r in body["results"]] == [
-            (0, 0, 1, 10.0), (1, 0, -1, 30.0), (2, 7, 1, 20.0)]
-
-        late = post(client, tokens["collector"], "/v1/generations/1/results", result_body(collector, 3, 5.0))
-        assert late.status_code == 200, late.text
-        assert (late.json()["accepted"], late.json()["late"]) == (False, True)
-        again = post(client, tokens["learner"], "/v1/generations/1/close",
-                     {"worker_id": learner, "min_fraction": 0.75})
-        assert again.json()["results"] == body["results"] and again.json()["late_results"] == 1
-
-        status = get_status(client, tokens["read"])
-        assert status["env_steps"] == 4 * 20  # three accepted and one late report; never the duplicate
-        population = status["population"]
-        assert (population["open"], population["received"], population["generations_closed"]) == (False, 3, 1)
-        assert (population["results_accepted"], population["late_results"], population["duplicate_results"]) == (
-            3, 1, 1)
-        assert population["last_fraction"] == 0.75
+        assert claim(client, tokens["collector"], collector)["task"]["work"] == "chunks"
+        resp = client.post("/v1/generations/claim", json={"worker_id": collector}, headers=auth(tokens["collector"]))
+        assert_error_body(resp, 409, "conflict", hint="not from generations")
 
 
-def test_bad_input_names_the_field(tmp_path: Path) -> None:
-    settings, tokens = es_settings(tmp_path)
-    with running_client(settings) as client:
-        learner = learner_with_policy(client, tokens, settings, version=2)
-        offsets = NOISE_SIZE - CARTPOLE_PARAMETERS + 1
-        resp = post(client, tokens["learner"], "/v1/generations",
-                    open_body(learner, members=[*members(2), {"noise_index": offsets, "sign": 1}]))
-        assert_error_body(resp, 422, "invalid", f"members[2].noise_index {offsets}")
-        resp = post(client, tokens["learner"], "/v1/generations", open_body(learner, version=1))
-        assert_error_body(resp, 409, "conflict", "latest published policy (v2), not v1")
-        resp = post(client, tokens["learner"], "/v1/generations",
-                    open_body(learner, version=2, members=members(2, first=offsets - 1)))
-        assert resp.status_code == 200, resp.text  # the last offset that fits
-
-        collector = register(client, tokens["collector"], "collector")
-        resp = post(client, tokens["collector"], "/v1/generations/1/results", result_body(collector, 2, 1.0))
-        assert_error_body(resp, 422, "invalid", "member 2 does not exist")
-        resp = post(client, tokens["collector"], "/v1/generations/2/results", result_body(collector, 0, 1.0))
-        assert_error_body(resp, 422, "invalid", "generation 2 does not exist yet")
-        resp = post(client, tokens["learner"], "/v1/generations/2/close", {"worker_id": learner, "min_fraction": 1})
-        assert_error_body(resp, 422, "invalid", "generation 2")
-        resp = post(client, tokens["collector"], "/v1/generations/1/results",
-                    {**result_body(collector, 0, 1.0), "env_steps": 0})
-        assert_error_body(resp, 422, hint="env_steps")
-        resp = post(client, tokens["collector"], "/v1/generations/claim", {"worker_id": learner})
-        assert_error_body(resp, 403, "forbidden", "cannot act for learner")  # members go to collectors only
-        assert get_status(client, tokens["read"])["env_steps"] == 0
-
-
-def test_generation_routes_conflict_in_a_run_that_trains_from_chunks(tmp_path: Path) -> None:
-    settings, tokens = make_settings(tmp_path)  # DQN
-    with running_client(settings) as client:
-        learner = learner_with_policy(client, tokens, settings)
-        collector = register(client, tokens["collector"], "collector")
-        for token, path, body in [
-            (tokens["learner"], "/v1/generations", open_body(learner)),
-            (tokens["collector"], "/v1/generations/claim", {"worker_id": collector}),
-            (tokens["collector"], "/v1/generations/1/results", result_body(collector, 0, 1.0)),
-            (tokens["learner"], "/v1/generations/1/close", {"worker_id": learner, "min_fraction": 1.0}),
-        ]:
-            assert_error_body(post(client, token, path, body), 409, "conflict", "trains from chunks")
-        assert get_status(client, tokens["read"])["population"] is None
-
-
-def test_a_restarted_coordinator_keeps_acknowledged_results(tmp_path: Path) -> None:
-    settings, tokens = es_settings(tmp_path)
-    with running_client(settings) as client:
-        learner = learner_with_policy(client, tokens, settings)
-        assert post(client, tokens["learner"], "/v1/generations", open_body(learner)).status_code == 200
-        collector = register(client, tokens["collector"], "collector")
-        claim_member(client, tokens, collector)
-        ack = post(client, tokens["collector"], "/v1/generations/1/results", result_body(collector, 0, 42.0))
-        assert ack.json()["accepted"]
-    with running_client(settings) as client:
-        status = get_status(client, tokens["read"])
-        assert status["env_steps"] == 20
-        assert (status["population"]["generation"], status["population"]["received"]) == (1, 1)
-        dup = post(client, tokens["collector"], "/v1/generations/1/results", result_body(collector, 0, 1.0))
-        assert dup.status_code == 200 and dup.json()["duplicate"], dup.text
-        assert claim_member(client, tokens, collector)["member"] == 1
-        resp = post(client, tokens["learner"], "/v1/generations/1/close",
-                    {"worker_id": learner, "min_fraction": 1.0, "force": True})
-        assert resp.status_code == 200, resp.text
-        assert [(r["member"], r["mean_return"]) for r in resp.json()["results"]] == [(0, 42.0)]
+def test_an_acknowledged_result_survives_a_coordinator_restart(tmp_path: Path) -> None:
+    world = World(tmp_path)
+    with running_client(world.settings) as client:
+        world.start(client)
+        world.open()
+        assert [world.claim_member().json()["member"]["member"] for _ in range(2)] == [0, 1]
+        assert world.report(1, 0, 60.0).json()["accepted"]
+    with running_client(world.settings) as client:
+        world.client = client
+        status = get_status(client, world.tokens["read"])
+        assert status["env_steps"] == 60 and status["population"]["received"] == 1
+        assert world.report(1, 0, 60.0).json()["duplicate"]
+        # claims are not journalled: member 1, leased before the restart and never reported, is offered again
+        assert world.claim_member().json()["member"]["member"] == 1

@@ -47,3 +47,17 @@ def test_dqn_with_the_pohlen_transform_solves_cartpole_with_rewards_x100(tmp_pat
     summary = _solved(tmp_path, "configs/cartpole_dqn_pohlen.yaml", 475.0, "--seed", "0")
     assert summary["env_steps"] <= 100_000
     assert summary["learner"]["losses"]["q_mean"] > 1_000  # the learner saw the scaled rewards, in raw units
+
+
+@pytest.mark.slow
+def test_evolution_strategies_solve_cartpole_through_rlfleet_up(tmp_path: Path) -> None:
+    """Issue 14: the ES master's generations are evaluated by two collectors (measured: 22-50 generations, 5-10 s
+    of training on 2 cores); every generation's env steps count in the run's, and no chunk is ever written."""
+    summary = _solved(tmp_path, "configs/cartpole_es.yaml", 475.0, "--seed", "0")
+    losses = summary["learner"]["losses"]
+    generations = int(losses["generation"])
+    assert 5 <= generations <= 150
+    assert summary["chunks"] == 0 and summary["env_steps"] >= generations * 32 * 9  # 32 members, >= 9 steps each
+    assert 0.9 <= losses["fraction_received"] <= 1.0 and losses["generation_seconds"] > 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert not (run_dir / "store" / "chunks").exists()

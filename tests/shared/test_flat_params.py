@@ -1,4 +1,4 @@
-"""shared/flat_params.py: one flat vector per MLP policy, in torch's registration order, on every side."""
+"""One flat parameter order on both sides: torch's PolicyNet and the collectors' numpy policy."""
 
 from __future__ import annotations
 
@@ -7,91 +7,66 @@ import pytest
 import torch
 
 from shared.actors import NumpyActor
+from shared.confbase import NetConfig
 from shared.flat_params import flatten, parameter_count, policy_shapes, unflatten
-from shared.manifest import default_encoder
-from shared.spaces import DiscreteActions, ObsSpace, Spaces
-from tests.policies import CARTPOLE, PENDULUM, manifest, policy_state
-
-torch.set_num_threads(1)
-CASES = [(CARTPOLE, "categorical"), (PENDULUM, "gaussian")]
+from shared.manifest import PolicyManifest, default_encoder
+from shared.nets import PolicyNet
+from shared.spaces import Spaces
+from tests.policies import CARTPOLE, PENDULUM
 
 
-@pytest.mark.parametrize(("spaces", "head"), CASES)
-def test_shapes_follow_torch_state_dict_order(spaces, head) -> None:
-    from shared.nets import PolicyNet
-
-    m = manifest(spaces, head, (8, 5))
-    torch_state = PolicyNet(m).state_dict()
-    shapes = policy_shapes(m)
-    assert list(shapes) == list(torch_state)
-    assert [tuple(t.shape) for t in torch_state.values()] == list(shapes.values())
-    assert parameter_count(shapes) == sum(t.numel() for t in torch_state.values())
+def _manifest(spaces: Spaces, head: str) -> PolicyManifest:
+    return PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=NetConfig(hidden=(16, 8)),
+                          head=head)
 
 
-@pytest.mark.parametrize(("spaces", "head"), CASES)
-def test_flatten_is_torch_parameter_order_and_unflatten_inverts_it(spaces, head) -> None:
-    from shared.nets import PolicyNet
+@pytest.mark.parametrize(("spaces", "head"), [(CARTPOLE, "categorical"), (PENDULUM, "gaussian")])
+def test_shapes_name_every_torch_tensor_and_keep_the_bodys_order(spaces: Spaces, head: str) -> None:
+    manifest = _manifest(spaces, head)
+    torch_state = PolicyNet(manifest).state_dict()
+    shapes = policy_shapes(manifest)
+    assert set(shapes) == set(torch_state)
+    body = [name for name in torch_state if name.startswith("body.")]
+    assert list(shapes)[:len(body)] == body
+    assert all(tuple(torch_state[name].shape) == shape for name, shape in shapes.items())
+    assert parameter_count(shapes) == sum(p.numel() for p in PolicyNet(manifest).parameters())
 
-    m = manifest(spaces, head, (8, 5))
-    torch.manual_seed(3)
-    net = PolicyNet(m)
-    if head == "gaussian":
-        with torch.no_grad():
-            net.log_std.uniform_(-1, 0)  # not zeros, so its position in the vector is visible
-    state = {k: v.numpy().copy() for k, v in net.state_dict().items()}
-    shapes = policy_shapes(m)
+
+@pytest.mark.parametrize(("spaces", "head"), [(CARTPOLE, "categorical"), (PENDULUM, "gaussian")])
+def test_unflatten_inverts_flatten_and_the_numpy_actor_matches_torch(spaces: Spaces, head: str) -> None:
+    torch.manual_seed(0)
+    manifest = _manifest(spaces, head)
+    net = PolicyNet(manifest)
+    state = {name: t.detach().numpy() for name, t in net.state_dict().items()}
+    shapes = policy_shapes(manifest)
     vector = flatten(state, shapes)
-    assert vector.dtype == np.float32
-    np.testing.assert_array_equal(vector, torch.cat([t.detach().reshape(-1) for t in net.state_dict().values()]))
+    assert vector.dtype == np.float32 and vector.shape == (parameter_count(shapes),)
     back = unflatten(vector, shapes)
-    assert list(back) == list(state)
-    for name, tensor in state.items():
-        np.testing.assert_array_equal(back[name], tensor)
-    np.testing.assert_array_equal(flatten(back, shapes), vector)
-
-
-@pytest.mark.parametrize(("spaces", "head"), CASES)
-def test_actor_from_a_round_tripped_vector_acts_like_the_torch_net(spaces, head) -> None:
-    from shared.nets import PolicyNet
-
-    m = manifest(spaces, head, (16,))
-    state = policy_state(m, seed=5)
-    shapes = policy_shapes(m)
-    actor = NumpyActor(m, unflatten(flatten(state, shapes), shapes))
-    net = PolicyNet(m)
-    net.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
-    obs = np.random.default_rng(0).standard_normal((32, *spaces.obs.shape)).astype(np.float32)
+    assert all(np.array_equal(back[name], state[name]) for name in state)
+    obs = np.random.default_rng(0).standard_normal((5, spaces.obs.flat_size)).astype(np.float32)
     with torch.no_grad():
-        out = net(torch.from_numpy(obs)).numpy()
-    np.testing.assert_allclose(actor.forward(obs), out, rtol=1e-5, atol=1e-5)
-    if head == "categorical":
-        np.testing.assert_array_equal(actor.greedy(obs), out.argmax(axis=1))
+        logits = net(torch.from_numpy(obs)).numpy()
+    expected = logits.argmax(1) if head == "categorical" else np.clip(logits, -2.0, 2.0)
+    np.testing.assert_allclose(np.asarray(NumpyActor(manifest, back).greedy(obs), np.float64).reshape(
+        expected.shape), expected, atol=1e-5)
 
 
-def test_perturbing_the_vector_moves_the_named_weight() -> None:
-    m = manifest(CARTPOLE, "categorical", (16,))
-    shapes = policy_shapes(m)
-    state = policy_state(m)
-    vector = flatten(state, shapes).copy()
-    first_hidden_bias = 4 * 16  # body.0.weight comes first
-    vector[first_hidden_bias] += 1.0
-    moved = unflatten(vector, shapes)
-    assert moved["body.0.bias"][0] == pytest.approx(state["body.0.bias"][0] + 1.0)
-    np.testing.assert_array_equal(moved["body.0.weight"], state["body.0.weight"])
+def test_a_moved_vector_moves_the_named_tensor() -> None:
+    manifest = _manifest(CARTPOLE, "categorical")
+    shapes = policy_shapes(manifest)
+    vector = np.zeros(parameter_count(shapes), np.float32)
+    vector[4 * 16] = 1.0  # the first entry after body.0.weight (16 x 4): body.0.bias[0]
+    state = unflatten(vector, shapes)
+    assert state["body.0.bias"][0] == 1.0 and state["body.0.weight"].sum() == 0.0
 
 
-def test_refusals_name_the_problem() -> None:
-    m = manifest(CARTPOLE, "categorical", (16,))
-    shapes = policy_shapes(m)
-    state = policy_state(m)
-    with pytest.raises(ValueError, match="the policy needs"):
-        flatten({k: v for k, v in state.items() if k != "body.2.bias"}, shapes)
-    with pytest.raises(ValueError, match=r"body\.0\.weight has shape \(4, 16\)"):
-        flatten({**state, "body.0.weight": state["body.0.weight"].T}, shapes)
-    with pytest.raises(ValueError, match=f"the policy has {parameter_count(shapes)} parameters"):
-        unflatten(np.zeros(parameter_count(shapes) + 1, np.float32), shapes)
-    image = Spaces(obs=ObsSpace(shape=(10, 10, 3), dtype="uint8"), action=DiscreteActions(n=4))
-    cnn = manifest(image, "categorical")
-    assert default_encoder(image.obs).kind == "cnn"
-    with pytest.raises(ValueError, match="cnn encoder"):
-        policy_shapes(cnn)
+def test_mismatched_tensors_and_vectors_are_refused() -> None:
+    manifest = _manifest(CARTPOLE, "categorical")
+    shapes = policy_shapes(manifest)
+    state = {name: np.zeros(shape, np.float32) for name, shape in shapes.items()}
+    with pytest.raises(ValueError, match="tensors"):
+        flatten({k: v for k, v in state.items() if k != "body.0.bias"}, shapes)
+    with pytest.raises(ValueError, match="shape"):
+        flatten(state | {"body.0.bias": np.zeros(3, np.float32)}, shapes)
+    with pytest.raises(ValueError, match="parameters"):
+        unflatten(np.zeros(7, np.float32), shapes)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shared.algorithms import DEFAULT, REGISTRY, default_params
-from shared.algorithms.base import AlgoParams, ChunkParams, ReplayParams
+from shared.algorithms.base import AlgoParams, ChunkParams, PopulationParams, ReplayParams
 from shared.config import RunConfig
 from tests.conftest import REPO
 from tests.policies import CARTPOLE, PENDULUM
@@ -22,7 +22,8 @@ def test_every_algorithm_module_is_registered_under_its_params_name() -> None:
     assert set(REGISTRY) == modules
     for name, spec in REGISTRY.items():
         assert spec.name == name and spec.params.model_fields["name"].default == name
-        assert issubclass(spec.params, ReplayParams if spec.loop == "replay" else ChunkParams)
+        loop_params = {"replay": ReplayParams, "chunks": ChunkParams, "population": PopulationParams}
+        assert issubclass(spec.params, loop_params[spec.loop])
     assert default_params().name == DEFAULT
 
 
