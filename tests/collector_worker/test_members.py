@@ -66,6 +66,11 @@ def test_a_member_plays_its_perturbed_policy_on_the_generations_seeds(tmp_path: 
         assert outcome.episodes == 3 and outcome.mean_return == np.mean(expected)
         assert outcome.env_steps == sum(expected) and outcome.mean_length == np.mean(expected)
         assert evaluator.evaluate(member) == outcome  # envs kept across members: still the same seeds
+        other = MemberEvaluator(EnvConfig(id="CartPole-v1"), store)  # another collector
+        try:
+            assert other.evaluate(member) == outcome
+        finally:
+            other.close()
         opposite = evaluator.evaluate(member.model_copy(update={"sign": -1}))
         assert opposite.mean_return == np.mean(_by_hand(member.model_copy(update={"sign": -1}), store))
     finally:

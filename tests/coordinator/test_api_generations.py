@@ -152,8 +152,19 @@ def test_generation_routes_in_a_run_of_another_algorithm_are_conflicts(tmp_path:
     with running_client(settings) as client:
         collector = register(client, tokens["collector"], "collector")
         assert claim(client, tokens["collector"], collector)["task"]["work"] == "chunks"
-        resp = client.post("/v1/generations/claim", json={"worker_id": collector}, headers=auth(tokens["collector"]))
-        assert_error_body(resp, 409, "conflict", hint="not from generations")
+        learner = register(client, tokens["learner"], "learner")
+        claim(client, tokens["learner"], learner)
+        for path, body, scope in [
+            ("/v1/generations/claim", {"worker_id": collector}, "collector"),
+            ("/v1/generations", {"worker_id": learner, "request_id": "a" * 32, "policy_version": 1,
+                                 "perturbation": PERTURBATION, "members": MEMBERS}, "learner"),
+            ("/v1/generations/1/results", {"worker_id": collector, "member": 0, "mean_return": 1.0,
+                                           "mean_length": 1.0, "episodes": 1, "env_steps": 1}, "collector"),
+            ("/v1/generations/1/close", {"worker_id": learner, "min_fraction": 1.0}, "learner"),
+        ]:
+            resp = client.post(path, json=body, headers=auth(tokens[scope]))
+            assert_error_body(resp, 409, "conflict", hint="not from generations")
+        assert get_status(client, tokens["read"])["population"] is None
 
 
 def test_an_acknowledged_result_survives_a_coordinator_restart(tmp_path: Path) -> None:
@@ -170,3 +181,21 @@ def test_an_acknowledged_result_survives_a_coordinator_restart(tmp_path: Path) -
         assert world.report(1, 0, 60.0).json()["duplicate"]
         # claims are not journalled: member 1, leased before the restart and never reported, is offered again
         assert world.claim_member().json()["member"]["member"] == 1
+
+
+def test_the_last_offset_that_leaves_room_for_the_policy_is_taken(world: World) -> None:
+    parameters = 4 * 16 + 16 + 16 * 2 + 2  # ES's default net on CartPole
+    last = PERTURBATION["noise_size"] - parameters
+    pair = [{"noise_index": last, "sign": 1}, {"noise_index": last, "sign": -1}]
+    assert_error_body(world.open(members=[{"noise_index": last + 1, "sign": 1}, *pair]), 422, "invalid",
+                      hint=f"members[0].noise_index {last + 1}")
+    assert world.open(members=pair).json()["population"] == 2
+
+
+def test_members_go_to_collectors_only(world: World) -> None:
+    world.open()
+    resp = world.post("/v1/generations/claim", {"worker_id": world.learner}, "collector")
+    assert_error_body(resp, 403, "forbidden", hint="cannot act for learner")
+    resp = world.post("/v1/generations/claim", {"worker_id": world.collector}, "learner")
+    assert resp.status_code == 403, resp.text
+    assert get_status(world.client, world.tokens["read"])["population"]["claimed"] == 0

@@ -3,19 +3,28 @@ draws and steps exactly as the uninterrupted one."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+from collector_worker.members import MemberEvaluator
 from learner_worker.algorithms.es import ES, centred_ranks, gradient_estimate
 from shared.algorithms.base import sampled_head
 from shared.algorithms.es import ESParams
 from shared.confbase import NetConfig
+from shared.config import EnvConfig
+from shared.flat_params import unflatten
 from shared.manifest import Behaviour
+from shared.nets import PolicyNet
 from shared.noise_table import NoiseTable
-from shared.wire_generations import MemberOutcome
+from shared.policy_io import save_policy
+from shared.spaces import Spaces
+from shared.store import LocalStore
+from shared.wire_generations import MemberOutcome, MemberTask
 from tests.learner_worker.algorithms.chunks import roundtrip
-from tests.policies import CARTPOLE
+from tests.policies import CARTPOLE, PENDULUM
 
 torch.set_num_threads(1)
 
@@ -99,3 +108,40 @@ def test_a_generation_with_fewer_than_two_results_is_refused() -> None:
     es = _es()
     with pytest.raises(ValueError, match="nothing to rank"):
         es.update(_generation(es, np.zeros(es.dim))[:1])
+
+
+def test_one_sgd_step_moves_the_vector_by_the_learning_rate_times_the_estimate() -> None:
+    """The optimizer ascends the estimate (ES maximises returns) by exactly lr * g without momentum or decay."""
+    es = _es(population=8, optimizer="sgd", momentum=0.0, weight_decay=0.0, learning_rate=0.1)
+    before = es.theta.detach().numpy().astype(np.float64)
+    results = _generation(es, np.ones(es.dim))
+    g = gradient_estimate(centred_ranks(np.array([r.mean_return for r in results])),
+                          np.array([r.noise_index for r in results]), np.array([r.sign for r in results]),
+                          es.table, es.dim, es.cfg.sigma)
+    info = es.update(results)
+    np.testing.assert_allclose(es.theta.detach().numpy() - before, 0.1 * g, atol=1e-6)
+    assert info["grad_norm"] == pytest.approx(float(np.linalg.norm(g)))
+
+
+@pytest.mark.parametrize("spaces", [CARTPOLE, PENDULUM])
+def test_a_collector_perturbs_the_published_policy_as_the_master_does(spaces: Spaces, tmp_path: Path) -> None:
+    """The master's vector and a collector's, rebuilt from the published file, mean the same weights (a
+    gaussian head's log_std included)."""
+    cfg = ESParams(population=4, sigma=0.3, noise_table_size=4096)
+    es = ES(spaces, cfg, Behaviour(head=sampled_head(spaces), sample=False), seed=2)
+    with torch.no_grad():  # every tensor away from its initialisation, log_std's zeros included
+        es.theta.add_(torch.linspace(-1, 1, es.dim))
+    store = LocalStore(tmp_path)
+    ref = save_policy(store, 1, es.policy_state(), es.manifest())
+    spec = es.members()[1]  # the negative half of the first antithetic pair
+    task = MemberTask(generation=1, member=1, policy=ref, perturbation=es.perturbation(),
+                      noise_index=spec.noise_index, sign=spec.sign, seed=0)
+    collector_actor = MemberEvaluator(EnvConfig(), store).actor(task)
+    moved = es.theta.detach().numpy() + spec.sign * cfg.sigma * es.table.get(spec.noise_index, es.dim)
+    net = PolicyNet(es.manifest())
+    net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in unflatten(moved, es.shapes).items()})
+    obs = np.random.default_rng(0).standard_normal((16, *spaces.obs.shape)).astype(np.float32)
+    with torch.no_grad():
+        np.testing.assert_allclose(collector_actor.forward(obs), net(torch.from_numpy(obs)).numpy(), atol=1e-5)
+    if "log_std" in es.shapes:
+        np.testing.assert_allclose(collector_actor.log_std, net.log_std.detach().numpy(), atol=1e-6)
