@@ -40,7 +40,7 @@ class RunDatasets(RunGenerations):
         if not server.scores or server.scores[-1].epoch < server.epochs:
             return  # the learner has not reported its last epoch yet (its policy is published before that)
         done = f"all {server.epochs} epochs over dataset {server.manifest.name!r} were trained"
-        if self.policies.latest_version == 0:  # a model that is not a policy (supervised): nothing to judge
+        if self.policies.latest_version == 0:  # a learner of models, not policies: nothing to judge
             self.end("budget_exhausted", done)
         elif judged is not None and judged.policy_version >= self.policies.latest_version:
             self.end("budget_exhausted", f"{done}; the last policy, v{judged.policy_version}, validated at "

@@ -1,4 +1,4 @@
-"""The dataset loop: a learner trained on a recorded dataset (behavioural cloning, supervised models) instead
+"""The dataset loop: a learner trained on a recorded dataset (behavioural cloning, models of experience) instead
 of on collectors.
 
 Each turn it asks the coordinator for the next batch of the train split (coordinator/datasets.py owns the
