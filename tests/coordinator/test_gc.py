@@ -60,8 +60,9 @@ def test_eviction_and_the_orphan_sweep_never_reach_a_recorded_dataset(
         run.ingest(chunk(run, worker, task, f"c{i:02d}"))
     store.put(f"chunks/{task}/orphan.msgpack", b"never reported")
     _age(store, f"chunks/{task}/orphan.msgpack", 3600)
-    assert run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=0) == 1
-    run.payloads.flush()
+    assert run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=0) >= 1  # an evicted chunk's
+    run.payloads.flush()  # file may still be queued for the deleter when the sweep finds it: counted there
+    assert not store.resolve(f"chunks/{task}/orphan.msgpack").exists()
     assert run.data.status().evicted_chunks > 0
     assert not store.resolve(f"chunks/{task}/c00.msgpack").exists()  # evicted, and its file deleted
     assert _files(data_dir / "datasets") == recording
