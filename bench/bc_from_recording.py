@@ -32,10 +32,10 @@ def rlfleet(*args: str) -> subprocess.CompletedProcess:
     return done
 
 
-def up(data: Path, config: str, seed: int) -> tuple[Path, dict]:
+def up(data: Path, config: str, seed: int, *more: str) -> tuple[Path, dict]:
     before = set((data / "runs").iterdir()) if (data / "runs").exists() else set()
     started = time.monotonic()
-    rlfleet("up", "--config", config, "--data-dir", str(data), "--port", "0", "--seed", str(seed))
+    rlfleet("up", "--config", config, "--data-dir", str(data), "--port", "0", "--seed", str(seed), *more)
     (run_dir,) = set((data / "runs").iterdir()) - before
     summary = json.loads((run_dir / "summary.json").read_text())
     summary["launch_seconds"] = time.monotonic() - started

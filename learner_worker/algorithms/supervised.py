@@ -19,7 +19,7 @@ from torch import nn
 from learner_worker.actor_critic import CPU
 from learner_worker.device import to_device
 from shared.algorithms.supervised import SupervisedParams
-from shared.manifest import Behaviour, PolicyManifest
+from shared.manifest import Behaviour
 from shared.nets import mlp
 from shared.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces
 
@@ -28,7 +28,7 @@ MODEL_KEY = "rlfleet.model"
 
 class Supervised:
     td_abs = None
-    policy = False  # it publishes no policy: its model is saved per epoch instead
+    policy = False  # it publishes no policy (so has no policy_state or manifest): model_file is saved per epoch
 
     def __init__(self, spaces: Spaces, cfg: SupervisedParams, behaviour: Behaviour, seed: int,
                  device: torch.device = CPU) -> None:
@@ -119,12 +119,6 @@ class Supervised:
                  "encoding": "inputs side by side: observations flattened, discrete actions one-hot"}
         return save({k: v.detach().contiguous().cpu() for k, v in self.model.state_dict().items()},
                     metadata={MODEL_KEY: json.dumps(about, sort_keys=True)})
-
-    def policy_state(self) -> dict[str, torch.Tensor]:
-        raise NotImplementedError("a supervised model is not a policy: see model_file")
-
-    def manifest(self) -> PolicyManifest:
-        raise NotImplementedError("a supervised model is not a policy: see model_file")
 
     def state(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}

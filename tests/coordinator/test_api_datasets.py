@@ -116,3 +116,32 @@ def test_a_coordinator_will_not_serve_a_recording_it_cannot_use(tmp_path: Path, 
     settings, _ = _settings(tmp_path, config, dataset)
     with pytest.raises(DatasetError, match=message), TestClient(create_app(settings)):
         pass
+
+
+def test_a_run_whose_model_is_no_policy_ends_when_the_last_epochs_scores_are_in(tmp_path: Path) -> None:
+    """No policy, no evaluator: the run ends on the learner's report of the last epoch, not before."""
+    config = RunConfig.model_validate({"name": "sl-api", "env": {"id": "CartPole-v1"},
+                                       "algo": {"name": "supervised", "dataset": "demo", "epochs": 2}})
+    settings, tokens = _settings(tmp_path, config)
+    with running_client(settings) as client:
+        learner = register(client, tokens["learner"], "learner")
+        claim(client, tokens["learner"], learner)
+        while _sample(client, tokens["learner"], learner, 1000).json()["files"]:
+            pass
+
+        def report(epoch: int) -> None:
+            assert client.post("/v1/learn-info", json={
+                "worker_id": learner, "iteration": epoch, "transitions_trained": epoch,
+                "losses": {"loss": 0.1, "valid_loss": 0.2 / epoch, "valid_r2": 0.9, "epoch": float(epoch)}},
+                headers=auth(tokens["learner"])).status_code == 200
+
+        report(1)
+        time.sleep(0.5)  # a few ticks: every epoch was served, but the last one's scores are not in
+        assert get_status(client, tokens["read"])["run_state"] == "running"
+        report(2)
+        deadline = time.monotonic() + 5
+        while get_status(client, tokens["read"])["run_state"] == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = get_status(client, tokens["read"])
+        assert status["run_state"] == "budget_exhausted" and status["policy_version"] == 0
+        assert "all 2 epochs over dataset 'demo' were trained" in status["run_message"]
