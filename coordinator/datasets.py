@@ -13,7 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from shared.datasets import DatasetManifest
+from shared.algorithms.base import DatasetParams
+from shared.config import RunConfig
+from shared.datasets import DatasetError, DatasetManifest, check_usable, load_manifest
+from shared.spaces import Spaces
+from shared.store import PayloadStore
 from shared.wire_datasets import DatasetFile, DatasetStatus, EpochScore
 
 
@@ -84,3 +88,16 @@ class DatasetServer:
                              valid_episodes=m.splits["valid"].episodes,
                              recorded_return_mean=float(np.mean(returns)), epoch=self.epoch, epochs=self.epochs,
                              batches_served=self.batches, epoch_scores=list(self.scores))
+
+
+def dataset_server(config: RunConfig, spaces: Spaces, store: PayloadStore | None) -> DatasetServer | None:
+    """A dataset run's server of its recording (None for other runs), refused at start if the recording is
+    missing, unreadable, of other spaces than the run's env, or has an empty split."""
+    algo = config.algo
+    if not isinstance(algo, DatasetParams):
+        return None
+    if store is None:
+        raise DatasetError(f"algo.dataset {algo.dataset!r}: this coordinator has no dataset store")
+    manifest = load_manifest(store, algo.dataset)
+    check_usable(manifest, spaces)
+    return DatasetServer(manifest, config.seed, algo.epochs)

@@ -12,6 +12,11 @@ from shared.wire import ControlStatus
 
 
 class RunControl(RunCore):
+    @property
+    def max_wait_seconds(self) -> float:
+        """The longest long-poll: half a lease, so a waiting worker always renews in time."""
+        return self.fleet.lease_seconds / 2
+
     def _controlled(self, *parts: str) -> ControlStatus:
         self._commit([], "control", *parts)
         return self.control.status()

@@ -15,13 +15,13 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from coordinator import journal as jr
 from coordinator.committer import JournalFailed, Statement
 from coordinator.control import Control
 from coordinator.dataplane import BUFFER_ID, Change, DataPlane
-from coordinator.datasets import DatasetServer
+from coordinator.datasets import dataset_server
 from coordinator.errors import (
     Conflict,
     CoordinatorError,
@@ -43,9 +43,8 @@ from coordinator.progress import LearnerProgress
 from coordinator.signals import Signal
 from coordinator.tasks import TaskRecord
 from coordinator.telemetry import Telemetry
-from shared.algorithms.base import DatasetParams
+from shared.algorithms.base import COLLECTOR_WORK
 from shared.config import RunConfig
-from shared.datasets import DatasetError, check_usable, load_manifest
 from shared.plan import RunPlan
 from shared.seeds import base_seed
 from shared.store import PayloadStore, StorePathError, StoreUnavailable
@@ -67,9 +66,6 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 PayloadSize = int | None | StorePathError | StoreUnavailable  # a size, absent, or why it could not be had
 PAUSE_SECONDS = 0.05
-# What a collector does in a run of each learner loop: a dataset run needs no collector (it ends at once).
-COLLECTOR_WORK: dict[str, Literal["chunks", "members", "none"]] = {
-    "replay": "chunks", "chunks": "chunks", "population": "members", "dataset": "none"}
 SNAPSHOT_EVERY = 256  # replay-log records between buffer snapshots in the journal
 
 
@@ -130,22 +126,10 @@ class RunCore:
         self.lifecycle = Lifecycle(cfg.budget, self.clock())
         self.learner = LearnerProgress()
         self.generations = Generations()
-        self.dataset = self._dataset_server()
+        self.dataset = dataset_server(cfg, self.plan.spaces, self.datasets)
         self.control = Control(self.plan.spec.live)
         self._rate: list[tuple[float, int]] = []
         self._heartbeat_cache: tuple[object, bytes] = (None, b"")
-
-    def _dataset_server(self) -> DatasetServer | None:
-        """A dataset run's server of its recording, refused at start if the recording is missing, unreadable, of
-        other spaces than the run's env, or has an empty split."""
-        algo = self.config.algo
-        if not isinstance(algo, DatasetParams):
-            return None
-        if self.datasets is None:
-            raise DatasetError(f"algo.dataset {algo.dataset!r}: this coordinator has no dataset store")
-        manifest = load_manifest(self.datasets, algo.dataset)
-        check_usable(manifest, self.plan.spaces)
-        return DatasetServer(manifest, self.config.seed, algo.epochs)
 
     # ----- persistence -------------------------------------------------------------------------------------
     def _state(self, part: str) -> Any:
@@ -270,11 +254,6 @@ class RunCore:
         self.policy_signal.fire()
 
     # ----- helpers -----------------------------------------------------------------------------------------
-    @property
-    def max_wait_seconds(self) -> float:
-        """The longest long-poll: half a lease, so a waiting worker always renews in time."""
-        return self.fleet.lease_seconds / 2
-
     def directive(self, kind: WorkerKind | None) -> Directive:
         ahead = self.control.paused or self.data.collectors_ahead()
         pause = PAUSE_SECONDS if kind == "collector" and ahead else 0.0

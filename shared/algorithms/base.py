@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from shared.config import RunConfig
 
 Loop = Literal["replay", "chunks", "population", "dataset"]
+# What a collector does in a run of each loop: a dataset run needs no collector (it exits at once).
+COLLECTOR_WORK: dict[str, Literal["chunks", "members", "none"]] = {
+    "replay": "chunks", "chunks": "chunks", "population": "members", "dataset": "none"}
 
 # Settings an operator may change while the run trains (`PATCH /v1/run/settings`), as dotted config paths. Each
 # registry entry lists its own: nothing outside the registry decides by an algorithm's name what is live.
