@@ -26,11 +26,17 @@ def _write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def new_token() -> str:
+    """256 random bits in hex. Not base64url: one of its tokens in 64 starts with "-", and a command line such as
+    `--token -0BEY...` then reads the token as an option."""
+    return secrets.token_hex(32)
+
+
 def generate_tokens_file(path: Path) -> dict[str, str]:
     """Create the file with fresh tokens unless it exists; returns its contents. Safe to call repeatedly."""
     if path.exists():
         return load_tokens_file(path)
-    tokens: dict[str, str] = {scope: secrets.token_urlsafe(32) for scope in SCOPES}
+    tokens: dict[str, str] = {scope: new_token() for scope in SCOPES}
     _write_private(path, json.dumps(tokens))
     return tokens
 
