@@ -137,7 +137,13 @@ class EvalConfig(Strict):
         return self
 
 
+MAX_REPLICAS = 64
+
+
 class LearnerConfig(Strict):
+    replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS, description=(
+        "learner processes training as one data-parallel group (torch.distributed): each samples an equal share "
+        "of every batch and DistributedDataParallel averages their gradients; 1: a single learner"))] = 1
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description=(
         "where the learner trains: auto takes a GPU when torch sees one, cuda requires one"))
     hooks: tuple[HookConfig, ...] = Field((), max_length=MAX_HOOKS, description=(
