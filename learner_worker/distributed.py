@@ -26,11 +26,15 @@ import logging
 import os
 from collections.abc import Iterable
 from datetime import timedelta
+from typing import Literal
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+
+from shared.wire import LearnerTask
 
 log = logging.getLogger("rlfleet.learner")
 GROUP_TIMEOUT = timedelta(seconds=120)  # a collective waiting longer than this for a rank fails instead of hanging
@@ -101,6 +105,17 @@ class Group:
         dist.all_reduce(total, op=dist.ReduceOp.SUM)
         return total
 
+    def moments(self, rows: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """(count, mean, sum of squared deviations) of every rank's observations [M, *shape] together."""
+        x = torch.from_numpy(np.asarray(rows, np.float64)).reshape(len(rows), -1)
+        sums = self.sum(torch.cat([x.new_tensor([len(x)]), x.sum(0), x.square().sum(0)])).cpu().numpy()
+        n, total, squares = int(sums[0]), sums[1:1 + x.shape[1]], sums[1 + x.shape[1]:]
+        shape = rows.shape[1:]
+        if n == 0:
+            return 0, np.zeros(shape), np.zeros(shape)
+        mean = total / n
+        return n, mean.reshape(shape), np.maximum(squares - n * mean ** 2, 0).reshape(shape)
+
     def agree(self, what: str, value: int) -> None:
         """Raise GroupMismatch on every rank unless every rank passed the same `value` (a `digest`)."""
         mine = torch.tensor([value], dtype=torch.int64, device=self.device)
@@ -115,3 +130,31 @@ class Group:
     def check_weights(self, iteration: int) -> None:
         """After every update: every rank's wrapped modules must hold bit-identical weights."""
         self.agree(f"weights after update {iteration}", weights_digest(self.modules))
+
+
+def join_group(task: LearnerTask, device: torch.device) -> Group | None:
+    """The learner group this learner is a rank of, or None when `learner.replicas` is 1. The config digest covers
+    the whole task but its id: every rank must train the same algorithm on the same data with the same seed."""
+    if task.learner.replicas == 1:
+        return None
+    same = task.model_copy(update={"task_id": "rank"}).model_dump_json()
+    group = Group.join(device, digest([same.encode()]))
+    if group.world_size != task.learner.replicas:
+        group.leave()
+        raise GroupMismatch(f"torchrun formed a group of {group.world_size} ranks but learner.replicas is "
+                            f"{task.learner.replicas}: start the learner group with `rlfleet learner`")
+    return group
+
+
+Step = Literal["train", "wait", "stop"]
+
+
+def next_step(group: Group | None, running: bool, ready: bool) -> Step:
+    """What the loop does next: stop once this learner (in a group: any rank) stops, train once it (every rank)
+    holds a batch, else wait for one, a rank that holds its batch keeping it. In a group every rank takes the same
+    steps in the same order, so every update's collectives meet, and a stopping rank ends them all instead of
+    leaving the others waiting in a collective."""
+    if group is not None:
+        stopped, waiting = group.sum(torch.tensor([not running, not ready])).tolist()
+        running, ready = stopped == 0, waiting == 0
+    return "stop" if not running else "train" if ready else "wait"
