@@ -66,6 +66,10 @@ def run_agent(config: RunConfig) -> int:
     learner = config.learner
     log.info("starting a learner group rank: %d ranks meet at %s (torchrun, c10d rendezvous %r)",
              learner.replicas, learner.rendezvous, config.name)
+    # Each round's rank 0 serves the group's store on a fresh port, instead of every round sharing the rendezvous
+    # store: there a rank restarted after a failure and one restarted for the membership change (torch counts
+    # these differently) met the previous round's keys and waited for peers that were gone (measured, torch 2.13).
+    os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     try:
         run(parse_args(agent_args(config)))
     except ChildFailedError as exc:
