@@ -5,6 +5,10 @@ checkpoint's version and the coordinator's latest. A non-finite loss or TD error
 something to average away or to send as a priority: the learner raises TrainingDiverged naming the
 iteration, exits non-zero (see shared/worker.py), and does not checkpoint the broken model, so a restart
 resumes from the last good checkpoint.
+
+In a learner group (`learner.replicas` > 1, learner_worker/distributed.py) every rank trains, compares its
+weights with the others' after every update and counts the group's transitions; rank 0 alone publishes,
+reports, checkpoints and runs hooks.
 """
 
 from __future__ import annotations

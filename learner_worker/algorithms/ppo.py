@@ -20,7 +20,8 @@ Invalid steps never reach the loss and cut the GAE recursion on both sides (lear
 Minibatches: each epoch shuffles the valid rows with the learner's own generator and splits them into runs of
 `minibatch_size`. The last, shorter run is kept as its own minibatch; a single leftover row is merged into the
 previous minibatch instead, because one row has no spread to normalise its advantage by. Advantages are
-normalised per minibatch (mean 0, population std 1).
+normalised per minibatch (mean 0, population std 1); in a learner group a minibatch is every rank's share of it
+together (`minibatch_loss`).
 """
 
 from __future__ import annotations

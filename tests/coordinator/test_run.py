@@ -234,6 +234,20 @@ def test_a_learner_group_has_one_learner_task_per_rank_and_refuses_more(make_run
     assert isinstance(task, LearnerTask) and task.task_id == "learner-1"
 
 
+def test_a_restarted_rank_registering_under_its_fixed_id_gets_its_task_back(make_run: Callable[..., Run],
+                                                                            run_config: RunConfig) -> None:
+    """torchrun restarts every rank of a re-formed group: each registers with its fixed request id (run and rank,
+    learner_worker/elastic.py) and gets the worker and task it held, where a fresh id would find both held."""
+    run = make_run(make_config(run_config, learner={"replicas": 2}))
+    ids = [run.register("learner", "host", request_id=f"run.rank-{rank}").worker_id for rank in (0, 1)]
+    held = [run.claim(worker_id).task for worker_id in ids]
+    again = [run.register("learner", "host", restarts=1, request_id=f"run.rank-{rank}").worker_id for rank in (0, 1)]
+    assert again == ids
+    assert [run.claim(worker_id).task for worker_id in again] == held
+    with pytest.raises(GroupFull):
+        run.claim(run.register("learner", "host", request_id="run.rank-2").worker_id)
+
+
 def test_unknown_worker_and_scope_checks(run: Run) -> None:
     with pytest.raises(UnknownWorker):
         run.claim("collector-99-abcdef")

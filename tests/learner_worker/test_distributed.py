@@ -19,7 +19,8 @@ import torch.multiprocessing as mp
 
 from learner_worker.algorithms.dqn import DQN
 from learner_worker.algorithms.ppo import PPO
-from learner_worker.distributed import Group, GroupMismatch, digest
+from learner_worker.distributed import Group, GroupMismatch, digest, next_step
+from learner_worker.obsnorm import RunningStats
 from shared.algorithms.dqn import DQNParams
 from shared.algorithms.ppo import PPOParams
 from shared.confbase import NetConfig
@@ -138,6 +139,20 @@ def _ppo_body(rank: int) -> None:
                      f"{what}: averaged gradient vs one learner's, advantages normalised over both ranks")
         assert_differ(grads(alone.actor), grads(single.actor), f"{what}: one rank's own gradient")
 
+    # Observation statistics: every rank folds in both ranks' rows, exactly as one learner folds in all of them.
+    rows = np.random.default_rng(5).normal(3.0, 2.0, (30, 4))
+    mine_rows = rows[:18] if rank == 0 else rows[18:]
+    alone_stats, group_stats = RunningStats((4,), 5.0), RunningStats((4,), 5.0)
+    alone_stats.update(rows)
+    group_stats.merge(*group.moments(mine_rows))
+    if not (np.allclose(group_stats.mean, alone_stats.mean) and np.allclose(group_stats.var, alone_stats.var)):
+        raise AssertionError("observation statistics of the group differ from one learner's")
+
+    # The loop's step is agreed: one rank without a batch makes all wait, one stopping rank stops all.
+    agreed = [next_step(group, True, True), next_step(group, True, rank == 0), next_step(group, rank == 0, True)]
+    if agreed != ["train", "wait", "stop"]:
+        raise AssertionError(f"rank {rank} decided {agreed}")
+
     member = PPO(flat_spaces(4, 3), cfg, SAMPLING, seed=rank)  # different seeds: DDP starts every rank at rank 0's
     member.join(group)
     for step in range(1, 4):  # ranks with different row counts still take equal minibatch counts
@@ -158,6 +173,11 @@ def _mismatched_config_body(rank: int) -> None:
 
 def test_a_rank_with_another_config_is_refused_by_every_rank() -> None:
     run_group(_mismatched_config_body)
+
+
+def test_a_single_learner_steps_on_its_own_flags() -> None:
+    assert [next_step(None, True, True), next_step(None, True, False), next_step(None, False, True)] == [
+        "train", "wait", "stop"]
 
 
 def test_joining_outside_torchrun_names_the_missing_variables(monkeypatch: pytest.MonkeyPatch) -> None:
