@@ -48,6 +48,18 @@ def epochs(summary: dict) -> list[tuple[int, float, float]]:
             for e in summary["dataset"]["epoch_scores"]]
 
 
+def record_expert(data: Path, config: str, episodes: int) -> Path:
+    """Steps 1 and 2: train the expert to a confirmed solve, record `episodes` of it as `cartpole-expert`."""
+    expert_dir, expert = up(data, config, 0)
+    if expert["run_state"] != "solved":
+        raise SystemExit(f"the expert run did not solve: {expert['run_message']}")
+    print(f"expert: {expert_dir.name} solved, test {expert['confirmed_by']['mean']:.1f} over 100 episodes")
+    recorded = rlfleet("record", str(expert_dir), "--name", "cartpole-expert", "--episodes", str(episodes),
+                       "--data-dir", str(data))
+    print(recorded.stdout.strip().splitlines()[-1])
+    return expert_dir
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--expert-config", default="configs/cartpole_es.yaml")
@@ -57,13 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rlfleet-bc-") as tmp:
         data = Path(tmp)
-        expert_dir, expert = up(data, args.expert_config, 0)
-        if expert["run_state"] != "solved":
-            raise SystemExit(f"the expert run did not solve: {expert['run_message']}")
-        print(f"expert: {expert_dir.name} solved, test {expert['confirmed_by']['mean']:.1f} over 100 episodes")
-        recorded = rlfleet("record", str(expert_dir), "--name", "cartpole-expert", "--episodes", str(args.episodes),
-                           "--data-dir", str(data))
-        print(recorded.stdout.strip().splitlines()[-1])
+        expert_dir = record_expert(data, args.expert_config, args.episodes)
         results = []
         for seed in args.seeds:
             run_dir, summary = up(data, "configs/cartpole_bc.yaml", seed)

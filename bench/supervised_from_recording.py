@@ -17,7 +17,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from bc_from_recording import rlfleet, up  # type: ignore[import-not-found]  # the neighbouring bench script
+from bc_from_recording import record_expert, up  # type: ignore[import-not-found]  # the neighbouring bench script
 
 TARGETS = {
     "dynamics": ["algo.inputs=[obs, actions]", "algo.target=next_obs", "algo.loss=mse"],
@@ -33,13 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rlfleet-sl-") as tmp:
         data = Path(tmp)
-        expert_dir, expert = up(data, args.expert_config, 0)
-        if expert["run_state"] != "solved":
-            raise SystemExit(f"the expert run did not solve: {expert['run_message']}")
-        print(f"expert: {expert_dir.name} solved, test {expert['confirmed_by']['mean']:.1f} over 100 episodes")
-        recorded = rlfleet("record", str(expert_dir), "--name", "cartpole-expert", "--episodes", str(args.episodes),
-                           "--data-dir", str(data))
-        print(recorded.stdout.strip().splitlines()[-1])
+        record_expert(data, args.expert_config, args.episodes)
         for target, overrides in TARGETS.items():
             for seed in args.seeds:
                 run_dir, summary = up(data, "configs/cartpole_supervised.yaml", seed,
