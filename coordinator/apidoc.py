@@ -68,6 +68,10 @@ ERRORS: dict[str, tuple[int, str, str]] = {
                  "chunk 'c0ffee' was already acknowledged with different content"),
     "task_not_held": (409, "the worker no longer holds the chunk's task (its lease expired): claim again",
                       "worker 'collector-1-a1b2c3' does not hold task 'collector-0'"),
+    "group_full": (409, "every rank of the learner group (learner.replicas) is held: a learner beyond them is "
+                        "refused, never a silent extra rank",
+                   "learner.replicas is 2 and both learner tasks are held (learner-0 by learner-1-a1b2c3, "
+                   "learner-1 by learner-2-d4e5f6)"),
     "not_enough_data": (409, "the rate limiter holds the learner, or the buffer is too short: retry shortly",
                         "not enough data: 120 transitions, the sampler needs 1000"),
     "http_error": (400, "the body could not be parsed at all (e.g. it is not UTF-8 text)",

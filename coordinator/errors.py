@@ -30,6 +30,10 @@ class NotEnoughData(Conflict):
     code = "not_enough_data"
 
 
+class GroupFull(Conflict):
+    code = "group_full"
+
+
 class Invalid(CoordinatorError):
     status = 422
     code = "invalid"

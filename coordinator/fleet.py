@@ -13,19 +13,20 @@ from typing import Any
 
 from coordinator import journal as jr
 from coordinator.committer import Statement
-from coordinator.errors import Forbidden, TooManyWorkers, UnknownWorker
+from coordinator.errors import Forbidden, GroupFull, TooManyWorkers, UnknownWorker
 from coordinator.journal import Snapshot
 from coordinator.registry import Registry, Worker
 from coordinator.tasks import TaskQueue, TaskRecord
-from shared.wire import TaskStatus, WorkerKind, WorkerStatus
+from shared.wire import LearnerRank, TaskStatus, WorkerKind, WorkerStatus
 
 FLAG_AFTER_CORRUPT = 3  # a worker whose payloads were found corrupt this often may report no more chunks
 
 
 class Fleet:
     def __init__(self, lease_seconds: float, max_workers: int, task_idle_seconds: float,
-                 max_collector_tasks: int | None = None) -> None:
+                 max_collector_tasks: int | None = None, learners: int = 1) -> None:
         self.max_collector_tasks = max_collector_tasks  # deterministic runs: one collector, whoever it is
+        self.learners = learners  # learner.replicas: one learner task per rank of the group
         self.registry = Registry(lease_seconds)
         self.tasks = TaskQueue()
         self.max_workers = max_workers
@@ -40,8 +41,10 @@ class Fleet:
         return self.registry.get(worker_id) is not None
 
     def create_singletons(self) -> list[Statement]:
-        """A new run's learner and evaluator tasks (collector tasks come on demand)."""
-        created = [self.tasks.create(kind) for kind in ("learner", "evaluator")]  # type: ignore[arg-type]
+        """A new run's learner tasks (one per rank of the learner group) and evaluator task (collector tasks come
+        on demand)."""
+        kinds: list[WorkerKind] = [*["learner"] * self.learners, "evaluator"]  # type: ignore[list-item]
+        created = [self.tasks.create(kind) for kind in kinds]
         return [jr.task_row(t.task_id, t.kind, t.index, t.claims) for t in created]
 
     # ----- workers -----------------------------------------------------------------------------------------
@@ -84,6 +87,10 @@ class Fleet:
         task = self.tasks.claim(worker.kind, worker.worker_id, create_if_empty=worker.kind == "collector" and more,
                                 now=now)
         if task is None:
+            if worker.kind == "learner" and self.learners > 1:
+                held = ", ".join(f"{t.task_id} by {t.worker_id}" for t in self.learner_tasks())
+                raise GroupFull(f"learner.replicas is {self.learners} and every learner task is held ({held}): "
+                                f"a learner group takes no more ranks")
             return None, []
         worker.task_id = task.task_id
         return task, [jr.task_row(task.task_id, task.kind, task.index, task.claims), self._row(worker)]
@@ -137,6 +144,19 @@ class Fleet:
                              buffered_chunks=buffered.get(w.worker_id, 0), last_error=w.last_error,
                              corrupt_chunks=w.corrupt_chunks, flagged=self.flagged(w))
                 for w in self.registry.workers.values()]
+
+    def learner_tasks(self) -> list[TaskRecord]:
+        return sorted((t for t in self.tasks.tasks.values() if t.kind == "learner"), key=lambda t: t.index)
+
+    def learner_ranks(self, now: float) -> list[LearnerRank]:
+        """Each learner task with the worker holding it and how long ago that worker was heard from (a worker
+        whose lease expired is gone, and its task pending again)."""
+        ranks = []
+        for task in self.learner_tasks():
+            worker = self.registry.workers.get(task.worker_id) if task.worker_id else None
+            ranks.append(LearnerRank(task_id=task.task_id, worker_id=worker.worker_id if worker else None,
+                                     last_seen_seconds_ago=now - worker.last_seen if worker else None))
+        return ranks
 
     def task_status(self) -> list[TaskStatus]:
         return [TaskStatus(task_id=t.task_id, kind=t.kind, state=t.state, worker_id=t.worker_id, claims=t.claims)

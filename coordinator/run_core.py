@@ -119,7 +119,7 @@ class RunCore:
         cfg = self.config
         self.plan = RunPlan.of(cfg)
         self.fleet = Fleet(lease, max_workers, task_idle_seconds=max(60.0, 10 * lease),
-                           max_collector_tasks=1 if cfg.deterministic else None)
+                           max_collector_tasks=1 if cfg.deterministic else None, learners=cfg.learner.replicas)
         self.data = DataPlane(cfg, window, max_ids)
         self.policies = PolicyBook(keep)
         self.judge = Judge(cfg.env, cfg.evaluation)

@@ -4,7 +4,8 @@ Collector tasks are created on demand, one per collector that asks, so `--scale 
 configuration; a task whose worker's lease expires goes back to pending and is claimed (lowest index first,
 from a heap: no scan per claim) before a new one is made. A collector task left pending for long is pruned,
 so a fleet that shrank from 1,000 to 10 does not carry 990 idle tasks. Indices are never reused, so a task's
-seeds are never repeated. Learner and evaluator tasks exist once per run and are never pruned.
+seeds are never repeated. Learner tasks (one per rank of the learner group, `learner.replicas`) and the evaluator
+task are made when the run starts and are never pruned.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def load_services(compose_file: Path, environ: dict[str, str], data_dir: Path, r
             name=name,
             argv=_argv(spec["command"], environ, tr),
             env=env,
-            replicas=int((spec.get("deploy") or {}).get("replicas", 1)),
+            replicas=int(interpolate(str((spec.get("deploy") or {}).get("replicas", 1)), environ)),
             depends_on={dep: cond.get("condition", "service_started")
                         for dep, cond in (spec.get("depends_on") or {}).items()},
             healthcheck=_argv(check[1:], environ, tr) if check and check[0] == "CMD" else None,

@@ -81,9 +81,12 @@ class Up:
         if resume is not None and Path(resume).parent.name == "runs" and Path(resume).is_dir():
             self.data_dir, resume = Path(resume).resolve().parent.parent, Path(resume).name  # a run directory
         if resume is None:
-            self.run_name = new_run_name(load_run_config(opts.config, parse_overrides(";".join(opts.overrides))))
+            config = load_run_config(opts.config, parse_overrides(";".join(opts.overrides)))
+            self.run_name = new_run_name(config)
         elif RunLayout(self.data_dir, resume).journal.exists():
             self.run_name = resume
+            started = RunLayout(self.data_dir, resume).config_file  # the config the run started with
+            config = load_run_config(started if started.exists() else opts.config)
         else:
             raise UnknownRun(f"no run {resume!r} to resume in {self.data_dir / 'runs'}")
         self.port = opts.port or free_port()
@@ -94,6 +97,7 @@ class Up:
         self.services = load_services(opts.compose_file, environ, self.data_dir, REPO, self.port)
         if opts.collectors is not None:
             self.services["collector"].replicas = opts.collectors
+        self.services["learner"].replicas = config.learner.replicas  # one learner process per rank of the group
         self.launched = time.monotonic()
         self.children: list[Child] = []
         self.policy = opts.restart_policy

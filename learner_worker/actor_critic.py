@@ -13,9 +13,11 @@ return is then bootstrapped from its own (real) next observation instead of read
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from torch import nn
 
 from learner_worker.device import to_device
 from learner_worker.distributions import log_prob_entropy
@@ -26,6 +28,9 @@ from shared.manifest import Behaviour, PolicyManifest, default_encoder
 from shared.nets import Network, PolicyNet
 from shared.spaces import DiscreteActions, MultiDiscreteActions, Spaces
 from shared.values import CriticValue
+
+if TYPE_CHECKING:
+    from learner_worker.distributed import Group
 
 CPU = torch.device("cpu")
 LOG_RATIO_LIMIT = 20.0  # exp(88) overflows float32: a wildly stale logp must not turn the loss into inf/NaN
@@ -110,8 +115,18 @@ class ActorCritic:
         self.codec = ValueCodec(value)
         self.critic = Network(spaces.obs, encoder, net, self.codec.outputs).to(device)
         self.params = [*self.actor.parameters(), *self.critic.parameters()]
+        # What the trained forward passes call: the networks themselves, or their DistributedDataParallel
+        # wrappers once the learner joined a learner group (`join`).
+        self.train_actor: nn.Module = self.actor
+        self.train_critic: nn.Module = self.critic
+        self.group: Group | None = None
         self.updates = 0
         self.td_abs = None
+
+    def join(self, group: Group) -> None:
+        """Train as one rank of `group`: gradients through both networks are averaged over the ranks."""
+        self.group = group
+        self.train_actor, self.train_critic = group.wrap(self.actor), group.wrap(self.critic)
 
     def values(self, obs: np.ndarray) -> np.ndarray:
         """Critic outputs for [T, N, *obs] observations, as a [T, N] float64 array (no gradient)."""
@@ -122,7 +137,7 @@ class ActorCritic:
 
     def log_prob_entropy(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log pi(a|s), entropy) of the current actor per row, with gradient."""
-        return log_prob_entropy(self._manifest.head, self.spaces, self.actor(obs),
+        return log_prob_entropy(self._manifest.head, self.spaces, self.train_actor(obs),
                                 getattr(self.actor, "log_std", None), actions)
 
     def gae_rows(self, chunk: dict[str, np.ndarray], gamma: float, lam: float) -> dict[str, np.ndarray]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from learner_worker.cache import ChunkCache, PayloadReader
 from learner_worker.dataset_loop import DatasetTrainer
+from learner_worker.distributed import next_step
 from learner_worker.lockstep import LockstepFetcher, batches_allowed
 from learner_worker.population import PopulationTrainer
 from learner_worker.prefetch import Prefetcher, report_corrupt
@@ -48,7 +49,8 @@ class ReplayTrainer(Trainer):
         self.prioritized = task.replay.sampler == "prioritized"
         self.reader = cache = ChunkCache(self.store, self.schema, cfg.gamma, cfg.n_step,
                                          max_chunks=cache_chunks(task), seed=task.seed)
-        args = (session, cache, task.buffer_id, cfg.batch_size, cfg.batches_per_request)
+        share = cfg.batch_size // task.learner.replicas  # a learner group's ranks each sample an equal share
+        args = (session, cache, task.buffer_id, share, cfg.batches_per_request)
         self.prefetch: Prefetcher | LockstepFetcher = LockstepFetcher(*args) if task.deterministic else Prefetcher(
             *args)
 
@@ -57,10 +59,15 @@ class ReplayTrainer(Trainer):
             self.loop_lockstep(self.prefetch, running)
             return
         publish_every = self.replay_cfg.publish_every
-        while running():
-            batch = self.prefetch.get(timeout=0.5)
-            if batch is not None:
+        batch = None
+        while True:
+            batch = batch if batch is not None else self.prefetch.get(timeout=0.5)
+            step = next_step(self.group, running(), batch is not None)
+            if step == "stop":
+                return
+            if step == "train" and batch is not None:
                 self.train_batch(batch, publish=(self.iteration + 1) % publish_every == 0)
+                batch = None
 
     def loop_lockstep(self, fetcher: LockstepFetcher, running: Callable[[], bool]) -> None:
         """One turn per chunk: draw what the ratio allows, train on it in order, publish (see lockstep.py)."""
@@ -116,19 +123,29 @@ class ChunkTrainer(Trainer):
     def loop(self, running: Callable[[], bool]) -> None:
         if self.version == 0:
             self.publish()  # collectors then all act with the learner's own initial policy
-        while running():
-            chunks = self.take()
-            if not chunks:
+        chunks: list[dict[str, np.ndarray]] = []  # taken, not trained on yet (a rank waiting for the others)
+        while True:
+            valid = sum(int(np.count_nonzero(c["valid"])) for c in chunks)
+            if not valid and running():
+                chunks += self.take()
+                valid = sum(int(np.count_nonzero(c["valid"])) for c in chunks)
+            step = next_step(self.group, running(), valid > 0)
+            if step == "stop":
+                return
+            if step == "wait":
                 continue
+            chunks, taken = [], chunks
             if self.obs_stats is not None:
-                self.observe(np.concatenate([c["obs"][c["valid"]] for c in chunks]))
+                self.observe(np.concatenate([c["obs"][c["valid"]] for c in taken]))
             try:
-                losses = self.learner.update(chunks)
-            except ValueError as exc:  # e.g. every row invalid (env errors): nothing to learn from
+                losses = self.learner.update(taken)
+            except ValueError as exc:  # a batch the learner cannot train on (actions outside the space)
+                if self.group is not None:
+                    raise  # the other ranks are in this update's collectives: skipping alone would desync them
                 log.warning("skipping batch: %s", exc)
                 continue
             check_finite(self.iteration + 1, losses)
-            self.after_update(losses, sum(int(c["rewards"].size) for c in chunks), publish=True)
+            self.after_update(losses, sum(int(c["rewards"].size) for c in taken), publish=True)
 
 
 TRAINERS: dict[str, type[Trainer]] = {"replay": ReplayTrainer, "chunks": ChunkTrainer, "population": PopulationTrainer,

@@ -7,23 +7,37 @@ this module knows no algorithm.
 from __future__ import annotations
 
 import importlib
+import logging
 import threading
 
 import torch
 
+from learner_worker.elastic import is_rank, rank_registration, run_agent, run_config
 from learner_worker.loops import TRAINERS
 from shared.algorithms import spec_of
 from shared.layout import RunLayout
-from shared.session import WorkerSession
+from shared.session import COORDINATOR_ERRORS, WorkerSession, one_line
 from shared.settings import WorkerSettings
 from shared.wire import LearnerTask
-from shared.worker import run_worker
+from shared.worker import exit_code, run_worker
+
+log = logging.getLogger("rlfleet.learner")
 
 
 def run_learner(settings: WorkerSettings) -> int:
-    torch.set_num_threads(settings.torch_threads)  # collectors of MLP policies act in numpy
+    """Train as the run's learner; with `learner.replicas` > 1, run the elastic agent whose worker is one rank of
+    the learner group (learner_worker/elastic.py)."""
     _warm_up_optimizers()
-    return run_worker(settings, "learner", _claim_and_train)
+    if not is_rank():
+        try:
+            config = run_config(settings)
+        except COORDINATOR_ERRORS as exc:
+            log.error("learner exits with status %d: %s", exit_code(exc), one_line(exc))
+            return exit_code(exc)
+        if config.learner.replicas > 1:
+            return run_agent(config)
+    torch.set_num_threads(settings.torch_threads)  # collectors of MLP policies act in numpy
+    return run_worker(settings, "learner", _claim_and_train, registration=rank_registration())
 
 
 def _warm_up_optimizers() -> None:

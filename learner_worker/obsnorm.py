@@ -28,8 +28,13 @@ class RunningStats:
         if len(rows) == 0:
             return
         x = np.asarray(rows, np.float64)
-        n, mean = len(x), x.mean(axis=0)
-        m2 = ((x - mean) ** 2).sum(axis=0)
+        mean = x.mean(axis=0)
+        self.merge(len(x), mean, ((x - mean) ** 2).sum(axis=0))
+
+    def merge(self, n: int, mean: np.ndarray, m2: np.ndarray) -> None:
+        """Fold in the statistics of `n` observations (a learner group's, all-reduced: every rank the same)."""
+        if n == 0:
+            return
         total = self.count + n
         delta = mean - self.mean
         self.mean = self.mean + delta * n / total

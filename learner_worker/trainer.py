@@ -5,6 +5,10 @@ checkpoint's version and the coordinator's latest. A non-finite loss or TD error
 something to average away or to send as a priority: the learner raises TrainingDiverged naming the
 iteration, exits non-zero (see shared/worker.py), and does not checkpoint the broken model, so a restart
 resumes from the last good checkpoint.
+
+In a learner group (`learner.replicas` > 1, learner_worker/distributed.py) every rank trains, compares its
+weights with the others' after every update and counts the group's transitions; rank 0 alone publishes,
+reports, checkpoints and runs hooks.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from learner_worker.algorithms import Learner, load_learner
 from learner_worker.cache import PayloadReader
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from learner_worker.device import resolve_device
+from learner_worker.distributed import join_group
 from learner_worker.hooks import learner_hooks
 from learner_worker.obsnorm import RunningStats
 from shared.client import CoordinatorRejected
@@ -61,6 +66,8 @@ class Trainer:
         if task.deterministic:  # same seed, same updates, same bytes (CPU, one thread: see run_learner)
             torch.use_deterministic_algorithms(True)
         self.device = resolve_device(task.learner.device)
+        self.group = join_group(task, self.device)
+        self.leader = self.group is None or self.group.rank == 0  # publishes, reports, checkpoints, runs hooks
         self.learner: Learner = load_learner(task, self.device)
         log.info("training %s on %s", task.algo.name, self.device)
         norm = next((w for w in task.env.wrappers if isinstance(w, NormalizeObs)), None)
@@ -72,7 +79,10 @@ class Trainer:
         self.version = latest.version if latest else 0
         self.checkpoints_asked = session.directive.checkpoints  # operator requests before this process: done
         self.resume()
-        self.hooks = learner_hooks(task.learner.hooks, session.run_name, task.algo.name)
+        if self.group is not None:
+            self.group.agree("checkpoint resumed from", self.iteration)
+            self.learner.join(self.group)
+        self.hooks = learner_hooks(task.learner.hooks if self.leader else (), session.run_name, task.algo.name)
 
     def resume(self) -> None:
         ckpt = load_latest_checkpoint(self.checkpoints)
@@ -93,7 +103,7 @@ class Trainer:
         try:
             self.loop(lambda: self.session.running and self.session.generation == generation)
         except CoordinatorRejected as exc:
-            if exc.status != 404:
+            if exc.status != 404 or self.group is not None:  # a rank cannot rejoin alone: torchrun re-forms all
                 raise
             log.warning("lease lost (%s); registering again", exc)
             self.session.register()
@@ -108,6 +118,8 @@ class Trainer:
             rate = (self.iteration - first) / max(1e-9, time.monotonic() - started)
             log.info("learner stopped at iteration %d (%.1f it/s this session; %s)", self.iteration, rate,
                      self.io_summary())
+            if self.group is not None:
+                self.group.leave()
 
     def loop(self, running: Callable[[], bool]) -> None:
         raise NotImplementedError
@@ -132,14 +144,22 @@ class Trainer:
         """Fold the observations about to be trained on ([M, *obs], valid rows only) into the statistics, and
         hand them to the learner's networks (normalize_obs; otherwise nothing)."""
         if self.obs_stats is not None:
-            self.obs_stats.update(obs)
+            if self.group is None:
+                self.obs_stats.update(obs)
+            else:  # every rank folds in all ranks' rows: their networks must normalise alike
+                self.obs_stats.merge(*self.group.moments(obs))
             self.obs_stats.apply_to(self.learner)
 
     def after_update(self, losses: dict[str, float], rows: int, publish: bool) -> None:
         """Count an update; publish, report and checkpoint when due."""
         self.iteration += 1
+        if self.group is not None:
+            self.group.check_weights(self.iteration)
+            rows = int(self.group.sum(torch.tensor([rows])).item())  # the group's transitions, not this rank's
         self.transitions += rows
         self.losses = losses
+        if not self.leader:
+            return
         if publish:
             self.publish()
         self.hooks.fire("every", self)  # before the report, which then names a hook that failed just now
@@ -153,6 +173,8 @@ class Trainer:
             self.checkpoint()
 
     def publish(self) -> None:
+        if not self.leader:
+            return
         self.version += 1
         manifest = self.learner.manifest()
         if self.obs_stats is not None:  # frozen as trained with: actors normalise with exactly these
@@ -166,12 +188,16 @@ class Trainer:
         self.hooks.fire("publish", self)
 
     def report(self, losses: dict[str, float]) -> None:
+        if not self.leader:
+            return
         ack = self.session.client.call("POST", "/v1/learn-info", Ack, LearnReport(
             worker_id=self.session.worker_id, iteration=self.iteration, losses=losses,  # finite: check_finite
             transitions_trained=self.transitions, hooks_failed=self.hooks.failed))
         self.session.update(ack.directive)
 
     def checkpoint(self) -> None:
+        if not self.leader:
+            return
         save_checkpoint(self.checkpoints,
                         Checkpoint(self.iteration, self.version, self.transitions, self.learner.state(),
                                    env_steps=self.session.directive.env_steps_total,

@@ -137,12 +137,31 @@ class EvalConfig(Strict):
         return self
 
 
+MAX_REPLICAS = 64
+
+
 class LearnerConfig(Strict):
+    replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS, description=(
+        "learner processes training as one data-parallel group (torch.distributed): each samples an equal share "
+        "of every batch and DistributedDataParallel averages their gradients; 1: a single learner"))] = 1
+    rendezvous: str = Field("127.0.0.1:29400", pattern=r"^[A-Za-z0-9.-]+:[0-9]{1,5}$", description=(
+        "host:port of the learner group's c10d rendezvous (torchrun --rdzv-endpoint): the rank whose host it "
+        "names serves it; in compose the first learner service's name, on Kubernetes a headless service"))
+    group_restarts: Annotated[int, Field(ge=0, le=1000, description=(
+        "how often torchrun re-forms a learner group after a rank failed (all ranks resume from the newest "
+        "checkpoint) before `rlfleet learner` gives up"))] = 10
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description=(
         "where the learner trains: auto takes a GPU when torch sees one, cuda requires one"))
     hooks: tuple[HookConfig, ...] = Field((), max_length=MAX_HOOKS, description=(
         "your functions the learner calls at start, every N updates, after each publish and at the end, each "
         "with a read-only HookView (shared/hooks.py); one that raises is switched off and shown in status"))
+
+    @model_validator(mode="after")
+    def _port(self) -> LearnerConfig:
+        port = int(self.rendezvous.rpartition(":")[2])
+        if not 1 <= port <= 65535:
+            raise ValueError(f"learner.rendezvous ({self.rendezvous}): the port must be 1..65535")
+        return self
 
     @model_validator(mode="after")
     def _distinct_hooks(self) -> LearnerConfig:

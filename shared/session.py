@@ -45,8 +45,12 @@ def one_line(exc: BaseException) -> str:
 
 class WorkerSession:
     def __init__(self, client: CoordinatorClient, kind: WorkerKind, name: str, restarts: int = 0,
-                 last_error: str = "") -> None:
+                 last_error: str = "", registration: str | None = None) -> None:
         self.client = client
+        # A fixed request id for every registration, instead of a fresh one each: a learner group's rank that
+        # torchrun restarted gets its worker, and the learner task it held, back while that lease lasts,
+        # instead of finding every rank's task still held by its former self.
+        self.registration = registration
         self.kind: WorkerKind = kind
         self.name = name
         self.restarts = restarts
@@ -111,7 +115,8 @@ class WorkerSession:
         # One id per logical registration, fixed before the first try: a retry after a lost reply gets the
         # same worker instead of a second one holding a lease nobody renews.
         request = RegisterRequest(kind=self.kind, name=self.name, restarts=self.restarts,
-                                  last_error=self.last_error or None, request_id=uuid.uuid4().hex)
+                                  last_error=self.last_error or None,
+                                  request_id=self.registration or uuid.uuid4().hex)
         reply = self.client.call("POST", "/v1/workers", RegisterResponse, request)
         with self._lock:
             self.worker_id, self.run_name = reply.worker_id, reply.run_name

@@ -464,6 +464,14 @@ class JournalStatus(Wire):
     chunk_ids_remembered: int = Field(description="acknowledged chunk ids inside the idempotency window")
 
 
+class LearnerRank(Wire):
+    task_id: Id
+    """One rank's learner task (learner-0 .. learner-N-1; torchrun assigns the ranks themselves)."""
+    worker_id: str | None = Field(description="the learner holding it; null while pending (none, or its lease "
+                                              "expired and the group is re-forming)")
+    last_seen_seconds_ago: float | None = Field(description="seconds since that learner's last call")
+
+
 class LearnerStatus(Wire):
     iteration: int
     """Learner updates so far."""
@@ -475,6 +483,9 @@ class LearnerStatus(Wire):
     hooks_failed: HooksFailed = Field(default_factory=dict, description=(
         "learner hooks that raised during this run, each with its first error; the learner process it failed "
         "in switched it off"))
+    world_size: int = Field(1, description="learner.replicas: the ranks of the learner group")
+    ranks: list[LearnerRank] = Field(default_factory=list, description=(
+        "each rank's learner task and its holder: a group trains only while every rank is held"))
 
 
 class SeedsUsed(Wire):

@@ -37,7 +37,7 @@ def exit_code(fatal: BaseException) -> int:
     return EXIT_UNAVAILABLE if isinstance(fatal, (*COORDINATOR_ERRORS, StoreUnavailable)) else EXIT_CRASHED
 
 
-def run_worker(settings: WorkerSettings, kind: WorkerKind, body: Body) -> int:
+def run_worker(settings: WorkerSettings, kind: WorkerKind, body: Body, registration: str | None = None) -> int:
     try:
         store = settings.store_target()
     except StoreConfigError as exc:  # refused before registering: nothing could be stored anyway
@@ -46,8 +46,8 @@ def run_worker(settings: WorkerSettings, kind: WorkerKind, body: Body) -> int:
     client = CoordinatorClient(settings.coordinator_url, settings.resolve_token(kind),
                                timeout=settings.http_timeout_seconds,
                                max_unavailable_seconds=settings.max_unavailable_seconds)
-    return run_session(WorkerSession(client, kind, settings.worker_name, settings.restarts, settings.last_error),
-                       settings.data_dir, body, store)
+    return run_session(WorkerSession(client, kind, settings.worker_name, settings.restarts, settings.last_error,
+                                     registration), settings.data_dir, body, store)
 
 
 def run_session(session: WorkerSession, data_dir: Path, body: Body, store: StoreTarget | None = None) -> int:

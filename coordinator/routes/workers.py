@@ -68,7 +68,8 @@ async def heartbeat(
                  "holds: calling again is safe. `task` is null while none is free (poll again after a short "
                  "wait) or once the run has ended. A collector task carries the env, its spaces, how to act "
                  "(`behaviour`), the chunk layout (`collector.num_envs`, `collector.chunk_steps`), a seed and the "
-                 "latest policy. No body.",
-                 ("unknown_worker", *BODY, "journal_unavailable"), response=ex.CLAIMED))
+                 "latest policy. A learner group has one learner task per rank (`learner.replicas`); a learner "
+                 "claiming while every rank is held gets `group_full`. No body.",
+                 ("unknown_worker", "group_full", *BODY, "journal_unavailable"), response=ex.CLAIMED))
 async def claim(worker_id: WorkerId, run: RunDep, scope: AnyWorkerScope) -> ClaimResponse:
     return await run.settled(run.claim(worker_id, scope))

@@ -8,7 +8,7 @@ manifest, and its full state for checkpoints. The loops (learner_worker/loops.py
 from __future__ import annotations
 
 import importlib
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -16,6 +16,9 @@ import torch
 from shared.algorithms import spec_of
 from shared.manifest import PolicyManifest
 from shared.wire import LearnerTask
+
+if TYPE_CHECKING:
+    from learner_worker.distributed import Group
 
 
 class Learner(Protocol):
@@ -26,6 +29,7 @@ class Learner(Protocol):
     def manifest(self) -> PolicyManifest: ...
     def state(self) -> dict: ...
     def load(self, state: dict) -> None: ...
+    def join(self, group: Group) -> None: ...  # learners whose registry entry declares `shares` (learner groups)
 
 
 def load_learner(task: LearnerTask, device: torch.device) -> Learner:

@@ -10,9 +10,12 @@ raw units and trained as h(target) (h is increasing, so the greedy action collec
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from learner_worker.device import to_device
 from learner_worker.value_transform import ValueCodec
@@ -20,6 +23,9 @@ from shared.algorithms.dqn import DQNParams
 from shared.manifest import Behaviour, PolicyManifest, default_encoder
 from shared.nets import PolicyNet
 from shared.spaces import Spaces
+
+if TYPE_CHECKING:
+    from learner_worker.distributed import Group
 
 CPU = torch.device("cpu")
 
@@ -35,16 +41,24 @@ class DQN:
         self.target = PolicyNet(self._manifest).to(device)
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
+        self.train_online: nn.Module = self.online  # its DistributedDataParallel wrapper in a learner group
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
         self.codec = ValueCodec(cfg.value)
         self.updates = 0
         self.td_abs: np.ndarray | None = np.zeros(0, np.float32)
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+    def join(self, group: Group) -> None:
+        """Train as one rank of `group`: the online network's gradients are averaged over the ranks. Each rank's
+        loss is the mean over its equal share of the batch, and the importance weights are normalised by the
+        whole buffer's minimum priority, so the average is the whole batch's gradient."""
+        self.train_online = group.wrap(self.online)
+
+    def td_loss(self, batch: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(the batch's loss, Q(s, a) detached, the targets) with the current networks."""
         obs, actions, returns, boot_obs, discount = (
             to_device(batch[k], self.device) for k in ("obs", "actions", "returns", "boot_obs", "discount"))
         actions = actions.long()
-        q = self.online(obs).gather(1, actions[:, None]).squeeze(1)
+        q = self.train_online(obs).gather(1, actions[:, None]).squeeze(1)
         with torch.no_grad():
             next_target = self.target(boot_obs)
             if self.cfg.double_q:
@@ -56,7 +70,11 @@ class DQN:
         per_row = F.smooth_l1_loss(q, target, reduction="none")
         weights = batch.get("weights")
         loss = (to_device(weights, self.device) * per_row).mean() if weights is not None else per_row.mean()
-        self.td_abs = (q.detach() - target).abs().cpu().numpy()
+        return loss, q.detach(), target
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        loss, q, target = self.td_loss(batch)
+        self.td_abs = (q - target).abs().cpu().numpy()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)
@@ -64,7 +82,7 @@ class DQN:
         self.updates += 1
         if self.updates % self.cfg.target_update_every == 0:
             self.target.load_state_dict(self.online.state_dict())
-        return {"td_loss": loss.item(), "q_mean": self.codec.decode(q.detach()).mean().item(),
+        return {"td_loss": loss.item(), "q_mean": self.codec.decode(q).mean().item(),
                 "grad_norm": grad_norm.item()}
 
     def policy_state(self) -> dict[str, torch.Tensor]:

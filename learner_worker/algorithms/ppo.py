@@ -20,7 +20,8 @@ Invalid steps never reach the loss and cut the GAE recursion on both sides (lear
 Minibatches: each epoch shuffles the valid rows with the learner's own generator and splits them into runs of
 `minibatch_size`. The last, shorter run is kept as its own minibatch; a single leftover row is merged into the
 previous minibatch instead, because one row has no spread to normalise its advantage by. Advantages are
-normalised per minibatch (mean 0, population std 1).
+normalised per minibatch (mean 0, population std 1); in a learner group a minibatch is every rank's share of it
+together (`minibatch_loss`).
 """
 
 from __future__ import annotations
@@ -44,43 +45,75 @@ class PPO(ActorCritic):
 
     def _minibatches(self, rows: int) -> list[torch.Tensor]:
         perm = torch.randperm(rows, generator=self.generator).to(self.device)
+        if self.group is not None:
+            # Every rank must take the same number of steps (each step's all-reduce waits for all of them): as
+            # many as one learner would take on all ranks' rows, each rank's own rows split evenly among them.
+            total = int(self.group.sum(torch.tensor([rows])).item())
+            return list(perm.tensor_split(minibatch_count(total, self.cfg.minibatch_size)))
         pieces = list(perm.split(self.cfg.minibatch_size))
         if len(pieces) > 1 and len(pieces[-1]) < 2:
             pieces[-2:] = [torch.cat(pieces[-2:])]
         return pieces
 
+    def minibatch_loss(self, batch: dict[str, torch.Tensor],
+                       idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss of rows `idx` of `batch` and its terms (detached, for learn info).
+
+        In a learner group the minibatch is the union of every rank's rows `idx`: advantages are normalised
+        with the moments of all of them (all-reduced), and each mean is this rank's sum over the total row
+        count times the world size, so DistributedDataParallel's average of the ranks' gradients is the
+        gradient of the whole minibatch's loss, whatever each rank's share (even none)."""
+        cfg = self.cfg
+        obs = batch["obs"][idx]
+        logp_new, entropy_rows = self.log_prob_entropy(obs, batch["actions"][idx])
+        log_ratio = (logp_new - batch["logp"][idx]).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
+        ratio = log_ratio.exp()
+        adv = batch["advantages"][idx]
+        if self.group is None:
+            if cfg.normalize_advantages:
+                adv = (adv - adv.mean()) / (adv.std(correction=0) + 1e-8)
+
+            def average(x: torch.Tensor) -> torch.Tensor:
+                return x.mean()
+        else:
+            group, plain = self.group, adv.detach()
+            rows, total, squares = group.sum(torch.stack([plain.new_tensor(float(len(idx))), plain.sum(),
+                                                          plain.square().sum()]))
+            if cfg.normalize_advantages:
+                mean = total / rows
+                std = (squares / rows - mean.square()).clamp(min=0).sqrt()
+                adv = (adv - mean.to(adv.dtype)) / (std.to(adv.dtype) + 1e-8)
+            scale = group.world_size / rows.item()
+
+            def average(x: torch.Tensor) -> torch.Tensor:
+                return x.sum() * scale
+        surrogate = torch.min(ratio * adv, ratio.clamp(1 - cfg.clip_range, 1 + cfg.clip_range) * adv)
+        policy_loss = -average(surrogate)
+        value_loss = average(self.codec.loss(self.train_critic(obs), batch["targets"][idx]))
+        entropy = average(entropy_rows)
+        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        with torch.no_grad():
+            terms = {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy,
+                     "approx_kl": average((ratio - 1) - log_ratio),  # k3 estimator of KL(mu || pi)
+                     "clip_fraction": average(((ratio - 1).abs() > cfg.clip_range).float())}
+        return loss, terms
+
     def update(self, chunks: list[dict[str, np.ndarray]]) -> dict[str, float]:
         cfg = self.cfg
         batch = self.gae_batch(chunks, cfg.gamma, cfg.gae_lambda)
-        targets = batch["targets"]
-        explained = explained_variance(targets, batch["values"])
+        explained = explained_variance(batch["targets"], batch["values"])
         sums = dict.fromkeys(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm"), 0.0)
         count = 0
         for _ in range(cfg.epochs):
-            for idx in self._minibatches(len(targets)):
-                obs = batch["obs"][idx]
-                logp_new, entropy_rows = self.log_prob_entropy(obs, batch["actions"][idx])
-                entropy = entropy_rows.mean()
-                log_ratio = (logp_new - batch["logp"][idx]).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
-                ratio = log_ratio.exp()
-                adv = batch["advantages"][idx]
-                if cfg.normalize_advantages:
-                    adv = (adv - adv.mean()) / (adv.std(correction=0) + 1e-8)
-                surrogate = torch.min(ratio * adv, ratio.clamp(1 - cfg.clip_range, 1 + cfg.clip_range) * adv)
-                policy_loss = -surrogate.mean()
-                value_loss = self.codec.loss(self.critic(obs), targets[idx]).mean()
-                loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+            for idx in self._minibatches(len(batch["targets"])):
+                loss, terms = self.minibatch_loss(batch, idx)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
-                with torch.no_grad():
-                    sums["policy_loss"] += policy_loss.item()
-                    sums["value_loss"] += value_loss.item()
-                    sums["entropy"] += entropy.item()
-                    sums["approx_kl"] += ((ratio - 1) - log_ratio).mean().item()  # k3 estimator of KL(mu || pi)
-                    sums["clip_fraction"] += ((ratio - 1).abs() > cfg.clip_range).float().mean().item()
-                    sums["grad_norm"] += grad_norm.item()
+                for name, value in terms.items():
+                    sums[name] += value.item()
+                sums["grad_norm"] += grad_norm.item()
                 count += 1
         self.updates += 1
         info = {k: v / count for k, v in sums.items()}
@@ -94,3 +127,10 @@ class PPO(ActorCritic):
         super().load(state)
         if "generator" in state:  # the shuffling stream: without it a resumed run draws other minibatches
             self.generator.set_state(state["generator"])
+
+
+def minibatch_count(rows: int, minibatch_size: int) -> int:
+    """How many minibatches one epoch over `rows` rows takes: runs of `minibatch_size`, the last shorter one
+    kept unless it would be a single row (merged into the one before)."""
+    count = -(-rows // minibatch_size)
+    return count - 1 if count > 1 and rows % minibatch_size == 1 else count

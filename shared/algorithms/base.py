@@ -130,6 +130,27 @@ class AlgorithmSpec:
     behaviour: Callable[[RunConfig, Spaces], Behaviour]
     live: tuple[str, ...] = EVALUATION_LIVE
     fits: Callable[[RunConfig], None] | None = None  # further checks of the config; raises ValueError naming a field
+    # The parameters each rank of a learner group (learner.replicas > 1) takes an equal share of; None: the learner
+    # cannot train data-parallel, so the run keeps one learner process.
+    shares: tuple[str, ...] | None = None
+
+    def _splits(self, config: RunConfig) -> None:
+        """A learner group needs every shared quantity split into equal shares: each rank's loss is a mean over
+        its share, and DistributedDataParallel averages them, which equals the mean over the whole batch only for
+        equal shares (learner_worker/distributed.py)."""
+        replicas = config.learner.replicas
+        if replicas == 1:
+            return
+        if self.shares is None:
+            raise ValueError(f"{self.name} trains in one learner process: set learner.replicas=1 (got {replicas})")
+        if config.deterministic:
+            raise ValueError(f"deterministic runs train in one learner process: set learner.replicas=1 "
+                             f"(got {replicas})")
+        for field in self.shares:
+            value = getattr(config.algo, field)
+            if value % replicas:
+                raise ValueError(f"algo.{field} ({value}) must be a multiple of learner.replicas ({replicas}) so "
+                                 f"every rank of the learner group takes an equal share")
 
     def check(self, config: RunConfig) -> None:
         """Refuse buffer settings this algorithm's loop cannot train on (and what `fits` refuses), naming the fields
@@ -137,6 +158,7 @@ class AlgorithmSpec:
         unit, sampler = config.sampling.unit, config.replay.sampler
         if self.fits is not None:
             self.fits(config)
+        self._splits(config)
         if self.loop in ("population", "dataset"):
             return  # no replay buffer: member results, or a recorded dataset
         if self.loop == "replay":

@@ -46,4 +46,5 @@ def _behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
 
 SPEC = AlgorithmSpec(name="dqn", summary="double DQN, n-step targets, (prioritized) replay", params=DQNParams,
                      loop="replay", learner="learner_worker.algorithms.dqn:DQN", head=_head, behaviour=_behaviour,
-                     live=(*REPLAY_LIVE, "collector.epsilon.end", "collector.epsilon.decay_env_steps"))
+                     live=(*REPLAY_LIVE, "collector.epsilon.end", "collector.epsilon.decay_env_steps"),
+                     shares=("batch_size",))

@@ -44,4 +44,4 @@ class PPOParams(ChunkParams):
 
 SPEC = AlgorithmSpec(name="ppo", summary="PPO, clipped surrogate, GAE; synchronous or bounded-lag",
                      params=PPOParams, loop="chunks", learner="learner_worker.algorithms.ppo:PPO", head=sampled_head,
-                     behaviour=sampling_behaviour)
+                     behaviour=sampling_behaviour, shares=("minibatch_size",))

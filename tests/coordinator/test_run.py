@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coordinator.errors import Conflict, Forbidden, Invalid, NotEnoughData, TaskNotHeld, UnknownWorker
+from coordinator.errors import Conflict, Forbidden, GroupFull, Invalid, NotEnoughData, TaskNotHeld, UnknownWorker
 from coordinator.run import BUFFER_ID, PAUSE_SECONDS, Run
 from shared.config import RunConfig
 from shared.layout import chunk_path, policy_path
@@ -205,6 +205,47 @@ def test_learner_and_evaluator_tasks_exist_once(run: Run) -> None:
     assert ev.evaluation.episodes == 4
     assert run.claim(register(run, "evaluator")).task is None
     assert {"learner-1", "evaluator-1"}.isdisjoint(run.fleet.tasks.tasks)
+
+
+def test_a_learner_group_has_one_learner_task_per_rank_and_refuses_more(make_run: Callable[..., Run],
+                                                                        run_config: RunConfig,
+                                                                        clock: FakeClock) -> None:
+    run = make_run(make_config(run_config, learner={"replicas": 2, "rendezvous": "learner-0.rlfleet:29400"}))
+    a, b = register(run, "learner"), register(run, "learner")
+    tasks = [run.claim(a).task, run.claim(b).task]
+    assert [t.task_id for t in tasks if isinstance(t, LearnerTask)] == ["learner-0", "learner-1"]
+    assert {(t.learner.replicas, t.learner.rendezvous) for t in tasks if isinstance(t, LearnerTask)} == {
+        (2, "learner-0.rlfleet:29400")}
+    with pytest.raises(GroupFull, match=rf"learner.replicas is 2 .*learner-0 by {a}, learner-1 by {b}"):
+        run.claim(register(run, "learner"))
+    status = run.status().learner
+    assert status.world_size == 2
+    assert [(r.task_id, r.worker_id) for r in status.ranks] == [("learner-0", a), ("learner-1", b)]
+
+    clock.advance(6)
+    run.heartbeat(a)
+    clock.advance(5)  # b silent for 11 s: its rank is free, and a new learner takes exactly that one
+    run.tick()
+    ranks = run.status().learner.ranks
+    assert [(r.task_id, r.worker_id) for r in ranks] == [("learner-0", a), ("learner-1", None)]
+    assert ranks[0].last_seen_seconds_ago == pytest.approx(5)
+    c = register(run, "learner")
+    task = run.claim(c).task
+    assert isinstance(task, LearnerTask) and task.task_id == "learner-1"
+
+
+def test_a_restarted_rank_registering_under_its_fixed_id_gets_its_task_back(make_run: Callable[..., Run],
+                                                                            run_config: RunConfig) -> None:
+    """torchrun restarts every rank of a re-formed group: each registers with its fixed request id (run and rank,
+    learner_worker/elastic.py) and gets the worker and task it held, where a fresh id would find both held."""
+    run = make_run(make_config(run_config, learner={"replicas": 2}))
+    ids = [run.register("learner", "host", request_id=f"run.rank-{rank}").worker_id for rank in (0, 1)]
+    held = [run.claim(worker_id).task for worker_id in ids]
+    again = [run.register("learner", "host", restarts=1, request_id=f"run.rank-{rank}").worker_id for rank in (0, 1)]
+    assert again == ids
+    assert [run.claim(worker_id).task for worker_id in again] == held
+    with pytest.raises(GroupFull):
+        run.claim(run.register("learner", "host", request_id="run.rank-2").worker_id)
 
 
 def test_unknown_worker_and_scope_checks(run: Run) -> None:

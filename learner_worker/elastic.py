@@ -1,0 +1,82 @@
+"""Starting a learner group: `rlfleet learner` with `learner.replicas` > 1 runs torchrun's elastic agent.
+
+One `rlfleet learner` process runs per rank (one compose service or Kubernetes pod each). It reads the run's config
+from the coordinator and, for a group, becomes a torch.distributed elastic agent (torch.distributed.run, the
+torchrun that ships with torch): nnodes = replicas agents meet at the c10d rendezvous `learner.rendezvous`, whose
+host serves its store, each starts one worker, `rlfleet learner` again, now a rank with RANK, WORLD_SIZE,
+MASTER_ADDR and MASTER_PORT set (learner_worker/distributed.py joins them). When any rank fails, every agent
+restarts its worker in a new rendezvous round, up to `learner.group_restarts` times: the group re-forms and all
+ranks resume from the newest checkpoint, which rank 0 alone writes.
+
+The coordinator only publishes the rendezvous and shows the ranks; torchrun owns them. Each rank registers with a
+fixed request id (its run and rank), so a restarted rank gets back the worker and the learner task it held.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from shared.client import CoordinatorClient
+from shared.config import RunConfig
+from shared.settings import WorkerSettings
+from shared.wire import RunResponse
+
+log = logging.getLogger("rlfleet.learner")
+RANK_ENV = "TORCHELASTIC_RUN_ID"  # set by torchrun's agent in every worker it starts
+
+
+def is_rank() -> bool:
+    """Whether this process is a learner group's rank that torchrun started (not the agent)."""
+    return RANK_ENV in os.environ
+
+
+def rank_registration() -> str | None:
+    """A rank's fixed registration request id (see the module doc); None outside a group."""
+    if not is_rank():
+        return None
+    return f"{os.environ[RANK_ENV]}.rank-{os.environ['RANK']}"[:128]
+
+
+def run_config(settings: WorkerSettings) -> RunConfig:
+    """The run's resolved config, as the coordinator holds it (a learner token may read it)."""
+    client = CoordinatorClient(settings.coordinator_url, settings.resolve_token("learner"),
+                               timeout=settings.http_timeout_seconds,
+                               max_unavailable_seconds=settings.max_unavailable_seconds)
+    try:
+        return client.call("GET", "/v1/run", RunResponse).config
+    finally:
+        client.close()
+
+
+def agent_args(config: RunConfig) -> list[str]:
+    """torchrun's arguments for this run's learner group: its worker is `rlfleet learner` again, as a rank."""
+    learner = config.learner
+    return [f"--nnodes={learner.replicas}", "--nproc-per-node=1", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={learner.rendezvous}", f"--rdzv-id={config.name}",
+            f"--max-restarts={learner.group_restarts}", "--module", "launcher", "learner"]
+
+
+def run_agent(config: RunConfig) -> int:
+    """Run torchrun's elastic agent until the group's workers end; their exit status, or 1."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous.api import RendezvousError
+    from torch.distributed.run import parse_args, run
+
+    learner = config.learner
+    log.info("starting a learner group rank: %d ranks meet at %s (torchrun, c10d rendezvous %r)",
+             learner.replicas, learner.rendezvous, config.name)
+    # Each round's rank 0 serves the group's store on a fresh port, instead of every round sharing the rendezvous
+    # store: there a rank restarted after a failure and one restarted for the membership change (torch counts
+    # these differently) met the previous round's keys and waited for peers that were gone (measured, torch 2.13).
+    os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    try:
+        run(parse_args(agent_args(config)))
+    except ChildFailedError as exc:
+        log.error("the learner group failed after %d re-forms: %s", learner.group_restarts, exc.format_msg())
+        return 1
+    except RendezvousError as exc:
+        log.error("learner group rendezvous at learner.rendezvous=%s failed (unreachable, or fewer than %d "
+                  "learners started): %s", learner.rendezvous, learner.replicas, exc)
+        return 1
+    return 0

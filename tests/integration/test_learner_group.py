@@ -1,0 +1,92 @@
+"""Learner groups end to end: two CPU learners (gloo, torchrun's elastic agents on loopback) train through
+`rlfleet up` to a confirmed solve, and a killed rank makes the group re-form and resume from the newest checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from launcher.up import free_port
+from shared.tokens import load_tokens_file
+from shared.wire import Status
+from tests.conftest import REPO
+from tests.integration.test_algorithms import _solved
+from tests.integration.test_faults import _child
+
+
+def _learner_logs(data_dir: Path) -> list[str]:
+    (run_dir,) = (data_dir / "runs").iterdir()
+    return [path.read_text() for path in sorted((run_dir / "logs").glob("learner-*.log"))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", ["configs/cartpole_dqn.yaml", "configs/cartpole_ppo.yaml"])
+def test_two_learners_train_cartpole_to_solved(tmp_path: Path, config: str) -> None:
+    """Measured on 2 cores: DQN solves in ~60 s, PPO in ~45 s, as a single learner does."""
+    summary = _solved(tmp_path, config, 475.0, "--seed", "0", "--set", "learner.replicas=2")
+    assert summary["learner"]["world_size"] == 2
+    assert [r["task_id"] for r in summary["learner"]["ranks"]] == ["learner-0", "learner-1"]
+    logs = _learner_logs(tmp_path)
+    assert len(logs) == 2
+    assert sorted(f"as rank {r} of 2 (gloo)" in log for log in logs for r in (0, 1)) == [False, False, True, True]
+    assert sorted("publishing policy" in log for log in logs) == [False, True]  # rank 0 alone publishes
+    assert not any("GroupMismatch" in log for log in logs)  # weights agreed after every update
+
+
+@pytest.mark.slow
+def test_a_killed_rank_re_forms_the_group_which_resumes_and_solves(tmp_path: Path) -> None:
+    """kill -9 of one rank's process: torchrun's agents restart both ranks in a new rendezvous round, they resume
+    from rank 0's newest checkpoint, and the run still solves. No policy is published before the kill (publish
+    every 400 updates), so the solve cannot come from before it."""
+    port = free_port()
+    up = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir", str(tmp_path),
+         "--port", str(port), "--seed", "0", "--set", "learner.replicas=2", "--set", "algo.publish_every=400",
+         "--set", "algo.checkpoint_every=100"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+    )
+    http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
+
+    def iteration() -> int:
+        tokens = tmp_path / "tokens.json"
+        try:
+            resp = http.get("/v1/status", headers={"Authorization": f"Bearer {load_tokens_file(tokens)['read']}"})
+        except (httpx.TransportError, OSError, KeyError, ValueError):
+            return -1
+        if resp.status_code != 200:
+            return -1
+        status = Status.model_validate_json(resp.content)
+        assert status.policy_version == 0, "a policy was published before the rank could be killed"
+        return status.learner.iteration
+
+    try:
+        deadline = time.monotonic() + 120
+        while iteration() < 150:
+            assert up.poll() is None and time.monotonic() < deadline, "the group never trained 150 updates"
+            time.sleep(0.2)
+        agent = _child(up.pid, "learner")
+        assert agent is not None, "no learner agent under rlfleet up"
+        rank = _child(agent, "learner")
+        assert rank is not None, "no rank process under the learner's torchrun agent"
+        os.kill(rank, signal.SIGKILL)
+        out, _ = up.communicate(timeout=300)
+    finally:
+        if up.poll() is None:
+            up.kill()
+        http.close()
+    assert up.returncode == 0, out[-4000:]
+    assert "run solved" in out
+    logs = _learner_logs(tmp_path)
+    assert all(log.count("joined the learner group") == 2 for log in logs), logs  # both ranks, both rounds
+    resumed = [line for log in logs for line in log.splitlines() if "resumed from iteration" in line]
+    assert len(resumed) == 2 and len({line.split("resumed from")[1] for line in resumed}) == 1  # one checkpoint
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert json.loads((run_dir / "summary.json").read_text())["run_state"] == "solved"

@@ -1,0 +1,187 @@
+"""Learner groups: two gloo ranks on loopback, spawned with torch.multiprocessing as torchrun would start them.
+
+Each rank compares its DistributedDataParallel gradient with a single learner's on the concatenated batch,
+computed in the same process from the same seed, and raises when they differ: mp.spawn re-raises a rank's
+failure here. The weights checksum and the config check must refuse on every rank.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from datetime import timedelta
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from learner_worker.algorithms.dqn import DQN
+from learner_worker.algorithms.ppo import PPO
+from learner_worker.distributed import Group, GroupMismatch, digest, next_step
+from learner_worker.obsnorm import RunningStats
+from shared.algorithms.dqn import DQNParams
+from shared.algorithms.ppo import PPOParams
+from shared.confbase import NetConfig
+from tests.learner_worker.algorithms.chunks import make_chunk
+from tests.learner_worker.algorithms.test_dqn import make_batch
+from tests.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, flat_spaces
+
+CPU = torch.device("cpu")
+WORLD = 2
+CONFIG = digest([b"the same learner task"])
+PENDULUM_BEHAVIOUR = SAMPLING.model_copy(update={"head": "gaussian"})
+TIMEOUT = timedelta(seconds=30)  # a rank waiting on a collective fails instead of hanging the test
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _rank_main(rank: int, port: int, body: Callable[[int], None]) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    body(rank)
+
+
+def run_group(body: Callable[[int], None]) -> None:
+    """Run `body(rank)` in WORLD fresh processes with torchrun's environment; a rank's exception fails the test."""
+    mp.spawn(_rank_main, args=(free_port(), body), nprocs=WORLD, join=True)
+
+
+def grads(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in module.parameters()]
+
+
+def assert_close(got: list[torch.Tensor], want: list[torch.Tensor], what: str) -> None:
+    for index, (a, b) in enumerate(zip(got, want, strict=True)):
+        if not torch.allclose(a, b, rtol=1e-5, atol=1e-6):
+            raise AssertionError(f"{what}: tensor {index} differs by {(a - b).abs().max().item():.3g}")
+
+
+def assert_differ(got: list[torch.Tensor], want: list[torch.Tensor], what: str) -> None:
+    if all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(got, want, strict=True)):
+        raise AssertionError(f"{what}: expected a difference (the comparison would not catch a missing average)")
+
+
+def rows(batch: dict[str, np.ndarray], rank: int) -> dict[str, np.ndarray]:
+    share = len(batch["actions"]) // WORLD
+    return {k: v[rank * share:(rank + 1) * share] for k, v in batch.items()}
+
+
+def weighted_batch(seed: int, size: int = 64) -> dict[str, np.ndarray]:
+    """A replay batch with importance weights, as prioritized replay sends (normalised by the buffer)."""
+    batch = make_batch(seed, size)
+    batch["weights"] = np.random.default_rng(seed + 100).uniform(0.2, 1.0, size).astype(np.float32)
+    return batch
+
+
+def _dqn_body(rank: int) -> None:
+    group = Group.join(CPU, CONFIG, TIMEOUT)
+    cfg = DQNParams(net=NetConfig(hidden=(16, 16)), learning_rate=1e-3, target_update_every=2, batch_size=64)
+    spaces = flat_spaces(4, 3)
+    single, member, alone = (DQN(spaces, cfg, EPSILON_GREEDY, seed=0) for _ in range(3))
+    member.join(group)
+
+    full = weighted_batch(1)
+    single.td_loss(full)[0].backward()
+    member.td_loss(rows(full, rank))[0].backward()
+    alone.td_loss(rows(full, rank))[0].backward()
+    assert_close(grads(member.online), grads(single.online), "DQN: averaged gradient vs one learner's")
+    assert_differ(grads(alone.online), grads(single.online), "DQN: one rank's own gradient")
+
+    for step in range(1, 6):  # clipping, Adam and target syncs see the same gradients as the single learner
+        full = weighted_batch(10 + step)
+        single.update(full)
+        member.update(rows(full, rank))
+        group.check_weights(step)
+    assert_close(list(member.online.parameters()), list(single.online.parameters()), "DQN weights after 5 steps")
+    assert_close(list(member.target.parameters()), list(single.target.parameters()), "DQN target after 5 steps")
+
+    if rank == 1:  # one rank drifts: every rank must refuse to go on
+        with torch.no_grad():
+            next(member.online.parameters()).add_(1e-6)
+    with pytest.raises(GroupMismatch, match="weights after update 6"):
+        group.check_weights(6)
+    group.leave()
+
+
+def test_dqn_group_averages_gradients_of_the_concatenated_batch_and_keeps_weights_identical() -> None:
+    run_group(_dqn_body)
+
+
+def ppo_batch(seed: int, size: int, dims: int, actions: np.ndarray) -> dict[str, torch.Tensor]:
+    rng = np.random.default_rng(seed)
+    columns = {"obs": rng.normal(size=(size, dims)), "actions": actions, "logp": np.log(rng.uniform(0.2, 0.6, size)),
+               "advantages": rng.normal(1.0, 2.0, size), "targets": rng.normal(size=size)}
+    return {k: torch.from_numpy(np.asarray(v, np.int64 if k == "actions" and v.dtype.kind == "i" else np.float32))
+            for k, v in columns.items()}
+
+
+def _ppo_body(rank: int) -> None:
+    group = Group.join(CPU, CONFIG, TIMEOUT)
+    cfg = PPOParams(net=NetConfig(hidden=(16,)), minibatch_size=16, epochs=2, entropy_coef=0.01)
+    rng = np.random.default_rng(0)
+    for spaces, behaviour, actions in ((flat_spaces(4, 3), SAMPLING, rng.integers(0, 3, 40)),
+                                       (PENDULUM, PENDULUM_BEHAVIOUR, rng.uniform(-2, 2, (40, 1)))):
+        single, member, alone = (PPO(spaces, cfg, behaviour, seed=0) for _ in range(3))
+        member.join(group)
+        full = ppo_batch(1, 40, spaces.obs.shape[0], actions)
+        mine = torch.arange(0, 24) if rank == 0 else torch.arange(24, 40)  # unequal shares: 24 and 16 rows
+        single.minibatch_loss(full, torch.arange(40))[0].backward()
+        member.minibatch_loss(full, mine)[0].backward()
+        alone.minibatch_loss(full, mine)[0].backward()
+        what = f"PPO ({behaviour.head})"
+        assert_close(grads(member.actor) + grads(member.critic), grads(single.actor) + grads(single.critic),
+                     f"{what}: averaged gradient vs one learner's, advantages normalised over both ranks")
+        assert_differ(grads(alone.actor), grads(single.actor), f"{what}: one rank's own gradient")
+
+    # Observation statistics: every rank folds in both ranks' rows, exactly as one learner folds in all of them.
+    rows = np.random.default_rng(5).normal(3.0, 2.0, (30, 4))
+    mine_rows = rows[:18] if rank == 0 else rows[18:]
+    alone_stats, group_stats = RunningStats((4,), 5.0), RunningStats((4,), 5.0)
+    alone_stats.update(rows)
+    group_stats.merge(*group.moments(mine_rows))
+    if not (np.allclose(group_stats.mean, alone_stats.mean) and np.allclose(group_stats.var, alone_stats.var)):
+        raise AssertionError("observation statistics of the group differ from one learner's")
+
+    # The loop's step is agreed: one rank without a batch makes all wait, one stopping rank stops all.
+    agreed = [next_step(group, True, True), next_step(group, True, rank == 0), next_step(group, rank == 0, True)]
+    if agreed != ["train", "wait", "stop"]:
+        raise AssertionError(f"rank {rank} decided {agreed}")
+
+    member = PPO(flat_spaces(4, 3), cfg, SAMPLING, seed=rank)  # different seeds: DDP starts every rank at rank 0's
+    member.join(group)
+    for step in range(1, 4):  # ranks with different row counts still take equal minibatch counts
+        member.update([make_chunk(10 * step + rank, steps=8 + 4 * rank)])
+        group.check_weights(step)
+    group.leave()
+
+
+def test_ppo_group_averages_gradients_with_all_reduced_advantage_statistics() -> None:
+    run_group(_ppo_body)
+
+
+def _mismatched_config_body(rank: int) -> None:
+    with pytest.raises(GroupMismatch, match="config"):
+        Group.join(CPU, digest([f"config of rank {rank}".encode()]), TIMEOUT)
+    assert not torch.distributed.is_initialized()
+
+
+def test_a_rank_with_another_config_is_refused_by_every_rank() -> None:
+    run_group(_mismatched_config_body)
+
+
+def test_a_single_learner_steps_on_its_own_flags() -> None:
+    assert [next_step(None, True, True), next_step(None, True, False), next_step(None, False, True)] == [
+        "train", "wait", "stop"]
+
+
+def test_joining_outside_torchrun_names_the_missing_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(RuntimeError, match="RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT"):
+        Group.join(CPU, CONFIG)
