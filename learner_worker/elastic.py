@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import time
 
 from shared.client import CoordinatorClient
 from shared.config import RunConfig
@@ -52,9 +54,42 @@ def run_config(settings: WorkerSettings) -> RunConfig:
 def agent_args(config: RunConfig) -> list[str]:
     """torchrun's arguments for this run's learner group: its worker is `rlfleet learner` again, as a rank."""
     learner = config.learner
+    timeout = round(learner.rendezvous_timeout_seconds)
     return [f"--nnodes={learner.replicas}", "--nproc-per-node=1", "--rdzv-backend=c10d",
             f"--rdzv-endpoint={learner.rendezvous}", f"--rdzv-id={config.name}",
+            f"--rdzv-conf=join_timeout={timeout}",
             f"--max-restarts={learner.group_restarts}", "--module", "launcher", "learner"]
+
+
+class RendezvousUnreachable(RuntimeError):
+    pass
+
+
+def wait_for_rendezvous(endpoint: str, timeout: float, poll: float = 1.0) -> None:
+    """Return once this learner can take part in the rendezvous at `endpoint` (host:port): at once when this
+    machine is its host (torchrun then serves the store here), else when the host resolves and accepts a TCP
+    connection. Ranks may start in any order, so a name that does not resolve yet (a compose service or
+    Kubernetes pod still starting) or a refused connection is retried until `timeout`; then RendezvousUnreachable
+    says which, instead of torchrun's C++ trace after its own timeouts."""
+    from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname  # torch's own "am I host"
+
+    host, _, port = endpoint.rpartition(":")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if _matches_machine_hostname(host):
+                return
+            with socket.create_connection((host, int(port)), timeout=min(poll, 5.0)):
+                return
+        except OSError as exc:  # socket.gaierror (no such name yet) included
+            problem = (f"{host} does not resolve ({exc.strerror or exc})" if isinstance(exc, socket.gaierror)
+                       else f"nothing accepts connections at {endpoint} ({exc.strerror or exc})")
+        if time.monotonic() >= deadline:
+            raise RendezvousUnreachable(
+                f"learner.rendezvous={endpoint} unreachable after {timeout:.0f} s: {problem}. Start the learner on "
+                f"the host it names (it serves the rendezvous), or set learner.rendezvous to that learner's "
+                f"host:port (learner.rendezvous_timeout_seconds bounds this wait)")
+        time.sleep(poll)
 
 
 def run_agent(config: RunConfig) -> int:
@@ -71,7 +106,11 @@ def run_agent(config: RunConfig) -> int:
     # these differently) met the previous round's keys and waited for peers that were gone (measured, torch 2.13).
     os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     try:
+        wait_for_rendezvous(learner.rendezvous, learner.rendezvous_timeout_seconds)
         run(parse_args(agent_args(config)))
+    except RendezvousUnreachable as exc:
+        log.error("%s", exc)
+        return 1
     except ChildFailedError as exc:
         log.error("the learner group failed after %d re-forms: %s", learner.group_restarts, exc.format_msg())
         return 1

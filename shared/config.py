@@ -147,6 +147,9 @@ class LearnerConfig(Strict):
     rendezvous: str = Field("127.0.0.1:29400", pattern=r"^[A-Za-z0-9.-]+:[0-9]{1,5}$", description=(
         "host:port of the learner group's c10d rendezvous (torchrun --rdzv-endpoint): the rank whose host it "
         "names serves it; in compose the first learner service's name, on Kubernetes a headless service"))
+    rendezvous_timeout_seconds: Annotated[float, Field(ge=5, le=3600, description=(
+        "how long a learner waits for the group's rendezvous (its host to resolve and listen, then every rank to "
+        "join) before it exits with an error naming learner.rendezvous"))] = 120.0
     group_restarts: Annotated[int, Field(ge=0, le=1000, description=(
         "how often torchrun re-forms a learner group after a rank failed (all ranks resume from the newest "
         "checkpoint) before `rlfleet learner` gives up"))] = 10
