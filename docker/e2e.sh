@@ -6,6 +6,8 @@
 #     `restart: on-failure` bringing it back, resuming from its checkpoint;
 #   (the evaluator joins only after these checks, so that the run cannot be solved before them)
 #   - after the solve, a second `docker-compose up` starts a new run (coordinator/runs.py), trained to solved;
+#   - a third run trains with a learner group of 2 (RLFLEET_LEARNERS=2, learner.replicas=2): both ranks join
+#     the c10d rendezvous, and the group trains and publishes (README: Learner groups);
 # then tear everything down. Prints the build times and the time to solve in containers next to `rlfleet up`'s.
 #
 #   sudo bash docker/e2e.sh                    (tests/docker/test_e2e.py runs it in CI)
@@ -29,6 +31,8 @@ BASE_IMAGE=rlfleet-base:bookworm
 PROJECT=rlfleet-e2e
 WORK="$(mktemp -d /tmp/rlfleet-e2e.XXXXXX)"
 DOCKERD_PID=""
+COMPOSE_FILE="$WORK/compose.yml"  # the rendered compose file in use (render_compose writes it)
+group_s=""
 COMPOSE_UP=""
 
 say() { printf '== %s\n' "$*"; }
@@ -94,9 +98,10 @@ cleanup() {
 # ----- compose and the coordinator's status ------------------------------------------------------------------
 # docker-compose.yml with docker/compose.hostnet.yml, less the coordinator's published port: compose v1 refuses
 # a published port under host networking, and an override file can add ports but never drop them.
+# `docker-compose config` substitutes the environment (RLFLEET_LEARNERS, RLFLEET_OVERRIDES) when it renders.
 render_compose() {
-  docker-compose -f docker-compose.yml -f docker/compose.hostnet.yml config >"$WORK/compose.yml"
-  /usr/bin/python3 - "$WORK/compose.yml" <<'EOF'
+  docker-compose -f docker-compose.yml -f docker/compose.hostnet.yml config >"$COMPOSE_FILE"
+  /usr/bin/python3 - "$COMPOSE_FILE" <<'EOF'
 import sys, yaml  # PyYAML: docker-compose v1's own dependency, in the interpreter it runs on
 path = sys.argv[1]
 with open(path) as fh:
@@ -108,7 +113,7 @@ with open(path, "w") as fh:
 EOF
 }
 
-compose() { docker-compose -p "$PROJECT" -f "$WORK/compose.yml" "$@"; }
+compose() { docker-compose -p "$PROJECT" -f "$COMPOSE_FILE" "$@"; }
 
 free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -154,6 +159,33 @@ read_token() {
 container_of() { compose ps -q "$1" | head -n1; }
 
 # ----- the run -----------------------------------------------------------------------------------------------
+# A learner group of 2 in containers: the c10d rendezvous on the host network (each rank's agent finds that it
+# is the host; torch lets the first bind the port and the other join it), both ranks training one policy.
+learner_group() {
+  say "a learner group of 2: RLFLEET_LEARNERS=2, learner.replicas=2"
+  local t rdzv
+  rdzv="$(free_port)"
+  COMPOSE_FILE="$WORK/compose-group.yml"
+  RLFLEET_LEARNERS=2 RLFLEET_OVERRIDES="learner.replicas=2;learner.rendezvous=127.0.0.1:$rdzv" render_compose
+  t="$(now)"
+  compose up -d --scale evaluator=0 2>>"$WORK/compose.log" \
+    || { cat "$WORK/compose.log" >&2; fail "docker-compose up of the learner group failed"; }
+  read_token  # `down -v` removed the tokens volume: this up made new tokens
+  [ "$(compose ps -q learner | wc -l)" = 2 ] || fail "compose did not start 2 learner containers"
+  wait_for "both ranks holding their tasks" \
+    's["learner"]["world_size"] == 2 and all(r["worker_id"] for r in s["learner"]["ranks"])'
+  say "group formed ($(since "$t")s after up): $(status '", ".join(r["task_id"] + " held by " + r["worker_id"] for r in s["learner"]["ranks"])')"
+  wait_for "the group to train and publish" 's["learner"]["iteration"] >= 300 and s["policy_version"] >= 3'
+  local c joined=0
+  for c in $(compose ps -q learner); do
+    docker logs "$c" 2>&1 | grep -q "joined the learner group as rank [01] of 2" && joined=$((joined + 1))
+  done
+  [ "$joined" = 2 ] || fail "$joined of 2 learner containers joined the group (docker logs)"
+  say "learner group trained: $(status '"{} updates, policy v{}, {:,} transitions trained, {:.1f}s of run time".format(s["learner"]["iteration"], s["policy_version"], s["learner"]["transitions_trained"], s["wall_seconds"])')"
+  group_s="$(since "$t")"
+  compose down -v --remove-orphans >/dev/null 2>&1
+}
+
 main() {
   mkdir -p "$CACHE"
   exec 8>"$CACHE/e2e.lock"
@@ -249,6 +281,8 @@ main() {
   clean_s="$(since "$t")"
   say "run $run2 solved: $(status '"{:,} env steps, {:.1f}s of run time".format(s["env_steps"], s["wall_seconds"])')"
   compose down -v --remove-orphans >/dev/null 2>&1
+
+  learner_group
   COMPOSE_UP=""
 
   local up_s="not measured ($PY cannot import rlfleet)"
@@ -265,6 +299,7 @@ main() {
   echo "solve in containers: ${clean_s}s from docker-compose up to solved (the second run)"
   echo "solve in containers, first run: ${solve_s}s (learner SIGKILLed, a third collector, evaluator held back)"
   echo "solve with rlfleet up: $up_s from launch to solved"
+  echo "learner group of 2 in containers: ${group_s}s from docker-compose up to 300 updates and policy v3"
   echo "e2e passed"
 }
 

@@ -38,6 +38,12 @@ def test_compose_in_containers_solves_scales_survives_a_learner_crash_and_starts
     second = re.search(r"== new run (\S+) is training", out)
     assert first and second and first.group(1) != second.group(1)  # a second `up` after the solve: a new run
     assert re.search(rf"== run {re.escape(second.group(1))} solved: [\d,]+ env steps", out)
-    for figure in ("base image", "project image", "solve in containers", "solve with rlfleet up"):
+    # A learner group of 2 in containers: both ranks held their tasks, joined one group, trained and published.
+    formed = re.search(r"== group formed \(.*\): (learner-0 held by \S+), (learner-1 held by \S+)", out)
+    assert formed, out[-3000:]
+    trained = re.search(r"== learner group trained: (\d+) updates, policy v(\d+)", out)
+    assert trained and int(trained.group(1)) >= 300 and int(trained.group(2)) >= 3
+    for figure in ("base image", "project image", "solve in containers", "solve with rlfleet up",
+                   "learner group of 2 in containers"):
         assert re.search(rf"^{figure}: [\d.]+s", out, re.MULTILINE), f"no figure for {figure}"
     assert out.rstrip().endswith("e2e passed")
