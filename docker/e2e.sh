@@ -178,7 +178,8 @@ learner_group() {
   wait_for "the group to train and publish" 's["learner"]["iteration"] >= 300 and s["policy_version"] >= 3'
   local c joined=0
   for c in $(compose ps -q learner); do
-    docker logs "$c" 2>&1 | grep -q "joined the learner group as rank [01] of 2" && joined=$((joined + 1))
+    docker logs "$c" >"$WORK/group-learner.log" 2>&1  # a file: `| grep -q` would SIGPIPE docker under pipefail
+    grep -q "joined the learner group as rank [01] of 2" "$WORK/group-learner.log" && joined=$((joined + 1))
   done
   [ "$joined" = 2 ] || fail "$joined of 2 learner containers joined the group (docker logs)"
   say "learner group trained: $(status '"{} updates, policy v{}, {:,} transitions trained, {:.1f}s of run time".format(s["learner"]["iteration"], s["policy_version"], s["learner"]["transitions_trained"], s["wall_seconds"])')"
