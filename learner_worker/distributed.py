@@ -94,7 +94,10 @@ class Group:
         is torn down at interpreter exit instead, and gloo's threads then abort the process ("terminate called
         without an active exception"), a learner that stopped cleanly exiting on SIGABRT."""
         if dist.is_initialized():
-            dist.barrier()  # no rank closes its pairs while a peer still sends on them
+            try:
+                dist.barrier()  # no rank closes its pairs while a peer still sends on them
+            except RuntimeError as exc:  # a peer is gone already (torch.distributed.DistError): none to wait for
+                log.info("leaving a learner group whose peers are gone (%s)", str(exc).splitlines()[0][:200])
             for wrapper in self.wrappers:
                 wrapper.__dict__.pop("reducer", None)
             self.wrappers.clear()

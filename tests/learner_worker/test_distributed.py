@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -173,6 +174,21 @@ def _mismatched_config_body(rank: int) -> None:
 
 def test_a_rank_with_another_config_is_refused_by_every_rank() -> None:
     run_group(_mismatched_config_body)
+
+
+def _peer_gone_body(rank: int) -> None:
+    group = Group.join(CPU, CONFIG, TIMEOUT)
+    if rank == 1:
+        os._exit(0)  # vanishes without leaving, as a killed rank does
+    started = time.monotonic()
+    group.leave()  # the surviving rank still leaves cleanly: its own error, not the barrier's, is what it reports
+    assert not torch.distributed.is_initialized()
+    if time.monotonic() - started > TIMEOUT.total_seconds() / 2:
+        raise AssertionError(f"leaving took {time.monotonic() - started:.1f} s: the barrier waited for a dead peer")
+
+
+def test_a_rank_whose_peer_died_leaves_without_raising() -> None:
+    run_group(_peer_gone_body)
 
 
 def test_a_single_learner_steps_on_its_own_flags() -> None:
