@@ -118,7 +118,7 @@ def one(objs: list[Obj], kind: str, name: str) -> Obj:
 
 
 def workload(objs: list[Obj], component: str) -> Obj:
-    kind = "StatefulSet" if component == "coordinator" else "Deployment"
+    kind = "StatefulSet" if component in ("coordinator", "learner") else "Deployment"
     return one(objs, kind, f"rlfleet-{component}")
 
 
@@ -366,9 +366,13 @@ def test_workers_scale_as_documented(base: list[Obj], overlay: list[Obj]) -> Non
     assert collectors["spec"]["replicas"] == 4 != workload(base, "collector")["spec"]["replicas"]
     example = yaml.safe_load((DEPLOY / "overlays" / "example" / "kustomization.yaml").read_text())
     assert example["replicas"] == [{"name": "rlfleet-collector", "count": 4}]
-    for single in ("learner", "evaluator"):  # one task each per run; never two at once during an update
-        spec = workload(overlay, single)["spec"]
-        assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    evaluator = workload(overlay, "evaluator")["spec"]  # one task per run; never two at once during an update
+    assert evaluator["replicas"] == 1 and evaluator["strategy"]["type"] == "Recreate"
+    # One learner per rank (learner.replicas, 1 by default): a StatefulSet, which replaces a rank's pod only after
+    # deleting it, starts all ranks at once and names them under its headless service (the rendezvous host).
+    learner = workload(overlay, "learner")["spec"]
+    assert learner["replicas"] == 1 and learner["podManagementPolicy"] == "Parallel"
+    assert learner["serviceName"] == "rlfleet-learner" and learner["updateStrategy"]["type"] == "RollingUpdate"
     for component in ("coordinator", *WORKERS):
         obj = workload(overlay, component)
         assert obj["spec"]["selector"]["matchLabels"].items() <= obj["spec"]["template"]["metadata"]["labels"].items()
