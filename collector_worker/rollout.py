@@ -88,7 +88,7 @@ class Rollout:
         if self.actor is None or random:
             if self.behaviour.sample:
                 raise RuntimeError("a sampling behaviour records log-probs and cannot act before the first policy")
-            return random_actions(self.spaces, self.behaviour.head, self.num_envs, self.rng)
+            return random_actions(self.spaces, self.behaviour.head, self.num_envs, self.rng, obs)
         return self.actor.act(obs, explore=not self.greedy, rng=self.rng, epsilon=epsilon)
 
     def collect(self, steps: int, epsilon: float = 0.0, episodes_target: int | None = None,

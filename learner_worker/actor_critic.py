@@ -138,7 +138,7 @@ class ActorCritic:
     def log_prob_entropy(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log pi(a|s), entropy) of the current actor per row, with gradient."""
         return log_prob_entropy(self._manifest.head, self.spaces, self.train_actor(obs),
-                                getattr(self.actor, "log_std", None), actions)
+                                getattr(self.actor, "log_std", None), actions, obs)
 
     def gae_rows(self, chunk: dict[str, np.ndarray], gamma: float, lam: float) -> dict[str, np.ndarray]:
         """GAE with the current critic for one chunk; flat arrays of its valid rows only."""

@@ -20,14 +20,31 @@ HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 def _categorical(logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     logp_all = torch.log_softmax(logits, dim=1)
     logp = logp_all.gather(1, actions.long()[:, None]).squeeze(1)
-    return logp, -(logp_all.exp() * logp_all).sum(1)
+    p_logp = torch.where(logp_all.isfinite(), logp_all.exp() * logp_all, 0.0)  # a masked action adds nothing
+    return logp, -p_logp.sum(1)
+
+
+def legal(spaces: Spaces, obs: torch.Tensor) -> torch.Tensor | None:
+    """[N, n] booleans from the observations' action mask (None: every action is legal); shared/actors.py's
+    `legal` in torch. A row allowing nothing (a finished game's last observation) allows everything."""
+    columns = spaces.mask_slice
+    if columns is None:
+        return None
+    mask = obs.reshape(len(obs), -1)[:, columns] > 0.5
+    return mask | ~mask.any(dim=1, keepdim=True)
+
+
+def masked(out: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Q-values or logits with illegal actions at -inf (as the actors see them)."""
+    return out if mask is None else out.masked_fill(~mask, -math.inf)
 
 
 def log_prob_entropy(head: Head, spaces: Spaces, out: torch.Tensor, log_std: torch.Tensor | None,
-                     actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log pi(a|s), entropy) per row for the network outputs `out` of a stochastic head."""
+                     actions: torch.Tensor, obs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log pi(a|s), entropy) per row for the network outputs `out` of a stochastic head; under an action mask
+    (from `obs`), of the distribution over legal actions the collectors drew from."""
     if head == "categorical":
-        return _categorical(out, actions)
+        return _categorical(out if obs is None else masked(out, legal(spaces, obs)), actions)
     if head == "multi_categorical":
         assert isinstance(spaces.action, MultiDiscreteActions)
         parts = torch.split(out, list(spaces.action.nvec), dim=1)

@@ -55,10 +55,30 @@ def to_env(spaces: Spaces, head: Head, actions: np.ndarray) -> np.ndarray:
     return np.clip(actions, low, high)
 
 
-def random_actions(spaces: Spaces, head: Head, n: int, rng: np.random.Generator) -> Decision:
-    """Uniform random actions in policy units (tanh_gaussian: uniform in [-1, 1])."""
+def legal(spaces: Spaces, obs: np.ndarray) -> np.ndarray | None:
+    """[N, n] booleans: the legal actions the observations' mask allows (None: all are). A row that allows none
+    (a finished game's last observation) allows all, so a max over it stays finite; nothing acts on it."""
+    columns = spaces.mask_slice
+    if columns is None:
+        return None
+    mask = np.asarray(obs).reshape(len(obs), -1)[:, columns] > 0.5
+    mask[~mask.any(axis=1)] = True
+    return mask
+
+
+def _uniform_legal(mask: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One legal action per row, uniformly among that row's legal ones."""
+    return (rng.random(mask.shape) * mask).argmax(axis=1).astype(np.int64)
+
+
+def random_actions(spaces: Spaces, head: Head, n: int, rng: np.random.Generator,
+                   obs: np.ndarray | None = None) -> Decision:
+    """Uniform random actions in policy units (tanh_gaussian: uniform in [-1, 1]); legal ones under a mask."""
     action = spaces.action
-    if isinstance(action, BoxActions):
+    mask = None if obs is None else legal(spaces, obs)
+    if mask is not None:
+        acts = _uniform_legal(mask, rng)
+    elif isinstance(action, BoxActions):
         if head == "tanh_gaussian":
             acts = rng.uniform(-1.0, 1.0, (n, action.dim)).astype(np.float32)
         else:
@@ -94,16 +114,20 @@ def _categorical(logits: np.ndarray, explore: bool, rng: np.random.Generator) ->
 
 
 def decide(manifest: PolicyManifest, out: np.ndarray, log_std: np.ndarray | None, explore: bool,
-           rng: np.random.Generator, epsilon: float = 0.0) -> Decision:
-    """Turn the network's outputs into actions for `manifest.head` (explore=False: the greedy action)."""
+           rng: np.random.Generator, epsilon: float = 0.0, mask: np.ndarray | None = None) -> Decision:
+    """Turn the network's outputs into actions for `manifest.head` (explore=False: the greedy action); under a
+    mask (`legal`), illegal actions' Q-values and logits are -inf, so they are never taken."""
     head, spaces = manifest.head, manifest.spaces
     n = len(out)
+    if mask is not None:
+        out = np.where(mask, out, -np.inf)
     if head == "q_values":
         acts = out.argmax(axis=1).astype(np.int64)
         if explore and epsilon > 0:
             pick = rng.random(n) < epsilon
             if pick.any():
-                acts[pick] = rng.integers(0, out.shape[1], int(pick.sum()))
+                acts[pick] = (rng.integers(0, out.shape[1], int(pick.sum())) if mask is None
+                              else _uniform_legal(mask[pick], rng))
         return Decision(acts, acts)
     if head == "categorical":
         acts, logp = _categorical(out, explore, rng)
@@ -141,11 +165,13 @@ class _Actor:
         raise NotImplementedError
 
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator, epsilon: float = 0.0) -> Decision:
-        return decide(self.manifest, self.forward(obs), self.log_std, explore, rng, epsilon)
+        return decide(self.manifest, self.forward(obs), self.log_std, explore, rng, epsilon,
+                      legal(self.manifest.spaces, obs))
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """The env actions of the deterministic policy (argmax, or the mean), for evaluation."""
-        return decide(self.manifest, self.forward(obs), self.log_std, False, _UNUSED_RNG).env_actions
+        return decide(self.manifest, self.forward(obs), self.log_std, False, _UNUSED_RNG,
+                      mask=legal(self.manifest.spaces, obs)).env_actions
 
 
 _UNUSED_RNG = np.random.default_rng(0)  # greedy decisions draw nothing

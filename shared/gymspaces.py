@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.wrappers import FlattenObservation
 
 from shared.spaces import IMAGE_CHANNELS, BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
 
@@ -15,7 +16,36 @@ def describe(env: gym.Env | gym.vector.VectorEnv) -> Spaces:
     """The spaces of an env (or of one env of a vector env); raises ValueError for spaces rlfleet cannot train."""
     obs_space = getattr(env, "single_observation_space", env.observation_space)
     act_space = getattr(env, "single_action_space", env.action_space)
-    return Spaces(obs=_obs(obs_space), action=_action(act_space))
+    action = _action(act_space)
+    mask = _mask(env)
+    if mask is not None and not (isinstance(action, DiscreteActions) and mask[1] == action.n):
+        raise ValueError(f"the observation's action_mask has {mask[1]} entries for action space {act_space}: a mask "
+                         f"needs Discrete actions, one entry per action")
+    return Spaces(obs=_obs(obs_space), action=action, action_mask_offset=None if mask is None else mask[0])
+
+
+MASK_KEY = "action_mask"
+
+
+def _mask(env: gym.Env | gym.vector.VectorEnv) -> tuple[int, int] | None:
+    """(offset, size) of a Dict observation's `action_mask` once shared/envs.py flattened it (keys in sorted
+    order)."""
+    inner = env.envs[0] if isinstance(env, gym.vector.SyncVectorEnv) else env
+    while isinstance(inner, gym.Wrapper):
+        if isinstance(inner, FlattenObservation):
+            space = inner.env.observation_space
+            if not isinstance(space, gym.spaces.Dict) or MASK_KEY not in space.spaces:
+                return None
+            if inner.observation_space.shape != getattr(env, "single_observation_space", env.observation_space).shape:
+                raise ValueError("a wrapper reshapes an observation that carries an action mask: the mask's place "
+                                 "in it would be lost")
+            offset = 0
+            for key, sub in space.spaces.items():  # gymnasium keeps a Dict's keys sorted; flatten follows them
+                if key == MASK_KEY:
+                    return offset, gym.spaces.flatdim(sub)
+                offset += gym.spaces.flatdim(sub)
+        inner = inner.env
+    return None
 
 
 def _obs(space: gym.Space) -> ObsSpace:

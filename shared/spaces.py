@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from shared.confbase import Strict
 
@@ -76,3 +76,29 @@ class Spaces(Strict):
     """The observation space."""
     action: ActionSpace
     """The action space."""
+    action_mask_offset: Annotated[int, Field(ge=0)] | None = Field(None, description=(
+        "where the legal-action mask begins in the flat observation: n entries, 1 for a legal action (an env's "
+        "Dict observation with an `action_mask` key, as PettingZoo's classic games give); every actor and learner "
+        "then acts and bootstraps over legal actions only. Null: every action is always legal"))
+
+    @model_validator(mode="after")
+    def _mask_fits(self) -> Spaces:
+        if self.action_mask_offset is None:
+            return self
+        if not isinstance(self.action, DiscreteActions):
+            raise ValueError(f"an action mask needs Discrete actions, not {self.action.kind}")
+        if len(self.obs.shape) != 1 or self.obs.dtype != "float32":
+            raise ValueError(f"an action mask lives in a flat float observation, not {self.obs.dtype} "
+                             f"{self.obs.shape}")
+        if self.action_mask_offset + self.action.n > self.obs.shape[0]:
+            raise ValueError(f"an action mask of {self.action.n} entries at {self.action_mask_offset} does not fit "
+                             f"the observation's {self.obs.shape[0]}")
+        return self
+
+    @property
+    def mask_slice(self) -> slice | None:
+        """The mask's columns in the flat observation, or None."""
+        if self.action_mask_offset is None:
+            return None
+        assert isinstance(self.action, DiscreteActions)
+        return slice(self.action_mask_offset, self.action_mask_offset + self.action.n)

@@ -40,7 +40,7 @@ class BC:
         obs, actions = to_device(batch["obs"], self.device), to_device(batch["actions"], self.device)
         out = self.net(obs)
         logp, _ = log_prob_entropy(self._manifest.head, self.spaces, out, getattr(self.net, "log_std", None),
-                                   actions)
+                                   actions, obs)
         return out, actions, logp
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from learner_worker.device import to_device
+from learner_worker.distributions import legal, masked
 from learner_worker.value_transform import ValueCodec
 from shared.algorithms.dqn import DQNParams
 from shared.manifest import Behaviour, PolicyManifest, default_encoder
@@ -34,7 +35,7 @@ class DQN:
     def __init__(self, spaces: Spaces, cfg: DQNParams, behaviour: Behaviour, seed: int,
                  device: torch.device = CPU) -> None:
         torch.manual_seed(seed)
-        self.cfg, self.device = cfg, device
+        self.cfg, self.device, self.spaces = cfg, device, spaces
         self._manifest = PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=cfg.net,
                                         head=behaviour.head)
         self.online = PolicyNet(self._manifest).to(device)
@@ -60,9 +61,10 @@ class DQN:
         actions = actions.long()
         q = self.train_online(obs).gather(1, actions[:, None]).squeeze(1)
         with torch.no_grad():
-            next_target = self.target(boot_obs)
+            mask = legal(self.spaces, boot_obs)  # bootstrap over the next state's legal actions only
+            next_target = masked(self.target(boot_obs), mask)
             if self.cfg.double_q:
-                best = self.online(boot_obs).argmax(dim=1, keepdim=True)
+                best = masked(self.online(boot_obs), mask).argmax(dim=1, keepdim=True)
                 next_q = next_target.gather(1, best).squeeze(1)
             else:
                 next_q = next_target.max(dim=1).values
