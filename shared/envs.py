@@ -16,6 +16,7 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, TimeLimit
 
+import shared.two_player  # noqa: F401 - registers rlfleet/TicTacToe-v0 and rlfleet/ConnectFour-v0
 from shared.envcheck import EnvSectionError
 from shared.envconfig import EnvConfig
 from shared.hints import did_you_mean
@@ -87,7 +88,8 @@ def _flat_dict(env: gym.Env) -> gym.Env:
     space = env.observation_space
     if not isinstance(space, gym.spaces.Dict):
         return env
-    images = [key for key, sub in space.spaces.items() if isinstance(sub, gym.spaces.Box) and len(sub.shape) == 3]
+    images = [key for key, sub in space.spaces.items()
+              if isinstance(sub, gym.spaces.Box) and len(sub.shape) == 3 and sub.dtype == np.uint8]
     if images:
         raise EnvSectionError("id", f"Dict observation with image entries {images}: rlfleet flattens Dict "
                                     f"observations, which would lose the images' layout; return the image alone "

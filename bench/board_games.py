@@ -1,0 +1,63 @@
+"""Board games (issue 15): train through `rlfleet up` per seed, then judge each run's best policy on held-out games
+against each baseline opponent alone.
+
+    python bench/board_games.py [--config configs/tictactoe_dqn.yaml] [--seeds 0 1 2] [--games 400]
+
+Prints, per seed: time to the run's own confirmed solve, env steps, and win / draw / loss against the uniform
+random player and against the one-step lookahead (evaluator/battles.py), over `--games` greedy games on a seed
+block that neither training nor the run's own tests used; then the issue's rule (win or draw >= 0.95 against
+random, win >= 0.6 against the lookahead) per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from evaluator.battles import against  # noqa: E402
+from evaluator.testing import load_subject, resolve_inputs  # noqa: E402
+from shared.seeds import base_seed  # noqa: E402
+
+HELD_OUT_TASK = 7  # a test-mode task index no run uses
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/tictactoe_dqn.yaml")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--games", type=int, default=400)
+    args = parser.parse_args()
+    for seed in args.seeds:
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.monotonic()
+            done = subprocess.run([sys.executable, "-m", "launcher", "up", "--config", args.config, "--data-dir", tmp,
+                                   "--port", "0", "--seed", str(seed)], cwd=REPO, capture_output=True, text=True,
+                                  stdin=subprocess.DEVNULL)
+            wall = time.monotonic() - started
+            (run_dir,) = (Path(tmp) / "runs").iterdir()
+            summary = json.loads((run_dir / "summary.json").read_text())
+            if done.returncode != 0 or summary["run_state"] != "solved":
+                print(f"seed {seed}: {summary['run_state']} after {wall:.1f} s: {summary['run_message']}")
+                continue
+            policy, config, _ = resolve_inputs(run_dir, None, None, None)
+            subject = load_subject(policy, config)
+            held_out = base_seed(seed, "test", HELD_OUT_TASK, 0)
+            records = [against(subject.actor.greedy, subject.config.env, opponent, args.games, 10, held_out)
+                       for opponent in ("random", "lookahead")]
+            rule = records[0].win_or_draw_rate >= 0.95 and records[1].win_rate >= 0.6
+            print(f"seed {seed}: solved in {wall:.1f} s from launch, {summary['env_steps']:,} env steps, "
+                  f"policy v{summary['confirmed_by']['policy_version']}; issue rule {'met' if rule else 'NOT met'}")
+            for record in records:
+                print(f"  {record}")
+
+
+if __name__ == "__main__":
+    main()
