@@ -22,6 +22,7 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
+from evaluator.battles import Record, against
 from evaluator.episodes import evaluate
 from evaluator.video import Recording, check_video_path, record_episode
 from shared.actors import Actor, PolicyError, build_actor
@@ -35,6 +36,7 @@ from shared.spaces import Spaces
 from shared.stats import ci95
 from shared.store import IntegrityError, LocalStore, PayloadStore, StorePathError
 from shared.stores import StoreTarget, open_store
+from shared.two_player import BASELINES, is_two_player
 
 CI_METHOD = "normal approximation: mean ± 1.96·std/√n (std with ddof=0)"
 
@@ -199,6 +201,8 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
     threshold = subject.config.env.solve_threshold
     recording = None if video is None else record_episode(subject.actor.greedy, subject.config.env,
                                                           base + num_envs, video)
+    battles = [] if not is_two_player(subject.config.env.id) else [  # the same games, one baseline at a time
+        against(subject.actor.greedy, subject.config.env, opponent, episodes, num_envs, base) for opponent in BASELINES]
     return {
         "policy": str(subject.policy_path), "config": str(subject.config_path), "env": subject.config.env.id,
         "episodes": len(returns), "num_envs": num_envs,
@@ -208,6 +212,8 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
                   "env_seeds": [base, base + num_envs - 1]},
         "returns": returns, "lengths": lengths,
         "video": None if recording is None else _video_entry(recording),
+        "battles": [{"opponent": b.opponent, "games": b.games, "wins": b.wins, "draws": b.draws, "losses": b.losses}
+                    for b in battles],
     }
 
 
@@ -231,6 +237,7 @@ def describe(report: dict[str, Any]) -> str:
         f"solved   {'yes' if report['solved'] else 'no'}: mean {report['mean']:.2f} {verdict} env.solve_threshold "
         f"{report['solve_threshold']:g}",
     ]
+    lines += [f"battle   {Record(b['opponent'], b['wins'], b['draws'], b['losses'])}" for b in report["battles"]]
     if report["video"] is not None:
         v = report["video"]
         lines.append(f"video    {v['path']}: one more episode from seed {v['seed']}, return {v['return']:.2f} in "

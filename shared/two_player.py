@@ -25,6 +25,7 @@ import numpy as np
 # game -> (PettingZoo registry id, stones in a row that win, pieces fall to the lowest free row of a column)
 GAMES = {"tictactoe": ("classic/tictactoe_v3", 3, False), "connect_four": ("classic/connect_four_v3", 4, True)}
 BASELINES = ("random", "lookahead")
+ENTRY_POINT = "shared.two_player:TwoPlayerEnv"
 Seat = Literal["alternate", "first", "second"]
 
 
@@ -149,6 +150,11 @@ class TwoPlayerEnv(gym.Env):
                 "observation": np.asarray(seen["observation"], np.int8)}
 
 
-gym.register("rlfleet/TicTacToe-v0", entry_point="shared.two_player:TwoPlayerEnv", kwargs={"game": "tictactoe"})
-gym.register("rlfleet/ConnectFour-v0", entry_point="shared.two_player:TwoPlayerEnv",
-             kwargs={"game": "connect_four"})
+def is_two_player(env_id: str) -> bool:
+    """Whether an env section's id (a registered id or an entry point) names this module's games."""
+    spec = None if ":" in env_id else gym.registry.get(env_id)
+    return (env_id if spec is None else spec.entry_point) == ENTRY_POINT
+
+
+gym.register("rlfleet/TicTacToe-v0", entry_point=ENTRY_POINT, kwargs={"game": "tictactoe"})
+gym.register("rlfleet/ConnectFour-v0", entry_point=ENTRY_POINT, kwargs={"game": "connect_four"})

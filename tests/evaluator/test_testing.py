@@ -166,3 +166,29 @@ def test_unreadable_inputs_are_refused_in_one_line(tmp_path: Path, policy: str, 
     with pytest.raises(UsageError, match=message) as caught:
         load_subject(tmp_path / policy, tmp_path / config)
     assert "\n" not in str(caught.value)
+
+
+def test_a_board_game_policy_is_tested_against_each_baseline_alone(tmp_path: Path) -> None:
+    """For a two-player game, the report adds won / drawn / lost against every baseline over the same games."""
+    from shared.envs import make_vector_env
+    from shared.gymspaces import describe
+
+    env = {"id": "rlfleet/TicTacToe-v0", "kwargs": {"opponent": {"random": 0.5, "lookahead": 0.5}}}
+    vec = make_vector_env(RunConfig.model_validate({"env": {**env, "solve_threshold": 0.5}}).env, 1)
+    spaces = describe(vec)
+    vec.close()
+    config = RunConfig.model_validate({"seed": RUN_SEED, "env": {**env, "solve_threshold": 0.5}})
+    actor = random_actor(spaces, "q_values", (8,))
+    report = run_test(Subject(tmp_path / "p.safetensors", tmp_path / "c.yaml", config, actor), 200, 10, 0, None)
+    battles = {b["opponent"]: b for b in report["battles"]}
+    assert set(battles) == {"random", "lookahead"}
+    assert all(b["games"] == b["wins"] + b["draws"] + b["losses"] == 200 for b in battles.values())
+    # an untrained (masked, so always legal) policy loses more often to the lookahead than to random play
+    assert battles["lookahead"]["losses"] > battles["random"]["losses"]
+    assert "battle   vs lookahead: " in describe_report(report)
+
+
+def describe_report(report: dict[str, Any]) -> str:
+    from evaluator.testing import describe
+
+    return describe(report)
