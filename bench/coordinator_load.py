@@ -311,7 +311,7 @@ def make_templates(seed: int) -> list[Template]:
             data = encode_chunk(chunk.arrays, {"task_id": "bench-template", "chunk_id": f"template-{k}",
                                                "policy_version": 0})
             templates.append(Template(data, hashlib.sha256(data).hexdigest(), chunk.ends, chunk.fresh_columns,
-                                      [{"ret": r, "length": n} for r, n in chunk.episodes]))
+                                      [{"ret": r, "length": n} for r, n, _ in chunk.episodes]))
     finally:
         rollout.close()
     assert all(len(t.episodes) <= len(t.ends) for t in templates)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from collector_worker.members import evaluate_members
+from collector_worker.opponents import OpponentDraw
 from collector_worker.rollout import Rollout
 from collector_worker.uploader import Pending, Uploader
 from shared.actors import PolicyError
@@ -102,7 +103,14 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
                         report_delay_seconds=task.collector.report_delay_seconds)
     sync = task.sampling.force_sync or task.lockstep
     follower = PolicyFollower(session, store, rollout)
-    follower.refresh()
+    draw = None if task.self_play is None else OpponentDraw(session, store, rollout, task.self_play)
+
+    def refresh() -> None:
+        follower.refresh()
+        if draw is not None:
+            draw.refresh()  # a new latest version plays the other seat from the next game on
+
+    refresh()
     log.info("task %s: %d x %s, chunks of %d steps", task.task_id, task.collector.num_envs, task.env.id,
              task.collector.chunk_steps)
     settings = session.directive.settings
@@ -115,18 +123,18 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
             if directive.pause_seconds > 0:
                 session.stop_event.wait(directive.pause_seconds)
                 session.heartbeat()
-                follower.refresh()  # resume with the newest policy, already loaded
+                refresh()  # resume with the newest policy, already loaded
                 continue
             if sync:
                 (_await_lockstep_policy if task.lockstep else _await_newer_policy)(session, rollout.version)
-            follower.refresh()
+            refresh()
             if behaviour.sample and rollout.actor is None:
                 session.heartbeat(newer_than=0, wait=SYNC_WAIT_SECONDS)  # log-probs need the learner's policy
                 continue
             steps = directive.env_steps_total
             epsilon = behaviour.epsilon.value(steps) if behaviour.epsilon is not None else 0.0
             chunk = rollout.collect(task.collector.chunk_steps, epsilon, task.sampling.n_episode,
-                                    refresh=None if sync else follower.refresh,
+                                    refresh=None if sync else refresh,
                                     random=steps < behaviour.random_env_steps)
             uploader.submit(Pending(chunk, task.task_id))
             if sync:

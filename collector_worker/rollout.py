@@ -34,7 +34,7 @@ from shared.spaces import Spaces
 @dataclass
 class Chunk:
     arrays: dict[str, np.ndarray]
-    episodes: list[tuple[float, int]] = field(default_factory=list)
+    episodes: list[tuple[float, int, str | None]] = field(default_factory=list)  # return, length, opponent
     policy_version: int = 0  # the oldest policy that acted in this chunk (a newer one may take over mid-chunk)
     fresh_columns: list[int] = field(default_factory=list)  # envs whose first step here begins an episode
 
@@ -104,7 +104,7 @@ class Rollout:
         obs, next_obs, actions, valid = arrays["obs"], arrays["next_obs"], arrays["actions"], arrays["valid"]
         rewards, terminated, truncated = arrays["rewards"], arrays["terminated"], arrays["truncated"]
         logp = arrays.get("logp")
-        episodes: list[tuple[float, int]] = []
+        episodes: list[tuple[float, int, str | None]] = []
         finished = 0
         t = 0
         while t < steps and (episodes_target is None or finished < episodes_target):
@@ -125,11 +125,13 @@ class Rollout:
                 final = info["final_info"]
                 failed = final.get("_" + ENV_ERROR, np.zeros(n, bool))
                 raw_returns = final.get(RAW_EPISODE, {}).get("r", self.ep_return)  # see make_env
+                opponents = final.get("opponent")  # two-player games: who played the other seat
                 valid[t] = ~failed
                 for i in np.flatnonzero(done):
                     next_obs[t, i] = info["final_obs"][i]
                     if not failed[i]:  # a broken episode's return means nothing: drop it
-                        episodes.append((float(raw_returns[i]), int(self.ep_length[i])))
+                        episodes.append((float(raw_returns[i]), int(self.ep_length[i]),
+                                         None if opponents is None else str(opponents[i])))
                 finished += int(done.sum())
                 self.ep_return[done] = 0.0
                 self.ep_length[done] = 0

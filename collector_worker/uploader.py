@@ -132,7 +132,7 @@ class Uploader:
             chunk_id=chunk_id, worker_id=self.session.worker_id, task_id=item.task_id, payload_path=path,
             sha256=sha, size_bytes=len(data), env_steps=item.chunk.env_steps, num_envs=item.chunk.num_envs,
             ends=item.chunk.ends, fresh_columns=item.chunk.fresh_columns,
-            episodes=[EpisodeStat(ret=r, length=n) for r, n in item.chunk.episodes],
+            episodes=[EpisodeStat(ret=r, length=n, opponent=o) for r, n, o in item.chunk.episodes],
             policy_version=item.chunk.policy_version, env_errors=item.chunk.env_errors,
         )
 

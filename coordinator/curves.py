@@ -3,7 +3,8 @@
 Three panels share the y axis: returns against env steps, against wall-clock time and against learner
 updates. Env steps alone mislead in a distributed run: collection runs ahead in bursts (the rate limiter
 lets collectors fill the buffer, then pauses them), so many evaluations stack on a few env-step values;
-wall time and updates spread them out. Held-out tests are drawn as stars (filled: confirmed).
+wall time and updates spread them out. Held-out tests are drawn as stars (filled: confirmed). Two-player runs
+add a panel of each validated version's Elo rating (coordinator/ratings.py) against its version number.
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ def plot_learning_curve(layout: RunLayout) -> None:
 
     metrics = [r for r in _read(layout.metrics_csv) if r.get("recent_return_mean")]
     evals, tests = _read(layout.evaluations_csv), _read(layout.tests_csv)
-    fig, axes = plt.subplots(1, len(AXES), figsize=(15, 4.5), sharey=True)
-    for ax, (column, label) in zip(axes, AXES, strict=True):
+    rated = [r for r in evals if r.get("elo")]  # two-player runs: a fourth panel, Elo over policy versions
+    fig, axes = plt.subplots(1, len(AXES) + bool(rated), figsize=(15 + 5 * bool(rated), 4.5))
+    for ax in axes[1:len(AXES)]:
+        ax.sharey(axes[0])
+    for ax, (column, label) in zip(axes, AXES, strict=False):
         if metrics:
             ax.plot([float(r[column]) for r in metrics], [float(r["recent_return_mean"]) for r in metrics],
                     label="training return (last 100 episodes)", color="tab:blue", alpha=0.7)
@@ -49,6 +53,14 @@ def plot_learning_curve(layout: RunLayout) -> None:
         ax.set_xlabel(label)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("episode return")
+    if rated:
+        elo = axes[len(AXES)]
+        elo.plot([int(r["policy_version"]) for r in rated], [float(r["elo"]) for r in rated], "o-", ms=3,
+                 color="tab:purple")
+        elo.axhline(0.0, color="gray", lw=0.8, ls="--")
+        elo.set_xlabel("policy version")
+        elo.set_ylabel("Elo (random = 0)")
+        elo.grid(alpha=0.3)
     fig.suptitle(f"rlfleet run {layout.run_name}")
     if metrics or evals:
         axes[0].legend(loc="lower right", fontsize=8)

@@ -57,6 +57,7 @@ class DataPlane:
         self.chunks = self.env_steps = self.episodes = self.duplicate_chunks = self.env_errors = 0
         self.corrupt_chunks = 0
         self.recent_returns: deque[float] = deque(maxlen=100)
+        self.games: dict[str, list[int]] = {}  # two-player games: opponent kind -> [won, drawn, lost]
 
     # ----- ingest ------------------------------------------------------------------------------------------
     def ingest(self, reports: list[ChunkReport], latest_version: int, acked_at: float) -> Change:
@@ -70,6 +71,7 @@ class DataPlane:
             self.episodes += len(report.episodes)
             self.env_errors += report.env_errors
             self.recent_returns.extend(ep.ret for ep in report.episodes)
+            self._tally(report)
             entries.append(Entry(report.chunk_id, report.payload_path, report.sha256, report.env_steps,
                                  report.policy_version, report.num_envs, tuple(report.ends),
                                  tuple(report.fresh_columns)))
@@ -81,6 +83,13 @@ class DataPlane:
         rows = [jr.chunk_row(c.entry, c.base_id, c.initial_leaf, r.worker_id, acked_at)
                 for c, r in zip(added, reports, strict=True)]
         return self._forget(Change(rows, gone))
+
+    def _tally(self, report: ChunkReport) -> None:
+        """Count won / drawn / lost training games by the kind of opponent (pool versions together as `pool`)."""
+        for ep in report.episodes:
+            if ep.opponent is not None:
+                kind = "pool" if ep.opponent.startswith("v") else ep.opponent
+                self.games.setdefault(kind, [0, 0, 0])[0 if ep.ret > 0 else 1 if ep.ret == 0 else 2] += 1
 
     def count_rollouts(self, env_steps: int, episodes: int, mean_return: float) -> None:
         """Count env steps and episodes that reached the run without a chunk (population members' results)."""
@@ -213,13 +222,14 @@ class DataPlane:
                 "inserted": self.limiter.inserted, "sampled": self.limiter.sampled, "head": b.head,
                 "max_priority": b.max_priority, "evicted_chunks": b.evicted_chunks,
                 "removed_max_use": b.removed_max_use, "removed_stale": b.removed_stale,
-                "unservable": b.unservable, "lag": self.lag.state()}
+                "unservable": b.unservable, "lag": self.lag.state(), "games": self.games}
 
     def load(self, state: dict[str, Any], snap: Snapshot) -> list[Entry]:
         """Restore counters, the idempotency window and the buffer; returns chunks found gone meanwhile."""
         for key in ("chunks", "env_steps", "episodes", "duplicate_chunks", "env_errors", "corrupt_chunks"):
             setattr(self, key, int(state[key]))
         self.recent_returns.extend(state["recent_returns"])
+        self.games = {kind: list(map(int, counts)) for kind, counts in state.get("games", {}).items()}
         self.limiter.inserted, self.limiter.sampled = int(state["inserted"]), int(state["sampled"])
         for chunk_id, sha, acked_at in snap.acked:
             self.ledger.add(chunk_id, sha, acked_at)

@@ -32,6 +32,7 @@ from shared.wire import (
     JournalStatus,
     LearnerStatus,
     LearnReport,
+    OpponentPool,
     PolicyLagStatus,
     PolicyPublish,
     PolicyRef,
@@ -70,6 +71,9 @@ from shared.wire_generations import (
 CONFIG = RunConfig(name="cartpole")
 COLLECTOR, LEARNER, EVALUATOR = "collector-1-a1b2c3", "learner-2-d4e5f6", "evaluator-3-0a1b2c"
 POLICY = PolicyRef(version=3, path="policies/v00000003.safetensors", sha256="9f" * 32)
+OPPONENTS = OpponentPool(latest=POLICY, pool=[PolicyRef(version=2, path="policies/v00000002.safetensors",
+                                                        sha256="7e" * 32)],
+                         weights={"latest": 0.4, "pool": 0.4, "random": 0.1, "lookahead": 0.1})
 RUNNING = Directive(run_state="running", policy=POLICY, pause_seconds=0.0, env_steps_total=24576)
 PAUSED = Directive(run_state="running", policy=POLICY, pause_seconds=0.05, env_steps_total=24576)
 CHUNK_ID = "5d41402abc4b2a76b9719d911017c592"

@@ -11,6 +11,12 @@ evaluator's process, never the learner's): tests never starve training.
 Reports must hold exactly the configured number of episodes, of a published version (a test: of the version
 asked for); a retried report (same request id) gets the first result and is counted once. Validations are
 journalled as rows, tests and the pending request in the judge's own meta key.
+
+Two-player games with `evaluation.against` (the battle rule): a report's returns are its games against each
+baseline of the rule, `episodes` (a test: `test_episodes`) per baseline in the rule's order, each +1 / 0 / -1.
+The judge counts won / drawn / lost itself from them, and a version passes (a test confirms) when it meets
+every baseline's bar. Each validation's records (baselines, and the pool versions it played) update the Elo
+ratings of all versions (coordinator/ratings.py); the result keeps its version's rating as of then.
 """
 
 from __future__ import annotations
@@ -24,15 +30,17 @@ from coordinator import journal as jr
 from coordinator.committer import Statement
 from coordinator.errors import Conflict, Invalid
 from coordinator.journal import Snapshot
+from coordinator.ratings import elo_ratings
 from shared.config import EnvConfig, EvalConfig
 from shared.stats import ci95
-from shared.wire import EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult
+from shared.wire import BattleRecord, EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult
 
 
 class Judge:
     def __init__(self, env: EnvConfig, evaluation: EvalConfig) -> None:
         self.threshold = env.solve_threshold
-        self.episodes, self.test_episodes = evaluation.episodes, evaluation.test_episodes
+        self.against = dict(evaluation.against)
+        self.episodes, self.test_episodes = evaluation.episodes, evaluation.test_episodes  # per baseline of a rule
         self.results: list[EvaluationResult] = []
         self.best: EvaluationResult | None = None
         self.tests: list[HoldoutResult] = []
@@ -53,6 +61,11 @@ class Judge:
     def rejected(self) -> int:
         return sum(not t.confirmed for t in self.tests)
 
+    def elo_range(self) -> tuple[float | None, float | None]:
+        """(the newest validated version's Elo rating, the highest of any)."""
+        rated = [r.elo for r in self.results if r.elo is not None]
+        return (rated[-1], max(rated)) if rated else (None, None)
+
     def retried(self, request_id: str | None) -> EvaluationResult | None:
         return self._by_request.get(request_id) if request_id else None
 
@@ -67,7 +80,8 @@ class Judge:
             raise Invalid(f"policy version {report.policy_version} was never published (latest: {latest_version})")
         if self.pending is not None and not alive(self.pending[2]):
             self.pending = None  # its evaluator died mid-test: the candidate may be nominated again
-        passes = mean >= self.threshold
+        battles = self._records(report.returns) + self._pool_records(report, latest_version)
+        passes = self._met(battles) if self.against else mean >= self.threshold
         # Measured by their tests, not by the validations that nominated them: a lucky validation must not
         # lock out every later candidate (measured: one -116 validation of a -202 policy kept Pendulum's
         # -170 policies from ever being tested until the budget ran out).
@@ -78,7 +92,7 @@ class Judge:
         result = EvaluationResult(
             policy_version=report.policy_version, mean=mean, std=std, episodes=len(report.returns),
             env_steps=env_steps, wall_seconds=wall_seconds, iteration=iteration, seed=report.seed, solved=passes,
-            test_requested=request)
+            test_requested=request, battles=battles, elo=self._elo(report.policy_version, battles))
         if request:
             self.pending = (report.policy_version, mean, report.worker_id)
         self._add(result, report.request_id)
@@ -90,20 +104,76 @@ class Judge:
             asked = f"v{self.pending[0]}" if self.pending else "none"
             raise Conflict(f"no held-out test of policy v{report.policy_version} was requested (requested: {asked})")
         mean, std = self._check(report.returns, report.lengths, self.test_episodes, "evaluation.test_episodes")
+        battles = self._records(report.returns)
         result = HoldoutResult(
             policy_version=report.policy_version, mean=mean, std=std, ci95=ci95(mean, std, len(report.returns)),
             episodes=len(report.returns), validation_mean=self.pending[1], env_steps=env_steps,
-            wall_seconds=wall_seconds, iteration=iteration, seed=report.seed, confirmed=mean >= self.threshold)
+            wall_seconds=wall_seconds, iteration=iteration, seed=report.seed, battles=battles,
+            confirmed=self._met(battles) if self.against else mean >= self.threshold)
         self.pending = None
         self.tests.append(result)
         if report.request_id:
             self._tests_by_request[report.request_id] = result
         return result
 
+    def verdict(self, test: HoldoutResult) -> str:
+        """What a confirming test showed, in the words of the run's solve rule."""
+        if self.against:
+            rule = "; ".join(f"{b}, needs {self.against[b.opponent]}" for b in test.battles)
+            return f"policy v{test.policy_version} confirmed by a held-out test: {rule}"
+        low, high = test.ci95
+        return (f"policy v{test.policy_version} confirmed by a held-out test: {test.mean:.1f} ± {test.std:.1f} over "
+                f"{test.episodes} episodes (95% CI {low:.1f} .. {high:.1f}; validation {test.validation_mean:.1f}; "
+                f"threshold {self.threshold:g})")
+
+    def _records(self, returns: list[float]) -> list[BattleRecord]:
+        """Won / drawn / lost against each baseline of the rule, from its block of the returns."""
+        if not self.against:
+            return []
+        games = len(returns) // len(self.against)
+        records = []
+        for k, opponent in enumerate(self.against):
+            block = returns[k * games:(k + 1) * games]
+            if any(r not in (-1.0, 0.0, 1.0) for r in block):
+                raise Invalid(f"a two-player game's return is 1, 0 or -1 (won, drawn, lost); games against "
+                              f"{opponent} returned {sorted(set(block) - {-1.0, 0.0, 1.0})[:5]}")
+            records.append(BattleRecord(opponent=opponent, wins=block.count(1.0), draws=block.count(0.0),
+                                        losses=block.count(-1.0)))
+        return records
+
+    def _pool_records(self, report: EvaluationReport, latest_version: int) -> list[BattleRecord]:
+        for record in report.battles:
+            version = int(record.opponent[1:]) if record.opponent.startswith("v") else 0
+            if not 1 <= version <= latest_version or version == report.policy_version:
+                raise Invalid(f"battles name {record.opponent!r}: only other published versions (vN, pool versions) "
+                              f"are reported there; games against the baselines are the returns")
+            if record.games == 0:
+                raise Invalid(f"the record against {record.opponent} holds no games")
+        return list(report.battles)
+
+    def _met(self, battles: list[BattleRecord]) -> bool:
+        by_name = {b.opponent: b for b in battles}
+        return all(bar.met(by_name[name].wins, by_name[name].draws, by_name[name].games)
+                   for name, bar in self.against.items())
+
+    def _elo(self, version: int, battles: list[BattleRecord]) -> float | None:
+        """The version's rating from every validation's games so far, its own included."""
+        if not battles:
+            return None
+        records = [(f"v{r.policy_version}", b.opponent, b.wins, b.draws, b.losses)
+                   for r in self.results for b in r.battles]
+        records += [(f"v{version}", b.opponent, b.wins, b.draws, b.losses) for b in battles]
+        return round(elo_ratings(records)[f"v{version}"], 1)
+
     def _check(self, returns: list[float], lengths: list[int], episodes: int, field: str) -> tuple[float, float]:
         if len(returns) != len(lengths):
             raise Invalid("returns and lengths must have the same number of episodes")
-        if len(returns) != episodes:
+        if self.against:
+            total = episodes * len(self.against)
+            if len(returns) != total:
+                raise Invalid(f"a report must hold {field}={episodes} games against each of the {len(self.against)} "
+                              f"baselines of evaluation.against ({total} episodes), got {len(returns)}")
+        elif len(returns) != episodes:
             raise Invalid(f"a report must hold {field}={episodes} episodes, got {len(returns)}")
         values = np.asarray(returns, dtype=np.float64)
         return float(values.mean()), float(values.std())

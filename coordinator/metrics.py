@@ -119,7 +119,7 @@ class MetricsRecorder:
         """Append the validations and held-out tests reported since the last call (wall time, env steps and
         learner updates each, so curves can be drawn against any of them)."""
         self._evals_seen = self._append(self.layout.evaluations_csv, evaluations, self._evals_seen, [
-            "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes"],
+            "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes", "elo"],
             "eval/episodic_return")
         self._tests_seen = self._append(self.layout.tests_csv, tests or [], self._tests_seen, [
             "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes", "confirmed"],
@@ -138,7 +138,21 @@ class MetricsRecorder:
                 row = result.model_dump()
                 writer.writerow([round(row[c], 3) if c == "wall_seconds" else row[c] for c in columns])
                 self._tb.add_scalar(tag, result.mean, result.env_steps)
+                self._battles(result, tag)
         return len(results)
+
+    def _battles(self, result: Any, tag: str) -> None:
+        """Two-player games: win and win-or-draw rates per opponent, and the Elo rating, both against env steps
+        and (Elo) against the policy version, which is what a rating curve over versions is read against."""
+        prefix = "battle" if tag == "eval/episodic_return" else "battle_test"
+        for record in result.battles:
+            self._tb.add_scalar(f"{prefix}/win_rate_vs_{record.opponent}", record.win_rate, result.env_steps)
+            self._tb.add_scalar(f"{prefix}/win_or_draw_rate_vs_{record.opponent}", record.win_or_draw_rate,
+                                result.env_steps)
+        elo = getattr(result, "elo", None)
+        if elo is not None:
+            self._tb.add_scalar("battle/elo", elo, result.env_steps)
+            self._tb.add_scalar("battle/elo_by_version", elo, result.policy_version)
 
     def finish(self, status: Status) -> None:
         """Write the summary and the learning-curve PNG once the run has ended."""

@@ -197,15 +197,18 @@ class Run(RunDatasets):
         self.fleet.worker(publish.worker_id, self.clock(), "learner")
         fresh, dropped, statements = self.policies.publish(policy)
         if fresh:
+            book = {p.version for p in self.policies.versions}
+            unpinned = self.opponents.unpinned(dropped, self.opponents.published(policy), book)
             self.telemetry.published(policy.version, self.clock())
             self.learner.iteration = max(self.learner.iteration, publish.iteration)
             announce = self.on_loop(lambda: self.policy_durable(policy))
 
             def durable() -> None:
-                self.payloads.delete([p.path for p in dropped])
+                self.payloads.delete(unpinned)
                 announce()
 
-            self._commit(statements, "learner", "data", change=self.data.remove_stale(policy.version), after=durable)
+            self._commit(statements, "learner", "data", "pool", change=self.data.remove_stale(policy.version),
+                         after=durable)
 
     # ----- evaluation and the run --------------------------------------------------------------------------
     def evaluate(self, report: EvaluationReport) -> EvaluationResult:
@@ -226,12 +229,7 @@ class Run(RunDatasets):
             return retried
         result = self.judge.test(report, self.data.env_steps, self.lifecycle.wall_seconds(self.clock()),
                                  self.learner.iteration)
-        low, high = result.ci95
-        if result.confirmed and self.lifecycle.end(
-                "solved", f"policy v{result.policy_version} confirmed by a held-out test: {result.mean:.1f} ± "
-                          f"{result.std:.1f} over {result.episodes} episodes (95% CI {low:.1f} .. {high:.1f}; "
-                          f"validation {result.validation_mean:.1f}; threshold {self.config.env.solve_threshold:g})",
-                self.clock()):
+        if result.confirmed and self.lifecycle.end("solved", self.judge.verdict(result), self.clock()):
             self.policy_signal.fire()
         self._commit([], "judge", "lifecycle")  # the test and the run's end in one transaction
         return result

@@ -37,6 +37,7 @@ from coordinator.ingest import check_report
 from coordinator.journal import FORMAT, Journal, Snapshot
 from coordinator.judge import Judge
 from coordinator.lifecycle import Lifecycle
+from coordinator.opponents import Opponents
 from coordinator.payloads import PayloadLifetime
 from coordinator.policybook import PolicyBook
 from coordinator.progress import LearnerProgress
@@ -110,7 +111,7 @@ class RunCore:
         self._build()
         if snapshot is None:
             self._commit(self.fleet.create_singletons(), "config", "lifecycle", "fleet", "data", "learner",
-                         "generations", "dataset")
+                         "generations", "dataset", "pool")
         else:
             self._restore(snapshot, resumed=True)
 
@@ -122,6 +123,7 @@ class RunCore:
                            max_collector_tasks=1 if cfg.deterministic else None, learners=cfg.learner.replicas)
         self.data = DataPlane(cfg, window, max_ids)
         self.policies = PolicyBook(keep)
+        self.opponents = Opponents(cfg.self_play)
         self.judge = Judge(cfg.env, cfg.evaluation)
         self.lifecycle = Lifecycle(cfg.budget, self.clock())
         self.learner = LearnerProgress()
@@ -147,6 +149,8 @@ class RunCore:
             return self.generations.state_dict()
         if part == "dataset":
             return None if self.dataset is None else self.dataset.state_dict()
+        if part == "pool":
+            return self.opponents.state_dict()
         return self.data.state_dict() if part == "data" else self.learner.state_dict()
 
     def _commit(self, statements: list[Statement], *parts: str, change: Change | None = None,
@@ -178,6 +182,7 @@ class RunCore:
         self.judge.load(snap, meta.get("judge"))
         self.control.load_state_dict(meta.get("control"))
         self.generations.load_state_dict(meta.get("generations"))
+        self.opponents.load_state_dict(meta.get("pool"))
         if self.dataset is not None:
             self.dataset.load_state_dict(meta.get("dataset"))
         gone = self.data.load(meta["data"], snap)
@@ -277,14 +282,14 @@ class RunCore:
                                  collector=cfg.collector, sampling=cfg.sampling,
                                  seed=base_seed(cfg.seed, "train", task.index, task.claims),
                                  policy=self.policies.committed, lockstep=cfg.deterministic,
-                                 work=COLLECTOR_WORK[plan.spec.loop])
+                                 work=COLLECTOR_WORK[plan.spec.loop], self_play=cfg.self_play)
         if task.kind == "learner":
             return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env,
                                spaces=plan.spaces, behaviour=plan.behaviour, learner=cfg.learner,
                                deterministic=cfg.deterministic, replay=cfg.replay,
                                sampling=cfg.sampling, collector=cfg.collector, seed=seed)
         return EvaluatorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, evaluation=cfg.evaluation,
-                             seed=seed)
+                             seed=seed, self_play=cfg.self_play)
 
     def _size(self, path: str) -> PayloadSize:
         """The payload's size, None if absent, or why it could not be had: a path refused (said in the 422), or

@@ -46,6 +46,7 @@ def build_status(run: Run) -> Status:
         seeds=_seeds(run), control=run.control.status(),
         population=run.generations.status(now) if run.plan.spec.loop == "population" else None,
         dataset=run.dataset.status() if run.dataset is not None else None,
+        self_play=run.opponents.status(run.data.games, *run.judge.elo_range()),
         workers=run.fleet.worker_status(now, Counter(data.producers.values())),
         tasks=run.fleet.task_status(),
         buffers=[data.status()],

@@ -1,4 +1,5 @@
-"""Win / draw / loss of a policy against one opponent of a two-player game (shared/two_player.py).
+"""Won / drawn / lost of a policy against one opponent of a two-player game (shared/two_player.py): a baseline,
+or another policy (a self-play pool version).
 
 A game's return is +1, 0 or -1 from the policy's seat, so the evaluator's own greedy episodes (evaluator/
 episodes.py: every env plays the same number of games, every started game is finished) count wins, draws and
@@ -7,38 +8,88 @@ losses once the env's opponent is fixed to the one asked for. Seats alternate ga
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from collections.abc import Mapping
+
+import numpy as np
 
 from evaluator.episodes import Act, evaluate
+from shared.actors import PolicyError, build_actor
+from shared.battleconf import BattleBar, SelfPlayConfig
 from shared.envconfig import EnvConfig
+from shared.manifest import ManifestError
+from shared.policy_io import MAX_POLICY_BYTES, decode_policy
+from shared.selfplay import game_space, policy_player, set_opponents
+from shared.store import IntegrityError, PayloadStore
+from shared.two_player import Player
+from shared.wire import BattleRecord, PolicyRef
+
+log = logging.getLogger("rlfleet.evaluator")
 
 
-@dataclass(frozen=True)
-class Record:
-    opponent: str
-    wins: int
-    draws: int
-    losses: int
-
-    @property
-    def games(self) -> int:
-        return self.wins + self.draws + self.losses
-
-    @property
-    def win_rate(self) -> float:
-        return self.wins / self.games
-
-    @property
-    def win_or_draw_rate(self) -> float:
-        return (self.wins + self.draws) / self.games
-
-    def __str__(self) -> str:
-        return (f"vs {self.opponent}: {self.wins} won, {self.draws} drawn, {self.losses} lost of {self.games} "
-                f"(win {self.win_rate:.3f}, win or draw {self.win_or_draw_rate:.3f})")
+def games_against(act: Act, env: EnvConfig, opponent: str, games: int, num_envs: int, seed: int,
+                  player: Player | None = None) -> tuple[list[float], list[int]]:
+    """(returns, lengths) of `games` greedy games against `opponent` alone, whatever mixture the run trained
+    against: a baseline by name, or `player` under that name."""
+    if player is None:
+        fixed = env.model_copy(update={"kwargs": {**env.kwargs, "opponent": opponent}})
+        return evaluate(act, fixed, num_envs, games, seed)
+    return evaluate(act, env, num_envs, games, seed,
+                    setup=lambda vec: set_opponents(vec, {opponent: 1.0}, {opponent: player}))
 
 
-def against(act: Act, env: EnvConfig, opponent: str, games: int, num_envs: int, seed: int) -> Record:
-    """Play `games` greedy games against `opponent` alone, whatever mixture the run trained against."""
-    fixed = env.model_copy(update={"kwargs": {**env.kwargs, "opponent": opponent}})
-    returns, _ = evaluate(act, fixed, num_envs, games, seed)
-    return Record(opponent, sum(r > 0 for r in returns), sum(r == 0 for r in returns), sum(r < 0 for r in returns))
+def record(opponent: str, returns: list[float]) -> BattleRecord:
+    return BattleRecord(opponent=opponent, wins=sum(r > 0 for r in returns), draws=sum(r == 0 for r in returns),
+                        losses=sum(r < 0 for r in returns))
+
+
+def against(act: Act, env: EnvConfig, opponent: str, games: int, num_envs: int, seed: int,
+            player: Player | None = None) -> BattleRecord:
+    returns, _ = games_against(act, env, opponent, games, num_envs, seed, player)
+    return record(opponent, returns)
+
+
+def baseline_games(act: Act, env: EnvConfig, against: Mapping[str, BattleBar], games: int, num_envs: int,
+                   seed: int) -> tuple[list[float], list[int]]:
+    """The games of a battle rule's validation or test: `games` against each of its baselines, in its order
+    (the coordinator's judge reads the returns block by block)."""
+    returns: list[float] = []
+    lengths: list[int] = []
+    for opponent in against:
+        r, n = games_against(act, env, opponent, games, num_envs, seed)
+        returns += r
+        lengths += n
+    return returns, lengths
+
+
+def rule_met(against: Mapping[str, BattleBar], returns: list[float]) -> bool:
+    """Whether `baseline_games`' returns meet every bar (the judge's own rule, for the evaluator's best file)."""
+    games = len(returns) // len(against)
+    blocks = [record(name, returns[k * games:(k + 1) * games]) for k, name in enumerate(against)]
+    return all(bar.met(b.wins, b.draws, b.games) for b, bar in zip(blocks, against.values(), strict=True))
+
+
+def pool_records(act: Act, env: EnvConfig, pool: list[PolicyRef], store: PayloadStore, self_play: SelfPlayConfig,
+                 own: int, num_envs: int, seed: int) -> list[BattleRecord]:
+    """Games against a sample of the pool's versions (never `own`), `eval_pool_games` each. A version whose file
+    cannot be read is skipped with a warning naming it."""
+    others = [ref for ref in pool if ref.version != own]
+    rng = np.random.default_rng(seed)
+    picked = sorted(rng.choice(len(others), min(len(others), self_play.eval_pool_versions), replace=False).tolist())
+    games = self_play.eval_pool_games
+    envs = max(d for d in range(1, num_envs + 1) if games % d == 0)  # every env plays as many games
+    if not picked:
+        return []
+    records: list[BattleRecord] = []
+    space = game_space(env)
+    for ref in (others[k] for k in picked):
+        try:
+            manifest, state = decode_policy(store.get(ref.path, ref.sha256, max_bytes=MAX_POLICY_BYTES))
+            actor = build_actor(manifest, state)
+        except (FileNotFoundError, IntegrityError, ManifestError, PolicyError) as exc:
+            log.warning("opponent pool: policy v%d (%s) cannot be played; left out of v%d's games: %s", ref.version,
+                        ref.path, own, exc)
+            continue
+        name = f"v{ref.version}"
+        records.append(against(act, env, name, games, envs, seed, policy_player(actor, space)))
+    return records

@@ -10,17 +10,22 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from gymnasium.vector import SyncVectorEnv
 
 from shared.config import EnvConfig
 from shared.envs import make_vector_env
 
 Act = Callable[[np.ndarray], np.ndarray]  # observations -> greedy actions
+Setup = Callable[[SyncVectorEnv], None]  # adjusts the envs before their first reset (self-play's opponents)
 
 
-def evaluate(act: Act, env: EnvConfig, num_envs: int, episodes: int, seed: int) -> tuple[list[float], list[int]]:
+def evaluate(act: Act, env: EnvConfig, num_envs: int, episodes: int, seed: int,
+             setup: Setup | None = None) -> tuple[list[float], list[int]]:
     per_env = episodes // num_envs
     vec = make_vector_env(env, num_envs, training=False)
     try:
+        if setup is not None:
+            setup(vec)
         obs, _ = vec.reset(seed=seed)
         ret = np.zeros(num_envs)
         length = np.zeros(num_envs, dtype=np.int64)

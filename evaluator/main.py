@@ -19,7 +19,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from evaluator.episodes import evaluate
+from evaluator.battles import baseline_games, pool_records, rule_met
+from evaluator.episodes import Act, evaluate
 from shared.actors import PolicyError, build_actor
 from shared.layout import BEST_POLICY, BEST_SCORE, RunLayout
 from shared.manifest import ManifestError
@@ -29,7 +30,16 @@ from shared.session import WorkerSession
 from shared.settings import WorkerSettings
 from shared.store import IntegrityError, PayloadStore
 from shared.stores import open_store
-from shared.wire import EvaluationReport, EvaluationResult, EvaluatorTask, HoldoutReport, HoldoutResult, PolicyRef
+from shared.wire import (
+    BattleRecord,
+    EvaluationReport,
+    EvaluationResult,
+    EvaluatorTask,
+    HoldoutReport,
+    HoldoutResult,
+    OpponentPool,
+    PolicyRef,
+)
 from shared.worker import run_worker
 
 log = logging.getLogger("rlfleet.evaluator")
@@ -79,20 +89,24 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             continue
         evaluation = task.evaluation
         seed = base_seed(task.seed, "valid", block, ref.version)
-        returns, lengths = evaluate(actor.greedy, task.env, evaluation.num_envs, evaluation.episodes, seed)
+        returns, lengths = _games(actor.greedy, task, evaluation.episodes, evaluation.num_envs, seed)
+        battles = [] if task.self_play is None else pool_records(
+            actor.greedy, task.env, session.client.call("GET", "/v1/policies/opponents", OpponentPool).pool, store,
+            task.self_play, ref.version, evaluation.num_envs, seed)
         result = report(session, "/v1/evaluations", EvaluationResult, EvaluationReport, ref.version, returns, lengths,
-                        seed)
-        log.info("policy v%d: validation %.1f ± %.1f over %d episodes", ref.version, result.mean, result.std,
-                 result.episodes)
+                        seed, battles)
+        log.info("policy v%d: validation %.3f ± %.3f over %d episodes%s", ref.version, result.mean, result.std,
+                 result.episodes, "".join(f"; {b}" for b in result.battles)
+                 + (f"; Elo {result.elo:.0f}" if result.elo is not None else ""))
         if result.mean > best:
             best = result.mean
             _keep_best(best_store, data, {"validation": result.model_dump(mode="json")})
         if result.test_requested:
             seed = base_seed(task.seed, "test", block, ref.version)
-            returns, lengths = evaluate(actor.greedy, task.env, evaluation.test_num_envs, evaluation.test_episodes,
-                                        seed)
+            returns, lengths = _games(actor.greedy, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
             mean = float(np.mean(returns))
-            if mean >= task.env.solve_threshold:  # the judge's rule: written before reporting, since a confirmed
+            if (rule_met(evaluation.against, returns) if evaluation.against  # the judge's rule: written before
+                    else mean >= task.env.solve_threshold):  # reporting, since a confirmed
                 _keep_best(best_store, data, {  # run ends at once and the evaluator may be stopped before the reply
                     "validation": result.model_dump(mode="json"),
                     "test": {"policy_version": ref.version, "mean": mean, "std": float(np.std(returns)),
@@ -102,6 +116,13 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
                      test.mean, test.std, test.episodes, *test.ci95, "confirmed" if test.confirmed else "rejected")
             if test.confirmed:
                 return  # the run is solved: a later, luckier validation must not replace the confirmed best/
+
+
+def _games(act: Act, task: EvaluatorTask, episodes: int, num_envs: int, seed: int) -> tuple[list[float], list[int]]:
+    """A validation's or test's episodes; under a battle rule, that many games against each of its baselines."""
+    if task.evaluation.against:
+        return baseline_games(act, task.env, task.evaluation.against, episodes, num_envs, seed)
+    return evaluate(act, task.env, num_envs, episodes, seed)
 
 
 def _reread(session: WorkerSession, task: EvaluatorTask) -> EvaluatorTask:
@@ -117,12 +138,14 @@ R = TypeVar("R", EvaluationResult, HoldoutResult)
 
 
 def report(session: WorkerSession, path: str, reply: type[R], model: type[EvaluationReport] | type[HoldoutReport],
-           version: int, returns: list[float], lengths: list[int], seed: int) -> R:
+           version: int, returns: list[float], lengths: list[int], seed: int,
+           battles: list[BattleRecord] | None = None) -> R:
     """POST one validation or test. Its id is fixed before the first try, so a retry after a lost reply is
     answered with the first result instead of recording the same episodes twice."""
+    extra = {"battles": battles} if battles else {}
     return session.client.call("POST", path, reply, model(
         worker_id=session.worker_id, request_id=uuid.uuid4().hex, policy_version=version, returns=returns,
-        lengths=lengths, seed=seed))
+        lengths=lengths, seed=seed, **extra))
 
 
 def _keep_best(best: PayloadStore, policy: bytes, scores: dict) -> None:

@@ -22,10 +22,11 @@ import numpy as np
 import yaml
 from pydantic import ValidationError
 
-from evaluator.battles import Record, against
+from evaluator.battles import against
 from evaluator.episodes import evaluate
 from evaluator.video import Recording, check_video_path, record_episode
 from shared.actors import Actor, PolicyError, build_actor
+from shared.battleconf import BASELINES, is_two_player
 from shared.config import RunConfig, load_run_config
 from shared.envcheck import spaces_of
 from shared.layout import BEST_POLICY, RunLayout, policy_path
@@ -36,7 +37,7 @@ from shared.spaces import Spaces
 from shared.stats import ci95
 from shared.store import IntegrityError, LocalStore, PayloadStore, StorePathError
 from shared.stores import StoreTarget, open_store
-from shared.two_player import BASELINES, is_two_player
+from shared.wire import BattleRecord
 
 CI_METHOD = "normal approximation: mean ± 1.96·std/√n (std with ddof=0)"
 
@@ -237,7 +238,8 @@ def describe(report: dict[str, Any]) -> str:
         f"solved   {'yes' if report['solved'] else 'no'}: mean {report['mean']:.2f} {verdict} env.solve_threshold "
         f"{report['solve_threshold']:g}",
     ]
-    lines += [f"battle   {Record(b['opponent'], b['wins'], b['draws'], b['losses'])}" for b in report["battles"]]
+    lines += [f"battle   {BattleRecord.model_validate({k: b[k] for k in ('opponent', 'wins', 'draws', 'losses')})}"
+              for b in report["battles"]]
     if report["video"] is not None:
         v = report["video"]
         lines.append(f"video    {v['path']}: one more episode from seed {v['seed']}, return {v['return']:.2f} in "

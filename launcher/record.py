@@ -54,7 +54,7 @@ def record(subject: Subject, plan: Recording, store: PayloadStore,
             if not chunk.episodes:
                 raise ValueError(f"episode {i + 1} did not end within {cap} steps (or the env failed): set "
                                  "env.max_episode_steps in the run config")
-            ret, length = chunk.episodes[0]
+            ret, length, _ = chunk.episodes[0]
             episodes.append((chunk.arrays, ret))
             progress(i + 1, ret, length)
     finally:

@@ -14,6 +14,7 @@ import yaml
 from pydantic import Field, model_validator
 
 from shared.algorithms import DEFAULT, REGISTRY, AlgoConfig, default_params, spec_of
+from shared.battleconf import BattleBar, SelfPlayConfig, check_against, is_two_player
 from shared.confbase import EpsilonSchedule, NetConfig, Strict
 from shared.envconfig import EnvConfig
 from shared.hookcheck import hooks_problem
@@ -125,6 +126,16 @@ class EvalConfig(Strict):
     """Envs per held-out test."""
     every_versions: Annotated[int, Field(ge=1, le=100_000)] = 1
     """Validate at most one policy version in this many (1: every version); a live setting."""
+    against: dict[str, BattleBar] = Field(default_factory=dict, description=(
+        "two-player games: the solve rule, a bar per baseline opponent (e.g. random: {min_win_or_draw: 0.95}, "
+        "lookahead: {min_win: 0.6}); validation plays `episodes` games and the held-out test `test_episodes` "
+        "games against each, and the run is solved when a test meets every bar. Empty: the mean return against "
+        "env.solve_threshold"))
+
+    @model_validator(mode="after")
+    def _baselines(self) -> EvalConfig:
+        check_against(self.against)
+        return self
 
     @model_validator(mode="after")
     def _even_split(self) -> EvalConfig:
@@ -207,6 +218,8 @@ class RunConfig(Strict):
     """Validation and held-out tests."""
     budget: BudgetConfig = BudgetConfig()
     """When the run gives up."""
+    self_play: SelfPlayConfig | None = None
+    """Two-player games: collectors play against the latest version, a pool of earlier ones and baselines."""
 
     @model_validator(mode="before")
     @classmethod
@@ -243,6 +256,23 @@ class RunConfig(Strict):
             raise ValueError(f"replay.max_staleness ({self.replay.max_staleness}) contradicts the sampling "
                              f"policy lag ({self.sampling.policy_lag}); set only one")
         self._chunks_fit()
+        return self
+
+    @model_validator(mode="after")
+    def _two_player(self) -> RunConfig:
+        """Self-play and battle rules need a game of shared/two_player.py and an algorithm that collects."""
+        asked = [name for name, on in (("self_play", self.self_play is not None),
+                                       ("evaluation.against", bool(self.evaluation.against))) if on]
+        if asked and not is_two_player(self.env.id):
+            verb = "need" if len(asked) > 1 else "needs"
+            raise ValueError(f"{' and '.join(asked)} {verb} a two-player game (rlfleet/TicTacToe-v0, "
+                             f"rlfleet/ConnectFour-v0), not {self.env.id}")
+        if self.self_play is not None:
+            if "opponent" in self.env.kwargs:
+                raise ValueError("self_play.weights decide each game's opponent: drop env.kwargs.opponent")
+            if spec_of(self.algo).loop in ("population", "dataset"):
+                raise ValueError(f"self_play needs collectors playing games; {self.algo.name} trains on "
+                                 f"{spec_of(self.algo).loop} results")
         return self
 
     @model_validator(mode="after")

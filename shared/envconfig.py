@@ -28,8 +28,9 @@ class EnvConfig(Strict):
     wrappers: tuple[WrapperConfig, ...] = Field((), description="applied in order on top of the env: "
                                                                 "clip_actions, frame_stack, scale_reward, "
                                                                 "normalize_obs")
-    solve_threshold: float = Field(475.0, description="mean evaluation return that marks the run solved (the "
-                                                      "env's own return: scale_reward does not apply)")
+    solve_threshold: float = Field(475.0, description=(
+        "mean evaluation return that marks the run solved (the env's own return: scale_reward does not apply); "
+        "not used by a two-player game with a battle rule (evaluation.against)"))
 
     @model_validator(mode="after")
     def _buildable(self) -> EnvConfig:

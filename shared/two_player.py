@@ -12,21 +12,25 @@ Opponents (kwarg `opponent`): `random` (uniform over the legal moves), `lookahea
 if it can, else block the policy's immediate win, else random), or a mixture such as
 `{"random": 0.5, "lookahead": 0.5}` drawn per episode from the env's seeded generator. Seats alternate from one
 episode to the next (`seat: alternate`, the default) or stay `first` / `second`.
+
+Self-play (shared/selfplay.py) replaces the mixture at run time with `set_opponents`: players are then also
+policies (a `Player` maps the opponent's own view of the board to its move), named by the caller.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 
+from shared.battleconf import BASELINES, ENTRY_POINT, GAME_IDS
+
 # game -> (PettingZoo registry id, stones in a row that win, pieces fall to the lowest free row of a column)
 GAMES = {"tictactoe": ("classic/tictactoe_v3", 3, False), "connect_four": ("classic/connect_four_v3", 4, True)}
-BASELINES = ("random", "lookahead")
-ENTRY_POINT = "shared.two_player:TwoPlayerEnv"
 Seat = Literal["alternate", "first", "second"]
+Player = Callable[[dict[str, np.ndarray]], int]  # a player's own view {action_mask, observation} -> its move
 
 
 def place(board: np.ndarray, action: int, gravity: bool) -> tuple[int, int] | None:
@@ -82,17 +86,11 @@ class TwoPlayerEnv(gym.Env):
         if game not in GAMES:
             raise ValueError(f"game {game!r}: one of {sorted(GAMES)}")
         game_id, self.k, self.gravity = GAMES[game]
-        weights = {opponent: 1.0} if isinstance(opponent, str) else dict(opponent)
-        unknown = sorted(set(weights) - set(BASELINES))
-        if unknown or not weights or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
-            raise ValueError(f"opponent {opponent!r}: a baseline of {list(BASELINES)}, or a mapping of them to "
-                             f"non-negative weights that do not all vanish")
         if seat not in ("alternate", "first", "second"):
             raise ValueError(f"seat {seat!r}: alternate, first or second")
-        self.names = list(weights)
-        total = sum(weights.values())
-        self.weights = np.array([weights[n] / total for n in self.names])
         self.seat_rule = seat
+        self.players: dict[str, Player] = {}
+        self.set_opponents({opponent: 1.0} if isinstance(opponent, str) else opponent)
         import pettingzoo  # here, not at import: shared/envs.py imports this module in every service
 
         self.game = pettingzoo.make("aec", game_id)
@@ -105,6 +103,21 @@ class TwoPlayerEnv(gym.Env):
         self.episodes = 0
         self.me = agent
         self.opponent = self.names[0]
+
+    def set_opponents(self, weights: Mapping[str, float], players: Mapping[str, Player] | None = None) -> None:
+        """Draw each later episode's opponent from `weights`: baselines by name, or the `players` given here
+        (policies, say). Takes effect at the next reset."""
+        players = dict(players or {})
+        weights = dict(weights)
+        unknown = sorted(set(weights) - set(BASELINES) - set(players))
+        if unknown or not weights or any(w < 0 for w in weights.values()) or sum(weights.values()) <= 0:
+            raise ValueError(f"opponent {weights!r}: a baseline of {list(BASELINES)}"
+                             f"{' or a player given' if players else ''}, or a mapping of them to non-negative "
+                             f"weights that do not all vanish (unknown: {unknown})")
+        self.names = list(weights)
+        total = sum(weights.values())
+        self.weights = np.array([weights[n] / total for n in self.names])
+        self.players = players
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -138,7 +151,12 @@ class TwoPlayerEnv(gym.Env):
         agent = self.game.agent_selection
         seen = self.game.observe(agent)
         mask = seen["action_mask"].astype(bool)
-        if self.opponent == "lookahead":
+        if self.opponent in self.players:
+            move = int(self.players[self.opponent]({"action_mask": seen["action_mask"].astype(np.int8),
+                                                    "observation": seen["observation"].astype(np.int8)}))
+            if not mask[move]:
+                raise ValueError(f"opponent {self.opponent} chose illegal move {move}")
+        elif self.opponent == "lookahead":
             move = lookahead_move(seen["observation"], mask, self.k, self.gravity, self.rng)
         else:
             move = int(self.rng.choice(np.flatnonzero(mask)))
@@ -150,11 +168,5 @@ class TwoPlayerEnv(gym.Env):
                 "observation": np.asarray(seen["observation"], np.int8)}
 
 
-def is_two_player(env_id: str) -> bool:
-    """Whether an env section's id (a registered id or an entry point) names this module's games."""
-    spec = None if ":" in env_id else gym.registry.get(env_id)
-    return (env_id if spec is None else spec.entry_point) == ENTRY_POINT
-
-
-gym.register("rlfleet/TicTacToe-v0", entry_point=ENTRY_POINT, kwargs={"game": "tictactoe"})
-gym.register("rlfleet/ConnectFour-v0", entry_point=ENTRY_POINT, kwargs={"game": "connect_four"})
+for _id, _game in GAME_IDS.items():  # their names live in shared/battleconf.py, which needs no gymnasium
+    gym.register(_id, entry_point=ENTRY_POINT, kwargs={"game": _game})

@@ -33,6 +33,7 @@ from shared.wire_base import (
     Wire,
     WorkerKind,
 )
+from shared.wire_battles import BattleRecord, OpponentPool, SelfPlayStatus, Tally
 from shared.wire_chunks import (
     ChunkAck,
     ChunkBatch,
@@ -76,6 +77,10 @@ from shared.wire_tasks import (
 
 __all__ = [
     "Ack",
+    "BattleRecord",
+    "OpponentPool",
+    "SelfPlayStatus",
+    "Tally",
     "BufferStatus",
     "ChunkAck",
     "ChunkBatch",

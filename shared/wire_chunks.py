@@ -11,12 +11,15 @@ from pydantic import Field
 
 from shared.config import SamplingUnit
 from shared.wire_base import Count, Directive, EntryId, FlatIndex, Id, PayloadPath, RequestId, Return, Sha256, Wire
+from shared.wire_battles import Opponent
 
 
 class EpisodeStat(Wire):
     ret: Return
     length: Annotated[int, Field(ge=1)]
     """Episode length in steps."""
+    opponent: Opponent | None = None
+    """Two-player games: who played the other seat (the return is +1 / 0 / -1: won / drawn / lost)."""
 
 
 class ChunkReport(Wire):

@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from shared.wire_base import Count, Id, RequestId, Return, Wire
+from shared.wire_battles import BattleRecord
 
 Seed = Annotated[int, Field(ge=0, lt=2**96, description="base seed of the vector env (env i: seed + i; see "
                                                         "shared/seeds.py)")]
@@ -27,6 +28,9 @@ class EvaluationReport(Wire):
     """Length in steps of each episode, in the order of returns."""
     seed: Seed | None = None
     """Base seed of the validation envs."""
+    battles: Annotated[list[BattleRecord], Field(max_length=64, description=(
+        "two-player games: records against opponent pool versions (games against the baselines of "
+        "evaluation.against are the returns themselves, `episodes` per baseline in the rule's order)"))] = []
 
 
 class EvaluationResult(Wire):
@@ -48,6 +52,9 @@ class EvaluationResult(Wire):
                                      "held-out test confirms it)")
     test_requested: bool = Field(False, description="the evaluator is to run the held-out test of this version "
                                                     "now (at most one test is in flight)")
+    battles: list[BattleRecord] = Field([], description="two-player games: won / drawn / lost per opponent")
+    elo: float | None = Field(None, description=(
+        "two-player games: the version's Elo rating from every validation's games so far (random = 0)"))
 
 
 class HoldoutReport(Wire):
@@ -86,4 +93,6 @@ class HoldoutResult(Wire):
     """Learner updates when the test was reported."""
     seed: Seed | None = None
     """Base seed of the test envs."""
-    confirmed: bool = Field(description="the test's mean reached the threshold: the run is solved")
+    confirmed: bool = Field(description="the test's mean reached the threshold (two-player games: it met every "
+                                        "bar of evaluation.against): the run is solved")
+    battles: list[BattleRecord] = Field([], description="two-player games: won / drawn / lost per baseline")

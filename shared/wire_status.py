@@ -11,6 +11,7 @@ from pydantic import Field
 from shared.config import SamplingUnit
 from shared.hooks import HooksFailed
 from shared.wire_base import Id, RunState, Wire, WorkerKind
+from shared.wire_battles import SelfPlayStatus
 from shared.wire_control import ControlStatus
 from shared.wire_datasets import DatasetStatus
 from shared.wire_evaluations import EvaluationResult, HoldoutResult
@@ -179,6 +180,8 @@ class Status(Wire):
     """Generations of a population-based learner (null for other algorithms)."""
     dataset: DatasetStatus | None = None
     """The recorded dataset a dataset run trains on, and the epoch being served (null for other runs)."""
+    self_play: SelfPlayStatus | None = None
+    """The opponent pool, training games by opponent and Elo ratings (null unless the run sets self_play)."""
     workers: list[WorkerStatus]
     """Every registered worker."""
     tasks: list[TaskStatus]

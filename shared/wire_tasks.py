@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from shared.algorithms import AlgoConfig
+from shared.battleconf import SelfPlayConfig
 from shared.config import CollectorConfig, EnvConfig, EvalConfig, LearnerConfig, ReplayConfig, SamplingConfig
 from shared.ids import ID_PATTERN
 from shared.manifest import Behaviour
@@ -70,6 +71,8 @@ class CollectorTask(Wire):
     work: Literal["chunks", "members", "none"] = Field("chunks", description=(
         "chunks: collect chunks; members: evaluate members of the learner's generations (POST "
         "/v1/generations/claim) instead; none: the run trains on a recorded dataset, the collector may exit"))
+    self_play: SelfPlayConfig | None = Field(None, description=(
+        "two-player games: each game's opponent is drawn from the coordinator's pool (GET /v1/policies/opponents)"))
 
 
 class LearnerTask(Wire):
@@ -114,6 +117,8 @@ class EvaluatorTask(Wire):
     """Evaluation settings: episodes, envs, test episodes."""
     seed: int
     """Base seed for this task's environments and actors (shared/seeds.py)."""
+    self_play: SelfPlayConfig | None = Field(None, description=(
+        "two-player games: each validation also plays sampled versions of the opponent pool"))
 
 
 Task = Annotated[CollectorTask | LearnerTask | EvaluatorTask, Field(discriminator="kind")]

@@ -7,8 +7,8 @@ from fastapi import APIRouter, Header, Response
 from coordinator import examples as ex
 from coordinator.apidoc import BODY, route_doc
 from coordinator.deps import LearnerScope, ReaderScope, RunDep
-from coordinator.errors import NotFound
-from shared.wire import Ack, PolicyPublish, PolicyRef
+from coordinator.errors import Conflict, NotFound
+from shared.wire import Ack, OpponentPool, PolicyPublish, PolicyRef
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
 
@@ -39,3 +39,16 @@ async def latest(run: RunDep, _: ReaderScope, response: Response,
         return Response(status_code=304, headers={"ETag": etag})
     response.headers["ETag"] = etag
     return policy
+
+
+@router.get("/opponents", response_model=OpponentPool, summary="Self-play: the versions games are played against",
+            **route_doc("read", "The opponent pool of a self-play run (`self_play` in the run config): the latest "
+                        "durable version, the earlier versions kept as opponents (every `every_versions`-th, the "
+                        "newest `pool_size`; their files stay in the store while they are in the pool) and how "
+                        "often each kind of opponent is drawn. Collectors fetch it when a version joins the pool; "
+                        "the evaluator before each validation. `conflict` for a run without self-play.",
+                        ("conflict",), response=ex.OPPONENTS))
+async def opponents(run: RunDep, _: ReaderScope) -> OpponentPool:
+    if not run.opponents.enabled:
+        raise Conflict(f"run {run.config.name!r} does not use self-play (no self_play section in its config)")
+    return run.opponents.reply(run.policies.committed)

@@ -47,7 +47,7 @@ def test_env_exception_resets_that_env_and_marks_the_step_invalid() -> None:
     assert not a["valid"][4, 0] and a["valid"].sum() == a["valid"].size - 1
     assert a["truncated"][4, 0] and not a["terminated"][4, 0]
     # The broken episode (4 good steps, then the failure) is not reported; env 1 is untouched.
-    assert all(length != 5 for _, length in chunk.episodes)
+    assert all(length != 5 for _, length, _ in chunk.episodes)
     # The env starts over: the next observation is a fresh reset state (CartPole resets within +-0.05).
     assert np.all(np.abs(a["obs"][5, 0]) <= 0.05)
     assert chunk.env_steps == 16

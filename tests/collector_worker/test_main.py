@@ -61,7 +61,7 @@ def test_an_unreportable_chunk_is_a_non_zero_exit(tmp_path: Path, monkeypatch: p
 
     def nan_return(self: Rollout, *args, **kwargs) -> Chunk:
         chunk = collect_chunk(self, *args, **kwargs)
-        chunk.episodes = [(float("inf"), 3)]  # EpisodeStat refuses it: a pydantic ValidationError
+        chunk.episodes = [(float("inf"), 3, None)]  # EpisodeStat refuses it: a pydantic ValidationError
         return chunk
 
     monkeypatch.setattr(Rollout, "collect", nan_return)

@@ -132,7 +132,7 @@ def test_chunks_match_single_env_replay(env_id: str):
     # episodes per chunk, in (step, env) order, with returns and lengths spanning chunk boundaries
     bounds = np.cumsum([0, *sizes])
     for c, chunk in enumerate(chunks):
-        expected = [(r, n) for t, _, r, n in ref["episodes"] if bounds[c] <= t < bounds[c + 1]]
+        expected = [(r, n, None) for t, _, r, n in ref["episodes"] if bounds[c] <= t < bounds[c + 1]]
         assert chunk.episodes == expected, c
 
 
@@ -144,7 +144,7 @@ def test_truncation_kept_apart_from_termination():
     expected = np.zeros((12, 2), bool)
     expected[[4, 9]] = True  # the 5th step of each episode
     np.testing.assert_array_equal(trunc, expected)
-    assert chunk.episodes == [(5.0, 5)] * 4
+    assert chunk.episodes == [(5.0, 5, None)] * 4
     # the truncated step still carries the true final observation (not the reset state)
     obs, next_obs = chunk.arrays["obs"], chunk.arrays["next_obs"]
     for t in (4, 9):
@@ -157,8 +157,8 @@ def test_episode_started_in_one_chunk_finished_in_next_reports_full_length():
     rollout = make(CARTPOLE5, num_envs=2, seed=0)
     first, second, third = collect(rollout, [3, 3, 4], epsilon=1.0)
     assert first.episodes == []
-    assert second.episodes == [(5.0, 5), (5.0, 5)]  # 3 steps in chunk 1 + 2 in chunk 2
-    assert third.episodes == [(5.0, 5), (5.0, 5)]   # steps 6..10
+    assert second.episodes == [(5.0, 5, None), (5.0, 5, None)]  # 3 steps in chunk 1 + 2 in chunk 2
+    assert third.episodes == [(5.0, 5, None), (5.0, 5, None)]   # steps 6..10
 
 
 def test_episode_stats_on_cartpole_span_chunks():
@@ -172,12 +172,12 @@ def test_episode_stats_on_cartpole_span_chunks():
     for t in range(len(done)):
         for i in range(2):
             if done[t, i]:
-                ref.append((float(rewards[start[i]:t + 1, i].sum()), t + 1 - start[i]))
+                ref.append((float(rewards[start[i]:t + 1, i].sum()), t + 1 - start[i], None))
                 spans |= start[i] // 6 != t // 6
                 start[i] = t + 1
     assert spans, "some episode must cross a chunk boundary for this test to mean anything"
     assert [e for c in chunks for e in c.episodes] == ref
-    assert all(r == float(n) for r, n in ref)  # CartPole: reward 1 per step
+    assert all(r == float(n) for r, n, _ in ref)  # CartPole: reward 1 per step
 
 
 def test_epsilon_one_is_uniform():

@@ -45,7 +45,7 @@ def make_chunk(seed: int, steps: int = 6, envs: int = 2, version: int = 0) -> Ch
         "next_obs": rng.normal(size=(steps, envs, 4)).astype(np.float32),
         "valid": np.ones((steps, envs), bool),
     }
-    return Chunk(arrays, [(3.0, 3), (11.0, 11)], policy_version=version)
+    return Chunk(arrays, [(3.0, 3, None), (11.0, 11, None)], policy_version=version)
 
 
 class Coordinator:
@@ -118,7 +118,7 @@ def test_chunk_written_then_reported(store: LocalStore):
     assert report.payload_path == f"chunks/{TASK}/{report.chunk_id}.msgpack"
     assert report.worker_id == "worker-1" and report.task_id == TASK and report.policy_version == 4
     assert report.env_steps == 12
-    assert [(e.ret, e.length) for e in report.episodes] == chunk.episodes
+    assert [(e.ret, e.length, e.opponent) for e in report.episodes] == chunk.episodes
 
     # the file was complete in the store before the report went out
     data = store.resolve(report.payload_path).read_bytes()
@@ -222,7 +222,7 @@ def test_disk_full_fails_the_collector(store: LocalStore, monkeypatch: pytest.Mo
 
 def test_a_report_that_does_not_validate_fails_the_collector(store: LocalStore):
     chunk = make_chunk(7)
-    chunk.episodes = [(float("nan"), 3)]  # say an env returned a NaN reward
+    chunk.episodes = [(float("nan"), 3, None)]  # say an env returned a NaN reward
     coordinator = Coordinator(store, ack())
     session = make_session(coordinator)
     uploader = run(session, store, [Pending(chunk, TASK)])

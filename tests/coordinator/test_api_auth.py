@@ -50,6 +50,7 @@ EXPECTED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/generations/{generation}/close"): frozenset({"learner", "admin"}),
     ("POST", "/v1/policies"): frozenset({"learner", "admin"}),
     ("GET", "/v1/policies/latest"): READERS,
+    ("GET", "/v1/policies/opponents"): READERS,
     ("POST", "/v1/evaluations"): frozenset({"evaluator", "admin"}),
     ("GET", "/v1/evaluations"): READERS,
     ("POST", "/v1/tests"): frozenset({"evaluator", "admin"}),

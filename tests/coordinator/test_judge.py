@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from coordinator.journal import Journal
 from coordinator.run import Run
 from shared.config import RunConfig
 from shared.store import LocalStore
+from shared.wire import BattleRecord, EvaluationReport
 from tests.coordinator.test_run import FakeClock, evaluate, holdout, learner, publish, register
 
 PASS, FAIL = [480.0] * 4, [400.0] * 100  # small_run_config: 4 validation episodes, threshold 475
@@ -86,3 +88,71 @@ def test_tests_and_the_pending_request_survive_a_restart(tmp_path: Path, run_con
     status = again.status()
     assert status.tests_rejected == 1 and status.test_in_flight == 2 and status.latest_test is not None
     assert again.judge.retried_test("t-1") == status.latest_test
+
+
+RULE = {"random": {"min_win_or_draw": 0.95}, "lookahead": {"min_win": 0.6}}
+
+
+@pytest.fixture
+def battle_run(make_run: Callable[..., Run], run_config: RunConfig) -> Run:
+    """Tic-tac-toe with the issue's battle rule: 4 validation and 100 test games against each baseline."""
+    data = run_config.model_dump()
+    data["env"] = {"id": "rlfleet/TicTacToe-v0"}
+    data["evaluation"] = {**data["evaluation"], "against": RULE}
+    return make_run(RunConfig.model_validate(data))
+
+
+def games(wins: int, draws: int, losses: int) -> list[float]:
+    return [1.0] * wins + [0.0] * draws + [-1.0] * losses
+
+
+def test_the_battle_rule_counts_each_baselines_games_and_needs_every_bar(battle_run: Run, store: LocalStore) -> None:
+    ev = setup(battle_run, store)
+    short = evaluate(battle_run, ev, 1, games(3, 1, 0) + games(2, 0, 2))  # lookahead: win 0.5 < 0.6
+    assert not short.solved and not short.test_requested
+    assert [(b.opponent, b.wins, b.draws, b.losses) for b in short.battles] == [
+        ("random", 3, 1, 0), ("lookahead", 2, 0, 2)]
+    passed = evaluate(battle_run, ev, 2, games(2, 2, 0) + games(3, 1, 0))
+    assert passed.solved and passed.test_requested
+    rejected = holdout(battle_run, ev, 2, games(90, 4, 6) + games(70, 0, 30))  # random: 0.94 < 0.95
+    assert not rejected.confirmed and battle_run.lifecycle.state == "running"
+    assert evaluate(battle_run, ev, 3, games(4, 0, 0) + games(4, 0, 0)).test_requested
+    confirmed = holdout(battle_run, ev, 3, games(90, 5, 5) + games(60, 10, 30))  # both bars exactly met
+    assert confirmed.confirmed and battle_run.lifecycle.state == "solved"
+    assert "vs lookahead: 60 won, 10 drawn, 30 lost of 100" in battle_run.status().run_message
+    assert "needs win >= 0.6" in battle_run.status().run_message
+
+
+def test_battle_reports_hold_games_of_every_baseline_and_results_of_one_zero_or_minus_one(
+        battle_run: Run, store: LocalStore) -> None:
+    ev = setup(battle_run, store)
+    with pytest.raises(Invalid, match="evaluation.episodes=4 games against each of the 2 baselines"):
+        evaluate(battle_run, ev, 1, games(4, 0, 0))
+    with pytest.raises(Invalid, match="return is 1, 0 or -1"):
+        evaluate(battle_run, ev, 1, games(4, 0, 0) + [0.5, 1.0, 1.0, 1.0])
+    for opponent in ("v4", "v2", "random"):  # never published, itself, a baseline (its games are the returns)
+        with pytest.raises(Invalid, match="only other published versions"):
+            battle_run.evaluate(EvaluationReport(
+                worker_id=ev, policy_version=2, returns=games(8, 0, 0), lengths=[5] * 8,
+                battles=[BattleRecord(opponent=opponent, wins=1, draws=0, losses=0)]))
+    assert battle_run.status().latest_evaluation is None  # nothing refused was recorded
+
+
+def test_each_validation_rates_its_version_from_every_game_so_far(battle_run: Run, store: LocalStore) -> None:
+    ev = setup(battle_run, store)
+    weak = evaluate(battle_run, ev, 1, games(2, 0, 2) + games(0, 1, 3))
+    strong = battle_run.evaluate(EvaluationReport(
+        worker_id=ev, policy_version=3, returns=games(4, 0, 0) + games(3, 1, 0), lengths=[5] * 8,
+        battles=[BattleRecord(opponent="v1", wins=18, draws=2, losses=0)]))
+    assert weak.elo is not None and strong.elo is not None and strong.elo > weak.elo + 200
+    assert [b.opponent for b in strong.battles] == ["random", "lookahead", "v1"]
+    status = battle_run.status()
+    assert (status.latest_evaluation.elo, status.self_play) == (strong.elo, None)  # self-play is not set here
+
+
+def test_a_battle_rule_needs_a_two_player_game() -> None:
+    with pytest.raises(ValueError, match="evaluation.against needs a two-player game"):
+        RunConfig.model_validate({"evaluation": {"against": RULE}})
+    with pytest.raises(ValueError, match="the baselines are"):
+        RunConfig.model_validate({"env": {"id": "rlfleet/TicTacToe-v0"}, "evaluation": {"against": {"greedy": {
+            "min_win": 0.5}}}})

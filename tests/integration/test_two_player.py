@@ -3,6 +3,7 @@ baseline opponents, and its best policy is judged on held-out games against each
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -37,3 +38,40 @@ def test_dqn_learns_tictactoe_against_random_and_lookahead_opponents(tmp_path: P
     # Measured (seed 0, 400 games): win 0.43-0.51, win or draw 0.90-0.98 against the lookahead, which blocks every
     # immediate threat; the issue's "win >= 0.6" against it is not reached by this run (see the README).
     assert lookahead.win_or_draw_rate >= 0.85 and lookahead.win_rate >= 0.3
+
+
+@pytest.mark.slow
+def test_self_play_learns_tictactoe_to_the_battle_rule(tmp_path: Path) -> None:
+    """Self-play against the latest version, a pool of earlier ones and the baselines, solved when a held-out test
+    meets the issue's rule (win or draw >= 0.95 against random, win >= 0.6 against the lookahead, 200 games
+    each); each validated version's Elo goes to status, evaluations.csv and TensorBoard."""
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "up", "--config", "configs/tictactoe_selfplay.yaml", "--data-dir",
+         str(tmp_path), "--port", "0", "--seed", "0"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["run_state"] == "solved", summary["run_message"]
+    test = {b["opponent"]: b for b in summary["confirmed_by"]["battles"]}
+    assert test["random"]["wins"] + test["random"]["draws"] >= 0.95 * 200
+    assert test["lookahead"]["wins"] >= 0.6 * 200
+    self_play = summary["self_play"]
+    assert self_play["pool_versions"] and all(v % 5 == 0 for v in self_play["pool_versions"])
+    played = {kind: sum(t.values()) for kind, t in self_play["training"].items()}
+    assert set(played) == {"latest", "pool", "random", "lookahead"} and min(played.values()) > 100, played
+    for version in self_play["pool_versions"]:  # pinned: still in the store though the book keeps only 8
+        assert (run_dir / "store" / "policies" / f"v{version:08d}.safetensors").exists()
+    with open(run_dir / "evaluations.csv") as fh:
+        rated = [row for row in csv.DictReader(fh) if row["elo"]]
+    assert len(rated) >= 3 and float(rated[-1]["elo"]) > 200  # well above random play (0)
+    events = b"".join(path.read_bytes() for path in (run_dir / "tb").rglob("events*"))
+    assert b"battle/elo_by_version" in events and b"battle/win_rate_vs_lookahead" in events
+
+    subject = load_subject(*resolve_inputs(run_dir, None, None, None)[:2])
+    seed = base_seed(0, "test", 7, 0)  # a held-out block: neither training's nor the run's own test's
+    random, lookahead = (against(subject.actor.greedy, subject.config.env, opponent, 200, 10, seed)
+                         for opponent in ("random", "lookahead"))
+    print(random, lookahead, sep="\n")
+    assert random.win_or_draw_rate >= 0.95
+    assert lookahead.win_or_draw_rate >= 0.85 and lookahead.win_rate >= 0.45  # fresh games: near the run's 0.6

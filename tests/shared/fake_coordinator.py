@@ -46,6 +46,7 @@ ROUTES = [  # (name, method, path pattern)
     ("learn-info", "POST", r"/v1/learn-info"),
     ("policies", "POST", r"/v1/policies"),
     ("evaluations", "POST", r"/v1/evaluations"),
+    ("opponents", "GET", r"/v1/policies/opponents"),
 ]
 
 

@@ -61,7 +61,7 @@ def test_scaled_rewards_are_trained_on_but_collectors_report_raw_returns() -> No
     finally:
         rollout.close()
     assert np.allclose(chunk.arrays["rewards"], 0.1)
-    assert chunk.episodes == [(4.0, 4)] * 4
+    assert chunk.episodes == [(4.0, 4, None)] * 4
 
 
 def test_the_evaluator_reports_raw_returns() -> None:

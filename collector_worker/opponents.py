@@ -1,0 +1,69 @@
+"""A self-play collector's opponents: keeps every env's per-game draw in step with the coordinator's pool.
+
+The pool changes only when a version joins it (every `self_play.every_versions`-th), so the collector asks
+for it (`GET /v1/policies/opponents`) at its first policy and then whenever its newest version is due to have
+joined; the latest version itself arrives with every directive, as for any collector. Pool versions are
+loaded once (sha256-checked) and kept while they are in the pool. A pool version whose file cannot be read
+(deleted from the store behind the coordinator's back, or torn) is left out of this collector's draws with a
+warning naming it, and asked for again with the next pool.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from collector_worker.rollout import Rollout
+from shared.actors import PolicyError, build_actor
+from shared.battleconf import SelfPlayConfig
+from shared.manifest import ManifestError
+from shared.policy_io import load_policy
+from shared.selfplay import draw_weights, game_envs, policy_player, set_opponents
+from shared.session import WorkerSession
+from shared.store import IntegrityError, PayloadStore
+from shared.two_player import Player
+from shared.wire import OpponentPool
+
+log = logging.getLogger("rlfleet.collector")
+
+
+class OpponentDraw:
+    def __init__(self, session: WorkerSession, store: PayloadStore, rollout: Rollout, config: SelfPlayConfig) -> None:
+        self.session, self.store, self.rollout, self.config = session, store, rollout, config
+        self.space = game_envs(rollout.env)[0].observation_space
+        self.players: dict[int, Player] = {}  # pool version -> its player
+        self.applied = -1  # the rollout's policy version when the draw was last set
+        self.pool: list[int] = []
+        self.missing: set[int] = set()
+
+    def refresh(self) -> None:
+        """Called after the rollout may have loaded a newer policy: re-draw when it did."""
+        version = self.rollout.version
+        if version == self.applied:
+            return
+        due = self.applied < 0 or version // self.config.every_versions > self.applied // self.config.every_versions
+        if due and version > 0:
+            self._load_pool(self.session.client.call("GET", "/v1/policies/opponents", OpponentPool))
+        self.applied = version
+        players: dict[str, Player] = {f"v{v}": self.players[v] for v in self.pool if v in self.players}
+        actor = self.rollout.actor
+        if actor is not None:
+            players["latest"] = policy_player(actor, self.space)
+        weights = draw_weights(self.config.weights, actor is not None, [n for n in players if n != "latest"])
+        set_opponents(self.rollout.env, weights, players)
+
+    def _load_pool(self, pool: OpponentPool) -> None:
+        self.pool = [ref.version for ref in pool.pool]
+        self.players = {v: p for v, p in self.players.items() if v in self.pool}
+        for ref in pool.pool:
+            if ref.version in self.players:
+                continue
+            try:
+                manifest, state = load_policy(self.store, ref)
+                self.players[ref.version] = policy_player(build_actor(manifest, state), self.space)
+                self.missing.discard(ref.version)
+            except (FileNotFoundError, IntegrityError, ManifestError, PolicyError) as exc:
+                if ref.version not in self.missing:
+                    log.warning("opponent pool: policy v%d (%s) cannot be played and is left out of this "
+                                "collector's draws: %s", ref.version, ref.path, exc)
+                self.missing.add(ref.version)
+        log.info("opponent pool: %s", ", ".join(f"v{v}" for v in self.pool) or "empty")
