@@ -85,6 +85,8 @@ ERRORS: dict[str, tuple[int, str, str]] = {
                          "the fleet is full (1000 live workers, RLFLEET_MAX_WORKERS)"),
     "journal_unavailable": (503, "a journal commit failed: nothing of the request was kept; retry it unchanged",
                             "disk I/O error; nothing of this request was kept, retry once the disk has room"),
+    "store_unavailable": (503, "the payload store (an object store) did not answer: retry the request later",
+                          "object store http://127.0.0.1:8333 did not answer; ask for the opponent pool again"),
 }
 # What every operation with a JSON body or parameters can meet besides its own rules.
 BODY = ("http_error", "payload_too_large", "invalid")

@@ -16,6 +16,7 @@ class Opponents:
     def __init__(self, config: SelfPlayConfig | None) -> None:
         self.config = config
         self.pool: list[PolicyRef] = []
+        self.missing = 0  # pool versions whose file was found gone from the store (deleted outside rlfleet)
 
     @property
     def enabled(self) -> bool:
@@ -31,6 +32,10 @@ class Opponents:
         self.pool.append(policy)
         left, self.pool = self.pool[:-self.config.pool_size], self.pool[-self.config.pool_size:]
         return left
+
+    def forget(self, gone: list[PolicyRef]) -> None:
+        self.pool = [p for p in self.pool if p not in gone]
+        self.missing += len(gone)
 
     def unpinned(self, dropped: list[PolicyRef], left: list[PolicyRef], book: set[int]) -> list[str]:
         """Policy files to delete now: versions the book dropped that the pool does not hold, and versions that
@@ -49,10 +54,14 @@ class Opponents:
         return SelfPlayStatus(
             pool_versions=[p.version for p in self.pool],
             training={kind: Tally(wins=w, draws=d, losses=lost) for kind, (w, d, lost) in sorted(training.items())},
-            latest_elo=latest_elo, best_elo=best_elo)
+            pool_missing=self.missing, latest_elo=latest_elo, best_elo=best_elo)
 
-    def state_dict(self) -> list[dict] | None:
-        return None if self.config is None else [p.model_dump(mode="json") for p in self.pool]
+    def state_dict(self) -> dict | None:
+        if self.config is None:
+            return None
+        return {"pool": [p.model_dump(mode="json") for p in self.pool], "missing": self.missing}
 
-    def load_state_dict(self, state: list[dict] | None) -> None:
-        self.pool = [PolicyRef.model_validate(p) for p in state or []]
+    def load_state_dict(self, state: dict | None) -> None:
+        state = state or {}
+        self.pool = [PolicyRef.model_validate(p) for p in state.get("pool", [])]
+        self.missing = int(state.get("missing", 0))

@@ -31,6 +31,7 @@ from shared.wire import (
     HoldoutReport,
     HoldoutResult,
     LearnReport,
+    OpponentPool,
     PolicyPublish,
     PriorityAck,
     PriorityUpdate,
@@ -209,6 +210,27 @@ class Run(RunDatasets):
 
             self._commit(statements, "learner", "data", "pool", change=self.data.remove_stale(policy.version),
                          after=durable)
+
+    async def opponents_reply(self) -> OpponentPool:
+        """The pool for collectors and the evaluator, each version's file checked first: one deleted behind the
+        coordinator's back (it pins them) leaves the pool with an error in the log and a count in status,
+        instead of sending every worker after a file that is gone."""
+        if not self.opponents.enabled:
+            raise Conflict(f"run {self.config.name!r} does not use self-play (no self_play section in its config)")
+        pool = list(self.opponents.pool)
+        try:
+            sizes = await asyncio.to_thread(lambda: [self.store.size(p.path) for p in pool])
+        except StoreUnavailable as exc:
+            raise StoreUnavailableError(f"{exc}; ask for the opponent pool again") from exc
+        gone = [p for p, size in zip(pool, sizes, strict=True) if size is None]
+        if gone:
+            for p in gone:
+                log.error("opponent pool: policy v%d (%s) is no longer in the store, though the pool pins it: "
+                          "deleted outside rlfleet? It leaves the pool", p.version, p.path)
+            self.opponents.forget(gone)
+            self._commit([], "pool")
+            await self.settle()
+        return self.opponents.reply(self.policies.committed)
 
     # ----- evaluation and the run --------------------------------------------------------------------------
     def evaluate(self, report: EvaluationReport) -> EvaluationResult:

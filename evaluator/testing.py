@@ -204,11 +204,14 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
                                                           base + num_envs, video)
     battles = [] if not is_two_player(subject.config.env.id) else [  # the same games, one baseline at a time
         against(subject.actor.greedy, subject.config.env, opponent, episodes, num_envs, base) for opponent in BASELINES]
+    rule = subject.config.evaluation.against  # a battle rule decides "solved" instead of the threshold
+    met = {b.opponent: rule[b.opponent].met(b.wins, b.draws, b.games) for b in battles if b.opponent in rule}
     return {
         "policy": str(subject.policy_path), "config": str(subject.config_path), "env": subject.config.env.id,
         "episodes": len(returns), "num_envs": num_envs,
         "mean": stats.mean, "std": stats.std, "ci95": stats.ci95, "ci_method": CI_METHOD,
-        "solve_threshold": threshold, "solved": stats.mean >= threshold,
+        "solve_threshold": threshold, "solved": all(met.values()) if rule else stats.mean >= threshold,
+        "rule": {name: {"bar": str(bar), "met": met[name]} for name, bar in rule.items()},
         "seeds": {"run_seed": run_seed, "mode": mode, "task": task, "counter": block, "base": base,
                   "env_seeds": [base, base + num_envs - 1]},
         "returns": returns, "lengths": lengths,
@@ -229,14 +232,16 @@ def describe(report: dict[str, Any]) -> str:
     spread = "one episode: no spread" if ci is None else (
         f"std {report['std']:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}] (normal approximation)")
     verdict = ">=" if report["solved"] else "<"
+    rule = report.get("rule") or {}
+    why = (", ".join(f"vs {name} {r['bar']}: {'met' if r['met'] else 'not met'}" for name, r in rule.items()) if rule
+           else f"mean {report['mean']:.2f} {verdict} env.solve_threshold {report['solve_threshold']:g}")
     lines = [
         f"policy   {report['policy']}",
         f"env      {report['env']}: {report['episodes']} greedy episodes on {report['num_envs']} envs",
         f"seeds    {seeds['env_seeds'][0]}..{seeds['env_seeds'][1]}: run seed {seeds['run_seed']}, {seeds['mode']} "
         f"block of task {seeds['task']}, counter {seeds['counter']}",
         f"return   mean {report['mean']:.2f}, {spread}",
-        f"solved   {'yes' if report['solved'] else 'no'}: mean {report['mean']:.2f} {verdict} env.solve_threshold "
-        f"{report['solve_threshold']:g}",
+        f"solved   {'yes' if report['solved'] else 'no'}: {why}",
     ]
     lines += [f"battle   {BattleRecord.model_validate({k: b[k] for k in ('opponent', 'wins', 'draws', 'losses')})}"
               for b in report["battles"]]

@@ -62,5 +62,7 @@ class SelfPlayStatus(Wire):
     pool_versions: list[int] = Field(description="versions in the opponent pool, oldest first")
     training: dict[str, Tally] = Field(description=(
         "training games finished so far, by the kind of opponent drawn: latest, pool, random, lookahead"))
+    pool_missing: int = Field(0, description=(
+        "pool versions whose file was found gone from the store (deleted outside rlfleet) and left the pool"))
     latest_elo: float | None = Field(None, description="Elo rating of the newest validated version")
     best_elo: float | None = Field(None, description="the highest Elo rating of any validated version")

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Header, Response
 from coordinator import examples as ex
 from coordinator.apidoc import BODY, route_doc
 from coordinator.deps import LearnerScope, ReaderScope, RunDep
-from coordinator.errors import Conflict, NotFound
+from coordinator.errors import NotFound
 from shared.wire import Ack, OpponentPool, PolicyPublish, PolicyRef
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
@@ -46,9 +46,9 @@ async def latest(run: RunDep, _: ReaderScope, response: Response,
                         "durable version, the earlier versions kept as opponents (every `every_versions`-th, the "
                         "newest `pool_size`; their files stay in the store while they are in the pool) and how "
                         "often each kind of opponent is drawn. Collectors fetch it when a version joins the pool; "
-                        "the evaluator before each validation. `conflict` for a run without self-play.",
-                        ("conflict",), response=ex.OPPONENTS))
+                        "the evaluator before each validation. A pool version whose file is gone from the store "
+                        "(deleted outside rlfleet) leaves the pool, logged as an error and counted in status "
+                        "(`self_play.pool_missing`). `conflict` for a run without self-play.",
+                        ("conflict", "store_unavailable"), response=ex.OPPONENTS))
 async def opponents(run: RunDep, _: ReaderScope) -> OpponentPool:
-    if not run.opponents.enabled:
-        raise Conflict(f"run {run.config.name!r} does not use self-play (no self_play section in its config)")
-    return run.opponents.reply(run.policies.committed)
+    return await run.opponents_reply()

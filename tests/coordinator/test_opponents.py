@@ -3,6 +3,7 @@ book's deletions, the pool kept across a restart, the route, and training games 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,19 @@ def test_the_pool_survives_a_coordinator_restart(make_run: Callable[..., Run], r
     settle_files(second)
     assert [p.version for p in second.opponents.pool] == [6, 9]
     assert store.size(f"policies/v{3:08d}.safetensors") is None  # it left the pool after the restart: deleted
+
+
+def test_a_pool_version_deleted_behind_the_coordinators_back_leaves_the_pool(selfplay_run: Run, store: LocalStore,
+                                                                             caplog: pytest.LogCaptureFixture) -> None:
+    lrn = learner(selfplay_run)
+    refs = [publish(selfplay_run, store, lrn, v) for v in range(1, 7)]
+    (store.root / refs[2].path).unlink()  # v3, pinned by the pool: an operator cleaned the store by hand
+    reply = asyncio.run(selfplay_run.opponents_reply())
+    assert [p.version for p in reply.pool] == [6]
+    assert "policy v3 (policies/v00000003.safetensors) is no longer in the store" in caplog.text
+    status = selfplay_run.status().self_play
+    assert status is not None and (status.pool_versions, status.pool_missing) == ([6], 1)
+    assert [p.version for p in asyncio.run(selfplay_run.opponents_reply()).pool] == [6]  # counted once
 
 
 def test_training_games_are_counted_by_the_kind_of_opponent(selfplay_run: Run) -> None:

@@ -188,6 +188,21 @@ def test_a_board_game_policy_is_tested_against_each_baseline_alone(tmp_path: Pat
     assert "battle   vs lookahead: " in describe_report(report)
 
 
+def test_a_run_with_a_battle_rule_is_solved_by_its_bars_not_by_the_threshold(tmp_path: Path) -> None:
+    """`rlfleet test` judges a battle-rule run as the judge does: every baseline's bar over its games."""
+    from shared.plan import RunPlan
+
+    rule = {"random": {"min_win_or_draw": 0.5}, "lookahead": {"min_win": 0.99}}
+    config = RunConfig.model_validate({"seed": RUN_SEED, "env": {"id": "rlfleet/TicTacToe-v0", "solve_threshold": -5},
+                                       "evaluation": {"against": rule}})
+    actor = random_actor(RunPlan.of(config).spaces, "q_values", (8,))
+    report = run_test(Subject(tmp_path / "p.safetensors", tmp_path / "c.yaml", config, actor), 100, 10, 0, None)
+    assert report["mean"] >= -5 and not report["solved"]  # the threshold would pass; the lookahead bar does not
+    assert report["rule"]["lookahead"] == {"bar": "win >= 0.99", "met": False}
+    assert "solved   no: vs random win or draw >= 0.5: " in describe_report(report)
+    assert "vs lookahead win >= 0.99: not met" in describe_report(report)
+
+
 def describe_report(report: dict[str, Any]) -> str:
     from evaluator.testing import describe
 
