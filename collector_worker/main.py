@@ -103,7 +103,7 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
                         report_delay_seconds=task.collector.report_delay_seconds)
     sync = task.sampling.force_sync or task.lockstep
     follower = PolicyFollower(session, store, rollout)
-    draw = None if task.self_play is None else OpponentDraw(session, store, rollout, task.self_play)
+    draw = None if task.self_play is None else OpponentDraw(session, store, rollout, task.self_play, task.seed)
 
     def refresh() -> None:
         follower.refresh()

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
+
 from collector_worker.rollout import Rollout
-from shared.actors import PolicyError, build_actor
+from shared.actors import Actor, PolicyError, build_actor
 from shared.battleconf import SelfPlayConfig
 from shared.manifest import ManifestError
 from shared.policy_io import load_policy
+from shared.seeds import OPPONENT_STREAM
 from shared.selfplay import draw_weights, game_envs, policy_player, set_opponents
 from shared.session import WorkerSession
 from shared.store import IntegrityError, PayloadStore
@@ -27,8 +30,10 @@ log = logging.getLogger("rlfleet.collector")
 
 
 class OpponentDraw:
-    def __init__(self, session: WorkerSession, store: PayloadStore, rollout: Rollout, config: SelfPlayConfig) -> None:
+    def __init__(self, session: WorkerSession, store: PayloadStore, rollout: Rollout, config: SelfPlayConfig,
+                 seed: int) -> None:
         self.session, self.store, self.rollout, self.config = session, store, rollout, config
+        self.rng = np.random.default_rng([seed, OPPONENT_STREAM])  # the opponents' random moves: their own stream
         self.space = game_envs(rollout.env)[0].observation_space
         self.players: dict[int, Player] = {}  # pool version -> its player
         self.applied = -1  # the rollout's policy version when the draw was last set
@@ -47,9 +52,12 @@ class OpponentDraw:
         players: dict[str, Player] = {f"v{v}": self.players[v] for v in self.pool if v in self.players}
         actor = self.rollout.actor
         if actor is not None:
-            players["latest"] = policy_player(actor, self.space)
+            players["latest"] = self._player(actor)
         weights = draw_weights(self.config.weights, actor is not None, [n for n in players if n != "latest"])
         set_opponents(self.rollout.env, weights, players)
+
+    def _player(self, actor: Actor) -> Player:
+        return policy_player(actor, self.space, self.config.opponent_epsilon, self.rng)
 
     def _load_pool(self, pool: OpponentPool) -> None:
         self.pool = [ref.version for ref in pool.pool]
@@ -59,7 +67,7 @@ class OpponentDraw:
                 continue
             try:
                 manifest, state = load_policy(self.store, ref)
-                self.players[ref.version] = policy_player(build_actor(manifest, state), self.space)
+                self.players[ref.version] = self._player(build_actor(manifest, state))
                 self.missing.discard(ref.version)
             except (FileNotFoundError, IntegrityError, ManifestError, PolicyError) as exc:
                 if ref.version not in self.missing:

@@ -91,5 +91,6 @@ def pool_records(act: Act, env: EnvConfig, pool: list[PolicyRef], store: Payload
                         ref.path, own, exc)
             continue
         name = f"v{ref.version}"
-        records.append(against(act, env, name, games, envs, seed, policy_player(actor, space)))
+        player = policy_player(actor, space, self_play.opponent_epsilon, np.random.default_rng([seed, ref.version]))
+        records.append(against(act, env, name, games, envs, seed, player))
     return records

@@ -35,6 +35,10 @@ class SelfPlayConfig(Strict):
         default_factory=lambda: {"latest": 0.4, "pool": 0.4, "random": 0.1, "lookahead": 0.1}, description=(
             "how often each kind of opponent is drawn per game: latest, pool (split evenly over its versions) and "
             "the baselines random and lookahead; kinds not yet available (no policy published) are left out"))
+    opponent_epsilon: Annotated[float, Field(ge=0, le=1, description=(
+        "policy opponents (latest and pool versions) play a uniformly random legal move with this probability, in "
+        "training and in the evaluator's pool games: greedy play against greedy play repeats the same two games "
+        "(one per seat)"))] = 0.1
     eval_pool_versions: Annotated[int, Field(ge=0, le=MAX_POOL, description=(
         "pool versions each validation also plays (sampled per version; their records feed the Elo ratings)"))] = 2
     eval_pool_games: Annotated[int, Field(ge=2, le=10_000, description=(

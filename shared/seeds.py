@@ -35,6 +35,7 @@ ENVS_PER_BLOCK = 4096
 MAX_TASK, MAX_COUNTER = 2**20, 2**24
 MAX_RUN_SEED = 2**31 - 1
 ACTOR_STREAM = 1
+OPPONENT_STREAM = 2  # self-play opponents' random moves in a collector
 RETEST_TASK = 1  # the task index of `rlfleet test` re-runs after the fact
 POPULATION_TASK = MAX_TASK - 1  # train mode: population evaluation; collector tasks would need 2**20 - 1 claims
 

@@ -3,7 +3,8 @@ version, the pool and the baselines, as collectors and the evaluator apply it to
 
 A policy player sees the board as the policy would from its own seat: the game's observation for the player to
 move, flattened the way shared/envs.py flattens the env's Dict observation, and acts greedily (argmax over its
-legal moves). So a version plays either seat without knowing which it holds.
+legal moves; with probability `self_play.opponent_epsilon` a random legal one, so that games between two versions
+vary). So a version plays either seat without knowing which it holds.
 """
 
 from __future__ import annotations
@@ -19,8 +20,14 @@ from shared.envs import make_env
 from shared.two_player import Player, TwoPlayerEnv
 
 
-def policy_player(actor: Actor, space: gym.spaces.Space) -> Player:
+def policy_player(actor: Actor, space: gym.spaces.Space, epsilon: float = 0.0,
+                  rng: np.random.Generator | None = None) -> Player:
+    """`actor` as a player: its greedy move, or with probability `epsilon` a uniformly random legal one."""
+    draws = rng if rng is not None else np.random.default_rng()
+
     def move(seen: dict[str, np.ndarray]) -> int:
+        if epsilon > 0 and draws.random() < epsilon:
+            return int(draws.choice(np.flatnonzero(seen["action_mask"])))
         flat = np.asarray(gym.spaces.flatten(space, seen), np.float32)[None]
         return int(actor.greedy(flat)[0])
 

@@ -55,7 +55,7 @@ def world(tmp_path: Path):
 
 def test_games_are_played_against_the_latest_the_pool_and_the_baselines(world, caplog) -> None:
     store, fake, session, rollout, latest = world
-    draw = OpponentDraw(session, store, rollout, CONFIG.self_play)
+    draw = OpponentDraw(session, store, rollout, CONFIG.self_play, seed=0)
     draw.refresh()  # no policy yet: baselines only, nothing asked
     assert fake.of("opponents") == []
     rollout.load_policy(*decode_policy(store.get(latest.path, latest.sha256)), version=7)
@@ -72,7 +72,7 @@ def test_games_are_played_against_the_latest_the_pool_and_the_baselines(world, c
 
 def test_the_pool_is_asked_for_only_when_a_version_is_due_to_have_joined(world) -> None:
     store, fake, session, rollout, latest = world
-    draw = OpponentDraw(session, store, rollout, CONFIG.self_play)
+    draw = OpponentDraw(session, store, rollout, CONFIG.self_play, seed=0)
     policy = decode_policy(store.get(latest.path, latest.sha256))
     for version, asked in ((7, 1), (8, 1), (9, 2), (11, 2), (13, 3)):  # 9 and 12 join (every 3rd); 13 crossed 12
         rollout.load_policy(*policy, version=version)
@@ -83,7 +83,7 @@ def test_the_pool_is_asked_for_only_when_a_version_is_due_to_have_joined(world) 
 def test_a_pool_that_cannot_be_fetched_ends_the_collector_loudly(world) -> None:
     store, fake, session, rollout, latest = world
     fake.handlers["opponents"] = lambda request: httpx.Response(409, json={"error": "conflict", "message": "no"})
-    draw = OpponentDraw(session, store, rollout, CONFIG.self_play)
+    draw = OpponentDraw(session, store, rollout, CONFIG.self_play, seed=0)
     rollout.load_policy(*decode_policy(store.get(latest.path, latest.sha256)), version=7)
     with pytest.raises(CoordinatorRejected, match="409"):
         draw.refresh()

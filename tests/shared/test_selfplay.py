@@ -3,6 +3,7 @@ latest version, the pool and the baselines, and the config's refusals."""
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from pydantic import ValidationError
@@ -73,3 +74,28 @@ def test_opponents_set_on_a_vector_env_take_over_from_the_next_game() -> None:
 def test_self_play_configs_that_cannot_work_are_refused(raw: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         RunConfig.model_validate(raw)
+
+
+def test_a_policy_players_epsilon_makes_games_between_two_versions_vary() -> None:
+    """Greedy against greedy repeats one game per seat; the opponent's random moves make them differ."""
+    actor = random_actor(RunPlan.of(TICTACTOE).spaces)
+    space = game_space(TICTACTOE.env)
+
+    def games(epsilon: float) -> set[tuple[int, ...]]:
+        player = policy_player(actor, space, epsilon, np.random.default_rng(0))
+        env = TwoPlayerEnv("tictactoe", seat="first")
+        env.set_opponents({"other": 1.0}, {"other": player})
+        played = set()
+        for seed in range(12):
+            obs, _ = env.reset(seed=seed)
+            moves, done = [], False
+            while not done:
+                flat = np.asarray(gym.spaces.flatten(space, obs), np.float32)[None]
+                move = int(actor.greedy(flat)[0])
+                moves.append(move)
+                obs, _, done, _, _ = env.step(move)
+            played.add(tuple(moves))
+        return played
+
+    assert len(games(0.0)) == 1  # the same game, every time
+    assert len(games(0.5)) > 3
