@@ -170,7 +170,17 @@ function renderNumbers(snap) {
     number("samples per insert", fmt(snap.learner.samples_per_insert, 2) + " (target "
            + fmt(buffer.samples_per_insert, 2) + ")"),
     number("wall time (s)", fmt(snap.wall_seconds, 0)),
-    number("coordinator resumes", fmt(snap.coordinator_resumes, 0)));
+    number("coordinator resumes", fmt(snap.coordinator_resumes, 0)),
+    ...selfPlayNumbers(snap.self_play));
+}
+
+function selfPlayNumbers(play) {  // a self-play run: ratings and the opponent pool (null for other runs)
+  if (!play) return [];
+  const pool = play.pool_versions;
+  return [
+    number("Elo, latest / best (random = 0)", fmt(play.latest_elo, 0) + " / " + fmt(play.best_elo, 0)),
+    number("opponent pool", pool.length ? "v" + pool[0] + " .. v" + pool[pool.length - 1]
+                                          + " (" + pool.length + ")" : "–")];
 }
 
 function renderWorkers(snap) {
