@@ -4,6 +4,7 @@ exit 0 when it is solved, 1 when its budget runs out or it is stopped, 3 when a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -27,6 +28,7 @@ from shared.wire import Status
 
 REPO = Path(__file__).resolve().parent.parent
 EXIT_SOLVED, EXIT_UNSOLVED, EXIT_FAILED = 0, 1, 3
+EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
 
 
 @dataclass
@@ -56,7 +58,12 @@ class UnknownRun(ValueError):
     """`--resume` names a run that has no journal in the data directory."""
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
+def _interrupt_once(signum: int, frame: object) -> None:
+    """The first SIGTERM or SIGINT stops the run in order; later ones are ignored. A second one used to cut the
+    shutdown short and leave the coordinator running without its parent (seen with `timeout`, which passes its
+    own SIGTERM on to a process that may already have had one)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
@@ -191,17 +198,19 @@ class Up:
                             return st
                     time.sleep(0.5)
             except KeyboardInterrupt:
-                http.post("/v1/run/stop", json={"reason": "interrupted by the user (Ctrl-C)"})
+                with contextlib.suppress(httpx.TransportError):  # a coordinator not yet listening: stopped below
+                    http.post("/v1/run/stop", json={"reason": "interrupted by the user (Ctrl-C)"})
                 st = self._status(http)
                 if st is None and last is None:
                     raise
                 return st or last  # type: ignore[return-value]
 
     # ----- stopping ---------------------------------------------------------------------------------------
-    def shutdown(self) -> None:
-        """Workers exit by themselves once the run ends; give them time, then stop the coordinator last."""
+    def shutdown(self, drain: bool = True) -> None:
+        """Workers exit by themselves once the run ends; give them time (unless the run never got to say it
+        ended: `drain=False`), then stop them, and the coordinator last."""
         workers = [c for c in self.children if c.service not in ("coordinator", "secrets")]
-        deadline = time.monotonic() + self.opts.drain_timeout
+        deadline = time.monotonic() + (self.opts.drain_timeout if drain else 0.0)
         while time.monotonic() < deadline and any(c.exit_code is None for c in workers):
             time.sleep(0.2)
         for child in workers:
@@ -215,8 +224,9 @@ class Up:
                 child.proc.wait()
 
     def run(self) -> int:
-        # SIGTERM (e.g. from `timeout` or a CI runner) gets the same orderly stop as Ctrl-C.
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        # SIGTERM (e.g. from `timeout` or a CI runner) gets the same orderly stop as Ctrl-C, once.
+        signal.signal(signal.SIGTERM, _interrupt_once)
+        signal.signal(signal.SIGINT, _interrupt_once)
         print(f"rlfleet run {self.run_name}: {self.layout.run_dir}", flush=True)
         try:
             self.start_all()
@@ -231,6 +241,10 @@ class Up:
             self.progress.done(f"FAILED: {exc}")
             self.shutdown()
             return EXIT_FAILED
+        except KeyboardInterrupt:  # before the run said anything: its services are stopped all the same
+            self.progress.done("interrupted before the run reported its state; stopping services")
+            self.shutdown(drain=False)
+            return EXIT_INTERRUPTED
         self.shutdown()
         counts = {name: record.restarts for name, record in self.crashes.items() if record.restarts}
         restarts = f"; restarts: {counts}" if counts else ""

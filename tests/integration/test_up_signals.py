@@ -1,0 +1,62 @@
+"""`rlfleet up` stops its services in order however many times it is told to: a second SIGTERM (as `timeout`
+passes on after a shell's) used to cut the shutdown short and leave the coordinator running without a parent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_repeated_sigterms_still_stop_every_service(tmp_path: Path) -> None:
+    up = subprocess.Popen([sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml",
+                           "--data-dir", str(tmp_path), "--port", "0"], cwd=REPO, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert up.stdout is not None
+        for line in up.stdout:  # the services are up once the coordinator's address is printed
+            if line.startswith("coordinator on"):
+                break
+        services = children(up.pid)
+        assert len(services) >= 5, services  # coordinator, 2 collectors, learner, evaluator
+        for _ in range(3):
+            up.send_signal(signal.SIGTERM)
+            time.sleep(0.05)
+        assert up.wait(timeout=60) != 0  # interrupted: not solved
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(alive(pid) for pid in services):
+            time.sleep(0.1)
+        assert not [pid for pid in services if alive(pid)]
+    finally:
+        for pid in children(up.pid):
+            os.kill(pid, signal.SIGKILL)
+        up.kill()
