@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,16 +18,22 @@ from shared.seeds import base_seed
 from tests.conftest import REPO
 
 
+def solved_run(config: str, data_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """Train `config` (seed 0) through `rlfleet up`; its run directory and summary, once it solved."""
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
+         "--seed", "0"], cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    (run_dir,) = (data_dir / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert done.returncode == 0 and summary["run_state"] == "solved", (
+        summary["run_message"] + done.stdout[-3000:] + done.stderr[-3000:])
+    return run_dir, summary
+
+
 @pytest.mark.slow
 def test_dqn_learns_tictactoe_against_random_and_lookahead_opponents(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/tictactoe_dqn.yaml", "--data-dir",
-         str(tmp_path), "--port", "0", "--seed", "0"],
-        cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["run_state"] == "solved" and summary["confirmed_by"]["confirmed"]
+    run_dir, summary = solved_run("configs/tictactoe_dqn.yaml", tmp_path)
+    assert summary["confirmed_by"]["confirmed"]
 
     policy, config, _ = resolve_inputs(run_dir, None, None, None)
     subject = load_subject(policy, config)
@@ -45,14 +52,7 @@ def test_self_play_learns_tictactoe_to_the_battle_rule(tmp_path: Path) -> None:
     """Self-play against the latest version, a pool of earlier ones and the baselines, solved when a held-out test
     meets the issue's rule (win or draw >= 0.95 against random, win >= 0.6 against the lookahead, 200 games
     each); each validated version's Elo goes to status, evaluations.csv and TensorBoard."""
-    done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/tictactoe_selfplay.yaml", "--data-dir",
-         str(tmp_path), "--port", "0", "--seed", "0"],
-        cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["run_state"] == "solved", summary["run_message"]
+    run_dir, summary = solved_run("configs/tictactoe_selfplay.yaml", tmp_path)
     test = {b["opponent"]: b for b in summary["confirmed_by"]["battles"]}
     assert test["random"]["wins"] + test["random"]["draws"] >= 0.95 * 200
     assert test["lookahead"]["wins"] >= 0.6 * 200
