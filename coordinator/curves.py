@@ -4,7 +4,8 @@ Three panels share the y axis: returns against env steps, against wall-clock tim
 updates. Env steps alone mislead in a distributed run: collection runs ahead in bursts (the rate limiter
 lets collectors fill the buffer, then pauses them), so many evaluations stack on a few env-step values;
 wall time and updates spread them out. Held-out tests are drawn as stars (filled: confirmed). Two-player runs
-add a panel of each validated version's Elo rating (coordinator/ratings.py) against its version number.
+add a panel of each validated version's Elo rating (coordinator/ratings.py) against its version number, and
+leave out the validations' spread: games of +1 / 0 / -1 have a std near 1 that would hide every mean.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def plot_learning_curve(layout: RunLayout) -> None:
         rows = [r for r in evals if r.get(column)]  # evaluations.csv of older runs has no iteration column
         if rows:
             ax.errorbar([float(r[column]) for r in rows], [float(r["mean"]) for r in rows],
-                        yerr=[float(r["std"]) for r in rows], fmt="o-", ms=3, color="tab:orange",
-                        label="validation mean ± std")
+                        yerr=None if rated else [float(r["std"]) for r in rows], fmt="o-", ms=3,
+                        color="tab:orange", label="validation mean" if rated else "validation mean ± std")
         for confirmed in (True, False):
             chosen = [r for r in tests if (r["confirmed"] == "True") == confirmed]
             if chosen:
