@@ -5,8 +5,8 @@ against each baseline opponent alone.
 
 Prints, per seed: time to the run's own confirmed solve, env steps, and win / draw / loss against the uniform
 random player and against the one-step lookahead (evaluator/battles.py), over `--games` greedy games on a seed
-block that neither training nor the run's own tests used; then the issue's rule (win or draw >= 0.95 and win
->= 0.9 against random, win >= 0.6 against the lookahead) per run. For a self-play run (configs/*_selfplay.yaml)
+block that neither training nor the run's own tests used; then the issue's rule (win or draw >= 0.95 against
+random, win >= 0.6 against the lookahead) per run. For a self-play run (configs/*_selfplay.yaml)
 also the Elo rating of the confirmed version and the best one, and the training games by kind of opponent.
 `--keep DIR` copies each run's summary, evaluations.csv and learning-curve image (with its Elo panel) there.
 """
@@ -63,8 +63,7 @@ def main() -> None:
             held_out = base_seed(seed, "test", HELD_OUT_TASK, 0)
             records = [against(subject.actor.greedy, subject.config.env, opponent, args.games, 10, held_out)
                        for opponent in ("random", "lookahead")]
-            rule = (records[0].win_or_draw_rate >= 0.95 and records[0].win_rate >= 0.9
-                    and records[1].win_rate >= 0.6)
+            rule = records[0].win_or_draw_rate >= 0.95 and records[1].win_rate >= 0.6
             print(f"seed {seed}: solved in {wall:.1f} s from launch, {summary['env_steps']:,} env steps, "
                   f"policy v{summary['confirmed_by']['policy_version']}; issue rule {'met' if rule else 'NOT met'}")
             for record in records:
