@@ -34,6 +34,7 @@ from coordinator.ratings import elo_ratings
 from shared.config import EnvConfig, EvalConfig
 from shared.stats import ci95
 from shared.wire import BattleRecord, EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult
+from shared.wire_battles import rule_met, rule_records
 
 
 class Judge:
@@ -81,7 +82,7 @@ class Judge:
         if self.pending is not None and not alive(self.pending[2]):
             self.pending = None  # its evaluator died mid-test: the candidate may be nominated again
         battles = self._records(report.returns) + self._pool_records(report, latest_version)
-        passes = self._met(battles) if self.against else mean >= self.threshold
+        passes = rule_met(self.against, battles) if self.against else mean >= self.threshold
         # Measured by their tests, not by the validations that nominated them: a lucky validation must not
         # lock out every later candidate (measured: one -116 validation of a -202 policy kept Pendulum's
         # -170 policies from ever being tested until the budget ran out).
@@ -109,7 +110,7 @@ class Judge:
             policy_version=report.policy_version, mean=mean, std=std, ci95=ci95(mean, std, len(report.returns)),
             episodes=len(report.returns), validation_mean=self.pending[1], env_steps=env_steps,
             wall_seconds=wall_seconds, iteration=iteration, seed=report.seed, battles=battles,
-            confirmed=self._met(battles) if self.against else mean >= self.threshold)
+            confirmed=rule_met(self.against, battles) if self.against else mean >= self.threshold)
         self.pending = None
         self.tests.append(result)
         if report.request_id:
@@ -130,16 +131,10 @@ class Judge:
         """Won / drawn / lost against each baseline of the rule, from its block of the returns."""
         if not self.against:
             return []
-        games = len(returns) // len(self.against)
-        records = []
-        for k, opponent in enumerate(self.against):
-            block = returns[k * games:(k + 1) * games]
-            if any(r not in (-1.0, 0.0, 1.0) for r in block):
-                raise Invalid(f"a two-player game's return is 1, 0 or -1 (won, drawn, lost); games against "
-                              f"{opponent} returned {sorted(set(block) - {-1.0, 0.0, 1.0})[:5]}")
-            records.append(BattleRecord(opponent=opponent, wins=block.count(1.0), draws=block.count(0.0),
-                                        losses=block.count(-1.0)))
-        return records
+        odd = sorted(set(returns) - {-1.0, 0.0, 1.0})
+        if odd:
+            raise Invalid(f"a two-player game's return is 1, 0 or -1 (won, drawn, lost); the report has {odd[:5]}")
+        return rule_records(self.against, returns)
 
     def _pool_records(self, report: EvaluationReport, latest_version: int) -> list[BattleRecord]:
         for record in report.battles:
@@ -150,11 +145,6 @@ class Judge:
             if record.games == 0:
                 raise Invalid(f"the record against {record.opponent} holds no games")
         return list(report.battles)
-
-    def _met(self, battles: list[BattleRecord]) -> bool:
-        by_name = {b.opponent: b for b in battles}
-        return all(bar.met(by_name[name].wins, by_name[name].draws, by_name[name].games)
-                   for name, bar in self.against.items())
 
     def _elo(self, version: int, battles: list[BattleRecord]) -> float | None:
         """The version's rating from every validation's games so far, its own included."""

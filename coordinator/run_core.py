@@ -135,23 +135,15 @@ class RunCore:
 
     # ----- persistence -------------------------------------------------------------------------------------
     def _state(self, part: str) -> Any:
+        """A journal part's state: the config, or the component that owns that part."""
         if part == "config":
             return self.config.model_dump(mode="json")
         if part == "lifecycle":
             return self.lifecycle.state_dict(self.clock())
-        if part == "fleet":
-            return self.fleet.state_dict()
-        if part == "judge":
-            return self.judge.state_dict()
-        if part == "control":
-            return self.control.state_dict()
-        if part == "generations":
-            return self.generations.state_dict()
-        if part == "dataset":
-            return None if self.dataset is None else self.dataset.state_dict()
-        if part == "pool":
-            return self.opponents.state_dict()
-        return self.data.state_dict() if part == "data" else self.learner.state_dict()
+        owner: Any = {"fleet": self.fleet, "judge": self.judge, "control": self.control,
+                      "generations": self.generations, "dataset": self.dataset, "pool": self.opponents,
+                      "data": self.data, "learner": self.learner}[part]
+        return None if owner is None else owner.state_dict()
 
     def _commit(self, statements: list[Statement], *parts: str, change: Change | None = None,
                 after: Callable[[], None] | None = None) -> Future[None]:

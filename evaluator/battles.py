@@ -38,15 +38,10 @@ def games_against(act: Act, env: EnvConfig, opponent: str, games: int, num_envs:
                     setup=lambda vec: set_opponents(vec, {opponent: 1.0}, {opponent: player}))
 
 
-def record(opponent: str, returns: list[float]) -> BattleRecord:
-    return BattleRecord(opponent=opponent, wins=sum(r > 0 for r in returns), draws=sum(r == 0 for r in returns),
-                        losses=sum(r < 0 for r in returns))
-
-
 def against(act: Act, env: EnvConfig, opponent: str, games: int, num_envs: int, seed: int,
             player: Player | None = None) -> BattleRecord:
     returns, _ = games_against(act, env, opponent, games, num_envs, seed, player)
-    return record(opponent, returns)
+    return BattleRecord.of(opponent, returns)
 
 
 def baseline_games(act: Act, env: EnvConfig, against: Mapping[str, BattleBar], games: int, num_envs: int,
@@ -60,13 +55,6 @@ def baseline_games(act: Act, env: EnvConfig, against: Mapping[str, BattleBar], g
         returns += r
         lengths += n
     return returns, lengths
-
-
-def rule_met(against: Mapping[str, BattleBar], returns: list[float]) -> bool:
-    """Whether `baseline_games`' returns meet every bar (the judge's own rule, for the evaluator's best file)."""
-    games = len(returns) // len(against)
-    blocks = [record(name, returns[k * games:(k + 1) * games]) for k, name in enumerate(against)]
-    return all(bar.met(b.wins, b.draws, b.games) for b, bar in zip(blocks, against.values(), strict=True))
 
 
 def pool_records(act: Act, env: EnvConfig, pool: list[PolicyRef], store: PayloadStore, self_play: SelfPlayConfig,

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from evaluator.battles import baseline_games, pool_records, rule_met
+from evaluator.battles import baseline_games, pool_records
 from evaluator.episodes import Act, evaluate
 from shared.actors import PolicyError, build_actor
 from shared.layout import BEST_POLICY, BEST_SCORE, RunLayout
@@ -40,6 +40,7 @@ from shared.wire import (
     OpponentPool,
     PolicyRef,
 )
+from shared.wire_battles import rule_met, rule_records
 from shared.worker import run_worker
 
 log = logging.getLogger("rlfleet.evaluator")
@@ -105,9 +106,11 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             seed = base_seed(task.seed, "test", block, ref.version)
             returns, lengths = _games(actor.greedy, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
             mean = float(np.mean(returns))
-            if (rule_met(evaluation.against, returns) if evaluation.against  # the judge's rule: written before
-                    else mean >= task.env.solve_threshold):  # reporting, since a confirmed
-                _keep_best(best_store, data, {  # run ends at once and the evaluator may be stopped before the reply
+            against = evaluation.against
+            # The judge's rule, applied here too: the best file is written before reporting, since a confirmed
+            # run ends at once and the evaluator may be stopped before the reply.
+            if rule_met(against, rule_records(against, returns)) if against else mean >= task.env.solve_threshold:
+                _keep_best(best_store, data, {
                     "validation": result.model_dump(mode="json"),
                     "test": {"policy_version": ref.version, "mean": mean, "std": float(np.std(returns)),
                              "episodes": len(returns), "seed": seed}})

@@ -5,10 +5,12 @@ Re-exported by shared/wire.py, which services import every wire model from."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Annotated
 
 from pydantic import Field
 
+from shared.battleconf import BattleBar
 from shared.wire_base import Count, PolicyRef, Wire
 
 # Who played the other seat: a baseline (random, lookahead), the latest version ("latest") or a pool
@@ -45,9 +47,28 @@ class BattleRecord(Tally):
 
     opponent: Opponent
 
+    @classmethod
+    def of(cls, opponent: str, returns: Sequence[float]) -> BattleRecord:
+        """The record of games returning +1 / 0 / -1 from the policy's seat."""
+        return cls(opponent=opponent, wins=sum(r > 0 for r in returns), draws=sum(r == 0 for r in returns),
+                   losses=sum(r < 0 for r in returns))
+
     def __str__(self) -> str:
         return (f"vs {self.opponent}: {self.wins} won, {self.draws} drawn, {self.losses} lost of {self.games} "
                 f"(win {self.win_rate:.3f}, win or draw {self.win_or_draw_rate:.3f})")
+
+
+def rule_records(against: Mapping[str, BattleBar], returns: Sequence[float]) -> list[BattleRecord]:
+    """A battle rule's games, as the evaluator plays and reports them (an equal block of returns per baseline, in
+    the rule's order), counted per baseline."""
+    games = len(returns) // len(against)
+    return [BattleRecord.of(name, returns[k * games:(k + 1) * games]) for k, name in enumerate(against)]
+
+
+def rule_met(against: Mapping[str, BattleBar], records: Sequence[BattleRecord]) -> bool:
+    """Whether the records meet every baseline's bar of the rule."""
+    by_name = {r.opponent: r for r in records}
+    return all(bar.met(by_name[name].wins, by_name[name].draws, by_name[name].games) for name, bar in against.items())
 
 
 class OpponentPool(Wire):

@@ -9,18 +9,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from evaluator.battles import against, baseline_games, pool_records, record, rule_met
+from evaluator.battles import against, baseline_games, pool_records
 from shared.battleconf import BattleBar, SelfPlayConfig
 from shared.config import RunConfig
 from shared.plan import RunPlan
 from shared.policy_io import save_policy
 from shared.store import LocalStore
-from shared.wire import PolicyRef
+from shared.wire import BattleRecord, PolicyRef
+from shared.wire_battles import rule_met, rule_records
 from tests.policies import manifest, policy_state, random_actor
 
 CONFIG = RunConfig.model_validate({"env": {"id": "rlfleet/TicTacToe-v0"}, "self_play": {}})
 SPACES = RunPlan.of(CONFIG).spaces
 RULE = {"random": BattleBar(min_win_or_draw=0.95), "lookahead": BattleBar(min_win=0.6)}
+
+
+def met(returns: list[float]) -> bool:
+    """The rule on a validation's returns, block by block, as the evaluator and the judge read them."""
+    return rule_met(RULE, rule_records(RULE, returns))
 
 
 def first_legal(obs: np.ndarray) -> np.ndarray:
@@ -31,11 +37,11 @@ def first_legal(obs: np.ndarray) -> np.ndarray:
 def test_a_rule_is_played_baseline_by_baseline_and_judged_per_block() -> None:
     returns, lengths = baseline_games(first_legal, CONFIG.env, RULE, 20, 4, seed=3)
     assert len(returns) == len(lengths) == 40
-    assert record("random", returns[:20]) == against(first_legal, CONFIG.env, "random", 20, 4, 3)
-    assert record("lookahead", returns[20:]) == against(first_legal, CONFIG.env, "lookahead", 20, 4, 3)
-    assert rule_met(RULE, [1.0] * 19 + [-1.0] + [1.0] * 12 + [0.0] * 8)  # 0.95 and 0.6 exactly
-    assert not rule_met(RULE, [1.0] * 18 + [-1.0] * 2 + [1.0] * 20)
-    assert not rule_met(RULE, [1.0] * 20 + [1.0] * 11 + [0.0] * 9)
+    assert BattleRecord.of("random", returns[:20]) == against(first_legal, CONFIG.env, "random", 20, 4, 3)
+    assert BattleRecord.of("lookahead", returns[20:]) == against(first_legal, CONFIG.env, "lookahead", 20, 4, 3)
+    assert met([1.0] * 19 + [-1.0] + [1.0] * 12 + [0.0] * 8)  # 0.95 and 0.6 exactly
+    assert not met([1.0] * 18 + [-1.0] * 2 + [1.0] * 20)
+    assert not met([1.0] * 20 + [1.0] * 11 + [0.0] * 9)
 
 
 def test_pool_versions_are_sampled_never_the_version_itself_and_an_unreadable_one_is_skipped(
