@@ -22,6 +22,7 @@ from torch import nn
 from learner_worker.device import to_device
 from learner_worker.distributions import log_prob_entropy
 from learner_worker.gae import gae
+from learner_worker.optim import Optimizer
 from learner_worker.value_transform import ValueCodec
 from shared.confbase import NetConfig
 from shared.manifest import Behaviour, PolicyManifest, default_encoder
@@ -100,7 +101,7 @@ class ActorCritic:
     """The networks, their checkpointed state and the published policy; subclasses add `optimizer` and
     `update`."""
 
-    optimizer: torch.optim.Optimizer
+    optimizer: Optimizer
 
     def __init__(self, spaces: Spaces, net: NetConfig, behaviour: Behaviour, seed: int,
                  log_std_init: float, value: CriticValue, device: torch.device = CPU) -> None:
@@ -171,7 +172,7 @@ class ActorCritic:
         values = self.codec.values(critic_out.detach())
         mean_entropy = entropy.mean()
         loss = policy_loss + value_coef * value_loss - entropy_coef * mean_entropy
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_grad_norm)
         self.optimizer.step()

@@ -6,9 +6,7 @@ this module knows no algorithm.
 
 from __future__ import annotations
 
-import importlib
 import logging
-import threading
 
 import torch
 
@@ -27,7 +25,6 @@ log = logging.getLogger("rlfleet.learner")
 def run_learner(settings: WorkerSettings) -> int:
     """Train as the run's learner; with `learner.replicas` > 1, run the elastic agent whose worker is one rank of
     the learner group (learner_worker/elastic.py)."""
-    _warm_up_optimizers()
     if not is_rank():
         try:
             config = run_config(settings)
@@ -38,14 +35,6 @@ def run_learner(settings: WorkerSettings) -> int:
             return run_agent(config)
     torch.set_num_threads(settings.torch_threads)  # collectors of MLP policies act in numpy
     return run_worker(settings, "learner", _claim_and_train, registration=rank_registration())
-
-
-def _warm_up_optimizers() -> None:
-    """Building any torch optimizer first imports torch._dynamo: a second of CPU (measured, torch 2.13) between
-    claiming the task and publishing the first policy, which on-policy collectors wait for. Importing it in the
-    background while the learner registers, usually before the coordinator even answers, takes that second off
-    the start of every run; the import lock makes the optimizer wait if it is not done yet."""
-    threading.Thread(target=importlib.import_module, args=("torch._dynamo",), name="warm-up", daemon=True).start()
 
 
 def _claim_and_train(session: WorkerSession, layout: RunLayout) -> None:

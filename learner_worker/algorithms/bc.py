@@ -14,6 +14,7 @@ import torch
 from learner_worker.actor_critic import CPU
 from learner_worker.device import to_device
 from learner_worker.distributions import log_prob_entropy
+from learner_worker.optim import Adam
 from shared.algorithms.bc import BCParams
 from shared.manifest import Behaviour, PolicyManifest, default_encoder
 from shared.nets import PolicyNet
@@ -32,8 +33,8 @@ class BC:
         self._manifest = PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=cfg.net,
                                         head=behaviour.head)
         self.net = PolicyNet(self._manifest).to(device)
-        self.optimizer = torch.optim.AdamW(self.net.parameters(), lr=cfg.learning_rate,
-                                           weight_decay=cfg.weight_decay)
+        self.optimizer = Adam(self.net.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
+                              decoupled=True)
 
     def _outputs(self, batch: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(network outputs, actions, log-likelihood per row)."""
@@ -47,7 +48,7 @@ class BC:
         self.net.train()
         out, actions, logp = self._outputs(batch)
         loss = -logp.mean()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
         return {"nll": float(loss.detach())} | self._agreement(out.detach(), actions)

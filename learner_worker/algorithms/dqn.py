@@ -19,6 +19,7 @@ from torch import nn
 
 from learner_worker.device import to_device
 from learner_worker.distributions import legal, masked
+from learner_worker.optim import Adam
 from learner_worker.value_transform import ValueCodec
 from shared.algorithms.dqn import DQNParams
 from shared.manifest import Behaviour, PolicyManifest, default_encoder
@@ -43,7 +44,7 @@ class DQN:
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
         self.train_online: nn.Module = self.online  # its DistributedDataParallel wrapper in a learner group
-        self.optimizer = torch.optim.Adam(self.online.parameters(), lr=cfg.learning_rate)
+        self.optimizer = Adam(self.online.parameters(), lr=cfg.learning_rate)
         self.codec = ValueCodec(cfg.value)
         self.updates = 0
         self.td_abs: np.ndarray | None = np.zeros(0, np.float32)
@@ -77,7 +78,7 @@ class DQN:
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         loss, q, target = self.td_loss(batch)
         self.td_abs = (q - target).abs().cpu().numpy()
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from learner_worker.actor_critic import CPU
+from learner_worker.optim import SGD, Adam, Optimizer
 from shared.algorithms.es import ESParams
 from shared.flat_params import flatten, policy_shapes, unflatten
 from shared.manifest import Behaviour, PolicyManifest, default_encoder
@@ -56,10 +57,10 @@ class ES:
         self.shapes = policy_shapes(self._manifest)
         initial = {name: t.numpy() for name, t in PolicyNet(self._manifest).state_dict().items()}
         self.theta = torch.nn.Parameter(torch.from_numpy(flatten(initial, self.shapes)))  # small: on the CPU
-        self.optimizer: torch.optim.Optimizer = (
-            torch.optim.AdamW([self.theta], lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
+        self.optimizer: Optimizer = (
+            Adam([self.theta], lr=cfg.learning_rate, weight_decay=cfg.weight_decay, decoupled=True)
             if cfg.optimizer == "adam" else
-            torch.optim.SGD([self.theta], lr=cfg.learning_rate, momentum=cfg.momentum, weight_decay=cfg.weight_decay))
+            SGD([self.theta], lr=cfg.learning_rate, momentum=cfg.momentum, weight_decay=cfg.weight_decay))
         self.table = noise_table(cfg.noise_seed, cfg.noise_table_size)
         self.updates = 0
 
@@ -86,7 +87,7 @@ class ES:
         returns = np.array([r.mean_return for r in results])
         grad = gradient_estimate(centred_ranks(returns), np.array([r.noise_index for r in results]),
                                  np.array([r.sign for r in results]), self.table, self.dim, self.cfg.sigma)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         self.theta.grad = torch.from_numpy(-grad.astype(np.float32))  # the optimizer descends; ES ascends
         self.optimizer.step()
         self.updates += 1

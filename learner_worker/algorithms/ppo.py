@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from learner_worker.actor_critic import CPU, LOG_RATIO_LIMIT, ActorCritic, explained_variance
+from learner_worker.optim import Adam
 from shared.algorithms.ppo import PPOParams
 from shared.manifest import Behaviour
 from shared.spaces import Spaces
@@ -40,7 +41,7 @@ class PPO(ActorCritic):
                  device: torch.device = CPU) -> None:
         super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
-        self.optimizer = torch.optim.Adam(self.params, lr=cfg.learning_rate, eps=1e-5)
+        self.optimizer = Adam(self.params, lr=cfg.learning_rate, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
 
     def _minibatches(self, rows: int) -> list[torch.Tensor]:
@@ -107,7 +108,7 @@ class PPO(ActorCritic):
         for _ in range(cfg.epochs):
             for idx in self._minibatches(len(batch["targets"])):
                 loss, terms = self.minibatch_loss(batch, idx)
-                self.optimizer.zero_grad(set_to_none=True)
+                self.optimizer.zero_grad()
                 loss.backward()
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
