@@ -29,6 +29,7 @@ from shared.wire import Status
 REPO = Path(__file__).resolve().parent.parent
 EXIT_SOLVED, EXIT_UNSOLVED, EXIT_FAILED = 0, 1, 3
 EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
+WATCH_SECONDS = 0.5  # how often the launcher supervises its children and redraws progress while the run runs
 
 
 @dataclass
@@ -122,6 +123,11 @@ class Up:
             if condition == "service_completed_successfully":
                 if kids and all(c.exit_code == 0 for c in kids):
                     return
+                running = [c for c in kids if c.exit_code is None]
+                if running:  # back as soon as the job exits, not at the next tick: everything else waits for it
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        running[0].proc.wait(timeout=0.1)
+                    continue
             elif condition == "service_healthy":
                 if _healthy(self.services[dep]):
                     return
@@ -175,9 +181,9 @@ class Up:
             self.children[i] = start(self.services[child.service], child.replica, self.layout.logs, REPO,
                                      record.restarted(), reason)
 
-    def _status(self, http: httpx.Client) -> Status | None:
+    def _status(self, http: httpx.Client, wait: float = 0.0) -> Status | None:
         try:
-            resp = http.get("/v1/status")
+            resp = http.get("/v1/status", params={"wait": wait} if wait else None)
             return Status.model_validate_json(resp.content) if resp.status_code == 200 else None
         except (httpx.TransportError, ValueError):
             return None
@@ -190,13 +196,14 @@ class Up:
             try:
                 while True:
                     self._supervise()
-                    st = self._status(http)
-                    if st is not None:
-                        last = st
-                        self.progress.show(st)
-                        if st.run_state != "running":
-                            return st
-                    time.sleep(0.5)
+                    st = self._status(http, wait=WATCH_SECONDS)  # answered at once when the run ends
+                    if st is None:
+                        time.sleep(WATCH_SECONDS)
+                        continue
+                    last = st
+                    self.progress.show(st)
+                    if st.run_state != "running":
+                        return st
             except KeyboardInterrupt:
                 with contextlib.suppress(httpx.TransportError):  # a coordinator not yet listening: stopped below
                     http.post("/v1/run/stop", json={"reason": "interrupted by the user (Ctrl-C)"})

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
 
 from coordinator import examples as ex
 from coordinator.apidoc import BODY, route_doc
@@ -15,8 +17,16 @@ router = APIRouter(prefix="/v1", tags=["run"])
 @router.get("/status", response_model=Status, summary="Workers, tasks, buffers, counters, learner, evaluations",
             **route_doc("read", "The run as the coordinator sees it now: counters (chunks, env steps, corrupt "
                         "chunks, env errors), workers and their leases, tasks, buffers, the learner's progress, "
-                        "evaluations and tests.", response=ex.STATUS))
-async def status(run: RunDep, _: ReaderScope) -> Status:
+                        "evaluations and tests. With `wait=S` a running run's reply is held for S seconds, or until "
+                        "the run ends: a watcher polling this way learns of the end at once.", ("invalid",),
+                        response=ex.STATUS))
+async def status(request: Request, run: RunDep, _: ReaderScope, wait: Annotated[float, Query(
+        ge=0, le=3600, examples=[0.5], description=(
+            "seconds to hold the reply while the run is running (capped by the coordinator's "
+            "RLFLEET_STATUS_WAIT_SECONDS, 5 by default); it comes at once when the run ends"))] = 0.0) -> Status:
+    wait = min(wait, request.app.state.settings.status_wait_seconds)
+    if wait:
+        await run.wait_until(lambda: False, run.policy_signal, wait)  # returns when the run ends
     return run.status()
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -324,6 +326,29 @@ def test_evaluator_reports_and_a_high_mean_solves_the_run(
     resp = post(client, tokens["admin"], "/v1/run/stop", {"reason": "done"})
     assert resp.status_code == 200, resp.text
     assert Status.model_validate(resp.json()).run_state == "solved"
+
+
+def test_a_status_long_poll_waits_while_running_and_answers_as_the_run_ends(client: TestClient, tokens: Tokens) -> None:
+    """How `rlfleet up` watches a run: it learns of the end within a round trip, not at its next poll."""
+    start = time.monotonic()
+    held = client.get("/v1/status?wait=0.3", headers=auth(tokens["read"]))
+    assert held.status_code == 200 and held.json()["run_state"] == "running"
+    assert time.monotonic() - start >= 0.3
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(client.get, "/v1/status?wait=30", headers=auth(tokens["read"]))
+        time.sleep(0.3)
+        assert not waiting.done()
+        stopped_at = time.monotonic()
+        assert post(client, tokens["admin"], "/v1/run/stop", {"reason": "done"}).status_code == 200
+        resp = waiting.result(timeout=10)
+    assert resp.status_code == 200 and resp.json()["run_state"] == "stopped"
+    assert time.monotonic() - stopped_at < 5  # not the 30 s asked for
+    again = time.monotonic()
+    assert get_status(client, tokens["read"])["run_state"] == "stopped"
+    assert client.get("/v1/status?wait=30", headers=auth(tokens["read"])).json()["run_state"] == "stopped"
+    assert time.monotonic() - again < 5  # an ended run answers at once
+    bad = client.get("/v1/status?wait=-1", headers=auth(tokens["read"]))
+    assert_error_body(bad, 422, "invalid")
 
 
 def test_admin_stops_the_run_and_workers_are_told(client: TestClient, tokens: Tokens) -> None:

@@ -32,7 +32,7 @@ def _app(tmp: Path) -> tuple[FastAPI, str]:
     config = tmp / "run.yaml"
     config.write_text(dump_run_config(RunConfig(name="fuzz")))
     settings = CoordinatorSettings(config=config, data_dir=data, tokens_file=data / "tokens.json",
-                                   sample_wait_seconds=0, tick_seconds=0.2, gc_pacing=False)
+                                   sample_wait_seconds=0, status_wait_seconds=0, tick_seconds=0.2, gc_pacing=False)
     return create_app(settings), tokens["admin"]
 
 
