@@ -39,10 +39,12 @@ class Optimizer:
     def step(self) -> None:
         """One update of every parameter that has a gradient (as torch.optim, the others are left alone)."""
         live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        for i in live:
+            if i not in self.state:
+                self.state[i] = self._fresh(self.params[i])
         if live:
             params = [self.params[i] for i in live]
-            self._update(params, [p.grad for p in params if p.grad is not None],
-                         [self.state.setdefault(i, self._fresh(self.params[i])) for i in live])
+            self._update(params, [p.grad for p in params if p.grad is not None], [self.state[i] for i in live])
 
     def _fresh(self, param: torch.Tensor) -> dict[str, torch.Tensor]:
         raise NotImplementedError
