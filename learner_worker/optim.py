@@ -2,7 +2,8 @@
 
 Why not torch.optim: building any torch.optim optimizer, and stepping it, imports torch._dynamo (torch 2.13:
 1.0 s of CPU and 72 MiB in every learner, measured). That second sits between a learner's start and its first
-policy, which on-policy collectors wait for: it was a fifth of a PPO CartPole run's whole launch-to-solved time.
+policy, which on-policy collectors wait for (on CartPole the first policy came 4.7 s after launch with it, 3.1 s
+without).
 These classes keep torch's update rules, defaults and state_dict layout ("state" per parameter index,
 "param_groups" with the hyperparameters), so checkpoints written by earlier versions with torch.optim load
 unchanged; tests/learner_worker/test_optim.py steps each side by side with its torch.optim counterpart.
@@ -102,7 +103,7 @@ class Adam(Optimizer):
 
 
 class RMSprop(Optimizer):
-    """torch.optim.RMSprop without momentum or centring (what A2C uses): divide by the root of a running mean
+    """torch.optim.RMSprop without momentum or centring: divide by the root of a running mean
     of squared gradients."""
 
     kind = "rmsprop"

@@ -20,7 +20,6 @@ class ImpalaParams(ChunkParams):
     """Algorithm name."""
     net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh")
     """The policy network's hidden layers and activation."""
-    report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 10
     checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 500
     learning_rate: Annotated[float, Field(gt=0)] = 1e-3
     """Optimizer step size."""

@@ -41,7 +41,8 @@ def ppo_config() -> RunConfig:
     doc = small_run_config().model_dump(mode="json")
     doc.update(algo="ppo", sampling={"unit": "chunk", "force_sync": True})
     doc["replay"].update(sampler="fifo", max_use=1)
-    doc["ppo"] = {"net": {"hidden": [8, 8], "activation": "tanh"}, "epochs": 1, "minibatch_size": 8}
+    doc["ppo"] = {"net": {"hidden": [8, 8], "activation": "tanh"}, "epochs": 1, "minibatch_size": 8,
+                  "report_every": 1}  # the fake coordinator ends the run on a report
     return RunConfig.model_validate(doc)
 
 
