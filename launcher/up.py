@@ -196,14 +196,16 @@ class Up:
             try:
                 while True:
                     self._supervise()
+                    asked = time.monotonic()
                     st = self._status(http, wait=WATCH_SECONDS)  # answered at once when the run ends
-                    if st is None:
-                        time.sleep(WATCH_SECONDS)
-                        continue
-                    last = st
-                    self.progress.show(st)
-                    if st.run_state != "running":
-                        return st
+                    if st is not None:
+                        last = st
+                        self.progress.show(st)
+                        if st.run_state != "running":
+                            return st
+                    # a coordinator that was unreachable, or caps the wait (RLFLEET_STATUS_WAIT_SECONDS), answers
+                    # early: the loop still turns once per WATCH_SECONDS
+                    time.sleep(max(0.0, asked + WATCH_SECONDS - time.monotonic()))
             except KeyboardInterrupt:
                 with contextlib.suppress(httpx.TransportError):  # a coordinator not yet listening: stopped below
                     http.post("/v1/run/stop", json={"reason": "interrupted by the user (Ctrl-C)"})
