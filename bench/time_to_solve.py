@@ -4,11 +4,14 @@
   python bench/time_to_solve.py [--algos dqn ppo sac a2c impala] [--seeds 0 1 2] [--json out.json]
 
 Each run is a whole process timed from launch until it reports "solved", by the same rule on both sides: the
-mean return of 10 greedy validation episodes (10 envs, evaluator/episodes.py for both) reaches the env's
+mean return of 10 greedy validation episodes (evaluator/episodes.py for both) reaches the env's
 threshold (475 on CartPole-v1 for dqn and ppo, -200 on Pendulum-v1 for sac) and beats every candidate tested
 so far, and then 100 held-out test episodes on test seeds (shared/seeds.py) confirm it. rlfleet validates
 every published policy version in its evaluator process; SB3 validates in-process every --sb3-eval-every env
-steps (default: each algorithm's own, see CASES). Runs alternate rlfleet / SB3 per seed. Peak memory is the
+steps (default: each algorithm's own, see CASES). Each plays its episodes the way its users would: rlfleet's
+evaluator on gymnasium's own vectorized implementation of the env where one is registered (CartPole's: one env
+per episode), SB3 on 10 copies of the env (a SyncVectorEnv, as SB3's DummyVecEnv; SB3's VecEnv API cannot take
+gymnasium's vector envs). Runs alternate rlfleet / SB3 per seed. Peak memory is the
 largest sum of PSS over the run's whole process tree, sampled every 0.5 s. SB3 uses the rl-zoo
 hyperparameters of each algorithm for its env, as do rlfleet's configs (CASES names them). SB3 has no IMPALA:
 rlfleet's IMPALA (asynchronous collectors) is measured against rlfleet's synchronous PPO of the same benchmark
@@ -220,8 +223,10 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
 
         def _mean(self, mode: Mode, counter: int, episodes: int) -> float:
             model = self.model
+            # native=False: copies of the env, as SB3's DummyVecEnv steps them (SB3's VecEnv API cannot take
+            # gymnasium's own vectorized CartPole, which rlfleet's evaluator plays on)
             returns, _ = evaluate(lambda obs: model.predict(obs, deterministic=True)[0], EnvConfig(id=case.env_id),
-                                  10, episodes, base_seed(seed, mode, 0, counter))
+                                  10, episodes, base_seed(seed, mode, 0, counter), native=False)
             return sum(returns) / len(returns)
 
         def _on_step(self) -> bool:

@@ -4,8 +4,10 @@ seen, and how sure that number is.
 The validation score that picked a run's best policy is biased upward: the best of many noisy evaluations is
 more often lucky than best. A test plays fresh greedy episodes from the run's test seed block
 (`shared.seeds`: the run seed, mode test, task RETEST_TASK, counter `--seed-counter`), which no training or
-validation env of the run ever used; env i of the test starts from base + i, and the `--video` episode from
-base + num_envs, still inside the block.
+validation env of the run ever used: copies of the env start from base + i (env i), gymnasium's own vectorized
+implementation where one is registered (CartPole's: evaluator/episodes.py) from one generator seeded base; the
+`--video` episode starts from base + num_envs, still inside the block. `env_seeds` in the report is the range
+the copies would take.
 
 The 95% confidence interval of the mean is the normal approximation that the run's own held-out tests use
 (shared/stats.py: mean ± 1.96 · std / √n, std with ddof=0; with few episodes it is too narrow). "Solved" is

@@ -119,11 +119,12 @@ class EvalConfig(Strict):
 
     episodes: Annotated[int, Field(ge=1, le=1000, description="validation episodes per policy version")] = 10
     num_envs: Annotated[int, Field(ge=1, le=256)] = 10
-    """Envs per validation."""
+    """Copies of the env per validation; an env with its own vectorized implementation registered in gymnasium
+    (CartPole) plays one env per episode on it instead (evaluator/episodes.py)."""
     test_episodes: Annotated[int, Field(ge=1, le=100_000, description=(
         "held-out test episodes that must confirm a validation pass before the run counts as solved"))] = 100
     test_num_envs: Annotated[int, Field(ge=1, le=256)] = 10
-    """Envs per held-out test."""
+    """Copies of the env per held-out test (as num_envs)."""
     every_versions: Annotated[int, Field(ge=1, le=100_000)] = 1
     """Validate at most one policy version in this many (1: every version); a live setting."""
     against: dict[str, BattleBar] = Field(default_factory=dict, description=(

@@ -13,7 +13,7 @@ from typing import Any, SupportsFloat, cast
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, TimeLimit
 
 import shared.two_player  # noqa: F401 - registers rlfleet/TicTacToe-v0 and rlfleet/ConnectFour-v0
@@ -175,3 +175,34 @@ def make_vector_env(env: EnvConfig, num_envs: int, reset_on_error: bool = False,
         return ResetOnError(made) if reset_on_error else made
 
     return SyncVectorEnv([make for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def make_native_vector_env(env: EnvConfig, num_envs: int) -> VectorEnv | None:
+    """For evaluation (training-only wrappers left out, as `make_vector_env(training=False)` does): gymnasium's
+    own vectorized implementation of the env (its registered `vector_entry_point`: CartPole's
+    steps all its envs in one numpy expression, ~10x cheaper per env step than SyncVectorEnv's loop over
+    copies), or None where the section cannot have one: the user's own entry point, a wrapper that applies
+    (those wrap single envs), Dict observations (flattened per env), no such implementation, or one that does
+    not build here (phys2d's need jax). The caller falls back to `make_vector_env`.
+
+    Its envs share one random generator, seeded by the first reset: env i is not seeded base + i as in a
+    SyncVectorEnv. Its autoreset mode is its own (CartPole's is NEXT_STEP); callers must honour it."""
+    if ":" in env.id or any(not wrapper.training_only for wrapper in env.wrappers):
+        return None
+    spec = gym.registry.get(env.id)
+    if spec is None or spec.vector_entry_point is None or spec.additional_wrappers:
+        return None
+    kwargs: dict[str, Any] = dict(env.kwargs)
+    if env.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = env.max_episode_steps
+    try:
+        vec = gym.make_vec(env.id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs)
+    except Exception as exc:  # a missing optional dependency, kwargs only the single env takes, ...
+        log.info("%s: gymnasium's vectorized implementation is unavailable (%s: %s); stepping copies of the env "
+                 "instead", env.id, type(exc).__name__, exc)
+        return None
+    if (vec.metadata.get("autoreset_mode") not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
+            or isinstance(vec.single_observation_space, gym.spaces.Dict)):
+        vec.close()
+        return None
+    return vec

@@ -1,7 +1,9 @@
 """Env seeds for every mode, derived from the run seed so that no two envs of a run ever share one.
 
 AllenAct's worker-seeds idea, made collision-free by construction: a vector env of N envs is reset with one
-base seed and gymnasium seeds its envs base, base + 1, ..., base + N - 1. Bases are mixed-radix numbers
+base seed and gymnasium seeds its envs base, base + 1, ..., base + N - 1 (an env's own vectorized
+implementation, which the evaluator plays on where gymnasium registers one, seeds its single generator with
+base instead). Bases are mixed-radix numbers
 
     base = (((run_seed * 3 + mode) * 2**20 + task) * 2**24 + counter) * 4096
 

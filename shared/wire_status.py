@@ -127,7 +127,8 @@ class LearnerStatus(Wire):
 
 
 class SeedsUsed(Wire):
-    """The base seed of every vector env a mode used (env i of a block: base + i; shared/seeds.py)."""
+    """The base seed of every vector env a mode used (env i of a block: base + i, or one generator seeded base
+    for an env's own vectorized implementation; shared/seeds.py)."""
 
     train: list[int] = Field(description="one block per collector task claim")
     valid: list[int] = Field(description="one block per validation")

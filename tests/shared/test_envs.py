@@ -1,11 +1,15 @@
-"""make_env's render_mode: handed to gym.make, and to a user's entry point only when its signature takes it."""
+"""make_env's render_mode: handed to gym.make, and to a user's entry point only when its signature takes it; and
+when make_native_vector_env gives gymnasium's own vectorized implementation of a section."""
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
+import pytest
+from gymnasium.vector import SyncVectorEnv
 
 from shared.config import EnvConfig
-from shared.envs import make_env
+from shared.envs import make_env, make_native_vector_env
 
 
 def test_a_registered_id_is_made_with_the_render_mode() -> None:
@@ -30,3 +34,47 @@ def test_an_entry_point_that_takes_render_mode_gets_it() -> None:
 def test_an_entry_point_without_render_mode_is_built_without_it() -> None:
     env = make_env(EnvConfig(id="tests.shared.userenv:CountEnv"), render_mode="rgb_array")
     assert env.unwrapped.render_mode is None
+
+
+# ----- gymnasium's own vectorized implementations (the evaluator's fast path) -----------------------------------
+
+def test_cartpole_gets_its_native_vector_env_with_the_sections_time_limit() -> None:
+    vec = make_native_vector_env(EnvConfig(id="CartPole-v1", max_episode_steps=20), 3)
+    assert vec is not None and vec.num_envs == 3 and not isinstance(vec, SyncVectorEnv)
+    try:
+        vec.reset(seed=0)
+        steps = 0
+        while True:
+            steps += 1
+            _, _, term, trunc, _ = vec.step(np.zeros(3, np.int64))
+            if (term | trunc).all() or steps == 21:
+                break
+        assert steps <= 20  # always pushing left ends every episode, and never after the section's limit
+    finally:
+        vec.close()
+
+
+def _needs_a_missing_package(**kwargs: object) -> None:
+    raise ImportError("no module named 'jax'")
+
+
+BROKEN_VECTOR = "RlfleetTestEnvs/BrokenVector-v0"
+if BROKEN_VECTOR not in gym.registry:
+    gym.register(id=BROKEN_VECTOR, entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+                 vector_entry_point=_needs_a_missing_package, max_episode_steps=50)
+
+
+@pytest.mark.parametrize("env", [
+    EnvConfig(id="tests.shared.userenv:CountEnv"),  # the user's own entry point
+    EnvConfig(id="Acrobot-v1"),  # no vector_entry_point registered
+    EnvConfig(id="CartPole-v1", wrappers=[{"name": "frame_stack", "frames": 2}]),  # a wrapper that applies
+    EnvConfig(id=BROKEN_VECTOR),  # its vectorized implementation does not build here
+])
+def test_sections_without_a_usable_native_vector_env_get_none(env: EnvConfig) -> None:
+    assert make_native_vector_env(env, 2) is None
+
+
+def test_training_only_wrappers_do_not_prevent_the_native_vector_env() -> None:
+    vec = make_native_vector_env(EnvConfig(id="CartPole-v1", wrappers=[{"name": "scale_reward", "scale": 0.1}]), 2)
+    assert vec is not None
+    vec.close()
