@@ -26,20 +26,24 @@ METRIC_COLUMNS = [
 LOSS_COLUMNS = ["wall_seconds", "env_steps", "iteration", "loss", "value"]
 
 
-def _summary_writer(logdir: Path) -> Any:
-    """tensorboardX's SummaryWriter, loaded without torch.
+# What tensorboardX imports if it can and the coordinator never uses through it: torch, only to accept tensors
+# (the coordinator logs plain floats; torch would cost its process hundreds of MiB), and boto3, only to write
+# events to S3 (the event files are in the run directory; boto3 costs ~0.1 s of CPU at the first tick, while
+# the workers start).
+_UNUSED_BY_TENSORBOARDX = ("torch", "boto3")
 
-    tensorboardX imports torch if it can, only to accept tensors; the coordinator logs plain floats, and torch
-    would cost its process hundreds of MiB for nothing. While tensorboardX loads, `import torch` is made to
-    fail (tensorboardX handles that); afterwards imports behave normally again."""
-    if "torch" in sys.modules:  # e.g. in-process tests: nothing to save
+
+def _summary_writer(logdir: Path) -> Any:
+    """tensorboardX's SummaryWriter, loaded without the modules above: while it loads, importing any of them
+    that is not loaded yet is made to fail (tensorboardX handles that); afterwards imports behave normally."""
+    blocked = [name for name in _UNUSED_BY_TENSORBOARDX if name not in sys.modules]  # loaded ones are free
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
         from tensorboardX import SummaryWriter
-    else:
-        sys.modules["torch"] = None  # type: ignore[assignment]
-        try:
-            from tensorboardX import SummaryWriter
-        finally:
-            del sys.modules["torch"]
+    finally:
+        for name in blocked:
+            del sys.modules[name]
     return SummaryWriter(str(logdir))
 
 

@@ -11,21 +11,15 @@ that run is resumed if it exists (a stopped one continues training: `rlfleet up 
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from coordinator.journal import stored_run_state
 from shared.config import RunConfig
-from shared.layout import RunLayout
+from shared.layout import RunLayout, new_run_name
 
-STAMP_FORMAT = "%Y%m%d-%H%M%S"
-_STAMP = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")  # a start time, and a counter for runs started in one second
-
-
-def new_run_name(base: RunConfig, now: float | None = None) -> str:
-    """A fresh run's name: the config's name, its seed and the local start time (CleanRL's convention)."""
-    return f"{base.name}__s{base.seed}__{time.strftime(STAMP_FORMAT, time.localtime(now))}"
+_STAMP = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")  # a start time (STAMP_FORMAT), and a counter for runs started in
+# one second
 
 
 @dataclass(frozen=True)

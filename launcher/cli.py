@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +16,15 @@ from shared.seeds import MAX_COUNTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator.")
+
+
+def _without_field_docs() -> None:
+    """For commands that never render a schema, before they import the models: their attribute docstrings are
+    not read (shared/__init__.py), nor in the processes they start, unless those set their own environment."""
+    import shared
+
+    shared.FIELD_DOCS = False
+    os.environ["RLFLEET_FIELD_DOCS"] = "0"
 
 
 def _logging() -> None:
@@ -44,6 +54,7 @@ def up(
              "instead of starting a new one, a stopped run too; as RLFLEET_RUN does for compose")] = None,
 ) -> None:
     """Run every service of docker-compose.yml as a local process and train until solved or out of budget."""
+    _without_field_docs()  # the services' environments come from compose, without it
     from launcher.up import UnknownRun, Up, UpOptions
 
     overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
@@ -88,6 +99,7 @@ def coordinator() -> None:
 def collector() -> None:
     """Run a collector worker until the run ends."""
     await_coordinator()  # before the imports below (launcher/readiness.py)
+    _without_field_docs()
     from collector_worker.main import run_collector
     from shared.settings import WorkerSettings
 
@@ -98,6 +110,7 @@ def collector() -> None:
 @app.command()
 def learner() -> None:
     """Run the learner worker until the run ends."""
+    _without_field_docs()
     from learner_worker.main import run_learner
     from shared.settings import WorkerSettings
 
@@ -109,6 +122,7 @@ def learner() -> None:
 def evaluator() -> None:
     """Run the evaluator worker until the run ends."""
     await_coordinator()  # before the imports below (launcher/readiness.py)
+    _without_field_docs()
     from evaluator.main import run_evaluator
     from shared.settings import WorkerSettings
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from shared.wire import Status
+if TYPE_CHECKING:
+    from shared.wire import Status
 
 
 def describe(st: Status) -> str:

@@ -9,26 +9,30 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from coordinator.overrides import parse_overrides
-from coordinator.runs import new_run_name
 from launcher.compose import LocalService, load_services
 from launcher.processes import Child, child_environment, start
 from launcher.progress import Progress
 from launcher.restarts import CrashRecord, RestartPolicy
 from shared.config import load_run_config
-from shared.layout import RunLayout
+from shared.layout import RunLayout, new_run_name
 from shared.tokens import load_tokens_file
-from shared.wire import Status
+
+if TYPE_CHECKING:  # the wire models load in watch(), once the services are started (~0.1 s sooner)
+    from shared.wire import Status
 
 REPO = Path(__file__).resolve().parent.parent
 EXIT_SOLVED, EXIT_UNSOLVED, EXIT_FAILED = 0, 1, 3
 EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
+INLINE_JOB = [sys.executable, "-m", "launcher", "secrets"]  # the compose file's `rlfleet secrets ...`, translated
 WATCH_SECONDS = 0.5  # how often the launcher supervises its children and redraws progress while the run runs
 
 
@@ -108,6 +112,7 @@ class Up:
         self.services["learner"].replicas = config.learner.replicas  # one learner process per rank of the group
         self.launched = time.monotonic()
         self.children: list[Child] = []
+        self.completed: set[str] = set()  # one-shot jobs run in this process (_run_inline)
         self.policy = opts.restart_policy
         self.clock = time.monotonic  # of restart decisions; children's `started` come from the same clock
         self.crashes: dict[str, CrashRecord] = {}
@@ -121,7 +126,7 @@ class Up:
             self._supervise()
             kids = [c for c in self.children if c.service == dep]
             if condition == "service_completed_successfully":
-                if kids and all(c.exit_code == 0 for c in kids):
+                if dep in self.completed or kids and all(c.exit_code == 0 for c in kids):
                     return
                 running = [c for c in kids if c.exit_code is None]
                 if running:  # back as soon as the job exits, not at the next tick: everything else waits for it
@@ -147,9 +152,29 @@ class Up:
             for service in ready:
                 for dep, condition in service.depends_on.items():
                     self._wait_for(dep, condition)
+                if service.argv[:4] == INLINE_JOB:
+                    self._run_inline(service)
+                    started.add(service.name)
+                    continue
                 for replica in range(service.replicas):
                     self.children.append(start(service, replica, self.layout.logs, REPO))
                 started.add(service.name)
+
+    def _run_inline(self, service: LocalService) -> None:
+        """rlfleet's own tokens job runs in this process: the same command (its output in the service's log),
+        without the ~0.2 s of a Python start-up that every other service would wait for."""
+        from typer.main import get_command
+
+        from launcher.cli import app
+
+        self.layout.logs.mkdir(parents=True, exist_ok=True)
+        log_path = self.layout.logs / f"{service.name}.log"
+        with open(log_path, "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            try:
+                get_command(app).main(service.argv[3:], prog_name="rlfleet", standalone_mode=False)
+            except Exception as exc:  # a bad argument in the compose file, an unwritable tokens file, ...
+                raise ServiceFailed(f"{service.name} failed: {type(exc).__name__}: {exc}") from exc
+        self.completed.add(service.name)
 
     # ----- watching ---------------------------------------------------------------------------------------
     def _supervise(self) -> None:
@@ -182,6 +207,8 @@ class Up:
                                      record.restarted(), reason)
 
     def _status(self, http: httpx.Client, wait: float = 0.0) -> Status | None:
+        from shared.wire import Status
+
         try:
             resp = http.get("/v1/status", params={"wait": wait} if wait else None)
             return Status.model_validate_json(resp.content) if resp.status_code == 200 else None

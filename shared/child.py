@@ -23,7 +23,8 @@ class ChildCheckError(RuntimeError):
 
 def ask_child(module: str, question: str, timeout: float = CHILD_TIMEOUT_SECONDS) -> Any:
     """The JSON answer of `python -m module` to `question`; ChildCheckError when it timed out or failed."""
-    child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    # RLFLEET_FIELD_DOCS=0: a check renders no schema (shared/__init__.py)
+    child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "RLFLEET_FIELD_DOCS": "0"}
     try:
         done = subprocess.run([sys.executable, "-m", module], input=question, env=child_env,
                               capture_output=True, text=True, timeout=timeout)

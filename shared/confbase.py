@@ -10,11 +10,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared import FIELD_DOCS
+
 
 class Strict(BaseModel):
     """Unknown keys, NaN and inf are refused; a loaded config never changes afterwards."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, use_attribute_docstrings=FIELD_DOCS)
 
 
 class NetConfig(Strict):

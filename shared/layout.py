@@ -5,12 +5,22 @@ the `store`, `checkpoints` and `best` directories below, or an object store when
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from shared.config import RunConfig
     from shared.stores import StoreTarget
+
+STAMP_FORMAT = "%Y%m%d-%H%M%S"
+
+
+def new_run_name(base: RunConfig, now: float | None = None) -> str:
+    """A fresh run's name, its directory under runs/: the config's name, its seed and the local start time
+    (CleanRL's convention; coordinator/runs.py finds a config's newest run by it)."""
+    return f"{base.name}__s{base.seed}__{time.strftime(STAMP_FORMAT, time.localtime(now))}"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared import FIELD_DOCS
 from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
 
 Id = Annotated[str, Field(pattern=ID_PATTERN)]  # each field says who issues it
@@ -23,7 +24,7 @@ RunState = Literal["running", "solved", "budget_exhausted", "stopped", "failed"]
 
 
 class Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=FIELD_DOCS)
 
 
 class PolicyRef(Wire):

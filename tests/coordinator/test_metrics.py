@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import csv
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 from coordinator.metrics import MetricsRecorder
 from shared.layout import RunLayout
 from shared.wire import EvaluationResult, HoldoutResult, LearnerStatus, PolicyLagStatus, Status
+from tests.conftest import REPO
 
 
 def status(iteration: int, losses: dict[str, float], env_steps: int) -> Status:
@@ -84,3 +87,21 @@ def test_tensorboard_tags_follow_the_common_conventions(tmp_path: Path) -> None:
     recorder.close()
     assert {"charts/episodic_return", "charts/SPS", "losses/td_loss", "eval/episodic_return"} <= tensorboard_tags(
         layout.tensorboard)
+
+
+def test_the_tensorboard_writer_loads_neither_torch_nor_boto3(tmp_path: Path) -> None:
+    """A fresh interpreter, as the coordinator is: both stay importable afterwards."""
+    script = f"""
+import sys
+from pathlib import Path
+from coordinator.metrics import _summary_writer
+writer = _summary_writer(Path({str(tmp_path)!r}))
+writer.add_scalar("charts/SPS", 1.0, 0)
+writer.close()
+print("torch" in sys.modules, "boto3" in sys.modules, end=" ")
+import boto3
+print(boto3.__name__)
+"""
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False boto3"
+    assert list(tmp_path.glob("events.out.tfevents.*"))

@@ -10,10 +10,10 @@ from fastapi.testclient import TestClient
 
 from coordinator.journal import Journal, stored_run_state
 from coordinator.main import create_app
-from coordinator.runs import choose_run, new_run_name
+from coordinator.runs import choose_run
 from coordinator.settings import CoordinatorSettings
 from shared.config import RunConfig
-from shared.layout import RunLayout
+from shared.layout import RunLayout, new_run_name
 from tests.conftest import auth, small_run_config
 
 NOON = time.mktime((2026, 11, 24, 12, 0, 0, 0, 0, -1))  # local time, as run names use

@@ -1,15 +1,18 @@
-"""`rlfleet up` names its run for the coordinator through RLFLEET_RUN: a new one each time, or `--resume`."""
+"""`rlfleet up` names its run for the coordinator through RLFLEET_RUN: a new one each time, or `--resume`; and runs
+the tokens job in its own process."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from coordinator.journal import Journal
 from launcher.cli import app
-from launcher.up import Up, UpOptions
+from launcher.up import ServiceFailed, Up, UpOptions
 from shared.layout import RunLayout
+from shared.tokens import load_tokens_file
 from tests.conftest import REPO
 
 CONFIG = REPO / "configs/cartpole_dqn.yaml"
@@ -58,3 +61,23 @@ def test_resume_takes_a_run_directory_too(tmp_path: Path) -> None:
     Journal(layout.journal).close()
     up = Up(UpOptions(config=CONFIG, resume=str(layout.run_dir), data_dir=tmp_path / "default", port=0))
     assert (up.run_name, up.data_dir) == ("mine", (tmp_path / "elsewhere").resolve())
+
+
+def test_the_tokens_job_runs_in_the_launcher_and_writes_every_file(tmp_path: Path) -> None:
+    up = Up(UpOptions(config=CONFIG, data_dir=tmp_path, port=0))
+    up.services = {"secrets": up.services["secrets"]}  # the job alone: nothing else is started
+    up.start_all()
+    assert up.children == [] and up.completed == {"secrets"}  # no process was started for it
+    tokens = load_tokens_file(tmp_path / "tokens.json")
+    for scope in ("collector", "learner", "evaluator"):
+        assert (tmp_path / "secrets" / scope / "token").read_text().strip() == tokens[scope]
+    assert "tokens in" in (up.layout.logs / "secrets.log").read_text()
+    up._wait_for("secrets", "service_completed_successfully")  # returns at once: the job is done
+
+
+def test_a_failing_inline_tokens_job_fails_the_start_naming_it(tmp_path: Path) -> None:
+    up = Up(UpOptions(config=CONFIG, data_dir=tmp_path, port=0))
+    up.services = {"secrets": up.services["secrets"]}
+    up.services["secrets"].argv = [*up.services["secrets"].argv, "--scope-file", "nobody=/x"]
+    with pytest.raises(ServiceFailed, match="secrets failed: BadParameter"):
+        up.start_all()
