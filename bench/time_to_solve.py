@@ -11,8 +11,8 @@ every published policy version in its evaluator process; SB3 validates in-proces
 steps (default: each algorithm's own, see CASES). Each plays its episodes the way its users would: rlfleet's
 evaluator on gymnasium's own vectorized implementation of the env where one is registered (CartPole's: one env
 per episode), SB3 on 10 copies of the env (a SyncVectorEnv, as SB3's DummyVecEnv; SB3's VecEnv API cannot take
-gymnasium's vector envs). Runs alternate rlfleet / SB3 per seed. Peak memory is the
-largest sum of PSS over the run's whole process tree, sampled every 0.5 s. SB3 uses the rl-zoo
+gymnasium's vector envs); --sb3-native-eval gives SB3 the vectorized env too. Runs alternate rlfleet / SB3 per
+seed. Peak memory is the largest sum of PSS over the run's whole process tree, sampled every 0.5 s. SB3 uses the rl-zoo
 hyperparameters of each algorithm for its env, as do rlfleet's configs (CASES names them). SB3 has no IMPALA:
 rlfleet's IMPALA (asynchronous collectors) is measured against rlfleet's synchronous PPO of the same benchmark
 run instead, and the script prints that ratio whenever both are run.
@@ -195,7 +195,7 @@ def retest(run_dir: Path) -> dict:
             "solved": report["solved"]}
 
 
-def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
+def sb3_worker(algo: str, seed: int, eval_every: int, launched: float, native_eval: bool) -> None:
     """Runs in its own process: train SB3, evaluate greedily every `eval_every` steps, print one JSON line
     with the time since `launched` (the parent's wall clock when it started this process)."""
     import torch
@@ -224,9 +224,9 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
         def _mean(self, mode: Mode, counter: int, episodes: int) -> float:
             model = self.model
             # native=False: copies of the env, as SB3's DummyVecEnv steps them (SB3's VecEnv API cannot take
-            # gymnasium's own vectorized CartPole, which rlfleet's evaluator plays on)
+            # gymnasium's own vectorized CartPole, which rlfleet's evaluator plays on) unless --sb3-native-eval
             returns, _ = evaluate(lambda obs: model.predict(obs, deterministic=True)[0], EnvConfig(id=case.env_id),
-                                  10, episodes, base_seed(seed, mode, 0, counter), native=False)
+                                  10, episodes, base_seed(seed, mode, 0, counter), native=native_eval)
             return sum(returns) / len(returns)
 
         def _on_step(self) -> bool:
@@ -259,9 +259,10 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float) -> None:
     print(json.dumps({"seconds": seconds, "env_steps": steps, "rejected": check.rejected}))
 
 
-def run_sb3(seed: int, algo: str, eval_every: int | None, timeout: float) -> dict:
+def run_sb3(seed: int, algo: str, eval_every: int | None, timeout: float, native_eval: bool) -> dict:
     eval_every = eval_every or CASES[algo].sb3_eval_every
     proc = subprocess.Popen([sys.executable, __file__, "--sb3-worker", "--algo", algo, "--seed", str(seed),
+                             *(["--sb3-native-eval"] if native_eval else []),
                              "--sb3-eval-every", str(eval_every), "--launched", repr(time.time())],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     memory = PeakMemory(proc.pid)
@@ -290,20 +291,23 @@ def main() -> None:
     parser.add_argument("--sb3-eval-every", type=int, help="SB3 env steps between evaluations (default: per algo)")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--json", type=Path, help="write all results here")
+    parser.add_argument("--sb3-native-eval", action="store_true",
+                        help="SB3 also plays its evaluations on gymnasium's vectorized env where one exists, as "
+                             "rlfleet's evaluator does (SB3 users would need an adapter of their own for that)")
     parser.add_argument("--sb3-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--algo", default="dqn", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--launched", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sb3_worker:
-        sb3_worker(args.algo, args.seed, args.sb3_eval_every, args.launched)
+        sb3_worker(args.algo, args.seed, args.sb3_eval_every, args.launched, args.sb3_native_eval)
         return
     results = []
     for algo in args.algos:
         for seed in args.seeds:  # interleaved: A B A B, so drifts in machine load hit both alike
             for system in ("rlfleet", "sb3") if CASES[algo].sb3 else ("rlfleet",):
                 r = (run_rlfleet(seed, algo, args.timeout) if system == "rlfleet"
-                     else run_sb3(seed, algo, args.sb3_eval_every, args.timeout))
+                     else run_sb3(seed, algo, args.sb3_eval_every, args.timeout, args.sb3_native_eval))
                 results.append(r)
                 shown = f"{r['seconds']:.1f}s" if r["solved"] else "NOT SOLVED"
                 again = r.get("retest")
