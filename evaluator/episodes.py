@@ -22,7 +22,7 @@ from shared.envs import make_native_vector_env, make_vector_env
 
 Act = Callable[[np.ndarray], np.ndarray]  # observations -> greedy actions
 Setup = Callable[[SyncVectorEnv], None]  # adjusts the envs before their first reset (self-play's opponents)
-MAX_NATIVE_ENVS = 1000  # one env per episode up to this many episodes; more split over num_envs
+MAX_NATIVE_ENVS = 256  # one env per episode up to this many (num_envs' own bound); more split over num_envs
 
 
 def evaluate(act: Act, env: EnvConfig, num_envs: int, episodes: int, seed: int,

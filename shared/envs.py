@@ -182,8 +182,9 @@ def make_native_vector_env(env: EnvConfig, num_envs: int) -> VectorEnv | None:
     own vectorized implementation of the env (its registered `vector_entry_point`: CartPole's
     steps all its envs in one numpy expression, ~10x cheaper per env step than SyncVectorEnv's loop over
     copies), or None where the section cannot have one: the user's own entry point, a wrapper that applies
-    (those wrap single envs), Dict observations (flattened per env), no such implementation, or one that does
-    not build here (phys2d's need jax). The caller falls back to `make_vector_env`.
+    (those wrap single envs), Dict observations (flattened per env), no such implementation, one that does
+    not build here (phys2d's need jax), or one whose spaces are not the single env's. The caller falls back
+    to `make_vector_env`.
 
     Its envs share one random generator, seeded by the first reset: env i is not seeded base + i as in a
     SyncVectorEnv. Its autoreset mode is its own (CartPole's is NEXT_STEP); callers must honour it."""
@@ -201,8 +202,23 @@ def make_native_vector_env(env: EnvConfig, num_envs: int) -> VectorEnv | None:
         log.info("%s: gymnasium's vectorized implementation is unavailable (%s: %s); stepping copies of the env "
                  "instead", env.id, type(exc).__name__, exc)
         return None
-    if (vec.metadata.get("autoreset_mode") not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
-            or isinstance(vec.single_observation_space, gym.spaces.Dict)):
+    resets = vec.metadata.get("autoreset_mode")
+    if resets not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP) or not _plays_like(vec, env):
         vec.close()
         return None
     return vec
+
+
+def _plays_like(vec: VectorEnv, env: EnvConfig) -> bool:
+    """Whether the vectorized implementation takes and returns what the policy was built for, the single env's
+    spaces (observation shape and dtype, the action space itself): one that preprocesses (ALE's resizes and
+    stacks frames) is a different env to an actor. Observation bounds may differ (CartPole's vector env says
+    inf where the single env says float32's largest value); no actor reads them."""
+    single = make_env(env, training=False)
+    try:
+        obs, vec_obs = single.observation_space, vec.single_observation_space
+        return (not isinstance(vec_obs, gym.spaces.Dict) and type(vec_obs) is type(obs)
+                and vec_obs.shape == obs.shape and vec_obs.dtype == obs.dtype
+                and vec.single_action_space == single.action_space)
+    finally:
+        single.close()

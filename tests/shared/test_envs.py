@@ -3,9 +3,12 @@ when make_native_vector_env gives gymnasium's own vectorized implementation of a
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.vector import SyncVectorEnv
 
 from shared.config import EnvConfig
@@ -58,10 +61,27 @@ def _needs_a_missing_package(**kwargs: object) -> None:
     raise ImportError("no module named 'jax'")
 
 
+def _preprocessing(num_envs: int = 1, **kwargs: Any) -> CartPoleVectorEnv:
+    """A vector env whose observations are not the single env's (as ALE's, which resizes and stacks frames)."""
+    vec = CartPoleVectorEnv(num_envs=num_envs, **kwargs)
+    vec.single_observation_space = gym.spaces.Box(0, 255, (84, 84), np.uint8)
+    return vec
+
+
+def _more_actions(num_envs: int = 1, **kwargs: Any) -> CartPoleVectorEnv:
+    vec = CartPoleVectorEnv(num_envs=num_envs, **kwargs)
+    vec.single_action_space = gym.spaces.Discrete(3)
+    return vec
+
+
 BROKEN_VECTOR = "RlfleetTestEnvs/BrokenVector-v0"
-if BROKEN_VECTOR not in gym.registry:
-    gym.register(id=BROKEN_VECTOR, entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
-                 vector_entry_point=_needs_a_missing_package, max_episode_steps=50)
+OTHER_OBSERVATIONS = "RlfleetTestEnvs/OtherObservations-v0"
+OTHER_ACTIONS = "RlfleetTestEnvs/OtherActions-v0"
+for _id, _vector in ((BROKEN_VECTOR, _needs_a_missing_package), (OTHER_OBSERVATIONS, _preprocessing),
+                     (OTHER_ACTIONS, _more_actions)):
+    if _id not in gym.registry:
+        gym.register(id=_id, entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+                     vector_entry_point=_vector, max_episode_steps=50)
 
 
 @pytest.mark.parametrize("env", [
@@ -69,6 +89,8 @@ if BROKEN_VECTOR not in gym.registry:
     EnvConfig(id="Acrobot-v1"),  # no vector_entry_point registered
     EnvConfig(id="CartPole-v1", wrappers=[{"name": "frame_stack", "frames": 2}]),  # a wrapper that applies
     EnvConfig(id=BROKEN_VECTOR),  # its vectorized implementation does not build here
+    EnvConfig(id=OTHER_OBSERVATIONS),  # ... returns other observations than the single env
+    EnvConfig(id=OTHER_ACTIONS),  # ... takes other actions
 ])
 def test_sections_without_a_usable_native_vector_env_get_none(env: EnvConfig) -> None:
     assert make_native_vector_env(env, 2) is None
