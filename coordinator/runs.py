@@ -18,8 +18,8 @@ from coordinator.journal import stored_run_state
 from shared.config import RunConfig
 from shared.layout import RunLayout, new_run_name
 
-_STAMP = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")  # a start time (STAMP_FORMAT), and a counter for runs started in
-# one second
+# a run name's start time (shared.layout.STAMP_FORMAT), and a counter for runs started in one second
+_STAMP = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ class Up:
             self._supervise()
             kids = [c for c in self.children if c.service == dep]
             if condition == "service_completed_successfully":
-                if dep in self.completed or kids and all(c.exit_code == 0 for c in kids):
+                if dep in self.completed or (kids and all(c.exit_code == 0 for c in kids)):
                     return
                 running = [c for c in kids if c.exit_code is None]
                 if running:  # back as soon as the job exits, not at the next tick: everything else waits for it

@@ -177,6 +177,9 @@ def make_vector_env(env: EnvConfig, num_envs: int, reset_on_error: bool = False,
     return SyncVectorEnv([make for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
 
 
+_native_usable: dict[str, bool] = {}  # per env section (make_native_vector_env)
+
+
 def make_native_vector_env(env: EnvConfig, num_envs: int) -> VectorEnv | None:
     """For evaluation (training-only wrappers left out, as `make_vector_env(training=False)` does): gymnasium's
     own vectorized implementation of the env (its registered `vector_entry_point`: CartPole's
@@ -187,11 +190,17 @@ def make_native_vector_env(env: EnvConfig, num_envs: int) -> VectorEnv | None:
     to `make_vector_env`.
 
     Its envs share one random generator, seeded by the first reset: env i is not seeded base + i as in a
-    SyncVectorEnv. Its autoreset mode is its own (CartPole's is NEXT_STEP); callers must honour it."""
-    if ":" in env.id or any(not wrapper.training_only for wrapper in env.wrappers):
+    SyncVectorEnv. Its autoreset mode is its own (CartPole's is NEXT_STEP); callers must honour it.
+
+    Whether a section can have one is decided once per process (the evaluator asks at every validation): a
+    section refused is not built, checked or logged again."""
+    key = env.model_dump_json(exclude={"solve_threshold"})
+    if _native_usable.get(key) is False:
         return None
     spec = gym.registry.get(env.id)
-    if spec is None or spec.vector_entry_point is None or spec.additional_wrappers:
+    if (":" in env.id or any(not wrapper.training_only for wrapper in env.wrappers)
+            or spec is None or spec.vector_entry_point is None or spec.additional_wrappers):
+        _native_usable[key] = False
         return None
     kwargs: dict[str, Any] = dict(env.kwargs)
     if env.max_episode_steps is not None:
@@ -201,9 +210,12 @@ def make_native_vector_env(env: EnvConfig, num_envs: int) -> VectorEnv | None:
     except Exception as exc:  # a missing optional dependency, kwargs only the single env takes, ...
         log.info("%s: gymnasium's vectorized implementation is unavailable (%s: %s); stepping copies of the env "
                  "instead", env.id, type(exc).__name__, exc)
+        _native_usable[key] = False
         return None
-    resets = vec.metadata.get("autoreset_mode")
-    if resets not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP) or not _plays_like(vec, env):
+    if key not in _native_usable:
+        resets = vec.metadata.get("autoreset_mode")
+        _native_usable[key] = resets in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP) and _plays_like(vec, env)
+    if not _native_usable[key]:
         vec.close()
         return None
     return vec

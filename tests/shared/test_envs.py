@@ -100,3 +100,18 @@ def test_training_only_wrappers_do_not_prevent_the_native_vector_env() -> None:
     vec = make_native_vector_env(EnvConfig(id="CartPole-v1", wrappers=[{"name": "scale_reward", "scale": 0.1}]), 2)
     assert vec is not None
     vec.close()
+
+
+def test_a_refused_section_is_not_built_again() -> None:
+    """The evaluator asks at every validation: a vectorized implementation that failed once is not retried."""
+    calls: list[int] = []
+
+    def counting(num_envs: int = 1, **kwargs: Any) -> CartPoleVectorEnv:
+        calls.append(num_envs)
+        raise ImportError("no module named 'jax'")
+
+    gym.register(id="RlfleetTestEnvs/CountedVector-v0", vector_entry_point=counting, max_episode_steps=50,
+                 entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv")
+    env = EnvConfig(id="RlfleetTestEnvs/CountedVector-v0")
+    assert make_native_vector_env(env, 2) is None and make_native_vector_env(env, 2) is None
+    assert calls == [2]
