@@ -211,7 +211,7 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float, native_ev
     case = CASES[algo]
 
     class SolveCheck(BaseCallback):
-        """rlfleet's rule (coordinator/judge.py): a validation pass that beats every candidate tested so far is
+        """rlfleet's rule (coordinator/state/judge.py): a validation pass that beats every candidate tested so far is
         tested on held-out seeds, and only a confirming test solves."""
 
         def __init__(self) -> None:

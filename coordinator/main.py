@@ -15,15 +15,10 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from coordinator.apidoc import API_DESCRIPTION, apply_scopes
-from coordinator.errors import CoordinatorError
-from coordinator.fastpath import FastPath
-from coordinator.gcpacing import GcPacing
-from coordinator.journal import Journal
-from coordinator.metrics import MetricsRecorder
-from coordinator.middleware import BodySizeLimit, TokenGate
-from coordinator.overrides import parse_overrides
-from coordinator.routes import (
+from coordinator.api.apidoc import API_DESCRIPTION, apply_scopes
+from coordinator.api.fastpath import FastPath
+from coordinator.api.middleware import BodySizeLimit, TokenGate
+from coordinator.api.routes import (
     control,
     dashboard,
     data,
@@ -37,11 +32,16 @@ from coordinator.routes import (
     tests,
     workers,
 )
+from coordinator.errors import CoordinatorError
+from coordinator.gcpacing import GcPacing
+from coordinator.journal.database import Journal
+from coordinator.observe.metrics import MetricsRecorder
+from coordinator.observe.timeline import Timeline
+from coordinator.overrides import parse_overrides
 from coordinator.run import Run
 from coordinator.runs import choose_run
 from coordinator.settings import CoordinatorSettings
 from coordinator.telemetry import RequestTimer, Telemetry
-from coordinator.timeline import Timeline
 from coordinator.webui import DashboardPages
 from shared.config import RunConfig, dump_run_config, load_run_config
 from shared.layout import RunLayout
@@ -70,7 +70,7 @@ async def _tick_loop(app: FastAPI) -> None:
     run_: Run = app.state.run
     recorder: MetricsRecorder = app.state.recorder
     settings: CoordinatorSettings = app.state.settings
-    finished = not run_.lifecycle.running  # a resumed run that had already ended
+    finished = not run_.ctx.lifecycle.running  # a resumed run that had already ended
     last_gc = asyncio.get_running_loop().time()
     pacing = GcPacing() if settings.gc_pacing else None
     while True:
@@ -79,15 +79,15 @@ async def _tick_loop(app: FastAPI) -> None:
             if pacing is not None:
                 pacing.tick()
             run_.tick()
-            await run_.settle()
+            await run_.ctx.settle()
             if asyncio.get_running_loop().time() - last_gc >= settings.gc_every_seconds:
                 last_gc = asyncio.get_running_loop().time()
-                await asyncio.to_thread(run_.payloads.collect_garbage, run_.referenced_payloads(),
+                await asyncio.to_thread(run_.ctx.payloads.collect_garbage, run_.housekeeping.referenced_payloads(),
                                         settings.orphan_grace_seconds)
             status = run_.status()
             app.state.timeline.record(status)
             await asyncio.to_thread(recorder.record, status)
-            await asyncio.to_thread(recorder.record_evaluations, run_.evaluation_history(), list(run_.judge.tests))
+            await asyncio.to_thread(recorder.record_evaluations, run_.evaluations.history(), list(run_.ctx.judge.tests))
             if status.run_state != "running" and not finished:
                 finished = True
                 log.info("run %s: %s (%s)", status.run_name, status.run_state, status.run_message)
@@ -132,13 +132,13 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             config, store, lease_seconds=settings.lease_seconds,
             sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
             journal=journal, max_workers=settings.max_workers, idempotency_seconds=settings.idempotency_seconds,
-            reopen_stopped=named, telemetry=telemetry, datasets=open_datasets(settings.data_dir, request_target),
+            reopen_stopped=named, telemetry=telemetry, dataset_store=open_datasets(settings.data_dir, request_target),
         )
-        telemetry.watch(app.state.run)
-        app.state.timeline.resume(layout.metrics_csv, app.state.run.data.buffer.capacity)
-        layout.config_file.write_text(dump_run_config(app.state.run.config))
-        app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.judge.results),
-                                             tests_written=len(app.state.run.judge.tests))
+        telemetry.watch(app.state.run.metrics())
+        app.state.timeline.resume(layout.metrics_csv, app.state.run.ctx.data.buffer.capacity)
+        layout.config_file.write_text(dump_run_config(app.state.run.ctx.config))
+        app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.ctx.judge.results),
+                                             tests_written=len(app.state.run.ctx.judge.tests))
         ticker = asyncio.create_task(_tick_loop(app))
         log.info("run %s ready: data in %s", config.name, layout.run_dir)
         try:
@@ -148,13 +148,13 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
             try:
-                app.state.recorder.record_evaluations(app.state.run.evaluation_history(),
-                                                      list(app.state.run.judge.tests))
+                app.state.recorder.record_evaluations(app.state.run.evaluations.history(),
+                                                      list(app.state.run.ctx.judge.tests))
                 app.state.recorder.finish(app.state.run.status())
             except Exception:  # a failed final plot must not turn a clean shutdown into a crash
                 log.exception("could not write the run's final metrics")
             app.state.recorder.close()
-            app.state.run.close()
+            app.state.run.ctx.close()
             journal.close()
 
     # Swagger UI and ReDoc from the assets in fastapi-offline's wheel: /docs works with no internet.

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.journal import stored_run_state
+from coordinator.journal.database import stored_run_state
 from shared.config import RunConfig
 from shared.layout import RunLayout, new_run_name
 

@@ -43,7 +43,7 @@ class CoordinatorSettings(StoreSettings):
         300.0, gt=0, description="unacknowledged payload files older than this are deleted by the GC sweep")
     gc_every_seconds: float = Field(30.0, gt=0, description="interval of the orphan-payload GC sweep")
     fast_path: bool = Field(True, description=(
-        "answer heartbeats and /healthz in front of FastAPI's routing (coordinator/fastpath.py); the routes "
+        "answer heartbeats and /healthz in front of FastAPI's routing (coordinator/api/fastpath.py); the routes "
         "behind it answer the same"))
     gc_pacing: bool = Field(True, description=(
         "pace Python's cyclic collector (coordinator/gcpacing.py); off only where the coordinator shares its "

@@ -1,5 +1,5 @@
 """Prometheus metrics of one coordinator app: request latency per route, chunk sizes, sample waits, policy
-propagation, and the run's counters read at scrape time.
+propagation, and (coordinator/observe/scrape.py) the run's counters read at scrape time.
 
 Each app owns a `CollectorRegistry` (tests build many apps in one process; the global registry would refuse
 the second). What the run already counts (env steps, chunks, lag at ingest, ...) is read from its components
@@ -10,20 +10,13 @@ happens, each observation a bisect and a lock (about a microsecond).
 from __future__ import annotations
 
 import time
-from collections import Counter
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from coordinator.lag import TAIL
-
-if TYPE_CHECKING:
-    from coordinator.run import Run
-    from shared.wire import PolicyRef
+from shared.wire import PolicyRef
 
 ROUTE_KEY = "rlfleet.route"  # set on the ASGI scope by layers that answer in front of FastAPI's router
 _LATENCY_BUCKETS = (.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30)
@@ -48,7 +41,7 @@ class Telemetry:
             registry=self.registry, buckets=_WAIT_BUCKETS)
         self._children: dict[tuple[str, str, int], Any] = {}
         self._published: dict[int, float] = {}
-        self._run: RunCollector | None = None
+        self._run: Collector | None = None
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         key = (method, route, status)
@@ -70,93 +63,15 @@ class Telemetry:
             if start is not None:
                 self.propagation.observe(now - start)
 
-    def watch(self, run: Run) -> None:
-        """Expose `run`'s counters (the app's lifespan may start again with a new run: it replaces the old)."""
+    def watch(self, collector: Collector) -> None:
+        """Expose a run's counters (the app's lifespan may start again with a new run: it replaces the old)."""
         if self._run is not None:
             self.registry.unregister(self._run)
-        self._run = RunCollector(run)
-        self.registry.register(self._run)
+        self._run = collector
+        self.registry.register(collector)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-class RunCollector(Collector):
-    """The run's counters and gauges, read from its components when scraped (names kept from the
-    hand-written exposition this replaced)."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    def describe(self) -> list[Metric]:
-        return []  # nothing to check at registration: names are fixed and unique
-
-    def collect(self) -> Iterator[Metric]:
-        run = self.run
-        data, committer = run.data, run.journal.committer
-        for name, help_, count in (
-                ("rlfleet_env_steps", "env steps acknowledged", data.env_steps),
-                ("rlfleet_episodes", "episodes finished in acknowledged chunks", data.episodes),
-                ("rlfleet_chunks", "chunks acknowledged", data.chunks),
-                ("rlfleet_duplicate_chunks", "retried chunk reports recognised and counted once",
-                 data.duplicate_chunks),
-                ("rlfleet_corrupt_chunks", "chunks a learner found unusable", data.corrupt_chunks),
-                ("rlfleet_env_errors", "environment exceptions contained by collectors", data.env_errors),
-                ("rlfleet_journal_commits", "SQLite transactions since the coordinator started", committer.commits),
-                ("rlfleet_member_results", "population member results applied to their generation",
-                 run.generations.results_accepted),
-                ("rlfleet_member_results_late", "member results for closed generations: acknowledged, never applied",
-                 run.generations.late_results),
-                ("rlfleet_member_results_duplicate", "repeated member reports recognised and counted once",
-                 run.generations.duplicate_results),
-                ("rlfleet_members_reoffered", "population members offered again after their lease ran out",
-                 run.generations.members_reoffered),
-                ("rlfleet_generations_closed", "generations a population-based learner closed",
-                 run.generations.generations_closed),
-                ("rlfleet_journal_submissions", "journalled mutations since the coordinator started",
-                 committer.submissions)):
-            yield CounterMetricFamily(name, help_, value=count)
-        workers = run.fleet.registry.workers.values()
-        gauges: tuple[tuple[str, str, float], ...] = (
-                ("rlfleet_env_steps_per_second", "env steps per second over the last few seconds",
-                 run.steps_per_second()),
-                ("rlfleet_policy_version", "latest published policy version", run.policies.latest_version),
-                ("rlfleet_learner_iteration", "learner updates so far", run.learner.iteration),
-                ("rlfleet_learner_hooks_failed", "learner hooks switched off after raising",
-                 len(run.learner.hooks_failed)),
-                ("rlfleet_samples_per_insert", "achieved ratio of sampled to inserted transitions",
-                 data.limiter.achieved_ratio()),
-                ("rlfleet_run_running", "1 while the run is running", int(run.lifecycle.running)),
-                ("rlfleet_workers_flagged", "workers whose chunk reports are refused (corrupt payloads)",
-                 sum(run.fleet.flagged(w) for w in workers)))
-        for name, help_, value in gauges:
-            yield GaugeMetricFamily(name, help_, value=value)
-        kinds = Counter(w.kind for w in workers)
-        family = GaugeMetricFamily("rlfleet_workers", "live registered workers", labels=["kind"])
-        for kind in ("collector", "learner", "evaluator"):
-            family.add_metric([kind], kinds[kind])
-        yield family
-        family = GaugeMetricFamily("rlfleet_buffer_transitions", "transitions in the replay buffer", labels=["buffer"])
-        family.add_metric([data.buffer.buffer_id], data.buffer.transitions)
-        yield family
-        family = GaugeMetricFamily("rlfleet_buffer_capacity_transitions", "replay buffer capacity",
-                                   labels=["buffer"])
-        family.add_metric([data.buffer.buffer_id], data.buffer.capacity)
-        yield family
-        yield _lag_histogram(run)
-
-
-def _lag_histogram(run: Run) -> HistogramMetricFamily:
-    """The data plane's lag-at-ingest counts (0..TAIL-1, TAIL+) as a cumulative histogram."""
-    lag = run.data.lag
-    buckets, total = [], 0
-    for k in range(TAIL):
-        total += lag.ingest.get(k, 0)
-        buckets.append((str(float(k)), total))
-    buckets.append(("+Inf", total + lag.ingest.get(TAIL, 0)))
-    return HistogramMetricFamily("rlfleet_policy_lag_versions",
-                                 "policy versions between each chunk's policy and the latest one, at ingest",
-                                 buckets=buckets, sum_value=lag.ingest_sum)
 
 
 class RequestTimer:

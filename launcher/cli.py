@@ -385,7 +385,7 @@ def runs(data_dir: Annotated[Path, typer.Argument(help="where runs/<name>/ are k
 @app.command()
 def plot(run_dir: Path) -> None:
     """(Re)draw RUN_DIR/learning_curve.png from its metrics."""
-    from coordinator.curves import plot_learning_curve
+    from coordinator.observe.curves import plot_learning_curve
     from shared.layout import RunLayout
 
     layout = RunLayout(run_dir.parent.parent, run_dir.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.journal import stored_meta
+from coordinator.journal.database import stored_meta
 from shared.layout import RunLayout
 
 

@@ -1,7 +1,7 @@
 """The dataset loop: a learner trained on a recorded dataset (behavioural cloning, models of experience) instead
 of on collectors.
 
-Each turn it asks the coordinator for the next batch of the train split (coordinator/datasets.py owns the
+Each turn it asks the coordinator for the next batch of the train split (coordinator/state/datasets.py owns the
 epochs and their order), reads the learner's columns from the dataset store's episode files (sha256-checked,
 kept in memory: a recording is read many times over), and takes one gradient step. At each epoch's end it
 scores the valid split (`valid_*` in learn info, kept in every later report, so status always shows the latest

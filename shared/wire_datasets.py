@@ -1,6 +1,6 @@
 """Wire models of dataset serving: batches of a recorded dataset's train split, epoch by epoch.
 
-A dataset run's learner asks the coordinator for each batch (coordinator/datasets.py owns the order): which
+A dataset run's learner asks the coordinator for each batch (coordinator/state/datasets.py owns the order): which
 episode files, which rows of each. The files are read from the dataset store (shared/datasets.py), not sent.
 """
 

@@ -1,4 +1,4 @@
-"""Wire models of validations and held-out tests (coordinator/judge.py decides what they mean)."""
+"""Wire models of validations and held-out tests (coordinator/state/judge.py decides what they mean)."""
 
 from __future__ import annotations
 

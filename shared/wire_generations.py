@@ -3,7 +3,7 @@
 A population-based learner (evolution strategies) opens a generation: a published policy version, how to
 perturb it (a shared noise table, shared/noise_table.py) and its members (noise offset, sign). Collectors
 claim members under a lease, evaluate the perturbed policy and report a small result, no payload file. The
-learner closes the generation once enough results are in (coordinator/generations.py owns the rules).
+learner closes the generation once enough results are in (coordinator/state/generations.py owns the rules).
 """
 
 from __future__ import annotations

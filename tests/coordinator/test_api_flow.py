@@ -197,7 +197,7 @@ def test_sampling_is_uniform_over_transitions(tmp_path: Path) -> None:
 
 
 def _sample_two_chunk_sizes(client: TestClient, tokens: Tokens, store: LocalStore) -> None:
-    config = client.app.state.run.config  # type: ignore[attr-defined]
+    config = client.app.state.run.ctx.config  # type: ignore[attr-defined]
     collector = register(client, tokens["collector"], "collector")
     claim(client, tokens["collector"], collector)
     learner = learner_with_task(client, tokens)
@@ -265,7 +265,7 @@ def test_old_policy_files_are_pruned(client: TestClient, tokens: Tokens, store: 
     refs = [write_policy(store, v) for v in range(1, keep + 3)]
     for ref in refs:
         assert publish(client, tokens, learner, ref, iteration=ref["version"]).status_code == 200
-    client.app.state.run.payloads.flush()  # type: ignore[attr-defined]  # files go on the deleter thread
+    client.app.state.run.ctx.payloads.flush()  # type: ignore[attr-defined]  # files go on the deleter thread
     assert [store.size(r["path"]) is not None for r in refs] == [False, False] + [True] * keep
     assert client.get("/v1/policies/latest", headers=auth(tokens["read"])).json() == refs[-1]
 

@@ -55,7 +55,7 @@ class World:
         return resp.json()["buffers"][0]
 
     def report(self, chunk_id: str, rows: int) -> None:
-        config = self.client.app.state.run.config  # type: ignore[attr-defined]
+        config = self.client.app.state.run.ctx.config  # type: ignore[attr-defined]
         body = write_chunk(self.store, "collector-0", chunk_id, self.collector, config=config,
                            steps=rows // config.collector.num_envs)
         assert body["env_steps"] == rows

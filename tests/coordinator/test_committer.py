@@ -10,12 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import journal as jr
-from coordinator.committer import JournalFailed
 from coordinator.errors import Conflict
-from coordinator.ingest import IngestLedger
-from coordinator.journal import FORMAT, Journal, JournalFormatError
-from coordinator.tasks import TaskQueue
+from coordinator.journal.committer import JournalFailed
+from coordinator.journal.database import FORMAT, Journal, JournalFormatError
+from coordinator.state.dataplane import DataPlane, chunk_row, chunks_forgotten, chunks_gone
+from coordinator.state.fleet import Fleet, task_row, worker_row
+from coordinator.state.ingest import IngestLedger
+from coordinator.state.registry import Worker
+from coordinator.state.tasks import TaskQueue, TaskRecord
+
+SCHEMA = "\n".join(t.ddl for t in Fleet.tables + DataPlane.tables)
+
+
+def _journal(path: Path | None = None) -> Journal:
+    """A journal with the tables these statements write (the fleet's and the data plane's)."""
+    journal = Journal(path)
+    journal.create(Fleet.tables + DataPlane.tables)
+    return journal
 
 
 def _rows(journal: Journal, sql: str) -> list[tuple[object, ...]]:
@@ -25,13 +36,14 @@ def _rows(journal: Journal, sql: str) -> list[tuple[object, ...]]:
 
 
 def test_concurrent_submissions_share_commits_and_all_become_durable(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "j.sqlite")
+    journal = _journal(tmp_path / "j.sqlite")
     futures = []
     lock = threading.Lock()
 
     def submit(worker: int) -> None:
         for i in range(200):
-            future = journal.submit([jr.task_row(f"t-{worker}-{i}", "collector", i, 0)], {"last": [worker, i]})
+            row = task_row(TaskRecord(f"t-{worker}-{i}", "collector", i))
+            future = journal.submit([row], {"last": [worker, i]})
             with lock:
                 futures.append(future)
 
@@ -49,24 +61,24 @@ def test_concurrent_submissions_share_commits_and_all_become_durable(tmp_path: P
 
 
 def test_meta_keys_are_coalesced_to_the_last_value_submitted() -> None:
-    journal = Journal(None)
+    journal = _journal()
     for i in range(50):
         journal.submit([], {"counter": i})
     assert _rows(journal, "SELECT value FROM meta WHERE key='counter'") == [(json.dumps(49),)]
 
 
 def test_a_failed_commit_fails_its_group_and_everything_behind_it_until_cleared() -> None:
-    journal = Journal(None)
-    journal.submit([jr.task_row("ok", "collector", 0, 0)]).result(timeout=5)
+    journal = _journal()
+    journal.submit([task_row(TaskRecord("ok", "collector", 0))]).result(timeout=5)
     bad = journal.submit([("INSERT INTO no_such_table VALUES (1)", ())])
     with pytest.raises(JournalFailed):
         bad.result(timeout=5)
-    behind = journal.submit([jr.task_row("later", "collector", 1, 0)])
+    behind = journal.submit([task_row(TaskRecord("later", "collector", 1))])
     with pytest.raises(JournalFailed):
         behind.result(timeout=5)
     assert journal.committer.failure is not None
     journal.committer.clear()
-    journal.submit([jr.task_row("after", "collector", 2, 0)]).result(timeout=5)
+    journal.submit([task_row(TaskRecord("after", "collector", 2))]).result(timeout=5)
     assert sorted(r[0] for r in _rows(journal, "SELECT task_id FROM tasks")) == ["after", "ok"]
 
 
@@ -103,12 +115,12 @@ def test_the_ledger_is_capped_however_fast_chunks_arrive() -> None:
 def test_rows_of_chunks_out_of_the_buffer_and_the_window_are_deleted() -> None:
     from coordinator.replay.buffer import Entry
 
-    journal = Journal(None)
+    journal = _journal()
     old = Entry("old", "chunks/t/old.msgpack", "0" * 64, 4, 0)
     new = Entry("new", "chunks/t/new.msgpack", "1" * 64, 4, 0)
-    journal.submit([jr.chunk_row(old, 0, 1.0, "w", acked_at=10.0), jr.chunk_row(new, 4, 1.0, "w", acked_at=90.0)])
-    journal.submit(jr.chunks_gone([old, new]))
-    journal.submit([jr.chunks_forgotten(acked_before=50.0)])
+    journal.submit([chunk_row(old, 0, 1.0, "w", acked_at=10.0), chunk_row(new, 4, 1.0, "w", acked_at=90.0)])
+    journal.submit(chunks_gone([old, new]))
+    journal.submit([chunks_forgotten(acked_before=50.0)])
     assert _rows(journal, "SELECT chunk_id FROM chunks") == [("new",)]
 
 
@@ -127,15 +139,15 @@ def test_pending_collector_tasks_idle_past_the_cutoff_are_pruned_and_indices_nev
 
 
 def test_a_request_that_goes_away_cannot_cancel_the_commit_its_group_shares() -> None:
-    journal = Journal(None)
-    future = journal.submit([jr.task_row("t", "collector", 0, 0)])
+    journal = _journal()
+    future = journal.submit([task_row(TaskRecord("t", "collector", 0))])
     assert future.cancel() is False  # asyncio.wrap_future cancels its source when the awaiting task is cancelled
     future.result(timeout=5)
     assert _rows(journal, "SELECT task_id FROM tasks") == [("t",)]
 
 
 def test_actions_after_a_commit_run_before_its_waiters_are_released_and_never_after_a_failure() -> None:
-    journal = Journal(None)
+    journal = _journal()
     done: list[str] = []
     journal.submit([], {"k": 1}, after=lambda: done.append("ok")).result(timeout=5)
     assert done == ["ok"]
@@ -147,23 +159,24 @@ def test_actions_after_a_commit_run_before_its_waiters_are_released_and_never_af
 
 def _apply(statements: list[tuple[str, tuple[object, ...]]]) -> list[list[tuple[object, ...]]]:
     db = sqlite3.connect(":memory:")
-    db.executescript(jr.SCHEMA)
+    db.executescript(SCHEMA)
     for sql, args in statements:
         db.execute(sql, args)
     return [db.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall() for table in ("chunks", "tasks", "workers")]
 
 
 def test_merged_statements_have_the_same_effect_in_fewer_executions() -> None:
-    from coordinator.committer import merged
+    from coordinator.journal.committer import merged
     from coordinator.replay.buffer import Entry
 
     entries = [Entry(f"c{i:04d}", f"chunks/t/c{i:04d}.msgpack", f"{i:064x}", 8, 0, 2, (1, 5), (0,)) for i in range(40)]
-    statements = [jr.chunk_row(e, 8 * i, 1.0, "w", 1.5) for i, e in enumerate(entries[:25])]
-    statements += [jr.task_row("t-1", "collector", 1, 0), jr.task_row("t-1", "collector", 1, 1)]  # order matters
-    statements += jr.chunks_gone(entries[:7], per_statement=3)
-    statements += [jr.worker_row("w", "collector", "host", "t-1", 0, None)]
-    statements += [jr.chunk_row(e, 8 * i, 1.0, "w", 1.5) for i, e in enumerate(entries[25:])]
-    statements += jr.worker_removed("w")
+    statements = [chunk_row(e, 8 * i, 1.0, "w", 1.5) for i, e in enumerate(entries[:25])]
+    statements += [task_row(TaskRecord("t-1", "collector", 1)),
+                   task_row(TaskRecord("t-1", "collector", 1, claims=1))]  # order matters
+    statements += chunks_gone(entries[:7], per_statement=3)
+    statements += [worker_row(Worker("w", "collector", "host", 0.0, 0.0, task_id="t-1"))]
+    statements += [chunk_row(e, 8 * i, 1.0, "w", 1.5) for i, e in enumerate(entries[25:])]
+    statements += [("DELETE FROM workers WHERE worker_id=?", ("w",)), ("DELETE FROM tasks WHERE task_id=?", ("x",))]
     out = merged(statements)
     assert _apply(out) == _apply(statements)
     # 25 chunk rows -> 1, two task rows -> 1, 7 gone in 3s -> 3, a worker row, 15 chunk rows -> 1, two deletes
@@ -173,9 +186,9 @@ def test_merged_statements_have_the_same_effect_in_fewer_executions() -> None:
 
 
 def test_merged_keeps_each_statement_under_the_bound_parameter_limit() -> None:
-    from coordinator.committer import _MAX_PARAMS, merged
+    from coordinator.journal.committer import _MAX_PARAMS, merged
 
-    statements = [jr.task_row(f"t-{i}", "collector", i, 0) for i in range(20_000)]
+    statements = [task_row(TaskRecord(f"t-{i}", "collector", i)) for i in range(20_000)]
     out = merged(statements)
     assert all(len(args) <= _MAX_PARAMS for _, args in out) and len(out) == -(-20_000 * 4 // _MAX_PARAMS)
     assert _apply(out) == _apply(statements)

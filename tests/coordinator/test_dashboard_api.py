@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from coordinator.main import create_app
-from coordinator.timeline import Timeline
+from coordinator.observe.timeline import Timeline
 from tests.coordinator.helpers import auth, make_settings, register
 
 

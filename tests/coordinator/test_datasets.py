@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator.datasets import DatasetServer
+from coordinator.journal.component import Stored
+from coordinator.state.datasets import DatasetServer
 from shared.datasets import DatasetManifest
 from shared.store import LocalStore
 from tests.shared.test_datasets import _write
@@ -59,7 +60,7 @@ def test_the_position_survives_a_restart(manifest: DatasetManifest) -> None:
     for _ in range(3):
         server.next_batch(20, None)
     restored = DatasetServer(manifest, seed=0, epochs=2)
-    restored.load_state_dict(server.state_dict())
+    restored.load_state_dict(Stored(server.state_dict()), now=0.0)
     assert restored.next_batch(20, None) == server.next_batch(20, None)
     status = restored.status()
     assert status.epoch == 1 and status.batches_served == 4 and status.train_episodes == 6
@@ -73,6 +74,6 @@ def test_each_epochs_scores_are_kept_once(manifest: DatasetManifest) -> None:
     assert not server.record_scores({"nll": 0.2, "valid_nll": 0.4, "valid_accuracy": 0.9, "epoch": 1.0})  # again
     assert server.record_scores({"valid_nll": 0.2, "valid_accuracy": 0.95, "epoch": 2.0})
     restored = DatasetServer(manifest, seed=0, epochs=3)
-    restored.load_state_dict(server.state_dict())
+    restored.load_state_dict(Stored(server.state_dict()), now=0.0)
     assert [(s.epoch, s.scores) for s in restored.status().epoch_scores] == [
         (1, {"valid_nll": 0.4, "valid_accuracy": 0.9}), (2, {"valid_nll": 0.2, "valid_accuracy": 0.95})]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.fastpath import FastPath
+from coordinator.api.fastpath import FastPath
 from coordinator.main import create_app, serve_app
 from tests.coordinator.helpers import auth, make_settings, register
 

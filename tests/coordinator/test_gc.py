@@ -25,7 +25,7 @@ def _age(store: LocalStore, relpath: str, seconds: float) -> None:
 
 def test_only_old_unreferenced_files_are_deleted(run: Run, store: LocalStore) -> None:
     worker, task = collector(run)
-    run.ingest(chunk(run, worker, task, "acked"))
+    run.chunks.ingest(chunk(run, worker, task, "acked"))
     _age(store, f"chunks/{task}/acked.msgpack", 3600)  # old but referenced: kept
     store.put(f"chunks/{task}/orphan-old.msgpack", b"never reported")
     _age(store, f"chunks/{task}/orphan-old.msgpack", 3600)
@@ -34,13 +34,13 @@ def test_only_old_unreferenced_files_are_deleted(run: Run, store: LocalStore) ->
     torn.write_bytes(b"half a payload")
     os.utime(torn, (time.time() - 3600,) * 2)
 
-    assert run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=300) == 2
+    assert run.ctx.payloads.collect_garbage(run.housekeeping.referenced_payloads(), grace_seconds=300) == 2
     left = {p.relative_to(store.root).as_posix() for p in (store.root / "chunks").rglob("*") if p.is_file()}
     assert left == {f"chunks/{task}/acked.msgpack", f"chunks/{task}/orphan-new.msgpack"}
 
 
 def test_gc_on_an_empty_store_does_nothing(run: Run) -> None:
-    assert run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=0) == 0
+    assert run.ctx.payloads.collect_garbage(run.housekeeping.referenced_payloads(), grace_seconds=0) == 0
 
 
 def _files(root: Path) -> dict[Path, bytes]:
@@ -57,13 +57,14 @@ def test_eviction_and_the_orphan_sweep_never_reach_a_recorded_dataset(
     run = make_run(layout(run_config, chunk_steps=128))  # chunks of 256 rows into a buffer of 2000
     worker, task = collector(run)
     for i in range(12):
-        run.ingest(chunk(run, worker, task, f"c{i:02d}"))
+        run.chunks.ingest(chunk(run, worker, task, f"c{i:02d}"))
     store.put(f"chunks/{task}/orphan.msgpack", b"never reported")
     _age(store, f"chunks/{task}/orphan.msgpack", 3600)
-    assert run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=0) >= 1  # an evicted chunk's
-    run.payloads.flush()  # file may still be queued for the deleter when the sweep finds it: counted there
+    referenced = run.housekeeping.referenced_payloads()
+    assert run.ctx.payloads.collect_garbage(referenced, grace_seconds=0) >= 1  # an evicted chunk's
+    run.ctx.payloads.flush()  # file may still be queued for the deleter when the sweep finds it: counted there
     assert not store.resolve(f"chunks/{task}/orphan.msgpack").exists()
-    assert run.data.status().evicted_chunks > 0
+    assert run.ctx.data.status().evicted_chunks > 0
     assert not store.resolve(f"chunks/{task}/c00.msgpack").exists()  # evicted, and its file deleted
     assert _files(data_dir / "datasets") == recording
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from coordinator.errors import Conflict, Invalid, NotFound
-from coordinator.generations import Generations
+from coordinator.journal.component import Stored
+from coordinator.state.generations import Generations
 from shared.wire_base import PolicyRef
 from shared.wire_generations import GenerationOpen, MemberResult, MemberSpec, Perturbation
 
@@ -126,10 +127,10 @@ def test_the_journal_state_keeps_acknowledged_results_and_counters(gens: Generat
     gens.report(1, _result(0, 42.0))
     gens.report(1, _result(0, 42.0))
     restored = Generations()
-    restored.load_state_dict(gens.state_dict())
+    restored.load_state_dict(Stored(gens.state_dict()), now=0.0)
     assert restored.current is not None and restored.current.results[0].mean_return == 42.0
     assert restored.last_number == 1 and restored.duplicate_results == 1 and restored.results_accepted == 1
     assert restored.report(1, _result(0)) == "duplicate"
     # claims are not journalled: every unreported member is offered again after a restart
     assert [restored.claim("c2", 0.0)[1] for _ in range(3)] == [1, 2, 3]  # type: ignore[index]
-    Generations().load_state_dict(None)  # a journal from before generations existed
+    Generations().load_state_dict(Stored(), now=0.0)  # a journal from before generations existed

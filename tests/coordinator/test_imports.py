@@ -15,7 +15,7 @@ def test_coordinator_with_its_metrics_recorder_imports_no_torch_or_gymnasium(tmp
 import sys
 from pathlib import Path
 from coordinator.main import create_app
-from coordinator.metrics import MetricsRecorder
+from coordinator.observe.metrics import MetricsRecorder
 from shared.layout import RunLayout
 recorder = MetricsRecorder(RunLayout(Path({str(tmp_path)!r}), "r"))
 recorder._tb.add_scalar("x", 1.0, 0)

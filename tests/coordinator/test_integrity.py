@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.journal import Journal
+from coordinator.journal.database import Journal
 from shared.codec import encode_chunk
 from shared.layout import chunk_path, policy_path
 from shared.store import LocalStore
@@ -108,7 +108,7 @@ def test_a_chunk_is_never_acknowledged_when_its_commit_fails_and_its_retry_count
     settings, tokens = settings_tokens
     with running_client(settings) as client:
         fleet = Fleet(client, tokens, store_for(settings))
-        journal = client.app.state.run.journal  # type: ignore[attr-defined]
+        journal = client.app.state.run.ctx.journal  # type: ignore[attr-defined]
         report = fleet.report("c-full")
         fill_journal(journal)
         first = fleet.post("collector", "/v1/chunks", report)
@@ -128,7 +128,7 @@ def test_a_chunk_is_never_acknowledged_when_its_commit_fails_and_its_retry_count
 
 
 def test_a_publish_whose_commit_fails_is_undone_and_never_shown_to_workers(fleet: Fleet) -> None:
-    journal = fleet.client.app.state.run.journal  # type: ignore[attr-defined]
+    journal = fleet.client.app.state.run.ctx.journal  # type: ignore[attr-defined]
     assert fleet.publish(1).status_code == 200
     fill_journal(journal)
     assert fleet.publish(2).status_code == 503

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.journal import Journal
+from coordinator.journal.component import Stored
+from coordinator.journal.database import Journal
 from coordinator.run import Run
 from shared.config import RunConfig
 from shared.store import LocalStore
@@ -24,15 +25,15 @@ def _busy_run(path: Path, config: RunConfig, store: LocalStore, clock: FakeClock
     run = _reopen(path, config, store, clock)
     worker, task = collector(run)
     for i in range(12):  # capacity 2000 / 256 per chunk: the oldest chunks get evicted
-        run.ingest(chunk(run, worker, task, f"c{i:02d}", returns=(float(i),)))
+        run.chunks.ingest(chunk(run, worker, task, f"c{i:02d}", returns=(float(i),)))
     learner_id = learner(run)
-    run.sample(SampleRequest(worker_id=learner_id, batch_size=32, num_batches=2))
+    run.learning.sample(SampleRequest(worker_id=learner_id, batch_size=32, num_batches=2))
     for version in (1, 2, 3):
         publish(run, store, learner_id, version, iteration=version * 10)
     evaluator = register(run, "evaluator")
-    run.claim(evaluator)
-    run.evaluate(EvaluationReport(worker_id=evaluator, policy_version=3, returns=[100.0, 120.0, 100.0, 120.0],
-                                  lengths=[100, 120, 100, 120]))
+    run.workers.claim(evaluator)
+    run.evaluations.evaluate(EvaluationReport(worker_id=evaluator, policy_version=3,
+                                              returns=[100.0, 120.0, 100.0, 120.0], lengths=[100, 120, 100, 120]))
     clock.advance(7.0)
     run.tick()
     return run
@@ -45,18 +46,18 @@ def test_restart_recovers_buffer_counters_policies_workers_and_tasks(
     run_config = _busy_config(run_config)
     before = _busy_run(db, run_config, store, clock)
     status_before = before.status()
-    entries_before = before.data.buffer.entries()
-    policies_before = list(before.policies.versions)
-    before.journal.close()  # the process dies here
+    entries_before = before.ctx.data.buffer.entries()
+    policies_before = list(before.ctx.policies.versions)
+    before.ctx.journal.close()  # the process dies here
 
     clock.advance(3.0)  # downtime does not count as run time
     after = _reopen(db, run_config, store, clock)
     status_after = after.status()
-    assert after.data.buffer.entries() == entries_before  # ids, paths, hashes, sizes, versions, order
-    assert list(after.policies.versions) == policies_before
-    assert list(after.data.ledger._acked) == list(before.data.ledger._acked)
-    assert (after.data.limiter.inserted, after.data.limiter.sampled) == (
-        before.data.limiter.inserted, before.data.limiter.sampled)
+    assert after.ctx.data.buffer.entries() == entries_before  # ids, paths, hashes, sizes, versions, order
+    assert list(after.ctx.policies.versions) == policies_before
+    assert list(after.ctx.data.ledger._acked) == list(before.ctx.data.ledger._acked)
+    assert (after.ctx.data.limiter.inserted, after.ctx.data.limiter.sampled) == (
+        before.ctx.data.limiter.inserted, before.ctx.data.limiter.sampled)
     for field in ("env_steps", "episodes", "chunks", "duplicate_chunks", "policy_version", "recent_return_mean",
                   "latest_evaluation", "best_evaluation", "buffers", "run_state"):
         assert getattr(status_after, field) == getattr(status_before, field), field
@@ -74,20 +75,20 @@ def test_after_restart_retries_are_duplicates_and_new_ids_never_collide(
     run_config = _busy_config(run_config)
     before = _busy_run(db, run_config, store, clock)
     worker = next(w.worker_id for w in before.status().workers if w.kind == "collector")
-    before.journal.close()
+    before.ctx.journal.close()
 
     after = _reopen(db, run_config, store, clock)
-    steps = after.data.env_steps
+    steps = after.ctx.data.env_steps
     # A collector retrying its last report after the restart: acknowledged once, counted once.
     retry = chunk(after, worker, "collector-0", "c11", returns=(11.0,))
-    assert after.ingest(retry).duplicate
-    assert after.data.env_steps == steps
+    assert after.chunks.ingest(retry).duplicate
+    assert after.ctx.data.env_steps == steps
     # The worker's lease survived: it can heartbeat without registering again.
-    assert after.heartbeat(worker).directive.run_state == "running"
+    assert after.workers.heartbeat(worker).directive.run_state == "running"
     # New workers and tasks get fresh ids.
     new_worker = register(after, "collector")
     assert new_worker not in {w.worker_id for w in before.status().workers}
-    task = after.claim(new_worker).task
+    task = after.workers.claim(new_worker).task
     assert task is not None and task.task_id == "collector-1"
 
 
@@ -96,12 +97,12 @@ def test_ended_run_stays_ended_and_keeps_its_config(tmp_path: Path, run_config: 
     clock = FakeClock()
     db = tmp_path / "coordinator.sqlite"
     run = _reopen(db, run_config, store, clock)
-    run.stop("done for today")
-    run.journal.close()
+    run.controls.stop("done for today")
+    run.ctx.journal.close()
     changed = make_config(run_config, algo={"learning_rate": 0.5})
     after = _reopen(db, changed, store, clock)
-    assert after.lifecycle.state == "stopped" and after.lifecycle.message == "done for today"
-    assert after.config == run_config  # a resumed run keeps the config it started with
+    assert after.ctx.lifecycle.state == "stopped" and after.ctx.lifecycle.message == "done for today"
+    assert after.ctx.config == run_config  # a resumed run keeps the config it started with
 
 
 def test_env_errors_are_counted_and_survive_a_restart(tmp_path: Path, run_config: RunConfig,
@@ -110,9 +111,9 @@ def test_env_errors_are_counted_and_survive_a_restart(tmp_path: Path, run_config
     db = tmp_path / "coordinator.sqlite"
     run = _reopen(db, run_config, store, clock)
     worker, task = collector(run)
-    run.ingest(chunk(run, worker, task, "e1", env_errors=2))
+    run.chunks.ingest(chunk(run, worker, task, "e1", env_errors=2))
     assert run.status().env_errors == 2
-    run.journal.close()
+    run.ctx.journal.close()
     assert _reopen(db, run_config, store, clock).status().env_errors == 2
 
 
@@ -121,13 +122,13 @@ def test_restarts_are_reported_in_status_and_survive_a_restart(tmp_path: Path, r
     clock = FakeClock()
     db = tmp_path / "coordinator.sqlite"
     run = _reopen(db, run_config, store, clock)
-    restarted = run.register("learner", "learner", restarts=2).worker_id
+    restarted = run.workers.register("learner", "learner", restarts=2).worker_id
     assert run.status().coordinator_resumes == 0
-    run.journal.close()
+    run.ctx.journal.close()
     after = _reopen(db, run_config, store, clock)
     assert after.status().coordinator_resumes == 1
     assert [w.restarts for w in after.status().workers if w.worker_id == restarted] == [2]
-    after.journal.close()
+    after.ctx.journal.close()
     assert _reopen(db, run_config, store, clock).status().coordinator_resumes == 2
 
 
@@ -137,11 +138,12 @@ def test_failed_hooks_survive_a_restart_and_older_journals_load_without_them(tmp
     db = tmp_path / "coordinator.sqlite"
     run = _reopen(db, run_config, store, clock)
     failed = {"tests.hookfns:boom@publish": "at iteration 1: ValueError: boom"}
-    run.learn_report(LearnReport(worker_id=learner(run), iteration=1, transitions_trained=32, hooks_failed=failed))
-    run.journal.close()
+    run.learning.learn_report(LearnReport(worker_id=learner(run), iteration=1, transitions_trained=32,
+                                          hooks_failed=failed))
+    run.ctx.journal.close()
     after = _reopen(db, run_config, store, clock)
     assert after.status().learner.hooks_failed == failed
-    state = after.learner.state_dict()
+    state = after.ctx.learner.state_dict()
     del state["hooks_failed"]  # what a coordinator of an earlier release journalled
-    after.learner.load_state_dict(state)
+    after.ctx.learner.load_state_dict(Stored(state), now=0.0)
     assert after.status().learner.hooks_failed == {} and after.status().learner.iteration == 1

@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import coordinator.run_core as run_core
+import coordinator.state.dataplane as dataplane
 from coordinator.errors import NotEnoughData
-from coordinator.journal import Journal
+from coordinator.journal.database import Journal
 from coordinator.run import Run
+from coordinator.state.dataplane import DataPlane
 from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import PriorityUpdate, SampleRequest
@@ -26,9 +27,9 @@ def _open(path: Path, config: RunConfig, store: LocalStore, clock: FakeClock) ->
 
 
 def _restart(run: Run, path: Path, store: LocalStore, clock: FakeClock) -> Run:
-    run.journal.close()  # the process dies here
+    run.ctx.journal.close()  # the process dies here
     clock.advance(2.0)
-    return _open(path, run.config, store, clock)
+    return _open(path, run.ctx.config, store, clock)
 
 
 def _prioritized(base: RunConfig, **replay: Any) -> RunConfig:
@@ -43,7 +44,7 @@ def _prioritized(base: RunConfig, **replay: Any) -> RunConfig:
 def buffer_state(run: Run) -> dict[str, Any]:
     """Everything about the buffer that sampling and priority updates depend on (chunk keys excluded: they
     are renumbered on restore)."""
-    b = run.data.buffer
+    b = run.ctx.data.buffer
     assert b.tree is not None
     live = np.flatnonzero(b.length > 0)
     slot_chunk = [b.chunks[int(k)].entry.chunk_id if k >= 0 else None for k in b.chunk_key]
@@ -60,8 +61,8 @@ def buffer_state(run: Run) -> dict[str, Any]:
         "max_priority": b.max_priority,
         "counts": (len(b), b.transitions, b.items, b.item_steps),
         "removed": (b.evicted_chunks, b.removed_max_use, b.removed_stale, b.unservable),
-        "lag": run.data.lag.state(),
-        "limiter": (run.data.limiter.inserted, run.data.limiter.sampled),
+        "lag": run.ctx.data.lag.state(),
+        "limiter": (run.ctx.data.limiter.inserted, run.ctx.data.limiter.sampled),
         "status_buffers": run.status().buffers,
         "policy_lag": run.status().policy_lag,
     }
@@ -74,11 +75,11 @@ def assert_same_buffer(after: Run, before: dict[str, Any]) -> None:
 
 
 def _update(run: Run, lrn: str, ids: list[int], priorities: list[float]) -> int:
-    return run.update_priorities(PriorityUpdate(worker_id=lrn, ids=ids, priorities=priorities)).ignored
+    return run.learning.update_priorities(PriorityUpdate(worker_id=lrn, ids=ids, priorities=priorities)).ignored
 
 
 def _sample_ids(run: Run, lrn: str, n: int) -> list[int]:
-    return run.sample(SampleRequest(worker_id=lrn, batch_size=n)).ids
+    return run.learning.sample(SampleRequest(worker_id=lrn, batch_size=n)).ids
 
 
 def _busy_prioritized(run: Run, store: LocalStore, rng: np.random.Generator, *,
@@ -86,28 +87,28 @@ def _busy_prioritized(run: Run, store: LocalStore, rng: np.random.Generator, *,
     """Ingest, sample, reprioritize, overwrite at capacity, drop stale chunks and use items up (max_use 3)."""
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0", env_steps=40, policy_version=0))
-    run.ingest(chunk(run, w, t, "c1", env_steps=40, policy_version=0))
+    run.chunks.ingest(chunk(run, w, t, "c0", env_steps=40, policy_version=0))
+    run.chunks.ingest(chunk(run, w, t, "c1", env_steps=40, policy_version=0))
     ids = _sample_ids(run, lrn, 30)
     _update(run, lrn, ids, rng.uniform(0, 5, len(ids)).tolist())
     publish(run, store, lrn, 1)
-    run.ingest(chunk(run, w, t, "c2", env_steps=40, policy_version=1))  # the ring is full: 120
+    run.chunks.ingest(chunk(run, w, t, "c2", env_steps=40, policy_version=1))  # the ring is full: 120
     if tick:
         run.tick()
     for _ in range(4):
         ids = _sample_ids(run, lrn, 50)
         _update(run, lrn, ids, rng.uniform(0, 20, len(ids)).tolist())
     publish(run, store, lrn, 2)
-    run.ingest(chunk(run, w, t, "c3", env_steps=40, policy_version=2))  # overwrites c0's rows: evicted
+    run.chunks.ingest(chunk(run, w, t, "c3", env_steps=40, policy_version=2))  # overwrites c0's rows: evicted
     if tick:
         run.tick()
     publish(run, store, lrn, 3)  # c1 (v0) lags by 3 > 2: stale
-    run.ingest(chunk(run, w, t, "c4", env_steps=30, policy_version=2))  # lag 1
+    run.chunks.ingest(chunk(run, w, t, "c4", env_steps=30, policy_version=2))  # lag 1
     _update(run, lrn, [0, 5, 90, 125], [50.0, 60.0, 3.0, 4.0])  # 0 and 5 were overwritten long ago
-    run.ingest(chunk(run, w, t, "c5", env_steps=20, policy_version=3))  # overwrites c2's rows 80..89
+    run.chunks.ingest(chunk(run, w, t, "c5", env_steps=20, policy_version=3))  # overwrites c2's rows 80..89
     ids = _sample_ids(run, lrn, 40)
     _update(run, lrn, ids[:10], rng.uniform(0, 2, 10).tolist())
-    b = run.data.buffer
+    b = run.ctx.data.buffer
     assert b.by_id["c2"].live_rows == 30  # partly overwritten, still in the buffer
     assert (b.evicted_chunks, b.removed_stale) == (1, 1)
     assert b.removed_max_use > 0  # some items were used up
@@ -125,7 +126,7 @@ def test_restart_restores_a_prioritized_buffer_exactly(tmp_path: Path, run_confi
     assert before["lag"]["sampled"][0] > 0 and before["lag"]["ingest"] == {"0": 5, "1": 1}
 
     after = _restart(run, db, store, clock)
-    assert after.journal.replay_log_length() > 5  # restored by replaying the log, not a snapshot
+    assert after.ctx.data.replay_records > 5  # restored by replaying the log, not a snapshot
     assert_same_buffer(after, before)
     assert after.status().coordinator_resumes == 1
 
@@ -133,16 +134,18 @@ def test_restart_restores_a_prioritized_buffer_exactly(tmp_path: Path, run_confi
 def test_restart_after_snapshot_compaction_and_further_updates(tmp_path: Path, run_config: RunConfig,
                                                                store: LocalStore,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(run_core, "SNAPSHOT_EVERY", 2)
+    monkeypatch.setattr(dataplane, "SNAPSHOT_EVERY", 2)
     clock = FakeClock()
     db = tmp_path / "coordinator.sqlite"
     run = _open(db, _prioritized(run_config), store, clock)
     rng = np.random.default_rng(2)
     w, t, lrn = _busy_prioritized(run, store, rng, tick=True)
     run.tick()  # compacts the log into a single snapshot record
-    log = run.journal.load().replay_log  # type: ignore[union-attr]
-    assert [r.kind for r in log] == ["snapshot"]
-    assert log[0].head == run.data.buffer.head
+    loaded = run.ctx.journal.load(["data"], DataPlane.tables)
+    assert loaded is not None
+    log = loaded[1]["data"].rows["replay_log"]  # (kind, ids, values, uses, head)
+    assert [r[0] for r in log] == ["snapshot"]
+    assert log[0][4] == run.ctx.data.buffer.head
     at_snapshot = buffer_state(run)
 
     # right after a snapshot
@@ -153,8 +156,8 @@ def test_restart_after_snapshot_compaction_and_further_updates(tmp_path: Path, r
     for i in range(3):
         ids = _sample_ids(run, lrn, 40)
         _update(run, lrn, ids, rng.uniform(0, 30, len(ids)).tolist())
-        run.ingest(chunk(run, w, t, f"d{i}", env_steps=20, policy_version=3))
-    assert run.journal.replay_log_length() > 2
+        run.chunks.ingest(chunk(run, w, t, f"d{i}", env_steps=20, policy_version=3))
+    assert run.ctx.data.replay_records > 2
     before = buffer_state(run)
     run = _restart(run, db, store, clock)
     assert_same_buffer(run, before)
@@ -163,7 +166,7 @@ def test_restart_after_snapshot_compaction_and_further_updates(tmp_path: Path, r
     for _ in range(3):
         _update(run, lrn, _sample_ids(run, lrn, 40), [1.0] * 40)
     run.tick()
-    assert run.journal.replay_log_length() == 1
+    assert run.ctx.data.replay_records == 1
     _update(run, lrn, _sample_ids(run, lrn, 10), [7.0] * 10)
     before = buffer_state(run)
     assert before["removed"][1] > at_snapshot["removed"][1]
@@ -180,15 +183,15 @@ def test_max_use_removals_survive_a_restart(tmp_path: Path, run_config: RunConfi
     lrn = learner(run)
     reports = [chunk(run, w, t, f"c{i}") for i in range(12)]  # one item per chunk: ids 0..11
     for report in reports:
-        run.ingest(report)
+        run.chunks.ingest(report)
     used = Counter(_sample_ids(run, lrn, 10))
     used.update(_sample_ids(run, lrn, 6))
     assert max(used.values()) == 2 and sum(used.values()) == 16
     exhausted = {i for i, n in used.items() if n == 2}
-    assert {e.chunk_id for e in run.data.buffer.entries()} == {f"c{i}" for i in set(range(12)) - exhausted}
+    assert {e.chunk_id for e in run.ctx.data.buffer.entries()} == {f"c{i}" for i in set(range(12)) - exhausted}
 
     run = _restart(run, db, store, clock)
-    assert {e.chunk_id for e in run.data.buffer.entries()} == {f"c{i}" for i in set(range(12)) - exhausted}
+    assert {e.chunk_id for e in run.ctx.data.buffer.entries()} == {f"c{i}" for i in set(range(12)) - exhausted}
     assert run.status().buffers[0].removed_max_use == len(exhausted)
     after: Counter[int] = Counter()
     for _ in range(30):
@@ -200,7 +203,7 @@ def test_max_use_removals_survive_a_restart(tmp_path: Path, run_config: RunConfi
         pytest.fail("the buffer never ran dry")
     assert not exhausted & set(after)  # used up before the restart: never served after it
     assert {i: used[i] + after[i] for i in range(12)} == dict.fromkeys(range(12), 2)  # each served exactly twice
-    assert run.status().buffers[0].removed_max_use == 12 and len(run.data.buffer) == 0
+    assert run.status().buffers[0].removed_max_use == 12 and len(run.ctx.data.buffer) == 0
 
 
 def test_queue_consumed_chunks_are_not_served_after_a_restart(tmp_path: Path, run_config: RunConfig,
@@ -211,17 +214,17 @@ def test_queue_consumed_chunks_are_not_served_after_a_restart(tmp_path: Path, ru
     w, t = collector(run)
     lrn = learner(run)
     for i in range(5):
-        run.ingest(chunk(run, w, t, f"c{i}", env_steps=32))
-    assert served_chunk_ids(run.sample(SampleRequest(worker_id=lrn, batch_size=8))) == ["c0", "c1"]
+        run.chunks.ingest(chunk(run, w, t, f"c{i}", env_steps=32))
+    assert served_chunk_ids(run.learning.sample(SampleRequest(worker_id=lrn, batch_size=8))) == ["c0", "c1"]
 
     run = _restart(run, db, store, clock)
-    assert [e.chunk_id for e in run.data.buffer.entries()] == ["c2", "c3", "c4"]
+    assert [e.chunk_id for e in run.ctx.data.buffer.entries()] == ["c2", "c3", "c4"]
     buf = run.status().buffers[0]
     assert (buf.chunks, buf.items, buf.removed_max_use, buf.sampled_transitions) == (3, 3, 2, 64)
-    assert served_chunk_ids(run.sample(SampleRequest(worker_id=lrn, batch_size=8))) == ["c2", "c3"]
+    assert served_chunk_ids(run.learning.sample(SampleRequest(worker_id=lrn, batch_size=8))) == ["c2", "c3"]
     run = _restart(run, db, store, clock)
-    assert served_chunk_ids(run.sample(SampleRequest(worker_id=lrn, batch_size=8))) == ["c4"]
+    assert served_chunk_ids(run.learning.sample(SampleRequest(worker_id=lrn, batch_size=8))) == ["c4"]
     run = _restart(run, db, store, clock)
     with pytest.raises(NotEnoughData):
-        run.sample(SampleRequest(worker_id=lrn, batch_size=8))
-    assert len(run.data.buffer) == 0
+        run.learning.sample(SampleRequest(worker_id=lrn, batch_size=8))
+    assert len(run.ctx.data.buffer) == 0

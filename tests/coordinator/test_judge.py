@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.errors import Conflict, Invalid
-from coordinator.journal import Journal
+from coordinator.journal.database import Journal
 from coordinator.run import Run
 from shared.config import RunConfig
 from shared.store import LocalStore
@@ -23,7 +23,7 @@ def setup(run: Run, store: LocalStore, versions: int = 3) -> str:
     for version in range(1, versions + 1):
         publish(run, store, lrn, version)
     ev = register(run, "evaluator")
-    run.claim(ev)
+    run.workers.claim(ev)
     return ev
 
 
@@ -33,7 +33,7 @@ def test_a_rejected_candidate_keeps_the_run_going_and_only_a_better_one_is_teste
     assert evaluate(run, ev, 1, PASS).test_requested
     rejected = holdout(run, ev, 1, FAIL)
     assert not rejected.confirmed and rejected.validation_mean == 480.0
-    assert run.lifecycle.state == "running" and run.status().tests_rejected == 1
+    assert run.ctx.lifecycle.state == "running" and run.status().tests_rejected == 1
     # measured by its test (400), the rejected candidate is beaten by any passing validation: a lucky
     # validation cannot lock later candidates out
     assert evaluate(run, ev, 2, PASS).test_requested
@@ -57,10 +57,10 @@ def test_at_most_one_test_is_in_flight(run: Run, store: LocalStore) -> None:
 def test_a_dead_evaluator_does_not_block_tests_forever(run: Run, store: LocalStore, clock: FakeClock) -> None:
     ev = setup(run, store)
     assert evaluate(run, ev, 1, PASS).test_requested
-    clock.advance(run.fleet.lease_seconds + 1)
+    clock.advance(run.ctx.fleet.lease_seconds + 1)
     run.tick()  # its lease expires mid-test
     successor = register(run, "evaluator")
-    run.claim(successor)
+    run.workers.claim(successor)
     assert evaluate(run, successor, 1, PASS).test_requested
 
 
@@ -82,12 +82,12 @@ def test_tests_and_the_pending_request_survive_a_restart(tmp_path: Path, run_con
     evaluate(run, ev, 1, PASS)
     holdout(run, ev, 1, FAIL, request_id="t-1")
     evaluate(run, ev, 2, [490.0] * 4)
-    run.flush()
-    run.journal.close()  # the process dies here
+    run.ctx.flush()
+    run.ctx.journal.close()  # the process dies here
     again = Run(run_config, store, clock=clock, sample_wait_seconds=0, journal=Journal(tmp_path / "j.sqlite"))
     status = again.status()
     assert status.tests_rejected == 1 and status.test_in_flight == 2 and status.latest_test is not None
-    assert again.judge.retried_test("t-1") == status.latest_test
+    assert again.ctx.judge.retried_test("t-1") == status.latest_test
 
 
 RULE = {"random": {"min_win_or_draw": 0.95}, "lookahead": {"min_win": 0.6}}
@@ -115,10 +115,10 @@ def test_the_battle_rule_counts_each_baselines_games_and_needs_every_bar(battle_
     passed = evaluate(battle_run, ev, 2, games(2, 2, 0) + games(3, 1, 0))
     assert passed.solved and passed.test_requested
     rejected = holdout(battle_run, ev, 2, games(90, 4, 6) + games(70, 0, 30))  # random: 0.94 < 0.95
-    assert not rejected.confirmed and battle_run.lifecycle.state == "running"
+    assert not rejected.confirmed and battle_run.ctx.lifecycle.state == "running"
     assert evaluate(battle_run, ev, 3, games(4, 0, 0) + games(4, 0, 0)).test_requested
     confirmed = holdout(battle_run, ev, 3, games(90, 5, 5) + games(60, 10, 30))  # both bars exactly met
-    assert confirmed.confirmed and battle_run.lifecycle.state == "solved"
+    assert confirmed.confirmed and battle_run.ctx.lifecycle.state == "solved"
     assert "vs lookahead: 60 won, 10 drawn, 30 lost of 100" in battle_run.status().run_message
     assert "needs win >= 0.6" in battle_run.status().run_message
 
@@ -132,7 +132,7 @@ def test_battle_reports_hold_games_of_every_baseline_and_results_of_one_zero_or_
         evaluate(battle_run, ev, 1, games(4, 0, 0) + [0.5, 1.0, 1.0, 1.0])
     for opponent in ("v4", "v2", "random"):  # never published, itself, a baseline (its games are the returns)
         with pytest.raises(Invalid, match="only other published versions"):
-            battle_run.evaluate(EvaluationReport(
+            battle_run.evaluations.evaluate(EvaluationReport(
                 worker_id=ev, policy_version=2, returns=games(8, 0, 0), lengths=[5] * 8,
                 battles=[BattleRecord(opponent=opponent, wins=1, draws=0, losses=0)]))
     assert battle_run.status().latest_evaluation is None  # nothing refused was recorded
@@ -141,7 +141,7 @@ def test_battle_reports_hold_games_of_every_baseline_and_results_of_one_zero_or_
 def test_each_validation_rates_its_version_from_every_game_so_far(battle_run: Run, store: LocalStore) -> None:
     ev = setup(battle_run, store)
     weak = evaluate(battle_run, ev, 1, games(2, 0, 2) + games(0, 1, 3))
-    strong = battle_run.evaluate(EvaluationReport(
+    strong = battle_run.evaluations.evaluate(EvaluationReport(
         worker_id=ev, policy_version=3, returns=games(4, 0, 0) + games(3, 1, 0), lengths=[5] * 8,
         battles=[BattleRecord(opponent="v1", wins=18, draws=2, losses=0)]))
     assert weak.elo is not None and strong.elo is not None and strong.elo > weak.elo + 200

@@ -25,30 +25,30 @@ def test_chunks_are_sized_in_the_object_store_and_never_acknowledged_while_it_is
                                      s3_endpoint_url=s3_env.endpoint)
     with running_client(settings) as client:
         run: Run = client.app.state.run  # type: ignore[attr-defined]
-        assert isinstance(run.store, S3Store) and not run.store.local  # sizes are asked in a thread
+        assert isinstance(run.ctx.store, S3Store) and not run.ctx.store.local  # sizes are asked in a thread
         token = tokens["collector"]
         worker = register(client, token, "collector")
         task = claim(client, token, worker)["task"]["task_id"]
 
-        report = write_chunk(run.store, task, "a" * 32, worker)
+        report = write_chunk(run.ctx.store, task, "a" * 32, worker)
         resp = client.post("/v1/chunks", json=report, headers=auth(token))
         assert resp.status_code == 200, resp.text
 
-        missing = write_chunk(run.store, task, "b" * 32, worker)
-        run.store.delete(missing["payload_path"])  # reported but never uploaded: refused, as with files
+        missing = write_chunk(run.ctx.store, task, "b" * 32, worker)
+        run.ctx.store.delete(missing["payload_path"])  # reported but never uploaded: refused, as with files
         resp = client.post("/v1/chunks", json=missing, headers=auth(token))
         assert resp.status_code == 422 and "not in the store" in resp.json()["message"]
 
         # The store stops answering: the report is refused with 503 (workers retry it), nothing is counted.
-        up = run.store
-        run.store = S3Store(up.bucket, up.prefix, f"http://127.0.0.1:{free_port()}", retry_seconds=0.2)
+        up = run.ctx.store
+        run.ctx.store = S3Store(up.bucket, up.prefix, f"http://127.0.0.1:{free_port()}", retry_seconds=0.2)
         later = write_chunk(up, task, "c" * 32, worker)
         resp = client.post("/v1/chunks", json=later, headers=auth(token))
         assert resp.status_code == 503 and resp.json()["error"] == "store_unavailable", resp.text
         resp = client.post("/v1/chunk-batches", json={"reports": [later]}, headers=auth(token))
         assert resp.status_code == 503 and resp.json()["error"] == "store_unavailable", resp.text
         assert get_status(client, tokens["read"])["chunks"] == 1
-        run.store = up  # back: the retried report is acknowledged, once
+        run.ctx.store = up  # back: the retried report is acknowledged, once
         resp = client.post("/v1/chunks", json=later, headers=auth(token))
         assert resp.status_code == 200 and not resp.json()["duplicate"]
         assert get_status(client, tokens["read"])["chunks"] == 2
@@ -57,9 +57,9 @@ def test_chunks_are_sized_in_the_object_store_and_never_acknowledged_while_it_is
         orphan = write_chunk(up, task, "d" * 32, worker)["payload_path"]
         elsewhere = S3Store(up.bucket, "someone-else", s3_env.endpoint)
         elsewhere.put("chunks/x/y.msgpack", b"not ours")
-        assert run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=3600) == 0
+        assert run.ctx.payloads.collect_garbage(run.housekeeping.referenced_payloads(), grace_seconds=3600) == 0
         time.sleep(1.1)  # LastModified has one-second resolution
-        assert run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=0) == 1
+        assert run.ctx.payloads.collect_garbage(run.housekeeping.referenced_payloads(), grace_seconds=0) == 1
         assert orphan not in up.list_prefix("chunks")
         assert sorted(up.list_prefix("chunks")) == sorted([report["payload_path"], later["payload_path"]])
         assert elsewhere.list_prefix("chunks") == ["chunks/x/y.msgpack"]
@@ -93,5 +93,5 @@ def test_published_policies_and_their_deletion_go_through_the_object_store(
                 "worker_id": learner, "iteration": version, "policy": {"version": version, "path": path,
                                                                        "sha256": sha}})
             assert resp.status_code == 200, resp.text
-        client.app.state.run.flush()  # type: ignore[attr-defined]
+        client.app.state.run.ctx.flush()  # type: ignore[attr-defined]
     assert store.list_prefix("policies") == ["policies/v00000002.safetensors", "policies/v00000003.safetensors"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.apidoc import ERRORS
+from coordinator.api.apidoc import ERRORS
 from tests.coordinator.test_api_auth import EXPECTED
 
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/v1/schemas"),

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from coordinator.journal import Journal
-from coordinator.opponents import Opponents
+from coordinator.journal.database import Journal
 from coordinator.run import Run
+from coordinator.state.opponents import Opponents
 from shared.battleconf import SelfPlayConfig
 from shared.config import RunConfig, dump_run_config
 from shared.store import LocalStore
@@ -62,7 +62,7 @@ def test_pool_versions_stay_in_the_store_after_the_book_drops_them(selfplay_run:
     settle_files(selfplay_run)
     kept = {v for v, r in enumerate(refs, start=1) if store.size(r.path) is not None}
     assert kept == {6, 9, 10}  # the book's newest 2 (9, 10) and the pool (6, 9); v3 left the pool at v9
-    reply = selfplay_run.opponents.reply(selfplay_run.policies.committed)
+    reply = selfplay_run.ctx.opponents.reply(selfplay_run.ctx.policies.committed)
     assert [p.version for p in reply.pool] == [6, 9] and reply.latest is not None and reply.latest.version == 10
 
 
@@ -73,12 +73,12 @@ def test_the_pool_survives_a_coordinator_restart(make_run: Callable[..., Run], r
     lrn = learner(first)
     for v in range(1, 8):
         publish(first, store, lrn, v)
-    first.close()
+    first.ctx.close()
     second = make_run(config, journal=Journal(tmp_path / "run.sqlite"), keep_policies=2)
-    assert [p.version for p in second.opponents.pool] == [3, 6]
+    assert [p.version for p in second.ctx.opponents.pool] == [3, 6]
     publish(second, store, lrn, 9)  # the learner's registration survived the restart too
     settle_files(second)
-    assert [p.version for p in second.opponents.pool] == [6, 9]
+    assert [p.version for p in second.ctx.opponents.pool] == [6, 9]
     assert store.size(f"policies/v{3:08d}.safetensors") is None  # it left the pool after the restart: deleted
 
 
@@ -87,12 +87,12 @@ def test_a_pool_version_deleted_behind_the_coordinators_back_leaves_the_pool(sel
     lrn = learner(selfplay_run)
     refs = [publish(selfplay_run, store, lrn, v) for v in range(1, 7)]
     (store.root / refs[2].path).unlink()  # v3, pinned by the pool: an operator cleaned the store by hand
-    reply = asyncio.run(selfplay_run.opponents_reply())
+    reply = asyncio.run(selfplay_run.publishing.opponents_reply())
     assert [p.version for p in reply.pool] == [6]
     assert "policy v3 (policies/v00000003.safetensors) is no longer in the store" in caplog.text
     status = selfplay_run.status().self_play
     assert status is not None and (status.pool_versions, status.pool_missing) == ([6], 1)
-    assert [p.version for p in asyncio.run(selfplay_run.opponents_reply()).pool] == [6]  # counted once
+    assert [p.version for p in asyncio.run(selfplay_run.publishing.opponents_reply()).pool] == [6]  # counted once
 
 
 def test_training_games_are_counted_by_the_kind_of_opponent(selfplay_run: Run) -> None:
@@ -100,7 +100,7 @@ def test_training_games_are_counted_by_the_kind_of_opponent(selfplay_run: Run) -
     games = [EpisodeStat(ret=r, length=5, opponent=o) for r, o in
              [(1.0, "random"), (-1.0, "random"), (0.0, "latest"), (1.0, "v3"), (-1.0, "v6"), (0.0, "lookahead")]]
     report = chunk(selfplay_run, worker, task, "c1", returns=[g.ret for g in games], episodes=games)
-    selfplay_run.ingest(report)
+    selfplay_run.chunks.ingest(report)
     status = selfplay_run.status().self_play
     assert status is not None
     counts = {kind: (t.wins, t.draws, t.losses) for kind, t in status.training.items()}
@@ -108,7 +108,7 @@ def test_training_games_are_counted_by_the_kind_of_opponent(selfplay_run: Run) -
 
 
 def test_a_run_without_self_play_has_no_pool_and_its_route_says_so(run: Run) -> None:
-    assert run.status().self_play is None and run.opponents.state_dict() is None
+    assert run.status().self_play is None and run.ctx.opponents.state_dict() is None
 
 
 def test_the_opponents_route(tmp_path: Path, run_config: RunConfig) -> None:

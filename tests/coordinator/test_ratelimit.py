@@ -1,4 +1,4 @@
-"""coordinator.ratelimit.RateLimiter: warm-up, the samples-per-insert band on both sides, achieved ratio."""
+"""coordinator.state.ratelimit.RateLimiter: warm-up, the samples-per-insert band on both sides, achieved ratio."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.ratelimit import RateLimiter
+from coordinator.state.ratelimit import RateLimiter
 
 
 def test_cannot_sample_below_min_size() -> None:

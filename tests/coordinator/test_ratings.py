@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from coordinator.ratings import elo_ratings
+from coordinator.state.ratings import elo_ratings
 
 
 def expected_gap(share: float) -> float:

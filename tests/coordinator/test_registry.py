@@ -1,10 +1,10 @@
-"""coordinator.registry.Registry: registration, leases renewed by heartbeats, expiry."""
+"""coordinator.state.registry.Registry: registration, leases renewed by heartbeats, expiry."""
 
 from __future__ import annotations
 
 import re
 
-from coordinator.registry import Registry
+from coordinator.state.registry import Registry
 from shared.ids import ID_PATTERN
 
 

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from coordinator.errors import Conflict, Forbidden, GroupFull, Invalid, NotEnoughData, TaskNotHeld, UnknownWorker
-from coordinator.run import BUFFER_ID, PAUSE_SECONDS, Run
+from coordinator.operations.context import PAUSE_SECONDS
+from coordinator.run import Run
+from coordinator.state.dataplane import BUFFER_ID
 from shared.config import RunConfig
 from shared.layout import chunk_path, policy_path
 from shared.store import LocalStore, sha256_hex
@@ -84,20 +86,20 @@ def run(make_run: Callable[..., Run]) -> Run:
 
 
 def register(run: Run, kind: str, name: str = "host") -> str:
-    return run.register(kind, name).worker_id  # type: ignore[arg-type]
+    return run.workers.register(kind, name).worker_id  # type: ignore[arg-type]
 
 
 def collector(run: Run) -> tuple[str, str]:
     """Register a collector and claim its task: (worker_id, task_id)."""
     worker_id = register(run, "collector")
-    task = run.claim(worker_id).task
+    task = run.workers.claim(worker_id).task
     assert isinstance(task, CollectorTask)
     return worker_id, task.task_id
 
 
 def learner(run: Run) -> str:
     worker_id = register(run, "learner")
-    assert isinstance(run.claim(worker_id).task, LearnerTask)
+    assert isinstance(run.workers.claim(worker_id).task, LearnerTask)
     return worker_id
 
 
@@ -125,12 +127,12 @@ def chunk(
     data = payload if payload is not None else f"payload of {chunk_id}".encode()
     path = chunk_path(task_id, chunk_id)
     if write:
-        run.store.put(path, data)
-    steps = rows(run.config) if env_steps is None else env_steps
+        run.ctx.store.put(path, data)
+    steps = rows(run.ctx.config) if env_steps is None else env_steps
     episodes = [EpisodeStat(ret=r, length=10) for r in returns]
     fields: dict[str, Any] = dict(
         chunk_id=chunk_id, worker_id=worker_id, task_id=task_id, payload_path=path, sha256=sha256_hex(data),
-        size_bytes=len(data), env_steps=steps, num_envs=run.config.collector.num_envs, episodes=episodes,
+        size_bytes=len(data), env_steps=steps, num_envs=run.ctx.config.collector.num_envs, episodes=episodes,
         policy_version=0,
     )
     fields.update(changes)
@@ -145,26 +147,26 @@ def publish(run: Run, store: LocalStore, worker_id: str, version: int, content: 
     path = policy_path(version)
     store.put(path, data)
     ref = PolicyRef(version=version, path=path, sha256=sha256_hex(data))
-    run.publish_policy(PolicyPublish(worker_id=worker_id, policy=ref, iteration=iteration))
+    run.publishing.publish_policy(PolicyPublish(worker_id=worker_id, policy=ref, iteration=iteration))
     return ref
 
 
 def settle_files(run: Run) -> None:
     """Wait until the payload and policy files whose removal was submitted so far are deleted."""
-    run.flush()
+    run.ctx.flush()
 
 
 def counters(run: Run) -> tuple[int, int, int, int, int, int]:
     s = run.status()
     return (s.env_steps, s.episodes, s.chunks, s.buffers[0].transitions, s.buffers[0].chunks,
-            run.data.limiter.inserted)
+            run.ctx.data.limiter.inserted)
 
 
 # ----- register / claim ------------------------------------------------------------------------------------
 
 
 def test_register_reply(run: Run) -> None:
-    reply = run.register("collector", "host-1")
+    reply = run.workers.register("collector", "host-1")
     assert reply.run_name == "test-run"
     assert reply.lease_seconds == 10.0
     assert reply.heartbeat_seconds == 2.5
@@ -172,14 +174,14 @@ def test_register_reply(run: Run) -> None:
     assert reply.directive.run_state == "running"
     assert reply.directive.policy is None
     assert reply.directive.env_steps_total == 0
-    assert run.fleet.registry.get(reply.worker_id).kind == "collector"  # type: ignore[union-attr]
+    assert run.ctx.fleet.registry.get(reply.worker_id).kind == "collector"  # type: ignore[union-attr]
 
 
 def test_collector_tasks_created_on_demand_and_claim_is_idempotent(run: Run, run_config: RunConfig) -> None:
     a = register(run, "collector")
     b = register(run, "collector")
-    task_a = run.claim(a).task
-    task_b = run.claim(b).task
+    task_a = run.workers.claim(a).task
+    task_b = run.workers.claim(b).task
     assert isinstance(task_a, CollectorTask) and isinstance(task_b, CollectorTask)
     assert (task_a.task_id, task_b.task_id) == ("collector-0", "collector-1")
     assert task_a.collector == run_config.collector
@@ -187,24 +189,24 @@ def test_collector_tasks_created_on_demand_and_claim_is_idempotent(run: Run, run
     assert task_a.spaces.obs.shape == (4,) and task_a.behaviour.head == "q_values"
     assert task_a.policy is None
     assert task_a.seed != task_b.seed
-    again = run.claim(a).task
+    again = run.workers.claim(a).task
     assert again == task_a  # the same task, not a new one
-    assert run.fleet.tasks.tasks["collector-0"].claims == 1
-    assert sorted(t for t in run.fleet.tasks.tasks if t.startswith("collector")) == ["collector-0", "collector-1"]
+    assert run.ctx.fleet.tasks.tasks["collector-0"].claims == 1
+    assert sorted(t for t in run.ctx.fleet.tasks.tasks if t.startswith("collector")) == ["collector-0", "collector-1"]
 
 
 def test_learner_and_evaluator_tasks_exist_once(run: Run) -> None:
     l1, l2 = register(run, "learner"), register(run, "learner")
-    task = run.claim(l1).task
+    task = run.workers.claim(l1).task
     assert isinstance(task, LearnerTask)
     assert (task.task_id, task.buffer_id) == ("learner-0", BUFFER_ID)
-    assert run.claim(l2).task is None  # no on-demand learner tasks
+    assert run.workers.claim(l2).task is None  # no on-demand learner tasks
     e1 = register(run, "evaluator")
-    ev = run.claim(e1).task
+    ev = run.workers.claim(e1).task
     assert isinstance(ev, EvaluatorTask) and ev.task_id == "evaluator-0"
     assert ev.evaluation.episodes == 4
-    assert run.claim(register(run, "evaluator")).task is None
-    assert {"learner-1", "evaluator-1"}.isdisjoint(run.fleet.tasks.tasks)
+    assert run.workers.claim(register(run, "evaluator")).task is None
+    assert {"learner-1", "evaluator-1"}.isdisjoint(run.ctx.fleet.tasks.tasks)
 
 
 def test_a_learner_group_has_one_learner_task_per_rank_and_refuses_more(make_run: Callable[..., Run],
@@ -212,25 +214,25 @@ def test_a_learner_group_has_one_learner_task_per_rank_and_refuses_more(make_run
                                                                         clock: FakeClock) -> None:
     run = make_run(make_config(run_config, learner={"replicas": 2, "rendezvous": "learner-0.rlfleet:29400"}))
     a, b = register(run, "learner"), register(run, "learner")
-    tasks = [run.claim(a).task, run.claim(b).task]
+    tasks = [run.workers.claim(a).task, run.workers.claim(b).task]
     assert [t.task_id for t in tasks if isinstance(t, LearnerTask)] == ["learner-0", "learner-1"]
     assert {(t.learner.replicas, t.learner.rendezvous) for t in tasks if isinstance(t, LearnerTask)} == {
         (2, "learner-0.rlfleet:29400")}
     with pytest.raises(GroupFull, match=rf"learner.replicas is 2 .*learner-0 by {a}, learner-1 by {b}"):
-        run.claim(register(run, "learner"))
+        run.workers.claim(register(run, "learner"))
     status = run.status().learner
     assert status.world_size == 2
     assert [(r.task_id, r.worker_id) for r in status.ranks] == [("learner-0", a), ("learner-1", b)]
 
     clock.advance(6)
-    run.heartbeat(a)
+    run.workers.heartbeat(a)
     clock.advance(5)  # b silent for 11 s: its rank is free, and a new learner takes exactly that one
     run.tick()
     ranks = run.status().learner.ranks
     assert [(r.task_id, r.worker_id) for r in ranks] == [("learner-0", a), ("learner-1", None)]
     assert ranks[0].last_seen_seconds_ago == pytest.approx(5)
     c = register(run, "learner")
-    task = run.claim(c).task
+    task = run.workers.claim(c).task
     assert isinstance(task, LearnerTask) and task.task_id == "learner-1"
 
 
@@ -239,27 +241,28 @@ def test_a_restarted_rank_registering_under_its_fixed_id_gets_its_task_back(make
     """torchrun restarts every rank of a re-formed group: each registers with its fixed request id (run and rank,
     learner_worker/elastic.py) and gets the worker and task it held, where a fresh id would find both held."""
     run = make_run(make_config(run_config, learner={"replicas": 2}))
-    ids = [run.register("learner", "host", request_id=f"run.rank-{rank}").worker_id for rank in (0, 1)]
-    held = [run.claim(worker_id).task for worker_id in ids]
-    again = [run.register("learner", "host", restarts=1, request_id=f"run.rank-{rank}").worker_id for rank in (0, 1)]
+    ids = [run.workers.register("learner", "host", request_id=f"run.rank-{rank}").worker_id for rank in (0, 1)]
+    held = [run.workers.claim(worker_id).task for worker_id in ids]
+    again = [run.workers.register("learner", "host", restarts=1, request_id=f"run.rank-{rank}").worker_id
+             for rank in (0, 1)]
     assert again == ids
-    assert [run.claim(worker_id).task for worker_id in again] == held
+    assert [run.workers.claim(worker_id).task for worker_id in again] == held
     with pytest.raises(GroupFull):
-        run.claim(run.register("learner", "host", request_id="run.rank-2").worker_id)
+        run.workers.claim(run.workers.register("learner", "host", request_id="run.rank-2").worker_id)
 
 
 def test_unknown_worker_and_scope_checks(run: Run) -> None:
     with pytest.raises(UnknownWorker):
-        run.claim("collector-99-abcdef")
+        run.workers.claim("collector-99-abcdef")
     with pytest.raises(UnknownWorker):
-        run.heartbeat("nobody")
+        run.workers.heartbeat("nobody")
     c = register(run, "collector")
     with pytest.raises(Forbidden):
-        run.heartbeat(c, scope="learner")
+        run.workers.heartbeat(c, scope="learner")
     with pytest.raises(Forbidden):
-        run.claim(c, scope="evaluator")
-    assert run.heartbeat(c, scope="collector").directive.run_state == "running"
-    assert run.heartbeat(c, scope="admin").lease_seconds == 10.0
+        run.workers.claim(c, scope="evaluator")
+    assert run.workers.heartbeat(c, scope="collector").directive.run_state == "running"
+    assert run.workers.heartbeat(c, scope="admin").lease_seconds == 10.0
 
 
 # ----- ingest -----------------------------------------------------------------------------------------------
@@ -267,24 +270,24 @@ def test_unknown_worker_and_scope_checks(run: Run) -> None:
 
 def test_ingest_counts_exactly(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
-    ack = run.ingest(chunk(run, w, t, "c1", returns=[10.0, 20.0]))  # 2 envs x 16 steps
+    ack = run.chunks.ingest(chunk(run, w, t, "c1", returns=[10.0, 20.0]))  # 2 envs x 16 steps
     assert ack.chunk_id == "c1" and ack.duplicate is False
     assert ack.directive.env_steps_total == 32
-    ack = run.ingest(chunk(run, w, t, "c2", returns=[30.0]))
+    ack = run.chunks.ingest(chunk(run, w, t, "c2", returns=[30.0]))
     assert ack.directive.env_steps_total == 64
     assert counters(run) == (64, 3, 2, 64, 2, 64)
     assert run.status().recent_return_mean == pytest.approx(20.0)
-    assert [e.chunk_id for e in run.data.buffer.entries()] == ["c1", "c2"]
-    assert run.data.buffer.entries()[0].payload_path == "chunks/collector-0/c1.msgpack"
+    assert [e.chunk_id for e in run.ctx.data.buffer.entries()] == ["c1", "c2"]
+    assert run.ctx.data.buffer.entries()[0].payload_path == "chunks/collector-0/c1.msgpack"
 
 
 def test_status_counts_each_workers_chunks_in_the_buffer(run: Run, store: LocalStore) -> None:
     """How one sees that a collector's data arrives (docker/e2e.sh checks the third collector with it)."""
     (a, ta), (b, tb), trainer = collector(run), collector(run), learner(run)
     for i in range(3):
-        run.ingest(chunk(run, a, ta, f"a{i}"))
-    run.ingest(chunk(run, b, tb, "b0"))
-    run.ingest(chunk(run, b, tb, "b0"))  # a retried report counts once
+        run.chunks.ingest(chunk(run, a, ta, f"a{i}"))
+    run.chunks.ingest(chunk(run, b, tb, "b0"))
+    run.chunks.ingest(chunk(run, b, tb, "b0"))  # a retried report counts once
     buffered = {w.worker_id: w.buffered_chunks for w in run.status().workers}
     assert buffered[a] == 3 and buffered[b] == 1 and buffered[trainer] == 0
 
@@ -299,12 +302,12 @@ def test_ingest_many_chunks_counters_exact(make_run: Callable[..., Run], run_con
     for i in range(40):
         n = int(rng.integers(5, 51))
         rets = [float(x) for x in rng.uniform(0, 500, int(rng.integers(0, 6)))]
-        run.ingest(chunk(run, w, t, f"chunk-{i}", env_steps=n, returns=rets))
+        run.chunks.ingest(chunk(run, w, t, f"chunk-{i}", env_steps=n, returns=rets))
         steps, episodes = steps + n, episodes + len(rets)
         all_returns += rets
     s = run.status()
     assert (s.env_steps, s.episodes, s.chunks, s.duplicate_chunks) == (steps, episodes, 40, 0)
-    assert s.buffers[0].transitions == sum(e.transitions for e in run.data.buffer.entries())
+    assert s.buffers[0].transitions == sum(e.transitions for e in run.ctx.data.buffer.entries())
     assert s.buffers[0].chunks + s.buffers[0].evicted_chunks == 40
     assert s.recent_return_mean == pytest.approx(float(np.mean(all_returns[-100:])))
 
@@ -316,16 +319,16 @@ def test_ingest_requires_canonical_payload_path(run: Run, store: LocalStore) -> 
                  "policies/c1.msgpack", "c1.msgpack"]:
         store.put(path, b"payload of c1")
         with pytest.raises(Invalid, match="payload_path must be 'chunks/collector-0/c1.msgpack'"):
-            run.ingest(chunk(run, w, t, "c1", write=False, payload=b"payload of c1", payload_path=path))
+            run.chunks.ingest(chunk(run, w, t, "c1", write=False, payload=b"payload of c1", payload_path=path))
     assert counters(run) == before
 
 
 def test_ingest_requires_the_payload_file(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
     with pytest.raises(Invalid, match="not in the store"):
-        run.ingest(chunk(run, w, t, "c1", write=False))
+        run.chunks.ingest(chunk(run, w, t, "c1", write=False))
     assert counters(run) == (0, 0, 0, 0, 0, 0)
-    assert "c1" not in run.data.ledger
+    assert "c1" not in run.ctx.data.ledger
 
 
 @pytest.mark.parametrize("delta", [-1, 1, 1000])
@@ -335,63 +338,63 @@ def test_ingest_requires_the_stated_size(run: Run, store: LocalStore, delta: int
     bad = report.model_copy(update={"size_bytes": report.size_bytes + delta})
     expected = f"has {report.size_bytes} bytes, report says {report.size_bytes + delta}"
     with pytest.raises(Invalid, match=expected):
-        run.ingest(bad)
+        run.chunks.ingest(bad)
     assert counters(run) == (0, 0, 0, 0, 0, 0)
-    assert run.ingest(report).duplicate is False  # the correct report is still accepted afterwards
+    assert run.chunks.ingest(report).duplicate is False  # the correct report is still accepted afterwards
 
 
 def test_ingest_for_unknown_or_non_collector_task(run: Run, store: LocalStore) -> None:
     # a collector may report chunks only of the task it holds (409 task_not_held), only as itself (404)
     w, _ = collector(run)
     with pytest.raises(TaskNotHeld, match="collector-7") as err:
-        run.ingest(chunk(run, w, "collector-7", "c1"))
+        run.chunks.ingest(chunk(run, w, "collector-7", "c1"))
     assert (err.value.status, err.value.code) == (409, "task_not_held")
     with pytest.raises(TaskNotHeld, match="learner-0"):
-        run.ingest(chunk(run, w, "learner-0", "c2"))
+        run.chunks.ingest(chunk(run, w, "learner-0", "c2"))
     idle = register(run, "collector")  # registered, but holds no task
     with pytest.raises(TaskNotHeld, match="collector-0"):
-        run.ingest(chunk(run, idle, "collector-0", "c3"))
+        run.chunks.ingest(chunk(run, idle, "collector-0", "c3"))
     with pytest.raises(UnknownWorker):
-        run.ingest(chunk(run, "collector-404-000000", "collector-0", "c4"))
+        run.chunks.ingest(chunk(run, "collector-404-000000", "collector-0", "c4"))
     with pytest.raises(Forbidden):
-        run.ingest(chunk(run, learner(run), "learner-0", "c5"))
+        run.chunks.ingest(chunk(run, learner(run), "learner-0", "c5"))
     assert counters(run) == (0, 0, 0, 0, 0, 0)
 
 
 def test_duplicate_chunk_same_sha_is_acknowledged_without_counting(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
     report = chunk(run, w, t, "c1", returns=[5.0])
-    assert run.ingest(report).duplicate is False
+    assert run.chunks.ingest(report).duplicate is False
     before = counters(run)
     for expected_dups in (1, 2):
-        ack = run.ingest(report)
+        ack = run.chunks.ingest(report)
         assert ack.duplicate is True and ack.chunk_id == "c1"
         assert counters(run) == before
         assert run.status().duplicate_chunks == expected_dups
-    assert len(run.data.buffer) == 1
+    assert len(run.ctx.data.buffer) == 1
 
 
 def test_same_chunk_id_different_sha_conflicts(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
     first = chunk(run, w, t, "c1", payload=b"AAAA")
-    run.ingest(first)
+    run.chunks.ingest(first)
     before = counters(run)
     store.put(first.payload_path, b"BBBB")  # same size, different content
     with pytest.raises(Conflict, match="different content"):
-        run.ingest(first.model_copy(update={"sha256": sha256_hex(b"BBBB")}))
+        run.chunks.ingest(first.model_copy(update={"sha256": sha256_hex(b"BBBB")}))
     assert counters(run) == before
     assert run.status().duplicate_chunks == 0
-    assert run.data.ledger.sha256("c1") == sha256_hex(b"AAAA")
+    assert run.ctx.data.ledger.sha256("c1") == sha256_hex(b"AAAA")
 
 
 def test_ingest_renews_the_reporting_workers_lease(run: Run, store: LocalStore, clock: FakeClock) -> None:
     w, t = collector(run)
     clock.advance(8)
-    run.ingest(chunk(run, w, t, "c1"))
+    run.chunks.ingest(chunk(run, w, t, "c1"))
     clock.advance(8)  # 16 s after registering, 8 s after the report
     run.tick()
-    assert run.fleet.registry.get(w) is not None
-    assert run.fleet.tasks.tasks[t].state == "claimed"
+    assert run.ctx.fleet.registry.get(w) is not None
+    assert run.ctx.fleet.tasks.tasks[t].state == "claimed"
 
 
 def test_eviction_deletes_payload_files(make_run: Callable[..., Run], run_config: RunConfig,
@@ -401,14 +404,14 @@ def test_eviction_deletes_payload_files(make_run: Callable[..., Run], run_config
     reports = [chunk(run, w, t, f"c{i}") for i in range(6)]
     assert {r.env_steps for r in reports} == {500}
     for r in reports[:4]:
-        run.ingest(r)
+        run.chunks.ingest(r)
     settle_files(run)
     assert all(store.size(r.payload_path) is not None for r in reports[:4])
-    run.ingest(reports[4])  # 2500 > 2000: c0 goes
+    run.chunks.ingest(reports[4])  # 2500 > 2000: c0 goes
     settle_files(run)  # files go once the eviction is committed, on the deleter thread
     assert store.size(reports[0].payload_path) is None
     assert not (store.root / reports[0].payload_path).exists()
-    run.ingest(reports[5])  # c1 goes
+    run.chunks.ingest(reports[5])  # c1 goes
     settle_files(run)
     assert store.size(reports[1].payload_path) is None
     assert all(store.size(r.payload_path) is not None for r in reports[2:])
@@ -416,7 +419,7 @@ def test_eviction_deletes_payload_files(make_run: Callable[..., Run], run_config
     buf = s.buffers[0]
     assert (s.chunks, buf.chunks, buf.evicted_chunks, buf.transitions) == (6, 4, 2, 2000)
     assert s.env_steps == 3000  # eviction never un-counts env steps
-    assert [e.chunk_id for e in run.data.buffer.entries()] == ["c2", "c3", "c4", "c5"]
+    assert [e.chunk_id for e in run.ctx.data.buffer.entries()] == ["c2", "c3", "c4", "c5"]
 
 
 def test_retry_of_acknowledged_chunk_after_its_eviction_is_a_duplicate(
@@ -424,12 +427,12 @@ def test_retry_of_acknowledged_chunk_after_its_eviction_is_a_duplicate(
     run = make_run(layout(run_config, chunk_steps=1000))  # chunks of 2000 rows: the whole capacity
     w, t = collector(run)
     first = chunk(run, w, t, "c0")
-    run.ingest(first)
-    run.ingest(chunk(run, w, t, "c1"))  # overwrites every row of c0: evicted, file deleted
+    run.chunks.ingest(first)
+    run.chunks.ingest(chunk(run, w, t, "c1"))  # overwrites every row of c0: evicted, file deleted
     settle_files(run)
     assert store.size(first.payload_path) is None
     before = counters(run)
-    ack = run.ingest(first)  # e.g. the collector's retry after a timeout
+    ack = run.chunks.ingest(first)  # e.g. the collector's retry after a timeout
     assert ack.duplicate is True
     assert counters(run) == before
 
@@ -438,14 +441,14 @@ def test_collectors_told_to_pause_when_ahead(run: Run, store: LocalStore) -> Non
     # min 64, spi 8, tolerance 512: collectors are ahead once (inserted - 64) * 8 > 8 * 512, i.e. > 576
     w, t = collector(run)
     for i in range(18):  # 18 chunks of 32 rows: exactly 576
-        ack = run.ingest(chunk(run, w, t, f"c{i}"))
-    assert run.data.limiter.inserted == 576
+        ack = run.chunks.ingest(chunk(run, w, t, f"c{i}"))
+    assert run.ctx.data.limiter.inserted == 576
     assert ack.directive.pause_seconds == 0.0
-    ack = run.ingest(chunk(run, w, t, "c18"))
+    ack = run.chunks.ingest(chunk(run, w, t, "c18"))
     assert ack.directive.pause_seconds == PAUSE_SECONDS
-    assert run.heartbeat(w).directive.pause_seconds == PAUSE_SECONDS
+    assert run.workers.heartbeat(w).directive.pause_seconds == PAUSE_SECONDS
     lrn = register(run, "learner")
-    assert run.heartbeat(lrn).directive.pause_seconds == 0.0  # only collectors pause
+    assert run.workers.heartbeat(lrn).directive.pause_seconds == 0.0  # only collectors pause
 
 
 # ----- sampling ---------------------------------------------------------------------------------------------
@@ -455,13 +458,13 @@ def test_sample_not_enough_data_below_min_size(run: Run, store: LocalStore) -> N
     w, t = collector(run)
     lrn = learner(run)
     with pytest.raises(NotEnoughData):
-        run.sample(SampleRequest(worker_id=lrn, batch_size=1))
-    run.ingest(chunk(run, w, t, "c1"))  # 32 rows; min_transitions is 64
+        run.learning.sample(SampleRequest(worker_id=lrn, batch_size=1))
+    run.chunks.ingest(chunk(run, w, t, "c1"))  # 32 rows; min_transitions is 64
     with pytest.raises(NotEnoughData, match="32 inserted transitions"):
-        run.sample(SampleRequest(worker_id=lrn, batch_size=1))
-    assert run.data.limiter.sampled == 0
-    run.ingest(chunk(run, w, t, "c2"))  # exactly 64
-    assert len(run.sample(SampleRequest(worker_id=lrn, batch_size=1)).offsets) == 1
+        run.learning.sample(SampleRequest(worker_id=lrn, batch_size=1))
+    assert run.ctx.data.limiter.sampled == 0
+    run.chunks.ingest(chunk(run, w, t, "c2"))  # exactly 64
+    assert len(run.learning.sample(SampleRequest(worker_id=lrn, batch_size=1)).offsets) == 1
 
 
 def test_sample_returns_valid_references(make_run: Callable[..., Run], run_config: RunConfig,
@@ -471,8 +474,8 @@ def test_sample_returns_valid_references(make_run: Callable[..., Run], run_confi
     lrn = learner(run)
     sizes = {"a": 40, "b": 1, "c": 100}
     for cid, n in sizes.items():
-        run.ingest(chunk(run, w, t, cid, env_steps=n))
-    resp = run.sample(SampleRequest(worker_id=lrn, batch_size=32, num_batches=4))
+        run.chunks.ingest(chunk(run, w, t, cid, env_steps=n))
+    resp = run.learning.sample(SampleRequest(worker_id=lrn, batch_size=32, num_batches=4))
     assert resp.batch_size == 32
     assert len(resp.chunk_index) == len(resp.offsets) == 128
     assert resp.buffer_transitions == 141
@@ -485,41 +488,41 @@ def test_sample_returns_valid_references(make_run: Callable[..., Run], run_confi
     for k, off in zip(resp.chunk_index, resp.offsets, strict=True):
         assert 0 <= k < len(resp.chunks)
         assert 0 <= off < sizes[resp.chunks[k].chunk_id]
-    assert run.data.limiter.sampled == 128
+    assert run.ctx.data.limiter.sampled == 128
     assert resp.directive.run_state == "running"
 
 
 def test_sample_requires_a_claimed_learner_task(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
-    run.ingest(chunk(run, w, t, "c1"))
-    run.ingest(chunk(run, w, t, "c2"))  # 64: enough to sample
+    run.chunks.ingest(chunk(run, w, t, "c1"))
+    run.chunks.ingest(chunk(run, w, t, "c2"))  # 64: enough to sample
     unclaimed = register(run, "learner")
     with pytest.raises(Conflict, match="holds no learner task"):
-        run.sample(SampleRequest(worker_id=unclaimed, batch_size=1))
+        run.learning.sample(SampleRequest(worker_id=unclaimed, batch_size=1))
     with pytest.raises(Forbidden):
-        run.sample(SampleRequest(worker_id=w, batch_size=1))
+        run.learning.sample(SampleRequest(worker_id=w, batch_size=1))
     with pytest.raises(UnknownWorker):
-        run.sample(SampleRequest(worker_id="learner-404-000000", batch_size=1))
-    assert run.data.limiter.sampled == 0
+        run.learning.sample(SampleRequest(worker_id="learner-404-000000", batch_size=1))
+    assert run.ctx.data.limiter.sampled == 0
 
 
 def test_sample_rate_limited_by_samples_per_insert(run: Run, store: LocalStore) -> None:
     # with exactly min_transitions (64) inserted, the learner may sample spi * tolerance = 4096 transitions
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0"))
-    run.ingest(chunk(run, w, t, "c1"))  # 2 x 32 = 64
+    run.chunks.ingest(chunk(run, w, t, "c0"))
+    run.chunks.ingest(chunk(run, w, t, "c1"))  # 2 x 32 = 64
     request = SampleRequest(worker_id=lrn, batch_size=64)
     for _ in range(64):
-        run.sample(request)
+        run.learning.sample(request)
     with pytest.raises(NotEnoughData, match="ahead of samples_per_insert"):
-        run.sample(request)
-    assert run.data.limiter.sampled == 4096
-    run.ingest(chunk(run, w, t, "c2"))  # 32 inserts buy 256 samples at spi=8
+        run.learning.sample(request)
+    assert run.ctx.data.limiter.sampled == 4096
+    run.chunks.ingest(chunk(run, w, t, "c2"))  # 32 inserts buy 256 samples at spi=8
     for _ in range(4):
-        run.sample(request)
+        run.learning.sample(request)
     with pytest.raises(NotEnoughData):
-        run.sample(SampleRequest(worker_id=lrn, batch_size=1))
+        run.learning.sample(SampleRequest(worker_id=lrn, batch_size=1))
     assert run.status().learner.samples_per_insert == pytest.approx(4352 / 32)
 
 
@@ -529,8 +532,8 @@ def test_sample_is_deterministic_for_the_run_seed(make_run: Callable[..., Run], 
         r = make_run()
         w, t = collector(r)
         for i in range(5):
-            r.ingest(chunk(r, w, t, f"c{i}"))
-        resp = r.sample(SampleRequest(worker_id=learner(r), batch_size=16))
+            r.chunks.ingest(chunk(r, w, t, f"c{i}"))
+        resp = r.learning.sample(SampleRequest(worker_id=learner(r), batch_size=16))
         results.append(([c.chunk_id for c in resp.chunks], resp.chunk_index, resp.offsets))
     assert results[0] == results[1]
 
@@ -540,22 +543,22 @@ def test_sample_is_deterministic_for_the_run_seed(make_run: Callable[..., Run], 
 
 def test_learn_report_updates_status(run: Run) -> None:
     lrn = learner(run)
-    run.learn_report(LearnReport(worker_id=lrn, iteration=7, losses={"td": 0.5, "q_mean": 3.0},
+    run.learning.learn_report(LearnReport(worker_id=lrn, iteration=7, losses={"td": 0.5, "q_mean": 3.0},
                                  transitions_trained=224))
     s = run.status().learner
     assert (s.iteration, s.transitions_trained, s.losses) == (7, 224, {"td": 0.5, "q_mean": 3.0})
     with pytest.raises(Forbidden):
-        run.learn_report(LearnReport(worker_id=register(run, "collector"), iteration=1,
+        run.learning.learn_report(LearnReport(worker_id=register(run, "collector"), iteration=1,
                                      transitions_trained=0))
 
 
 def test_failed_learner_hooks_show_in_status_with_their_first_error_for_the_whole_run(run: Run) -> None:
     lrn = learner(run)
     boom = {"tests.hookfns:boom@every": "at iteration 10: ValueError: boom"}
-    run.learn_report(LearnReport(worker_id=lrn, iteration=10, transitions_trained=64, hooks_failed=boom))
-    run.learn_report(LearnReport(worker_id=lrn, iteration=20, transitions_trained=128))  # a restarted learner
+    run.learning.learn_report(LearnReport(worker_id=lrn, iteration=10, transitions_trained=64, hooks_failed=boom))
+    run.learning.learn_report(LearnReport(worker_id=lrn, iteration=20, transitions_trained=128))  # a restarted learner
     assert run.status().learner.hooks_failed == boom
-    run.learn_report(LearnReport(worker_id=lrn, iteration=30, transitions_trained=192, hooks_failed={
+    run.learning.learn_report(LearnReport(worker_id=lrn, iteration=30, transitions_trained=192, hooks_failed={
         "tests.hookfns:boom@every": "at iteration 30: ValueError: boom", "tests.hookfns:record@end": "OSError"}))
     assert run.status().learner.hooks_failed == {**boom, "tests.hookfns:record@end": "OSError"}
 
@@ -563,11 +566,11 @@ def test_failed_learner_hooks_show_in_status_with_their_first_error_for_the_whol
 def test_policy_publish_and_distribution(run: Run, store: LocalStore) -> None:
     lrn = learner(run)
     ref = publish(run, store, lrn, 1, iteration=100)
-    assert run.policies.latest == ref
+    assert run.ctx.policies.latest == ref
     c = register(run, "collector")
-    task = run.claim(c).task
+    task = run.workers.claim(c).task
     assert isinstance(task, CollectorTask) and task.policy == ref
-    assert run.heartbeat(c).directive.policy == ref
+    assert run.workers.heartbeat(c).directive.policy == ref
     s = run.status()
     assert (s.policy_version, s.learner.iteration) == (1, 100)
 
@@ -576,37 +579,37 @@ def test_policy_versions_are_monotonic(run: Run, store: LocalStore) -> None:
     lrn = learner(run)
     v1 = publish(run, store, lrn, 1)
     # same version and sha: an idempotent retry
-    run.publish_policy(PolicyPublish(worker_id=lrn, policy=v1, iteration=0))
-    assert list(run.policies.versions) == [v1]
+    run.publishing.publish_policy(PolicyPublish(worker_id=lrn, policy=v1, iteration=0))
+    assert list(run.ctx.policies.versions) == [v1]
     # same version, other content
     store.put("policies/v1-other", b"other weights")
     other = PolicyRef(version=1, path="policies/v1-other", sha256=sha256_hex(b"other weights"))
     with pytest.raises(Conflict, match="not newer"):
-        run.publish_policy(PolicyPublish(worker_id=lrn, policy=other, iteration=0))
+        run.publishing.publish_policy(PolicyPublish(worker_id=lrn, policy=other, iteration=0))
     v3 = publish(run, store, lrn, 3)  # versions may skip
     with pytest.raises(Conflict):
         publish(run, store, lrn, 2)
     with pytest.raises(Conflict):  # an older version, even re-sent with its original sha
-        run.publish_policy(PolicyPublish(worker_id=lrn, policy=v1, iteration=0))
-    assert list(run.policies.versions) == [v1, v3]
+        run.publishing.publish_policy(PolicyPublish(worker_id=lrn, policy=v1, iteration=0))
+    assert list(run.ctx.policies.versions) == [v1, v3]
     assert run.status().policy_version == 3
 
 
 def test_policy_publish_validation(run: Run, store: LocalStore) -> None:
     lrn = learner(run)
     with pytest.raises(Invalid, match="not in the store"):
-        run.publish_policy(PolicyPublish(worker_id=lrn, iteration=0, policy=PolicyRef(
+        run.publishing.publish_policy(PolicyPublish(worker_id=lrn, iteration=0, policy=PolicyRef(
             version=1, path=policy_path(1), sha256="0" * 64)))
     store.put("chunks/x/weights", b"w")
     with pytest.raises(Invalid, match="under 'policies/'"):
-        run.publish_policy(PolicyPublish(worker_id=lrn, iteration=0, policy=PolicyRef(
+        run.publishing.publish_policy(PolicyPublish(worker_id=lrn, iteration=0, policy=PolicyRef(
             version=1, path="chunks/x/weights", sha256=sha256_hex(b"w"))))
     collector_id = register(run, "collector")
     store.put(policy_path(1), b"w")
     with pytest.raises(Forbidden):
-        run.publish_policy(PolicyPublish(worker_id=collector_id, iteration=0, policy=PolicyRef(
+        run.publishing.publish_policy(PolicyPublish(worker_id=collector_id, iteration=0, policy=PolicyRef(
             version=1, path=policy_path(1), sha256=sha256_hex(b"w"))))
-    assert run.policies.latest is None
+    assert run.ctx.policies.latest is None
 
 
 def test_old_policy_files_beyond_keep_policies_deleted(make_run: Callable[..., Run],
@@ -614,7 +617,7 @@ def test_old_policy_files_beyond_keep_policies_deleted(make_run: Callable[..., R
     run = make_run(keep_policies=3)
     lrn = learner(run)
     refs = [publish(run, store, lrn, v) for v in range(1, 6)]
-    assert [p.version for p in run.policies.versions] == [3, 4, 5]
+    assert [p.version for p in run.ctx.policies.versions] == [3, 4, 5]
     settle_files(run)  # dropped versions' files go on the deleter thread, once the drop is committed
     for ref in refs[:2]:
         assert store.size(ref.path) is None
@@ -626,12 +629,12 @@ def test_old_policy_files_beyond_keep_policies_deleted(make_run: Callable[..., R
 
 
 def evaluate(run: Run, worker_id: str, version: int, returns: list[float]) -> Any:
-    return run.evaluate(EvaluationReport(worker_id=worker_id, policy_version=version, returns=returns,
+    return run.evaluations.evaluate(EvaluationReport(worker_id=worker_id, policy_version=version, returns=returns,
                                          lengths=[max(1, int(r)) for r in returns]))
 
 
 def holdout(run: Run, worker_id: str, version: int, returns: list[float], request_id: str | None = None) -> Any:
-    return run.test(HoldoutReport(worker_id=worker_id, policy_version=version, returns=returns,
+    return run.evaluations.test(HoldoutReport(worker_id=worker_id, policy_version=version, returns=returns,
                                   lengths=[max(1, int(r)) for r in returns], request_id=request_id))
 
 
@@ -643,13 +646,13 @@ def test_evaluation_requires_a_published_policy(run: Run, store: LocalStore) -> 
     with pytest.raises(Invalid, match="never published"):
         evaluate(run, ev, 2, [10.0] * 4)
     with pytest.raises(Invalid, match="same number"):
-        run.evaluate(EvaluationReport(worker_id=ev, policy_version=1, returns=[1.0, 2.0], lengths=[1]))
+        run.evaluations.evaluate(EvaluationReport(worker_id=ev, policy_version=1, returns=[1.0, 2.0], lengths=[1]))
     for episodes in (1, 3, 5):  # exactly evaluation.episodes (4): one lucky episode cannot end a run
         with pytest.raises(Invalid, match="evaluation.episodes=4"):
             evaluate(run, ev, 1, [500.0] * episodes)
     with pytest.raises(Forbidden):
         evaluate(run, register(run, "collector"), 1, [10.0] * 4)
-    assert run.evaluation_history() == []
+    assert run.evaluations.history() == []
 
 
 def test_evaluation_below_threshold_keeps_running(run: Run, store: LocalStore, clock: FakeClock) -> None:
@@ -667,53 +670,53 @@ def test_evaluation_below_threshold_keeps_running(run: Run, store: LocalStore, c
     assert s.run_state == "running"
     assert s.best_evaluation == r2
     assert s.latest_evaluation is not None and s.latest_evaluation.mean == 10.0
-    assert len(run.evaluation_history()) == 3
+    assert len(run.evaluations.history()) == 3
 
 
 def test_evaluation_at_threshold_solves_the_run(run: Run, store: LocalStore, clock: FakeClock) -> None:
     w, t = collector(run)
     lrn = learner(run)
     ev = register(run, "evaluator")
-    run.claim(ev)
-    run.ingest(chunk(run, w, t, "c1"))
+    run.workers.claim(ev)
+    run.chunks.ingest(chunk(run, w, t, "c1"))
     publish(run, store, lrn, 1)
     clock.advance(42)
     result = evaluate(run, ev, 1, [475.0, 475.0, 470.0, 480.0])  # mean == 475.0 == solve_threshold
     assert result.solved is True and result.test_requested is True and result.env_steps == 32
-    assert run.lifecycle.state == "running"  # a validation pass only nominates: the held-out test decides
+    assert run.ctx.lifecycle.state == "running"  # a validation pass only nominates: the held-out test decides
     test = holdout(run, ev, 1, [470.0, 480.0] * 50)
     assert test.confirmed and test.mean == 475.0 and test.validation_mean == 475.0 and test.episodes == 100
     assert test.ci95 == (pytest.approx(475.0 - 1.959964 * 5 / 10), pytest.approx(475.0 + 1.959964 * 5 / 10))
-    assert run.lifecycle.state == "solved"
-    assert "confirmed by a held-out test: 475.0" in run.lifecycle.message and "v1" in run.lifecycle.message
+    assert run.ctx.lifecycle.state == "solved"
+    assert "confirmed by a held-out test: 475.0" in run.ctx.lifecycle.message and "v1" in run.ctx.lifecycle.message
     assert run.status().confirmed_by == test
     # every directive now says so, and no more work is handed out
-    assert run.heartbeat(w).directive.run_state == "solved"
-    assert run.heartbeat(lrn).directive.run_state == "solved"
-    claim = run.claim(register(run, "collector"))
+    assert run.workers.heartbeat(w).directive.run_state == "solved"
+    assert run.workers.heartbeat(lrn).directive.run_state == "solved"
+    claim = run.workers.claim(register(run, "collector"))
     assert claim.task is None and claim.directive.run_state == "solved"
-    assert run.ingest(chunk(run, w, t, "c2")).directive.run_state == "solved"
+    assert run.chunks.ingest(chunk(run, w, t, "c2")).directive.run_state == "solved"
     clock.advance(100)
     s = run.status()
     assert s.run_state == "solved"
     assert s.wall_seconds == 42.0  # frozen at the end
     # a later event cannot overwrite the final state
-    run.stop("too late")
+    run.controls.stop("too late")
     run.tick()
-    assert (run.lifecycle.state, run.status().run_message) == ("solved", s.run_message)
+    assert (run.ctx.lifecycle.state, run.status().run_message) == ("solved", s.run_message)
 
 
 def test_env_step_budget_exhausts_the_run(make_run: Callable[..., Run], run_config: RunConfig,
                                           store: LocalStore) -> None:
     run = make_run(make_config(run_config, budget={"max_env_steps": 96}))
     w, t = collector(run)
-    run.ingest(chunk(run, w, t, "c1"))
-    run.ingest(chunk(run, w, t, "c2"))  # 64
-    assert run.lifecycle.state == "running"
-    ack = run.ingest(chunk(run, w, t, "c3"))  # exactly 96
-    assert run.lifecycle.state == "budget_exhausted"
+    run.chunks.ingest(chunk(run, w, t, "c1"))
+    run.chunks.ingest(chunk(run, w, t, "c2"))  # 64
+    assert run.ctx.lifecycle.state == "running"
+    ack = run.chunks.ingest(chunk(run, w, t, "c3"))  # exactly 96
+    assert run.ctx.lifecycle.state == "budget_exhausted"
     assert ack.directive.run_state == "budget_exhausted"
-    assert "96" in run.lifecycle.message
+    assert "96" in run.ctx.lifecycle.message
     assert run.status().env_steps == 96
 
 
@@ -721,31 +724,32 @@ def test_wall_budget_via_tick(make_run: Callable[..., Run], run_config: RunConfi
     run = make_run(make_config(run_config, budget={"max_wall_seconds": 60}))
     c = register(run, "collector")
     clock.advance(59.9)
-    run.heartbeat(c)
+    run.workers.heartbeat(c)
     run.tick()
-    assert run.lifecycle.state == "running"
+    assert run.ctx.lifecycle.state == "running"
     clock.advance(0.1)
     run.tick()
-    assert run.lifecycle.state == "budget_exhausted"
-    assert "60s" in run.lifecycle.message
-    assert run.heartbeat(c).directive.run_state == "budget_exhausted"
+    assert run.ctx.lifecycle.state == "budget_exhausted"
+    assert "60s" in run.ctx.lifecycle.message
+    assert run.workers.heartbeat(c).directive.run_state == "budget_exhausted"
     clock.advance(500)
     assert run.status().wall_seconds == pytest.approx(60.0)
 
 
 def test_stop(run: Run, clock: FakeClock) -> None:
     clock.advance(5)
-    status = run.stop("operator said so")
+    run.controls.stop("operator said so")
+    status = run.status()
     assert (status.run_state, status.run_message) == ("stopped", "operator said so")
     assert status.wall_seconds == 5.0
-    run.stop("again")
-    assert run.lifecycle.message == "operator said so"
+    run.controls.stop("again")
+    assert run.ctx.lifecycle.message == "operator said so"
 
 
 def test_wall_seconds_frozen_when_run_ended_at_clock_zero(run_config: RunConfig, store: LocalStore) -> None:
     clock = FakeClock(0.0)
     run = Run(run_config, store, clock=clock, sample_wait_seconds=0)
-    run.stop("immediately")
+    run.controls.stop("immediately")
     clock.advance(50)
     assert run.status().wall_seconds == 0.0
 
@@ -756,35 +760,35 @@ def test_wall_seconds_frozen_when_run_ended_at_clock_zero(run_config: RunConfig,
 def test_lease_expiry_returns_the_task_to_a_new_collector(run: Run, clock: FakeClock) -> None:
     a, task_a = collector(run)
     b, task_b = collector(run)
-    seed_a = run.claim(a).task.seed  # type: ignore[union-attr]
+    seed_a = run.workers.claim(a).task.seed  # type: ignore[union-attr]
     clock.advance(6)
-    run.heartbeat(b)
+    run.workers.heartbeat(b)
     clock.advance(4)  # a: silent for 10 s == lease; b: 4 s
     run.tick()
-    assert run.fleet.registry.get(a) is None
-    assert run.fleet.registry.get(b) is not None
-    assert run.fleet.tasks.tasks[task_a].state == "pending"
-    assert run.fleet.tasks.tasks[task_a].worker_id is None
-    assert run.fleet.tasks.tasks[task_b].worker_id == b
+    assert run.ctx.fleet.registry.get(a) is None
+    assert run.ctx.fleet.registry.get(b) is not None
+    assert run.ctx.fleet.tasks.tasks[task_a].state == "pending"
+    assert run.ctx.fleet.tasks.tasks[task_a].worker_id is None
+    assert run.ctx.fleet.tasks.tasks[task_b].worker_id == b
     with pytest.raises(UnknownWorker):
-        run.heartbeat(a)
+        run.workers.heartbeat(a)
     c = register(run, "collector")
-    task_c = run.claim(c).task
+    task_c = run.workers.claim(c).task
     assert task_c is not None
     assert task_c.task_id == task_a == "collector-0"  # the same task id, not a new one
     assert task_c.seed != seed_a  # a re-claimed task does not replay the same episodes
-    assert run.fleet.tasks.tasks[task_a].claims == 2
-    assert "collector-2" not in run.fleet.tasks.tasks
+    assert run.ctx.fleet.tasks.tasks[task_a].claims == 2
+    assert "collector-2" not in run.ctx.fleet.tasks.tasks
 
 
 def test_heartbeats_keep_the_lease(run: Run, clock: FakeClock) -> None:
     a, task = collector(run)
     for _ in range(10):
         clock.advance(9)
-        run.heartbeat(a)
+        run.workers.heartbeat(a)
         run.tick()
-    assert run.fleet.registry.get(a) is not None
-    assert run.fleet.tasks.tasks[task].worker_id == a
+    assert run.ctx.fleet.registry.get(a) is not None
+    assert run.ctx.fleet.tasks.tasks[task].worker_id == a
 
 
 def test_expired_learner_task_can_be_reclaimed(run: Run, clock: FakeClock) -> None:
@@ -792,9 +796,9 @@ def test_expired_learner_task_can_be_reclaimed(run: Run, clock: FakeClock) -> No
     clock.advance(11)
     run.tick()
     new = register(run, "learner")
-    task = run.claim(new).task
+    task = run.workers.claim(new).task
     assert isinstance(task, LearnerTask) and task.task_id == "learner-0"
-    assert run.fleet.tasks.tasks["learner-0"].worker_id == new != old
+    assert run.ctx.fleet.tasks.tasks["learner-0"].worker_id == new != old
 
 
 # ----- status -----------------------------------------------------------------------------------------------
@@ -809,12 +813,12 @@ def test_status_is_consistent(make_run: Callable[..., Run], run_config: RunConfi
     run.tick()  # rate sample (t=0 s, 0 steps)
     returns = [float(i) for i in range(150)]
     for i in range(5):
-        run.ingest(chunk(run, w, t, f"c{i}", returns=returns[i * 30:(i + 1) * 30]))
-    run.ingest(chunk(run, w, t, "c0", returns=returns[:30]))  # duplicate
-    run.sample(SampleRequest(worker_id=lrn, batch_size=32, num_batches=2))
+        run.chunks.ingest(chunk(run, w, t, f"c{i}", returns=returns[i * 30:(i + 1) * 30]))
+    run.chunks.ingest(chunk(run, w, t, "c0", returns=returns[:30]))  # duplicate
+    run.learning.sample(SampleRequest(worker_id=lrn, batch_size=32, num_batches=2))
     clock.advance(8)
     run.tick()  # rate sample (t=8 s, 2500 steps); every lease is still live
-    run.learn_report(LearnReport(worker_id=lrn, iteration=3, losses={"td": 1.5}, transitions_trained=64))
+    run.learning.learn_report(LearnReport(worker_id=lrn, iteration=3, losses={"td": 1.5}, transitions_trained=64))
     publish(run, store, lrn, 4, iteration=3)
     clock.advance(4)
 

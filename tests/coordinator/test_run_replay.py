@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from coordinator.errors import Conflict, Invalid, NotEnoughData
-from coordinator.payloads import CONSUMED_GRACE_SECONDS
-from coordinator.run import PAUSE_SECONDS, Run
+from coordinator.operations.context import PAUSE_SECONDS
+from coordinator.run import Run
+from coordinator.state.payloads import CONSUMED_GRACE_SECONDS
 from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import HeartbeatResponse, PriorityUpdate, SampleRequest, SampleResponse
@@ -61,7 +62,7 @@ def queue_config(base: RunConfig, sampler: str = "fifo", replay: dict[str, Any] 
 
 
 def sample(run: Run, worker_id: str, batch_size: int, num_batches: int = 1) -> SampleResponse:
-    return run.sample(SampleRequest(worker_id=worker_id, batch_size=batch_size, num_batches=num_batches))
+    return run.learning.sample(SampleRequest(worker_id=worker_id, batch_size=batch_size, num_batches=num_batches))
 
 
 def served_chunk_ids(resp: SampleResponse) -> list[str]:
@@ -70,7 +71,7 @@ def served_chunk_ids(resp: SampleResponse) -> list[str]:
 
 
 def update(run: Run, worker_id: str, ids: list[int], priorities: list[float]) -> Any:
-    return run.update_priorities(PriorityUpdate(worker_id=worker_id, ids=ids, priorities=priorities))
+    return run.learning.update_priorities(PriorityUpdate(worker_id=worker_id, ids=ids, priorities=priorities))
 
 
 # ----- prioritized replay -----------------------------------------------------------------------------------
@@ -81,7 +82,7 @@ def test_prioritized_sample_returns_ids_and_importance_weights(make_run: Callabl
     run = make_run(layout(prioritized(run_config, alpha=1.0), chunk_steps=25))  # chunks of 2 x 25 = 50 rows
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0"))  # ids 0..49, all at max priority 1
+    run.chunks.ingest(chunk(run, w, t, "c0"))  # ids 0..49, all at max priority 1
     fresh = sample(run, lrn, 40)
     assert fresh.unit == "transition"
     assert len(fresh.ids) == len(fresh.weights) == len(fresh.offsets) == len(fresh.lengths) == 40
@@ -113,7 +114,7 @@ def test_raised_priority_is_drawn_much_more_often(make_run: Callable[..., Run], 
     run = make_run(layout(prioritized(run_config, alpha=1.0), chunk_steps=50))  # chunks of 100 rows
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0"))
+    run.chunks.ingest(chunk(run, w, t, "c0"))
     before = Counter(sample(run, lrn, 2000).ids)
     assert before[7] < 60  # uniform: 20 expected
     ack = update(run, lrn, [7], [99.0])
@@ -129,20 +130,20 @@ def test_update_of_an_overwritten_id_is_ignored_and_spares_the_new_occupant(
     run = make_run(layout(prioritized(run_config, capacity_transitions=100, alpha=0.5), chunk_steps=25))
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "a0"))  # chunks of 50 rows: ids 0..49
-    run.ingest(chunk(run, w, t, "a1"))  # ids 50..99: the ring is full
+    run.chunks.ingest(chunk(run, w, t, "a0"))  # chunks of 50 rows: ids 0..49
+    run.chunks.ingest(chunk(run, w, t, "a1"))  # ids 50..99: the ring is full
     drawn = sample(run, lrn, 64).ids
     assert drawn and max(drawn) < 100
     update(run, lrn, [60], [16.0])  # raises max_priority: later chunks enter at 16 + eps
-    run.ingest(chunk(run, w, t, "b"))  # ids 100..149 overwrite slots 0..49
-    assert [e.chunk_id for e in run.data.buffer.entries()] == ["a1", "b"]
+    run.chunks.ingest(chunk(run, w, t, "b"))  # ids 100..149 overwrite slots 0..49
+    assert [e.chunk_id for e in run.ctx.data.buffer.entries()] == ["a1", "b"]
     new_leaf = (16.0 + EPS) ** 0.5
-    assert run.data.buffer.tree is not None
-    assert run.data.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)
+    assert run.ctx.data.buffer.tree is not None
+    assert run.ctx.data.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)
     ack = update(run, lrn, [3, 70], [1000.0, 9.0])  # id 3 now lives in slot 3 as id 103
     assert (ack.updated, ack.ignored) == (1, 1)
-    assert run.data.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)  # id 103 untouched
-    assert run.data.buffer.tree.get(np.array([70]))[0] == pytest.approx((9.0 + EPS) ** 0.5)
+    assert run.ctx.data.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)  # id 103 untouched
+    assert run.ctx.data.buffer.tree.get(np.array([70]))[0] == pytest.approx((9.0 + EPS) ** 0.5)
     assert run.status().buffers[0].max_priority == pytest.approx(16.0 + EPS)  # the ignored 1000 did not count
 
 
@@ -151,8 +152,8 @@ def test_priority_update_rejects_unissued_ids_and_mismatched_lengths(
     run = make_run(layout(prioritized(run_config), chunk_steps=10))  # chunks of 20 rows
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0"))  # ids 0..19; the head is 20
-    leaves = run.data.buffer.tree.get(np.arange(20)).copy()  # type: ignore[union-attr]
+    run.chunks.ingest(chunk(run, w, t, "c0"))  # ids 0..19; the head is 20
+    leaves = run.ctx.data.buffer.tree.get(np.arange(20)).copy()  # type: ignore[union-attr]
     with pytest.raises(Invalid, match="never issued") as err:
         update(run, lrn, [5, 20], [2.0, 2.0])
     assert err.value.status == 422
@@ -164,19 +165,19 @@ def test_priority_update_rejects_unissued_ids_and_mismatched_lengths(
     assert err.value.status == 422
     with pytest.raises(Invalid, match="1 ids but 3 priorities"):
         update(run, lrn, [1], [3.0, 3.0, 3.0])
-    assert np.array_equal(run.data.buffer.tree.get(np.arange(20)), leaves)  # type: ignore[union-attr]
-    assert run.data.buffer.max_priority == 1.0
+    assert np.array_equal(run.ctx.data.buffer.tree.get(np.arange(20)), leaves)  # type: ignore[union-attr]
+    assert run.ctx.data.buffer.max_priority == 1.0
     assert update(run, lrn, [19], [2.0]).updated == 1  # the boundary id is valid
 
 
 def test_priorities_on_a_uniform_buffer_conflict(run: Run, store: LocalStore) -> None:
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0"))
+    run.chunks.ingest(chunk(run, w, t, "c0"))
     with pytest.raises(Conflict, match="uniform sampler") as err:
         update(run, lrn, [1], [5.0])
     assert err.value.status == 409
-    assert run.data.buffer.max_priority == 1.0
+    assert run.ctx.data.buffer.max_priority == 1.0
 
 
 def test_new_items_enter_at_the_current_max_priority(make_run: Callable[..., Run], run_config: RunConfig,
@@ -184,15 +185,15 @@ def test_new_items_enter_at_the_current_max_priority(make_run: Callable[..., Run
     run = make_run(layout(prioritized(run_config, alpha=0.6), chunk_steps=5))  # chunks of 10 rows
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0"))
-    tree = run.data.buffer.tree
+    run.chunks.ingest(chunk(run, w, t, "c0"))
+    tree = run.ctx.data.buffer.tree
     assert tree is not None
     assert np.array_equal(tree.get(np.arange(10)), np.ones(10))  # max priority starts at 1
     update(run, lrn, [2, 4], [7.0, 3.0])
     assert run.status().buffers[0].max_priority == pytest.approx(7.0 + EPS)
     update(run, lrn, [4], [0.5])  # a lower priority does not lower the max
     assert run.status().buffers[0].max_priority == pytest.approx(7.0 + EPS)
-    run.ingest(chunk(run, w, t, "c1"))  # ids 10..19
+    run.chunks.ingest(chunk(run, w, t, "c1"))  # ids 10..19
     assert tree.get(np.arange(10, 20)) == pytest.approx(np.full(10, (7.0 + EPS) ** 0.6))
     assert tree.get(np.array([4]))[0] == pytest.approx((0.5 + EPS) ** 0.6)
     # by sampling: the new items are as likely as the top item, ~ 7**0.6 / 0.5**0.6 ~ 4.9x an item at 0.5
@@ -206,7 +207,7 @@ def test_beta_anneals_from_beta_start_to_one_with_sampled_transitions(
     run = make_run(layout(prioritized(run_config, beta_start=0.4, beta_horizon=1000), chunk_steps=50))
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0"))  # 100 rows
+    run.chunks.ingest(chunk(run, w, t, "c0"))  # 100 rows
     assert run.status().buffers[0].beta == pytest.approx(0.4)
     sample(run, lrn, 250)
     assert run.status().buffers[0].beta == pytest.approx(0.4 + 0.6 * 0.25)
@@ -235,14 +236,14 @@ def test_transition_batches_outside_the_bounds_are_invalid(make_run: Callable[..
     run = make_run(layout(run_config, chunk_steps=250, sampling={"min_batch_size": 16, "max_batch_size": 256}))
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0"))  # 500 rows
+    run.chunks.ingest(chunk(run, w, t, "c0"))  # 500 rows
     with pytest.raises(Invalid, match=r"outside the configured batch bounds \[16, 256\]") as err:
         sample(run, lrn, batch_size, num_batches)
     assert f"({batch_size * num_batches} transitions)" in err.value.message
-    assert run.data.limiter.sampled == 0
+    assert run.ctx.data.limiter.sampled == 0
     assert len(sample(run, lrn, 16).ids) == 16  # the bounds themselves are fine
     assert len(sample(run, lrn, 128, 2).ids) == 256
-    assert run.data.limiter.sampled == 272
+    assert run.ctx.data.limiter.sampled == 272
 
 
 # ----- on-policy queues -------------------------------------------------------------------------------------
@@ -254,7 +255,7 @@ def test_fifo_queue_serves_chunks_in_order_each_at_most_once(make_run: Callable[
     w, t = collector(run)
     lrn = learner(run)
     for i in range(5):
-        run.ingest(chunk(run, w, t, f"c{i}"))
+        run.chunks.ingest(chunk(run, w, t, f"c{i}"))
     first = sample(run, lrn, 8)  # at most max_batch_size=64 steps: two chunks of 32
     assert first.unit == "chunk"
     assert served_chunk_ids(first) == ["c0", "c1"]
@@ -274,9 +275,9 @@ def test_lifo_queue_serves_the_newest_chunk_first(make_run: Callable[..., Run], 
     w, t = collector(run)
     lrn = learner(run)
     for i in range(4):
-        run.ingest(chunk(run, w, t, f"c{i}"))
+        run.chunks.ingest(chunk(run, w, t, f"c{i}"))
     assert served_chunk_ids(sample(run, lrn, 1)) == ["c3"]
-    run.ingest(chunk(run, w, t, "c4"))
+    run.chunks.ingest(chunk(run, w, t, "c4"))
     assert served_chunk_ids(sample(run, lrn, 8)) == ["c4", "c2"]
     assert served_chunk_ids(sample(run, lrn, 8)) == ["c1", "c0"]
     with pytest.raises(NotEnoughData):
@@ -290,8 +291,8 @@ def test_queue_drops_chunks_that_lag_the_latest_policy(make_run: Callable[..., R
     lrn = learner(run)
     publish(run, store, lrn, 1)
     old = chunk(run, w, t, "old", policy_version=0)
-    run.ingest(old)  # lag 1: still allowed
-    run.ingest(chunk(run, w, t, "new", policy_version=1))
+    run.chunks.ingest(old)  # lag 1: still allowed
+    run.chunks.ingest(chunk(run, w, t, "new", policy_version=1))
     assert run.status().buffers[0].chunks == 2
     publish(run, store, lrn, 2)  # "old" now lags by 2 > 1
     buf = run.status().buffers[0]
@@ -304,7 +305,7 @@ def test_queue_drops_chunks_that_lag_the_latest_policy(make_run: Callable[..., R
     with pytest.raises(NotEnoughData):
         sample(run, lrn, 8)
     # a chunk that already lags too far when it arrives is never served either
-    run.ingest(chunk(run, w, t, "late", policy_version=0))
+    run.chunks.ingest(chunk(run, w, t, "late", policy_version=0))
     assert run.status().buffers[0].removed_stale == 2
     with pytest.raises(NotEnoughData):
         sample(run, lrn, 8)
@@ -315,10 +316,10 @@ def test_force_sync_queue_drops_everything_older_than_the_latest_policy(
     run = make_run(queue_config(run_config))  # force_sync: lag 0
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "v0", policy_version=0))
+    run.chunks.ingest(chunk(run, w, t, "v0", policy_version=0))
     publish(run, store, lrn, 1)
     assert run.status().buffers[0].removed_stale == 1
-    run.ingest(chunk(run, w, t, "v1", policy_version=1))
+    run.chunks.ingest(chunk(run, w, t, "v1", policy_version=1))
     assert served_chunk_ids(sample(run, lrn, 8)) == ["v1"]
 
 
@@ -329,16 +330,16 @@ def test_consumed_payloads_are_deleted_by_tick_after_the_grace_period(
     lrn = learner(run)
     reports = [chunk(run, w, t, f"c{i}") for i in range(3)]
     for report in reports:
-        run.ingest(report)
+        run.chunks.ingest(report)
     resp = sample(run, lrn, 8)
     assert served_chunk_ids(resp) == ["c0", "c1"]
-    assert "c0" not in run.data.buffer and "c1" not in run.data.buffer
+    assert "c0" not in run.ctx.data.buffer and "c1" not in run.ctx.data.buffer
     settle_files(run)
     for report in reports:  # the learner has yet to read them
         assert store.get(report.payload_path, sha256=report.sha256)
     clock.advance(CONSUMED_GRACE_SECONDS - 1)
-    run.heartbeat(w)
-    run.heartbeat(lrn)
+    run.workers.heartbeat(w)
+    run.workers.heartbeat(lrn)
     run.tick()
     settle_files(run)
     assert all(store.size(r.payload_path) is not None for r in reports)
@@ -348,7 +349,7 @@ def test_consumed_payloads_are_deleted_by_tick_after_the_grace_period(
     assert store.size(reports[0].payload_path) is None
     assert store.size(reports[1].payload_path) is None
     assert store.size(reports[2].payload_path) is not None  # still queued
-    assert "c2" in run.data.buffer
+    assert "c2" in run.ctx.data.buffer
 
 
 def test_orphan_gc_spares_consumed_payloads_within_their_grace_period(
@@ -357,12 +358,12 @@ def test_orphan_gc_spares_consumed_payloads_within_their_grace_period(
     w, t = collector(run)
     lrn = learner(run)
     report = chunk(run, w, t, "c0")
-    run.ingest(report)
+    run.chunks.ingest(report)
     old = time.time() - 3600  # the chunk sat in the store for an hour before it was consumed
     os.utime(store.resolve(report.payload_path), (old, old))
     assert served_chunk_ids(sample(run, lrn, 1)) == ["c0"]
     # the learner is about to read it
-    assert run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=300) == 0
+    assert run.ctx.payloads.collect_garbage(run.housekeeping.referenced_payloads(), grace_seconds=300) == 0
     settle_files(run)
     assert store.size(report.payload_path) is not None
     clock.advance(CONSUMED_GRACE_SECONDS)
@@ -376,13 +377,13 @@ def test_queue_backlog_pauses_collectors(make_run: Callable[..., Run], run_confi
     run = make_run(queue_config(run_config, replay={"tolerance_transitions": 64}))
     w, t = collector(run)
     lrn = learner(run)
-    assert run.ingest(chunk(run, w, t, "c0")).directive.pause_seconds == 0.0
-    ack = run.ingest(chunk(run, w, t, "c1"))  # 64 queued >= 64
+    assert run.chunks.ingest(chunk(run, w, t, "c0")).directive.pause_seconds == 0.0
+    ack = run.chunks.ingest(chunk(run, w, t, "c1"))  # 64 queued >= 64
     assert ack.directive.pause_seconds == PAUSE_SECONDS > 0
-    assert run.heartbeat(w).directive.pause_seconds == PAUSE_SECONDS
-    assert run.heartbeat(lrn).directive.pause_seconds == 0.0
+    assert run.workers.heartbeat(w).directive.pause_seconds == PAUSE_SECONDS
+    assert run.workers.heartbeat(lrn).directive.pause_seconds == 0.0
     sample(run, lrn, 1)  # consumes c0: 32 queued
-    assert run.heartbeat(w).directive.pause_seconds == 0.0
+    assert run.workers.heartbeat(w).directive.pause_seconds == 0.0
 
 
 def test_queue_sample_below_min_batch_size_is_not_enough_data(make_run: Callable[..., Run], run_config: RunConfig,
@@ -390,12 +391,12 @@ def test_queue_sample_below_min_batch_size_is_not_enough_data(make_run: Callable
     run = make_run(layout(queue_config(run_config), chunk_steps=8))  # chunks of 2 x 8 = 16 rows
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0"))
+    run.chunks.ingest(chunk(run, w, t, "c0"))
     with pytest.raises(NotEnoughData, match="holds 16 fresh transitions") as err:
         sample(run, lrn, 8)
     assert err.value.status == 409
-    assert run.data.limiter.sampled == 0 and "c0" in run.data.buffer
-    run.ingest(chunk(run, w, t, "c1"))
+    assert run.ctx.data.limiter.sampled == 0 and "c0" in run.ctx.data.buffer
+    run.chunks.ingest(chunk(run, w, t, "c1"))
     assert served_chunk_ids(sample(run, lrn, 8)) == ["c0", "c1"]
 
 
@@ -405,27 +406,27 @@ def test_queue_sample_waits_for_max_batch_size_and_settles_for_min(run_config: R
     run = Run(config, store, clock=time.monotonic, sample_wait_seconds=0.4)
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "c0"))
-    run.ingest(chunk(run, w, t, "c1"))
+    run.chunks.ingest(chunk(run, w, t, "c0"))
+    run.chunks.ingest(chunk(run, w, t, "c1"))
     request = SampleRequest(worker_id=lrn, batch_size=8)
 
     async def scenario() -> None:
         start = time.monotonic()
         # 64 < 128 queued: waits the full 0.4 s, then serves 64 >= 32
-        resp = SampleResponse.model_validate_json(await run.sample_waiting(request))
+        resp = SampleResponse.model_validate_json(await run.learning.sample_waiting(request))
         elapsed = time.monotonic() - start
         assert 0.35 <= elapsed < 2.0
         assert served_chunk_ids(resp) == ["c0", "c1"]
 
         # a full batch arriving during the wait is served at once
-        run.sample_wait_seconds = 3.0
-        run.ingest(chunk(run, w, t, "c2"))
+        run.ctx.sample_wait_seconds = 3.0
+        run.chunks.ingest(chunk(run, w, t, "c2"))
         t0 = time.monotonic()
-        waiting = asyncio.create_task(run.sample_waiting(request))
+        waiting = asyncio.create_task(run.learning.sample_waiting(request))
         await asyncio.sleep(0.2)
         assert not waiting.done()  # 32 < 128: still waiting
         for i in range(3, 6):
-            run.ingest(chunk(run, w, t, f"c{i}"))
+            run.chunks.ingest(chunk(run, w, t, f"c{i}"))
         completed = time.monotonic()
         resp = SampleResponse.model_validate_json(await asyncio.wait_for(waiting, 5))
         done = time.monotonic()
@@ -467,21 +468,21 @@ def test_inconsistent_chunk_layout_is_invalid_and_counts_nothing(make_run: Calla
     before = counters(run)
     report = chunk(run, w, t, "bad", returns=(5.0,), **changes)
     with pytest.raises(Invalid, match=message) as err:
-        run.ingest(report)
+        run.chunks.ingest(report)
     assert err.value.status == 422
     assert counters(run) == before == (0, 0, 0, 0, 0, 0)
-    assert "bad" not in run.data.ledger and "bad" not in run.data.buffer
+    assert "bad" not in run.ctx.data.ledger and "bad" not in run.ctx.data.buffer
     assert run.status().policy_lag.ingest_histogram == {}
-    if rows(run.config) <= run.config.replay.capacity_transitions:  # the declared layout itself is fine
-        assert run.ingest(chunk(run, w, t, "good", returns=(5.0,))).duplicate is False
+    if rows(run.ctx.config) <= run.ctx.config.replay.capacity_transitions:  # the declared layout itself is fine
+        assert run.chunks.ingest(chunk(run, w, t, "good", returns=(5.0,))).duplicate is False
 
 
 def test_a_consistent_multi_env_layout_is_accepted(make_run: Callable[..., Run], run_config: RunConfig) -> None:
     run = make_run(layout(run_config, num_envs=4, chunk_steps=500))  # 2000 rows: the whole capacity
     w, t = collector(run)
-    run.ingest(chunk(run, w, t, "ok", ends=[0, 5, 1999], fresh_columns=[0, 3]))
+    run.chunks.ingest(chunk(run, w, t, "ok", ends=[0, 5, 1999], fresh_columns=[0, 3]))
     assert counters(run) == (2000, 0, 1, 2000, 1, 2000)
-    (entry,) = run.data.buffer.entries()
+    (entry,) = run.ctx.data.buffer.entries()
     assert (entry.num_envs, entry.ends, entry.fresh_columns) == (4, (0, 5, 1999), (0, 3))
 
 
@@ -489,7 +490,7 @@ def test_chunks_cut_by_episode_count_may_be_shorter(make_run: Callable[..., Run]
     run = make_run(layout(run_config, num_envs=4, chunk_steps=8, n_episode=2))  # at most 32 rows
     w, t = collector(run)
     for cid, env_steps in (("whole", 32), ("short", 12), ("one-step", 4)):
-        assert run.ingest(chunk(run, w, t, cid, env_steps=env_steps, returns=(1.0, 2.0))).duplicate is False
+        assert run.chunks.ingest(chunk(run, w, t, cid, env_steps=env_steps, returns=(1.0, 2.0))).duplicate is False
     assert counters(run) == (48, 6, 3, 48, 3, 48)
 
 
@@ -501,13 +502,13 @@ def test_policy_lag_counts_ingest_lags_and_sampled_lags(make_run: Callable[..., 
     run = make_run(prioritized(run_config))
     w, t = collector(run)
     lrn = learner(run)
-    run.ingest(chunk(run, w, t, "a", policy_version=0))  # latest 0: lag 0
+    run.chunks.ingest(chunk(run, w, t, "a", policy_version=0))  # latest 0: lag 0
     for version in (1, 2, 3):
         publish(run, store, lrn, version)
-    run.ingest(chunk(run, w, t, "b", policy_version=3))  # lag 0
-    run.ingest(chunk(run, w, t, "c", policy_version=2))  # lag 1
-    run.ingest(chunk(run, w, t, "d", policy_version=1))  # lag 2
-    run.ingest(chunk(run, w, t, "e", policy_version=1))  # lag 2
+    run.chunks.ingest(chunk(run, w, t, "b", policy_version=3))  # lag 0
+    run.chunks.ingest(chunk(run, w, t, "c", policy_version=2))  # lag 1
+    run.chunks.ingest(chunk(run, w, t, "d", policy_version=1))  # lag 2
+    run.chunks.ingest(chunk(run, w, t, "e", policy_version=1))  # lag 2
     lag = run.status().policy_lag
     assert lag.ingest_histogram == {"0": 2, "1": 1, "2": 2}
     assert lag.ingest_max == 2
@@ -536,9 +537,9 @@ def test_policy_lag_histogram_collects_the_tail(make_run: Callable[..., Run], ru
     lrn = learner(run)
     for version in range(1, 11):
         publish(run, store, lrn, version)
-    run.ingest(chunk(run, w, t, "a", policy_version=10))
-    run.ingest(chunk(run, w, t, "b", policy_version=2))  # lag 8
-    run.ingest(chunk(run, w, t, "c", policy_version=0))  # lag 10
+    run.chunks.ingest(chunk(run, w, t, "a", policy_version=10))
+    run.chunks.ingest(chunk(run, w, t, "b", policy_version=2))  # lag 8
+    run.chunks.ingest(chunk(run, w, t, "c", policy_version=0))  # lag 10
     lag = run.status().policy_lag
     assert lag.ingest_histogram == {"0": 1, "8+": 2}
     assert lag.ingest_max == 10
@@ -549,7 +550,8 @@ def test_policy_lag_histogram_collects_the_tail(make_run: Callable[..., Run], ru
 
 async def poll(run: Run, worker_id: str, newer_than: int | None, wait: float) -> HeartbeatResponse:
     """The heartbeat long poll as the route runs it (on the event loop), its reply parsed."""
-    return HeartbeatResponse.model_validate_json(await run.heartbeat_reply(worker_id, "collector", newer_than, wait))
+    reply = await run.workers.heartbeat_reply(worker_id, "collector", newer_than, wait)
+    return HeartbeatResponse.model_validate_json(reply)
 
 
 def test_heartbeat_long_poll_returns_promptly_after_a_publish(run_config: RunConfig, store: LocalStore) -> None:
@@ -565,14 +567,14 @@ def test_heartbeat_long_poll_returns_promptly_after_a_publish(run_config: RunCon
         published = time.monotonic()
         publish(run, store, lrn, 2)
         # workers hear of v2 only once its publish is committed, which the event loop learns of after this
-        assert run.directive("collector").policy.version == 1  # type: ignore[union-attr]
+        assert run.ctx.directive("collector").policy.version == 1  # type: ignore[union-attr]
         reply = await asyncio.wait_for(waiting, 3)
         return reply, time.monotonic() - published
 
     reply, delay = asyncio.run(scenario())
     assert delay < 1.0
     assert reply.directive.policy is not None and reply.directive.policy.version == 2
-    assert run.directive("collector").policy == run.policies.latest
+    assert run.ctx.directive("collector").policy == run.ctx.policies.latest
 
 
 def test_heartbeat_long_poll_times_out_after_wait(run_config: RunConfig, store: LocalStore) -> None:
@@ -594,13 +596,13 @@ def test_heartbeat_long_poll_times_out_after_wait(run_config: RunConfig, store: 
 def test_heartbeat_long_poll_is_capped_at_half_a_lease(run_config: RunConfig, store: LocalStore) -> None:
     run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0, lease_seconds=1.0)
     col = register(run, "collector")
-    assert run.register("collector", "other").max_wait_seconds == 0.5
+    assert run.workers.register("collector", "other").max_wait_seconds == 0.5
     start = time.monotonic()
     reply = asyncio.run(poll(run, col, newer_than=0, wait=3600))  # no policy at all: waits, but only 0.5 s
     elapsed = time.monotonic() - start
     assert 0.45 <= elapsed < 1.5
     assert reply.directive.policy is None
-    assert run.fleet.registry.get(col) is not None  # renewed after the wait: the lease still holds
+    assert run.ctx.fleet.registry.get(col) is not None  # renewed after the wait: the lease still holds
 
 
 def test_heartbeat_long_poll_ends_when_the_run_ends(run_config: RunConfig, store: LocalStore) -> None:
@@ -611,7 +613,7 @@ def test_heartbeat_long_poll_ends_when_the_run_ends(run_config: RunConfig, store
         waiting = asyncio.create_task(poll(run, col, newer_than=0, wait=2.0))
         await asyncio.sleep(0.1)
         assert not waiting.done()
-        run.stop("done")
+        run.controls.stop("done")
         return await asyncio.wait_for(waiting, 3)
 
     start = time.monotonic()
@@ -621,7 +623,7 @@ def test_heartbeat_long_poll_ends_when_the_run_ends(run_config: RunConfig, store
 
 
 def test_lag_mean_is_exact_beyond_the_histogram_tail() -> None:
-    from coordinator.lag import LagStats
+    from coordinator.state.lag import LagStats
 
     stats = LagStats()
     for lag in (0, 8, 10):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.journal import Journal, stored_run_state
+from coordinator.journal.database import Journal, stored_run_state
 from coordinator.main import create_app
 from coordinator.runs import choose_run
 from coordinator.settings import CoordinatorSettings
@@ -119,7 +119,7 @@ def test_explicit_run_and_name_override_must_agree(coordinator_settings: Coordin
         create_app(coordinator_settings.model_copy(update={"run": "a", "overrides": "name=b"}))
     named = coordinator_settings.model_copy(update={"run": None, "overrides": "name=b"})
     with TestClient(create_app(named)) as client:
-        assert client.app.state.run.config.name == "b"  # type: ignore[attr-defined]
+        assert client.app.state.run.ctx.config.name == "b"  # type: ignore[attr-defined]
 
 
 def test_a_stopped_run_named_explicitly_continues_and_its_stop_does_not_count_as_wall_time(
@@ -136,10 +136,10 @@ def test_a_stopped_run_named_explicitly_continues_and_its_stop_does_not_count_as
 
 
 def test_lifecycle_reopens_only_a_stopped_run_and_keeps_its_wall_clock() -> None:
-    from coordinator.lifecycle import Lifecycle
+    from coordinator.state.lifecycle import Lifecycle
     from shared.config import BudgetConfig
 
-    life = Lifecycle(BudgetConfig(), now=100.0)
+    life = Lifecycle(BudgetConfig(), clock=lambda: 100.0)
     assert not life.reopen(150.0)  # running
     life.end("stopped", "operator", 130.0)
     assert life.reopen(1000.0) and life.running and life.wall_seconds(1010.0) == pytest.approx(40.0)

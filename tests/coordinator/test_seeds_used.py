@@ -12,22 +12,24 @@ from tests.coordinator.test_run import FakeClock, learner, publish, register
 def test_every_claim_gets_its_own_train_block_and_status_lists_all_modes(
         run: Run, store: LocalStore, clock: FakeClock) -> None:
     a, b = register(run, "collector"), register(run, "collector")
-    task_a, task_b = run.claim(a).task, run.claim(b).task
+    task_a, task_b = run.workers.claim(a).task, run.workers.claim(b).task
     assert isinstance(task_a, CollectorTask) and isinstance(task_b, CollectorTask)
-    assert decode(task_a.seed) == (run.config.seed, "train", 0, 1) and decode(task_b.seed)[2:] == (1, 1)
-    clock.advance(run.fleet.lease_seconds + 1)
+    assert decode(task_a.seed) == (run.ctx.config.seed, "train", 0, 1) and decode(task_b.seed)[2:] == (1, 1)
+    clock.advance(run.ctx.fleet.lease_seconds + 1)
     run.tick()  # a's lease expires: its task goes back to the queue
     c = register(run, "collector")
-    again = run.claim(c).task
+    again = run.workers.claim(c).task
     assert isinstance(again, CollectorTask) and again.task_id == task_a.task_id
     assert decode(again.seed)[2:] == (0, 2)  # the same task, a fresh block: never an earlier sequence
     ev = register(run, "evaluator")
-    run.claim(ev)
+    run.workers.claim(ev)
     publish(run, store, learner(run), 1)
-    valid = base_seed(run.config.seed, "valid", 0, 1)
-    run.evaluate(EvaluationReport(worker_id=ev, policy_version=1, returns=[480.0] * 4, lengths=[480] * 4, seed=valid))
-    test = base_seed(run.config.seed, "test", 0, 1)
-    run.test(HoldoutReport(worker_id=ev, policy_version=1, returns=[480.0] * 100, lengths=[480] * 100, seed=test))
+    valid = base_seed(run.ctx.config.seed, "valid", 0, 1)
+    run.evaluations.evaluate(EvaluationReport(worker_id=ev, policy_version=1, returns=[480.0] * 4, lengths=[480] * 4,
+                                              seed=valid))
+    test = base_seed(run.ctx.config.seed, "test", 0, 1)
+    run.evaluations.test(HoldoutReport(worker_id=ev, policy_version=1, returns=[480.0] * 100, lengths=[480] * 100,
+                                       seed=test))
     seeds = run.status().seeds
     assert seeds is not None
     assert set(seeds.train) >= {task_a.seed, again.seed} and seeds.valid == [valid] and seeds.test == [test]

@@ -1,10 +1,10 @@
-"""coordinator.tasks.TaskQueue: claims prefer the lowest pending index; collectors get tasks on demand."""
+"""coordinator.state.tasks.TaskQueue: claims prefer the lowest pending index; collectors get tasks on demand."""
 
 from __future__ import annotations
 
 import pytest
 
-from coordinator.tasks import TaskQueue
+from coordinator.state.tasks import TaskQueue
 from shared.wire import WorkerKind
 
 

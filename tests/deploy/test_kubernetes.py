@@ -284,7 +284,7 @@ def test_coordinator_listens_where_its_probes_and_service_look(overlay: list[Obj
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
         assert ports[c[probe]["httpGet"]["port"]] == 8000
     # the routes exist in the app as they are named here
-    from coordinator.routes.health import router
+    from coordinator.api.routes.health import router
     assert {"/healthz", "/readyz"} <= {getattr(r, "path", None) for r in router.routes}
     assert svc["spec"]["type"] == "ClusterIP"
     assert ports[svc["spec"]["ports"][0]["targetPort"]] == 8000

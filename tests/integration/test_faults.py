@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from coordinator.journal import Journal
+from coordinator.journal.database import Journal
 from coordinator.run import Run
 from launcher.up import free_port
 from shared.config import RunConfig
@@ -119,8 +119,8 @@ def test_run_survives_kill_9_of_collector_learner_and_coordinator(tmp_path: Path
     # Garbage collection (grace 0 now that every writer has stopped) leaves exactly the referenced payloads.
     store = LocalStore(run_dir / "store")
     run = Run(RunConfig(), store, journal=Journal(run_dir / "coordinator.sqlite"))
-    run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=0)
+    run.ctx.payloads.collect_garbage(run.housekeeping.referenced_payloads(), grace_seconds=0)
     on_disk = {p.relative_to(store.root).as_posix() for p in (store.root / "chunks").rglob("*") if p.is_file()}
-    assert on_disk == {e.payload_path for e in run.data.buffer.entries()}
-    run.close()
-    run.journal.close()
+    assert on_disk == {e.payload_path for e in run.ctx.data.buffer.entries()}
+    run.ctx.close()
+    run.ctx.journal.close()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.journal import Journal
+from coordinator.journal.database import Journal
 from coordinator.run import Run
 from shared.config import RunConfig
 from shared.layout import RunLayout
@@ -96,12 +96,13 @@ def test_services_on_separate_hosts_solve_cartpole_through_the_object_store(
     fleet.close()
     run = Run(RunConfig(), payloads, journal=Journal(run_dir / "coordinator.sqlite"))
     try:
-        assert run.payloads.collect_garbage(run.referenced_payloads(), grace_seconds=0) == 0  # nothing left over
-        referenced = {e.payload_path for e in run.data.buffer.entries()}
-        kept_policies = {p.path for p in run.policies.versions}
+        referenced = run.housekeeping.referenced_payloads()
+        assert run.ctx.payloads.collect_garbage(referenced, grace_seconds=0) == 0  # nothing left over
+        referenced = {e.payload_path for e in run.ctx.data.buffer.entries()}
+        kept_policies = {p.path for p in run.ctx.policies.versions}
     finally:
-        run.close()
-        run.journal.close()
+        run.ctx.close()
+        run.ctx.journal.close()
     assert set(payloads.list_prefix("chunks")) == referenced
     assert set(payloads.list_prefix("policies")) == kept_policies and len(kept_policies) <= 8
     assert 1 <= len(checkpoints.list_prefix("")) <= 3

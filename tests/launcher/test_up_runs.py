@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from coordinator.journal import Journal
+from coordinator.journal.database import Journal
 from launcher.cli import app
 from launcher.up import ServiceFailed, Up, UpOptions
 from shared.layout import RunLayout

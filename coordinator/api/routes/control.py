@@ -1,0 +1,58 @@
+"""The control plane (admin scope): pause and resume collection, checkpoint now, evaluate (and test) now, and
+change the settings the run's algorithm declares live. Stopping the run is in routes/run.py."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from coordinator.api import examples as ex
+from coordinator.api.apidoc import BODY, route_doc
+from coordinator.api.deps import AdminScope, RunDep
+from shared.wire import ControlStatus, EvaluateRequest, SettingsRequest
+
+router = APIRouter(prefix="/v1/run", tags=["control"])
+_ENDED = ("conflict", "journal_unavailable")  # 409: the run has ended
+
+
+@router.post("/pause", response_model=ControlStatus, summary="Pause collection (collectors idle until resumed)",
+             **route_doc("admin", "Collectors get a pause directive with their next reply and idle (re-checking "
+                         "every `pause_seconds`) until `resume`; the learner trains on what is buffered. "
+                         "Repeating it changes nothing.", _ENDED, response=ex.CONTROL))
+async def pause(run: RunDep, _: AdminScope) -> ControlStatus:
+    return await run.ctx.settled(run.controls.pause(True))
+
+
+@router.post("/resume", response_model=ControlStatus, summary="Resume collection after a pause",
+             **route_doc("admin", "Collectors stop idling with their next re-check. Repeating it changes nothing.",
+                         _ENDED, response=ex.CONTROL))
+async def resume(run: RunDep, _: AdminScope) -> ControlStatus:
+    return await run.ctx.settled(run.controls.pause(False))
+
+
+@router.post("/checkpoint", response_model=ControlStatus, summary="Ask the learner to checkpoint now",
+             **route_doc("admin", "Counts a checkpoint request; the learner sees the count in its directive and "
+                         "checkpoints after its next update, once per request.", _ENDED, response=ex.CONTROL))
+async def checkpoint(run: RunDep, _: AdminScope) -> ControlStatus:
+    return await run.ctx.settled(run.controls.checkpoint_now())
+
+
+@router.post("/evaluate", response_model=ControlStatus,
+             summary="Ask the evaluator to validate the latest policy now (and test it with `test`)",
+             **route_doc("admin", "Counts an evaluation request; the evaluator validates the latest policy at "
+                         "once on a fresh block of validation seeds. With `test`, the judge asks for the "
+                         "held-out test of the version validated whatever its score; a test that reaches the "
+                         "threshold solves the run as any other.", (*BODY, *_ENDED), ex.EVALUATE, ex.CONTROL))
+async def evaluate(body: EvaluateRequest, run: RunDep, _: AdminScope) -> ControlStatus:
+    return await run.ctx.settled(run.controls.evaluate_now(body.test))
+
+
+@router.patch("/settings", response_model=ControlStatus,
+              summary="Change live settings (those the algorithm declares live); journalled, shown in status",
+              **route_doc("admin", "Applies dotted run-config paths to the running run, all or none. Only the "
+                          "settings the algorithm's registry entry declares live may change (`live_settings` in "
+                          "the reply; another one is a 409 listing them); a value out of range is a 422 naming "
+                          "the field and its bound. Each change is journalled, listed in status, and marks the "
+                          "run as not reproducible; workers re-read their task to apply it.",
+                          (*BODY, *_ENDED), ex.SETTINGS, ex.CONTROL))
+async def settings(body: SettingsRequest, run: RunDep, _: AdminScope) -> ControlStatus:
+    return await run.ctx.settled(run.controls.change_settings(body.settings))

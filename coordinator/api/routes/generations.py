@@ -1,0 +1,81 @@
+"""Generations of a population-based learner (evolution strategies): open, claim a member, report, close.
+
+Not chunk reports: a member's result is a few numbers with no payload file, taken through its own small
+endpoint, and members are leased per generation, apart from the collectors' long-lived tasks.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+
+from coordinator.api import examples as ex
+from coordinator.api.apidoc import BODY, route_doc
+from coordinator.api.deps import CollectorScope, LearnerScope, RunDep
+from shared.wire_generations import (
+    GenerationClose,
+    GenerationOpen,
+    GenerationOpened,
+    GenerationResults,
+    MemberClaim,
+    MemberClaimRequest,
+    MemberResult,
+    ResultAck,
+)
+
+router = APIRouter(prefix="/v1/generations", tags=["generations"])
+GenerationNumber = Annotated[int, Path(ge=1, le=2**53, examples=[7], description=(
+    "generation number, issued by the coordinator (GenerationOpened.generation, MemberTask.generation)"))]
+_NOT_POPULATION = "`conflict` also when the run's algorithm does not train from generations."
+
+
+@router.post("", response_model=GenerationOpened, summary="Open the next generation of perturbed policies",
+             **route_doc("learner", "Opens the next generation: `members` (noise offset, antithetic sign) perturb the "
+                         "latest published policy (`policy_version`) as `perturbation` says. The coordinator issues "
+                         "the generation number. Keep `request_id` across retries: a retry gets the same generation. "
+                         "A generation left open (the learner restarted) is closed as it stands. "
+                         + _NOT_POPULATION, ("unknown_worker", "conflict", *BODY, "journal_unavailable"),
+                         ex.GENERATION_OPEN, ex.GENERATION_OPENED))
+async def open_generation(body: GenerationOpen, run: RunDep, scope: LearnerScope) -> GenerationOpened:
+    return await run.population.open_generation(body, scope)
+
+
+@router.post("/claim", response_model=MemberClaim, summary="Claim a member to evaluate (long poll)",
+             **route_doc("collector", "Claims the next member of the open generation under a lease of "
+                         "`perturbation.lease_seconds`: report it before then, or it is offered to another "
+                         "collector. With `wait_seconds` the reply waits (capped at half a lease) until a member is "
+                         "available; `member` is null if none came. Evaluate it greedily on `seed`, `seed + 1`, ... "
+                         "(one episode per env) with theta + sign * sigma * table[noise_index : noise_index + dim]. "
+                         + _NOT_POPULATION, ("unknown_worker", "conflict", *BODY), ex.MEMBER_CLAIM,
+                         ex.MEMBER_CLAIMED))
+async def claim_member(body: MemberClaimRequest, run: RunDep, scope: CollectorScope) -> MemberClaim:
+    return await run.population.claim_member(body, scope)
+
+
+@router.post("/{generation}/results", response_model=ResultAck, summary="Report a member's result",
+             **route_doc("collector", "Reports member `member` of `generation`: its mean return, mean length, "
+                         "episodes and env steps (which count in the run's env steps). Idempotent: the same member "
+                         "reported again is acknowledged as a `duplicate` and changes nothing. A result for a "
+                         "generation that has closed is acknowledged as `late` and never applied. A generation not "
+                         "issued yet, or a member it does not have, is `invalid`. " + _NOT_POPULATION,
+                         ("unknown_worker", "conflict", *BODY, "journal_unavailable"), ex.MEMBER_RESULT,
+                         ex.MEMBER_ACK))
+async def report_member(generation: GenerationNumber, body: MemberResult, run: RunDep,
+                        scope: CollectorScope) -> ResultAck:
+    return await run.population.report_member(generation, body, scope)
+
+
+@router.post("/{generation}/close", response_model=GenerationResults,
+             summary="Close a generation once enough members reported (long poll)",
+             **route_doc("learner", "Waits up to `wait_seconds` (capped at half a lease) until `min_fraction` of the "
+                         "members have reported, then closes the generation and returns every result; `closed` is "
+                         "false (no results) if the fraction was not reached: ask again, or send `force` to close "
+                         "with what arrived. Results reported after the close are late. Closing the last closed "
+                         "generation again returns the same results; an older one is `not_found`, a number not "
+                         "issued yet `invalid`. " + _NOT_POPULATION,
+                         ("unknown_worker", "not_found", "conflict", *BODY, "journal_unavailable"),
+                         ex.GENERATION_CLOSE, ex.GENERATION_RESULTS))
+async def close_generation(generation: GenerationNumber, body: GenerationClose, run: RunDep,
+                           scope: LearnerScope) -> GenerationResults:
+    return await run.population.close_generation(generation, body, scope)

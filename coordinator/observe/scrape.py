@@ -1,0 +1,92 @@
+"""The run's counters and gauges for Prometheus, read from its components when scraped: the hot paths pay
+nothing for them (coordinator/telemetry.py observes only what exists nowhere else)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from coordinator.operations.context import RunContext
+from coordinator.state.lag import TAIL
+
+
+class RunCollector(Collector):
+    """The run's counters and gauges, read from its components when scraped (names kept from the
+    hand-written exposition this replaced)."""
+
+    def __init__(self, ctx: RunContext, steps_per_second: Callable[[], float]) -> None:
+        self.ctx = ctx
+        self.steps_per_second = steps_per_second
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing to check at registration: names are fixed and unique
+
+    def collect(self) -> Iterator[Metric]:
+        run = self.ctx
+        data, committer = run.data, run.journal.committer
+        for name, help_, count in (
+                ("rlfleet_env_steps", "env steps acknowledged", data.env_steps),
+                ("rlfleet_episodes", "episodes finished in acknowledged chunks", data.episodes),
+                ("rlfleet_chunks", "chunks acknowledged", data.chunks),
+                ("rlfleet_duplicate_chunks", "retried chunk reports recognised and counted once",
+                 data.duplicate_chunks),
+                ("rlfleet_corrupt_chunks", "chunks a learner found unusable", data.corrupt_chunks),
+                ("rlfleet_env_errors", "environment exceptions contained by collectors", data.env_errors),
+                ("rlfleet_journal_commits", "SQLite transactions since the coordinator started", committer.commits),
+                ("rlfleet_member_results", "population member results applied to their generation",
+                 run.generations.results_accepted),
+                ("rlfleet_member_results_late", "member results for closed generations: acknowledged, never applied",
+                 run.generations.late_results),
+                ("rlfleet_member_results_duplicate", "repeated member reports recognised and counted once",
+                 run.generations.duplicate_results),
+                ("rlfleet_members_reoffered", "population members offered again after their lease ran out",
+                 run.generations.members_reoffered),
+                ("rlfleet_generations_closed", "generations a population-based learner closed",
+                 run.generations.generations_closed),
+                ("rlfleet_journal_submissions", "journalled mutations since the coordinator started",
+                 committer.submissions)):
+            yield CounterMetricFamily(name, help_, value=count)
+        workers = run.fleet.registry.workers.values()
+        gauges: tuple[tuple[str, str, float], ...] = (
+                ("rlfleet_env_steps_per_second", "env steps per second over the last few seconds",
+                 self.steps_per_second()),
+                ("rlfleet_policy_version", "latest published policy version", run.policies.latest_version),
+                ("rlfleet_learner_iteration", "learner updates so far", run.learner.iteration),
+                ("rlfleet_learner_hooks_failed", "learner hooks switched off after raising",
+                 len(run.learner.hooks_failed)),
+                ("rlfleet_samples_per_insert", "achieved ratio of sampled to inserted transitions",
+                 data.limiter.achieved_ratio()),
+                ("rlfleet_run_running", "1 while the run is running", int(run.lifecycle.running)),
+                ("rlfleet_workers_flagged", "workers whose chunk reports are refused (corrupt payloads)",
+                 sum(run.fleet.flagged(w) for w in workers)))
+        for name, help_, value in gauges:
+            yield GaugeMetricFamily(name, help_, value=value)
+        kinds = Counter(w.kind for w in workers)
+        family = GaugeMetricFamily("rlfleet_workers", "live registered workers", labels=["kind"])
+        for kind in ("collector", "learner", "evaluator"):
+            family.add_metric([kind], kinds[kind])
+        yield family
+        family = GaugeMetricFamily("rlfleet_buffer_transitions", "transitions in the replay buffer", labels=["buffer"])
+        family.add_metric([data.buffer.buffer_id], data.buffer.transitions)
+        yield family
+        family = GaugeMetricFamily("rlfleet_buffer_capacity_transitions", "replay buffer capacity",
+                                   labels=["buffer"])
+        family.add_metric([data.buffer.buffer_id], data.buffer.capacity)
+        yield family
+        yield _lag_histogram(run)
+
+
+def _lag_histogram(run: RunContext) -> HistogramMetricFamily:
+    """The data plane's lag-at-ingest counts (0..TAIL-1, TAIL+) as a cumulative histogram."""
+    lag = run.data.lag
+    buckets, total = [], 0
+    for k in range(TAIL):
+        total += lag.ingest.get(k, 0)
+        buckets.append((str(float(k)), total))
+    buckets.append(("+Inf", total + lag.ingest.get(TAIL, 0)))
+    return HistogramMetricFamily("rlfleet_policy_lag_versions",
+                                 "policy versions between each chunk's policy and the latest one, at ingest",
+                                 buckets=buckets, sum_value=lag.ingest_sum)

@@ -1,0 +1,65 @@
+"""The run's status document, assembled from what each component reports about itself."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from coordinator.operations.context import RunContext
+from shared.seeds import base_seed, population_seed
+from shared.wire import LearnerStatus, SeedsUsed, Status
+
+
+def build_status(run: RunContext, steps_per_second: float) -> Status:
+    now = run.clock()
+    data, returns = run.data, list(run.data.recent_returns)
+    return Status(
+        run_name=run.config.name,
+        run_state=run.lifecycle.state,
+        run_message=run.lifecycle.message,
+        coordinator_resumes=run.lifecycle.resumes,
+        wall_seconds=run.lifecycle.wall_seconds(now),
+        env_steps=data.env_steps,
+        env_steps_per_second=steps_per_second,
+        episodes=data.episodes,
+        chunks=data.chunks,
+        duplicate_chunks=data.duplicate_chunks,
+        env_errors=data.env_errors,
+        corrupt_chunks=data.corrupt_chunks,
+        recent_return_mean=float(np.mean(returns)) if returns else None,
+        policy_version=run.policies.latest_version,
+        policy_lag=data.lag.status(),
+        learner=LearnerStatus(iteration=run.learner.iteration, transitions_trained=run.learner.transitions_trained,
+                              losses=dict(run.learner.losses), samples_per_insert=data.limiter.achieved_ratio(),
+                              hooks_failed=dict(run.learner.hooks_failed), world_size=run.config.learner.replicas,
+                              ranks=run.fleet.learner_ranks(now)),
+        latest_evaluation=run.judge.latest,
+        best_evaluation=run.judge.best,
+        latest_test=run.judge.tests[-1] if run.judge.tests else None,
+        confirmed_by=run.judge.confirmed,
+        tests_rejected=run.judge.rejected,
+        test_in_flight=run.judge.under_test[0] if run.judge.under_test else None,
+        seeds=_seeds(run), control=run.control.status(),
+        population=run.generations.status(now) if run.plan.spec.loop == "population" else None,
+        dataset=run.dataset.status() if run.dataset is not None else None,
+        self_play=run.opponents.status(run.data.games, *run.judge.elo_range()),
+        workers=run.fleet.worker_status(now, Counter(data.producers.values())),
+        tasks=run.fleet.task_status(),
+        buffers=[data.status()],
+        journal=run.journal_status(),
+    )
+
+
+def _seeds(run: RunContext) -> SeedsUsed:
+    """Collector blocks follow from each task's index and claims, population members' from the generations
+    opened; evaluations and tests report theirs."""
+    cfg = run.config
+    chunks = run.plan.spec.loop != "population"  # population collectors play their generations' seeds only
+    train = [base_seed(cfg.seed, "train", t.index, claim) for t in run.fleet.tasks.tasks.values()
+             if t.kind == "collector" and chunks for claim in range(1, t.claims + 1)]
+    train += [population_seed(cfg.seed, g) for g in range(1, run.generations.last_number + 1)]
+    return SeedsUsed(train=sorted(train), valid=[r.seed for r in run.judge.results if r.seed is not None],
+                     test=[t.seed for t in run.judge.tests if t.seed is not None],
+                     envs={"train": cfg.collector.num_envs, "valid": cfg.evaluation.num_envs,
+                           "test": cfg.evaluation.test_num_envs})

@@ -1,0 +1,233 @@
+"""What every operation works with: the run's components, the unit of work that persists them, and the waits.
+
+`RunContext` builds the components from the config (coordinator/state/*), restores them from the journal, and
+rebuilds them when a commit fails. Operations (the other modules of this package) change components in memory
+and call `commit()`: the unit of work journals exactly what they touched. Every method runs on the event loop
+(or a test's one thread), so no lock is needed; a route awaits `settle()` before replying, so nothing is
+acknowledged before it is durable. If a commit fails, `recover` reloads every component from what the journal
+holds, undoing the lost mutations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TypeVar
+
+from coordinator.errors import Conflict, JournalUnavailable
+from coordinator.journal.committer import JournalFailed
+from coordinator.journal.component import Component
+from coordinator.journal.database import Journal
+from coordinator.journal.unit import UnitOfWork
+from coordinator.signals import Signal
+from coordinator.state.config import LiveConfig
+from coordinator.state.control import Control
+from coordinator.state.dataplane import DataPlane
+from coordinator.state.datasets import DatasetServer, dataset_server
+from coordinator.state.fleet import Fleet
+from coordinator.state.generations import Generations
+from coordinator.state.judge import Judge
+from coordinator.state.lifecycle import Lifecycle
+from coordinator.state.opponents import Opponents
+from coordinator.state.payloads import PayloadLifetime
+from coordinator.state.policybook import PolicyBook
+from coordinator.state.progress import LearnerProgress
+from coordinator.telemetry import Telemetry
+from shared.config import RunConfig
+from shared.plan import RunPlan
+from shared.store import PayloadStore
+from shared.wire import Directive, JournalStatus, RunState, WorkerKind
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+PAUSE_SECONDS = 0.05
+
+
+class RunContext:
+    def __init__(
+        self,
+        config: RunConfig,
+        store: PayloadStore,
+        *,
+        lease_seconds: float = 10.0,
+        sample_wait_seconds: float = 1.0,
+        keep_policies: int = 8,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+        journal: Journal | None = None,
+        max_workers: int = 4096,
+        idempotency_seconds: float = 900.0,
+        max_chunk_ids: int = 1_000_000,
+        reopen_stopped: bool = False,
+        telemetry: Telemetry | None = None,
+        dataset_store: PayloadStore | None = None,
+    ) -> None:
+        self.journal = journal or Journal(None)
+        self.dataset_store = dataset_store  # the dataset store, read by runs that train on a recording
+        self.telemetry = telemetry or Telemetry()
+        self.store = store
+        self.clock, self.wall_clock = clock, wall_clock
+        self.sample_wait_seconds = sample_wait_seconds
+        self.reopen_stopped = reopen_stopped  # a stopped run resumed by name continues training
+        self._sizes = (lease_seconds, keep_policies, max_workers, idempotency_seconds, max_chunk_ids)
+        self.policy_signal, self.data_signal = Signal(), Signal()
+        self.generation_signal = Signal()  # a generation opened, a member freed, a result in
+        self.payloads = PayloadLifetime(store)
+        meta = self.journal.meta()
+        if meta:
+            stored = RunConfig.model_validate(meta["config"])
+            if stored != config:
+                log.warning("run %s resumes with the config it started with; the config file's changes are "
+                            "ignored (start a run under a new name to use them)", stored.name)
+            config = stored
+        self._build(config)
+        self.journal.create(t for c in self.work.components for t in c.tables)
+        if not meta:
+            self.fleet.create_singletons()
+            for component in self.work.components:
+                component.pending.mark()  # a new run: every component's initial state is journalled
+            self.commit()
+        else:
+            self._restore(resumed=True)
+
+    def _build(self, config: RunConfig) -> None:
+        lease, keep, max_workers, window, max_ids = self._sizes
+        self.settings = LiveConfig(config)
+        self.fleet = Fleet(lease, max_workers, task_idle_seconds=max(60.0, 10 * lease),
+                           max_collector_tasks=1 if config.deterministic else None, learners=config.learner.replicas)
+        self.data = DataPlane(config, window, max_ids)
+        self.policies = PolicyBook(keep)
+        self.opponents = Opponents(config.self_play)
+        self.judge = Judge(config.env, config.evaluation)
+        self.lifecycle = Lifecycle(config.budget, self.clock)
+        self.learner = LearnerProgress()
+        self.generations = Generations()
+        self.dataset: DatasetServer | None = dataset_server(config, self.plan.spaces, self.dataset_store)
+        self.control = Control(self.plan.spec.live)
+        components: list[Component] = [self.settings, self.lifecycle, self.fleet, self.data, self.policies,
+                                       self.judge, self.learner, self.generations, self.opponents, self.control]
+        if self.dataset is not None:
+            components.append(self.dataset)
+        self.work = UnitOfWork(self.journal, components, self.payloads.delete)
+
+    @property
+    def config(self) -> RunConfig:
+        return self.settings.config
+
+    @property
+    def plan(self) -> RunPlan:
+        return self.settings.plan
+
+    # ----- persistence -------------------------------------------------------------------------------------
+    def commit(self, after: Callable[[], None] | None = None) -> Future[None]:
+        """Journal what the operation changed (the unit of work knows what); `after` runs once it is durable."""
+        return self.work.commit(after)
+
+    def _restore(self, resumed: bool) -> None:
+        components = self.work.components
+        loaded = self.journal.load([c.key for c in components], [t for c in components for t in c.tables])
+        assert loaded is not None  # the run's creation was committed before anything could restore it
+        _, stored = loaded
+        now = self.clock()
+        for component in components:
+            component.load_state_dict(stored[component.key], now)
+        if resumed and self.lifecycle.resumed(self.reopen_stopped):
+            log.info("run %s was stopped; it continues", self.config.name)
+        self.commit()  # a resume is counted; chunks found gone meanwhile leave the journal too
+        log.info("%s run %s: %d env steps, %d chunks in the buffer, policy v%d, state %s",
+                 "resumed" if resumed else "reloaded", self.config.name, self.data.env_steps, len(self.data.buffer),
+                 self.policies.latest_version, self.lifecycle.state)
+
+    async def settle(self) -> None:
+        """Wait until everything this request saw or did is durable; 503 (with state undone) if it is not."""
+        try:
+            await asyncio.wrap_future(self.journal.committer.barrier())
+        except JournalFailed as exc:
+            self.recover()
+            raise JournalUnavailable(f"{exc}; nothing of this request was kept, retry once the journal's disk "
+                                     "has room") from exc
+
+    async def settled(self, reply: R) -> R:
+        """`reply`, once everything it reflects is durable."""
+        await self.settle()
+        return reply
+
+    def recover(self) -> None:
+        """After a failed commit: reload every component from the journal, then accept commits again."""
+        if self.journal.committer.failure is None:
+            return
+        log.error("journal commit failed (%s): reloading the run's state from the journal",
+                  self.journal.committer.failure)
+        self.journal.committer.clear()
+        self._build(RunConfig.model_validate(self.journal.meta()["config"]))
+        self._restore(resumed=False)
+        self.policy_signal.fire()
+        self.data_signal.fire()
+        self.generation_signal.fire()
+
+    def on_loop(self, action: Callable[[], None]) -> Callable[[], None]:
+        """`action`, made safe to call from the journal's writer thread: it runs on the event loop (or at once
+        where no loop runs: tests and tools, whose callers wait for the commit themselves)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return action
+
+        def schedule() -> None:
+            loop.call_soon_threadsafe(action)
+
+        return schedule
+
+    def flush(self) -> None:
+        """(blocking) Wait until everything submitted is committed and the files it freed are deleted."""
+        self.journal.committer.drain()
+        self.payloads.flush()
+
+    def close(self) -> None:
+        self.flush()
+        self.payloads.close()
+
+    def journal_status(self) -> JournalStatus:
+        committer = self.journal.committer
+        return JournalStatus(commits=committer.commits, submissions=committer.submissions,
+                             chunk_ids_remembered=len(self.data.ledger))
+
+    # ----- waits and what every reply carries --------------------------------------------------------------
+    @property
+    def max_wait_seconds(self) -> float:
+        """The longest long-poll: half a lease, so a waiting worker always renews in time."""
+        return self.fleet.lease_seconds / 2
+
+    async def wait_until(self, condition: Callable[[], bool], signal: Signal, timeout: float) -> float:
+        """Wait (no thread held) until `condition` holds, the run ends, or `timeout` seconds pass; the seconds
+        waited."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        deadline = start + timeout
+        while self.lifecycle.running and not condition() and (remaining := deadline - loop.time()) > 0:
+            await signal.wait(remaining)
+        return loop.time() - start
+
+    def directive(self, kind: WorkerKind | None) -> Directive:
+        ahead = self.control.paused or self.data.collectors_ahead()
+        pause = PAUSE_SECONDS if kind == "collector" and ahead else 0.0
+        control = self.control
+        return Directive(run_state=self.lifecycle.state, policy=self.policies.committed, pause_seconds=pause,
+                         env_steps_total=self.data.env_steps, checkpoints=control.checkpoints,
+                         evaluations=control.evaluations, settings=len(control.changes))
+
+    def end(self, state: RunState, message: str) -> None:
+        """End the run (the first reason stands) and release every waiter."""
+        if self.lifecycle.end(state, message, self.clock()):
+            self.commit()
+            self.policy_signal.fire()
+            self.data_signal.fire()
+            self.generation_signal.fire()
+
+    def running(self, what: str) -> None:
+        """Refuse `what` once the run has ended."""
+        if not self.lifecycle.running:
+            raise Conflict(f"cannot {what}: the run has ended ({self.lifecycle.state})")

@@ -1,0 +1,48 @@
+"""Training on a recorded dataset (coordinator/state/datasets.py holds the order): the next batch, and the end
+of training.
+
+Like every reply, a batch is given once its position is durable. Once every epoch was served (the batch is
+empty) the run waits for the evaluator's verdict on the last policy, validation and any test it earned, and
+then ends (budget_exhausted) unless that verdict solved it.
+"""
+
+from __future__ import annotations
+
+from coordinator.errors import Conflict, NotFound
+from coordinator.operations.context import RunContext
+from shared.wire_datasets import DatasetBatch, DatasetSampleRequest
+
+
+class DatasetFeed:
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    async def sample(self, name: str, request: DatasetSampleRequest, scope: str) -> DatasetBatch:
+        ctx = self.ctx
+        server = ctx.dataset
+        if server is None:
+            raise Conflict(f"this run's algorithm ({ctx.plan.spec.name}) does not train on a recorded dataset")
+        if name != server.manifest.name:
+            raise NotFound(f"dataset {name!r}: this run trains on {server.manifest.name!r}")
+        ctx.fleet.worker(request.worker_id, ctx.clock(), "learner", scope)
+        batch = server.next_batch(request.batch_size, request.request_id)
+        ctx.commit()
+        await ctx.settle()
+        return DatasetBatch(dataset=name, epochs=server.epochs, directive=ctx.directive("learner"), **batch)
+
+    def end_when_trained(self) -> None:
+        """End a dataset run whose epochs were all served once the learner has reported the last one and the
+        last published policy has been validated with no test under way (a run that publishes no policy: once
+        the last epoch is reported)."""
+        ctx = self.ctx
+        server, judged = ctx.dataset, ctx.judge.latest
+        if server is None or not server.done or not ctx.lifecycle.running or ctx.judge.under_test is not None:
+            return
+        if not server.scores or server.scores[-1].epoch < server.epochs:
+            return  # the learner has not reported its last epoch yet (its policy is published before that)
+        done = f"all {server.epochs} epochs over dataset {server.manifest.name!r} were trained"
+        if ctx.policies.latest_version == 0:  # a learner of models, not policies: nothing to judge
+            ctx.end("budget_exhausted", done)
+        elif judged is not None and judged.policy_version >= ctx.policies.latest_version:
+            ctx.end("budget_exhausted", f"{done}; the last policy, v{judged.policy_version}, validated at "
+                    f"{judged.mean:.1f}")

@@ -1,0 +1,111 @@
+"""The run's dataset: a recorded dataset's train split served in epochs, every transition once per epoch.
+
+The coordinator owns the order (a permutation per epoch, drawn from the run seed and the epoch number, so it
+is rebuilt rather than stored) and the position in it, journalled with each batch: a restarted coordinator
+goes on where it stopped, and a retried request gets the batch it was given before. The dataset's files are
+never touched here: they belong to the dataset store (shared/datasets.py), read-only for every run.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, ClassVar
+
+import numpy as np
+
+from coordinator.journal.component import Pending, Stored, Table
+from shared.algorithms.base import DatasetParams
+from shared.config import RunConfig
+from shared.datasets import DatasetError, DatasetManifest, check_usable, load_manifest
+from shared.spaces import Spaces
+from shared.store import PayloadStore
+from shared.wire_datasets import DatasetFile, DatasetStatus, EpochScore
+
+
+class DatasetServer:
+    key: ClassVar[str] = "dataset"
+    tables: ClassVar[tuple[Table, ...]] = ()
+
+    def __init__(self, manifest: DatasetManifest, seed: int, epochs: int) -> None:
+        self.pending = Pending()
+        train = manifest.splits["train"]
+        self.manifest, self.seed, self.epochs = manifest, seed, epochs
+        self.files = [DatasetFile(path=p, sha256=s) for p, s in zip(train.files, train.sha256, strict=True)]
+        self.starts = np.concatenate([[0], np.cumsum(train.rows)]).astype(np.int64)
+        self.total = int(self.starts[-1])
+        self.epoch, self.cursor, self.batches = 1, 0, 0
+        self.scores: list[EpochScore] = []  # the learner's valid-split scores after each epoch
+        self.last: tuple[str, dict[str, Any]] | None = None  # (request id, batch) for a retried request
+
+    @property
+    def done(self) -> bool:
+        return self.epoch > self.epochs
+
+    @functools.lru_cache(maxsize=2)  # noqa: B019 - one server per run; two epochs' orders at most
+    def _order(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch]).permutation(self.total)
+
+    def next_batch(self, size: int, request_id: str | None) -> dict[str, Any]:
+        """The next `size` transitions of this epoch's order (fewer at the epoch's end) as the fields of a
+        DatasetBatch; nothing once every epoch was served."""
+        if request_id is not None and self.last is not None and self.last[0] == request_id:
+            return self.last[1]
+        self.pending.mark()
+        if self.done:
+            return {"epoch": 0, "epoch_complete": False, "files": [], "file_index": [], "rows": []}
+        epoch = self.epoch
+        flat = self._order(epoch)[self.cursor:self.cursor + size]
+        self.cursor += len(flat)
+        complete = self.cursor >= self.total
+        if complete:
+            self.epoch, self.cursor = self.epoch + 1, 0
+        self.batches += 1
+        file_of = np.searchsorted(self.starts, flat, side="right") - 1
+        used, index = np.unique(file_of, return_inverse=True)
+        batch = {"epoch": epoch, "epoch_complete": complete, "files": [self.files[i] for i in used.tolist()],
+                 "file_index": index.tolist(), "rows": (flat - self.starts[file_of]).tolist()}
+        if request_id is not None:
+            self.last = (request_id, batch)
+        return batch
+
+    def record_scores(self, losses: dict[str, float]) -> bool:
+        """Keep an epoch's valid-split scores the first time a learn report carries them (`epoch` and `valid_*`
+        values, as the dataset loop reports them); whether they were new."""
+        epoch = losses.get("epoch")
+        if epoch is None or (self.scores and self.scores[-1].epoch >= epoch):
+            return False
+        self.scores.append(EpochScore(epoch=int(epoch), scores={k: v for k, v in losses.items()
+                                                                if k.startswith("valid_")}))
+        self.pending.mark()
+        return True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "cursor": self.cursor, "batches": self.batches,
+                "scores": [s.model_dump() for s in self.scores]}
+
+    def load_state_dict(self, stored: Stored, now: float) -> None:
+        state = stored.meta
+        if state is not None:
+            self.epoch, self.cursor, self.batches = int(state["epoch"]), int(state["cursor"]), int(state["batches"])
+            self.scores = [EpochScore.model_validate(s) for s in state["scores"]]
+
+    def status(self) -> DatasetStatus:
+        m = self.manifest
+        returns = m.splits["train"].returns + m.splits["valid"].returns
+        return DatasetStatus(name=m.name, train_episodes=m.splits["train"].episodes, train_transitions=self.total,
+                             valid_episodes=m.splits["valid"].episodes,
+                             recorded_return_mean=float(np.mean(returns)), epoch=self.epoch, epochs=self.epochs,
+                             batches_served=self.batches, epoch_scores=list(self.scores))
+
+
+def dataset_server(config: RunConfig, spaces: Spaces, store: PayloadStore | None) -> DatasetServer | None:
+    """A dataset run's server of its recording (None for other runs), refused at start if the recording is
+    missing, unreadable, of other spaces than the run's env, or has an empty split."""
+    algo = config.algo
+    if not isinstance(algo, DatasetParams):
+        return None
+    if store is None:
+        raise DatasetError(f"algo.dataset {algo.dataset!r}: this coordinator has no dataset store")
+    manifest = load_manifest(store, algo.dataset)
+    check_usable(manifest, spaces)
+    return DatasetServer(manifest, config.seed, algo.epochs)
