@@ -25,6 +25,11 @@ echo "== ruff"
 ruff check .
 echo "== mypy"
 mypy shared coordinator collector_worker learner_worker evaluator launcher
+echo "== mkdocs build --strict"
+# The docs site: a broken link or anchor, or a configuration reference that no longer renders, fails here.
+site="$(mktemp -d)"
+NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet --site-dir "$site"
+rm -rf "$site"
 echo "== pytest"
 # Where tests keep what a person should look at (the dashboard's screenshots): a fixed place, not pytest's tmp.
 export RLFLEET_ARTIFACTS="${RLFLEET_ARTIFACTS:-$PWD/data/test-artifacts}"

@@ -2,7 +2,7 @@
 
 The script installs and starts what it needs (Debian's docker.io, docker-compose, debootstrap; its own dockerd)
 and fails with the exact error when an engine cannot start: this test never skips. With the base image cached
-(RLFLEET_DOCKER_CACHE) it takes about two minutes; on a fresh machine about five (see the README's figures).
+(RLFLEET_DOCKER_CACHE) it takes about two minutes; on a fresh machine about five (docs/deployment/compose.md).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def test_dqn_learns_tictactoe_against_random_and_lookahead_opponents(tmp_path: P
     print(random, lookahead, sep="\n")
     assert random.win_or_draw_rate >= 0.95  # the rule against random, over 200 held-out games
     # Measured (seed 0, 400 games): win 0.43-0.51, win or draw 0.90-0.98 against the lookahead, which blocks every
-    # immediate threat; the "win >= 0.6" against it is not reached by this run (see the README).
+    # immediate threat; the "win >= 0.6" against it is not reached by this run (docs/user-guide/board-games.md).
     assert lookahead.win_or_draw_rate >= 0.85 and lookahead.win_rate >= 0.3
 
 
