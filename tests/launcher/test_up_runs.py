@@ -78,6 +78,6 @@ def test_the_tokens_job_runs_in_the_launcher_and_writes_every_file(tmp_path: Pat
 def test_a_failing_inline_tokens_job_fails_the_start_naming_it(tmp_path: Path) -> None:
     up = Up(UpOptions(config=CONFIG, data_dir=tmp_path, port=0))
     up.services = {"secrets": up.services["secrets"]}
-    up.services["secrets"].argv = [*up.services["secrets"].argv, "--scope-file", "nobody=/x"]
+    up.services["secrets"].command = [*up.services["secrets"].command, "--scope-file", "nobody=/x"]
     with pytest.raises(ServiceFailed, match="secrets failed: BadParameter"):
         up.start_all()
