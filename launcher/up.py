@@ -10,11 +10,12 @@ import signal
 import socket
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
+import typer
 
 from coordinator.overrides import parse_overrides
 from launcher.places import OnThisHost
@@ -288,3 +289,20 @@ class Up:
         self.progress.done(f"run {status.run_state}: {status.run_message} after {status.env_steps:,} env steps "
                            f"in {status.wall_seconds:.1f}s{restarts}; curves in {self.layout.run_dir}")
         return EXIT_SOLVED if status.run_state == "solved" else EXIT_UNSOLVED
+
+
+def launch(opts: UpOptions, seed: int | None, deterministic: bool) -> int:
+    """`rlfleet up`: --seed and --deterministic become config overrides (a deterministic run has one collector in
+    lockstep), a --resume of an unknown run is refused as a bad parameter; the exit code of the run."""
+    overrides = list(opts.overrides) + ([f"seed={seed}"] if seed is not None else [])
+    collectors = opts.collectors
+    if deterministic:
+        if collectors not in (None, 1):
+            raise typer.BadParameter(f"a deterministic run has exactly one collector, not {collectors}",
+                                     param_hint="--collectors")
+        collectors, overrides = 1, [*overrides, "deterministic=true"]
+    try:
+        runner = Up(replace(opts, collectors=collectors, overrides=overrides))
+    except UnknownRun as exc:
+        raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+    return runner.run()
