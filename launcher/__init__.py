@@ -1,4 +1,4 @@
-"""The `rlfleet` command: each service's entry point, and `up`, which runs the compose services locally.
+"""The `rlfleet` command: each service's entry point, and `up`, which runs the service table locally.
 
 Every service runs single-threaded math (the learner sets torch's threads from its settings): a BLAS pool
 per process spins on the cores the other services need. Measured: a collector with OpenBLAS's default

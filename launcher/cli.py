@@ -1,36 +1,19 @@
-"""The `rlfleet` console script (typer)."""
+"""The `rlfleet` console script: a table of commands and their options (typer). Each command's work is in a module
+of its own (named in its body), imported only when that command runs, so a service's process loads nothing that
+another command needs.
+"""
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from launcher.readiness import await_coordinator
 from shared.seeds import MAX_COUNTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator.")
-
-
-def _without_field_docs() -> None:
-    """For commands that never render a schema, before they import the models: their attribute docstrings are
-    not read (shared/__init__.py), nor in the processes they start, unless those set their own environment."""
-    import shared
-
-    shared.FIELD_DOCS = False
-    os.environ["RLFLEET_FIELD_DOCS"] = "0"
-
-
-def _logging() -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request drowns the useful ones
 
 
 @app.command()
@@ -54,102 +37,56 @@ def up(
              "instead of starting a new one, a stopped run too; as RLFLEET_RUN does for compose")] = None,
 ) -> None:
     """Run every service of docker-compose.yml as a local process and train until solved or out of budget."""
-    _without_field_docs()  # the services' environments come from compose, without it
-    from launcher.up import UnknownRun, Up, UpOptions
+    from launcher.startup import without_field_docs
 
-    overrides = list(set_ or []) + ([f"seed={seed}"] if seed is not None else [])
-    if deterministic:
-        if collectors not in (None, 1):
-            raise typer.BadParameter(f"a deterministic run has exactly one collector, not {collectors}",
-                                     param_hint="--collectors")
-        collectors, overrides = 1, [*overrides, "deterministic=true"]
-    try:
-        runner = Up(UpOptions(config=config, resume=resume, data_dir=data_dir, port=port, collectors=collectors,
-                              overrides=overrides, max_quick_crashes=max_quick_crashes,
-                              stable_seconds=stable_seconds))
-    except UnknownRun as exc:
-        raise typer.BadParameter(str(exc), param_hint="--resume") from exc
-    raise typer.Exit(runner.run())
+    without_field_docs()  # before launcher.up loads the models; the services' environments say so too
+    from launcher.up import UpOptions, launch
+
+    raise typer.Exit(launch(UpOptions(config=config, resume=resume, data_dir=data_dir, port=port,
+                                      collectors=collectors, overrides=list(set_ or []),
+                                      max_quick_crashes=max_quick_crashes, stable_seconds=stable_seconds),
+                            seed, deterministic))
 
 
 @app.command()
 def coordinator() -> None:
     """Serve the coordinator (settings from RLFLEET_* variables; see coordinator/settings.py)."""
-    import uvicorn
+    from launcher.serve import coordinator as serve
 
-    from coordinator.main import serve_app
-    from coordinator.settings import CoordinatorSettings
-    from shared.stores import StoreConfigError
-
-    _logging()
-    settings = CoordinatorSettings()
-    try:
-        app_ = serve_app(settings)
-    except StoreConfigError as exc:
-        typer.echo(f"rlfleet coordinator: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    # uvloop + httptools (uvicorn's "auto" picks them), no access log and no proxy-headers layer (nothing reads
-    # the client's address): per-request CPU is what limits a fleet of a thousand collectors on one core; the
-    # backlog takes a whole fleet reconnecting at once.
-    uvicorn.run(app_, host=settings.host, port=settings.port, log_level="warning",
-                access_log=False, proxy_headers=False, backlog=4096, timeout_graceful_shutdown=10)
+    raise typer.Exit(serve())
 
 
 @app.command()
 def collector() -> None:
     """Run a collector worker until the run ends."""
-    await_coordinator()  # before the imports below (launcher/readiness.py)
-    _without_field_docs()
-    from collector_worker.main import run_collector
-    from shared.settings import WorkerSettings
+    from launcher.serve import collector as serve
 
-    _logging()
-    raise typer.Exit(run_collector(WorkerSettings()))
+    raise typer.Exit(serve())
 
 
 @app.command()
 def learner() -> None:
     """Run the learner worker until the run ends."""
-    _without_field_docs()
-    from learner_worker.main import run_learner
-    from shared.settings import WorkerSettings
+    from launcher.serve import learner as serve
 
-    _logging()
-    raise typer.Exit(run_learner(WorkerSettings()))
+    raise typer.Exit(serve())
 
 
 @app.command()
 def evaluator() -> None:
     """Run the evaluator worker until the run ends."""
-    await_coordinator()  # before the imports below (launcher/readiness.py)
-    _without_field_docs()
-    from evaluator.main import run_evaluator
-    from shared.settings import WorkerSettings
+    from launcher.serve import evaluator as serve
 
-    _logging()
-    raise typer.Exit(run_evaluator(WorkerSettings()))
+    raise typer.Exit(serve())
 
 
 @app.command("store-init")
 def store_init() -> None:
     """Create the bucket that RLFLEET_STORE_URL names if it is missing, and check the store answers (settings
     as every service reads them: RLFLEET_S3_ENDPOINT_URL, AWS credentials). Nothing to do for the run directory."""
-    from shared.store import StoreUnavailable
-    from shared.stores import StoreConfigError, StoreSettings, object_store
+    from launcher.store_init import store_init as init
 
-    _logging()
-    try:
-        target = StoreSettings().store_target()
-        if target is None:
-            typer.echo("RLFLEET_STORE_URL is empty: payloads go to the run directory, nothing to create")
-            return
-        store = object_store(target, target.prefix)
-        created = store.create_bucket()
-        store.check()
-    except (StoreConfigError, StoreUnavailable) as exc:
-        typer.echo(f"rlfleet store-init: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    typer.echo(f"bucket {target.bucket} {'created' if created else 'already there'}: store reachable")
+    raise typer.Exit(init())
 
 
 @app.command()
@@ -160,31 +97,17 @@ def secrets(
              "service that must see no other token; repeatable")] = None,
 ) -> None:
     """Create the scoped bearer tokens file (mode 0600) unless it already exists; optionally one file per scope."""
-    from shared.tokens import SCOPES, generate_tokens_file, write_token_file
+    from launcher.secrets_job import write_tokens
 
-    targets: list[tuple[str, Path]] = []
-    for item in scope_file or []:
-        scope, sep, where = item.partition("=")
-        if not sep or scope not in SCOPES or not where:
-            raise typer.BadParameter(f"{item!r} must look like SCOPE=PATH with SCOPE one of {', '.join(SCOPES)}",
-                                     param_hint="--scope-file")
-        targets.append((scope, Path(where)))
-    tokens = generate_tokens_file(out)
-    for scope, path in targets:
-        write_token_file(path, tokens[scope])
-    typer.echo(f"tokens in {out}" + "".join(f"; {scope} token in {path}" for scope, path in targets))
+    write_tokens(out, scope_file or [])
 
 
 @app.command()
 def health(url: str) -> None:
     """Exit 0 if URL answers 200 within 3 s (the compose healthcheck; needs no curl in the image)."""
-    import httpx
+    from launcher.health import healthy
 
-    try:
-        ok = httpx.get(url, timeout=3).status_code == 200
-    except httpx.HTTPError:
-        ok = False
-    raise typer.Exit(0 if ok else 1)
+    raise typer.Exit(0 if healthy(url) else 1)
 
 
 @app.command()
@@ -194,29 +117,9 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="print the raw status document")] = False,
 ) -> None:
     """Print the run's status."""
-    import httpx
+    from launcher.status import show_status
 
-    from launcher.progress import describe
-    from shared.tokens import load_tokens_file
-    from shared.wire import Status
-
-    token = load_tokens_file(tokens_file)["read"] if tokens_file.exists() else ""
-    try:
-        resp = httpx.get(f"{url.rstrip('/')}/v1/status", headers={"Authorization": f"Bearer {token}"}, timeout=5)
-    except httpx.HTTPError as exc:
-        typer.echo(f"cannot reach the coordinator at {url}: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    if resp.status_code != 200:
-        typer.echo(f"HTTP {resp.status_code}: {resp.text}", err=True)
-        raise typer.Exit(2)
-    st = Status.model_validate_json(resp.content)
-    if as_json:
-        typer.echo(st.model_dump_json(indent=2))
-        return
-    typer.echo(f"run {st.run_name}: {st.run_state} ({st.run_message})")
-    typer.echo(describe(st))
-    for w in st.workers:
-        typer.echo(f"  {w.kind:9} {w.worker_id:24} task {w.task_id or '-':12} seen {w.last_seen_seconds_ago:.1f}s ago")
+    raise typer.Exit(show_status(url, tokens_file, as_json))
 
 
 @app.command()
@@ -238,24 +141,10 @@ def test(
     """Play a held-out test of a trained policy on seeds no training or validation env used; print the mean
     return with its 95% confidence interval and whether it reaches env.solve_threshold (see evaluator/testing.py).
     Exits 0 whatever the score, 2 with one line on stderr for input that cannot be tested."""
-    from evaluator.testing import UsageError, describe, load_subject, resolve_inputs, run_test
-    from evaluator.video import VideoError
-    from shared.store import StoreUnavailable, atomic_write
-    from shared.stores import StoreConfigError, StoreSettings
+    from launcher.held_out import held_out_test
 
-    try:
-        store = StoreSettings().store_target()  # the run's policies: its directory, or RLFLEET_STORE_URL's store
-        policy_file, config_file, default_json = resolve_inputs(run_dir, policy, config, version, store)
-        report = run_test(load_subject(policy_file, config_file), episodes, num_envs, seed_counter, video)
-        out = json_path or default_json
-        if out is not None:
-            atomic_write(out, json.dumps(report, indent=2).encode())
-    except (UsageError, VideoError, OSError, StoreConfigError, StoreUnavailable) as exc:
-        typer.echo(f"rlfleet test: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    typer.echo(describe(report))
-    if out is not None:
-        typer.echo(f"json     {out}")
+    raise typer.Exit(held_out_test(run_dir, policy, config, version, episodes, num_envs, seed_counter, video,
+                                   json_path))
 
 
 @app.command()
@@ -277,31 +166,10 @@ def record(
     """Play a trained policy for EPISODES episodes and store them as a named dataset of chunks with train and
     valid splits (see launcher/record.py); a run with `algo.dataset: NAME` (behavioural cloning) trains on it.
     Exits 2 with one line on stderr for input that cannot be recorded."""
-    from evaluator.testing import UsageError, load_subject, resolve_inputs
-    from launcher.record import Recording, returns_text
-    from launcher.record import record as record_dataset
-    from shared.datasets import DatasetError
-    from shared.store import StoreUnavailable
-    from shared.stores import StoreConfigError, StoreSettings, open_datasets
+    from launcher.record import Recording, record_command
 
-    try:
-        if not name:
-            raise UsageError("--name is required: the dataset's name, as a run's algo.dataset will give it")
-        target = StoreSettings().store_target()
-        policy_file, config_file, _ = resolve_inputs(run_dir, policy, config, None, target)
-        subject = load_subject(policy_file, config_file)
-        store = open_datasets(data_dir.resolve(), target)
-        typer.echo(f"recording {episodes} {'sampled' if stochastic else 'greedy'} episodes of {policy_file} in "
-                   f"{subject.config.env.id} as dataset {name!r}")
-        manifest = record_dataset(subject, Recording(name, episodes, valid_fraction, seed, stochastic), store,
-                                  lambda i, ret, length: typer.echo(f"  episode {i}/{episodes}: return {ret:.1f}, "
-                                                                    f"{length} steps"))
-    except (UsageError, DatasetError, ValueError, OSError, StoreConfigError, StoreUnavailable) as exc:
-        typer.echo(f"rlfleet record: {' '.join(str(exc).split())}", err=True)
-        raise typer.Exit(2) from exc
-    train, valid = manifest.splits["train"], manifest.splits["valid"]
-    typer.echo(f"dataset {name!r} in {store.describe()}: {train.episodes} train episodes ({train.transitions} "
-               f"transitions), {valid.episodes} valid ({valid.transitions}); {returns_text(manifest)}")
+    raise typer.Exit(record_command(run_dir, policy, config,
+                                    Recording(name, episodes, valid_fraction, seed, stochastic), data_dir))
 
 
 ctl = typer.Typer(no_args_is_help=True, help=(
@@ -312,14 +180,9 @@ TokensFile = Annotated[Path, typer.Option(envvar="RLFLEET_TOKENS_FILE", help="to
 
 
 def _ctl(url: str, tokens_file: Path, method: str, path: str, body: dict | None = None) -> None:
-    from launcher.control import ControlError, admin_token, command, describe
+    from launcher.control import run_command
 
-    try:
-        reply = command(url, admin_token(tokens_file), method, path, body)
-    except ControlError as exc:
-        typer.echo(f"rlfleet ctl {path}: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    typer.echo(describe(reply) if "paused" in reply else f"run {reply['run_name']}: {reply['run_state']}")
+    raise typer.Exit(run_command(url, tokens_file, method, path, body))
 
 
 @ctl.command("pause")
@@ -355,13 +218,9 @@ def ctl_set(
     url: Url = "http://127.0.0.1:8000", tokens_file: TokensFile = Path("data/tokens.json"),
 ) -> None:
     """Change live settings (those the run's algorithm declares live); journalled and shown in status."""
-    from coordinator.overrides import parse_overrides
+    from launcher.control import set_settings
 
-    try:
-        values = parse_overrides(";".join(settings))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="SETTINGS") from exc
-    _ctl(url, tokens_file, "PATCH", "settings", {"settings": values})
+    raise typer.Exit(set_settings(url, tokens_file, settings))
 
 
 @ctl.command("stop")
@@ -385,9 +244,6 @@ def runs(data_dir: Annotated[Path, typer.Argument(help="where runs/<name>/ are k
 @app.command()
 def plot(run_dir: Path) -> None:
     """(Re)draw RUN_DIR/learning_curve.png from its metrics."""
-    from coordinator.observe.curves import plot_learning_curve
-    from shared.layout import RunLayout
+    from launcher.plot import plot as draw
 
-    layout = RunLayout(run_dir.parent.parent, run_dir.name)
-    plot_learning_curve(layout)
-    typer.echo(str(layout.curve_png))
+    typer.echo(str(draw(run_dir)))

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import typer
 
 from shared.tokens import load_tokens_file
 
@@ -47,3 +48,27 @@ def describe(control: dict[str, Any]) -> str:
     lines += [f"  {c['key']}: {c['old']} -> {c['new']} at {c['env_steps']} env steps" for c in control["changes"]]
     lines.append(f"live settings: {', '.join(control['live_settings'])}")
     return "\n".join(lines)
+
+
+def run_command(url: str, tokens_file: Path, method: str, path: str, body: dict[str, Any] | None = None) -> int:
+    """`rlfleet ctl PATH`: the call, and the control state (or the run's state) it leaves; 2 with one line on
+    stderr when it fails."""
+    try:
+        reply = command(url, admin_token(tokens_file), method, path, body)
+    except ControlError as exc:
+        typer.echo(f"rlfleet ctl {path}: {exc}", err=True)
+        return 2
+    typer.echo(describe(reply) if "paused" in reply else f"run {reply['run_name']}: {reply['run_state']}")
+    return 0
+
+
+def set_settings(url: str, tokens_file: Path, settings: list[str]) -> int:
+    """`rlfleet ctl set KEY=VALUE...`: settings parsed as config overrides are, refused before any call if
+    malformed."""
+    from coordinator.overrides import parse_overrides
+
+    try:
+        values = parse_overrides(";".join(settings))
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="SETTINGS") from exc
+    return run_command(url, tokens_file, "PATCH", "settings", {"settings": values})

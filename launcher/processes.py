@@ -1,4 +1,4 @@
-"""Child processes of `rlfleet up`: started with their compose environment, logged to files, stopped politely."""
+"""Child processes of `rlfleet up`: started with their service's environment, logged to files, stopped politely."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.compose import LocalService
+from launcher.services import Service
 
 
 @dataclass
@@ -40,15 +40,15 @@ class Child:
             return "(no log)"
 
 
-def child_environment(service: LocalService) -> dict[str, str]:
-    """The host environment minus RLFLEET_* (a container sees only what compose declares), plus the service's."""
+def child_environment(service: Service) -> dict[str, str]:
+    """The host environment minus RLFLEET_* (a container sees only what its service declares), plus the service's."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLFLEET_")}
     env.update(service.env)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-def start(service: LocalService, replica: int, logs: Path, cwd: Path, restarts: int = 0,
+def start(service: Service, replica: int, logs: Path, cwd: Path, restarts: int = 0,
           last_error: str = "") -> Child:
     name = service.name if service.replicas == 1 else f"{service.name}-{replica + 1}"
     logs.mkdir(parents=True, exist_ok=True)
@@ -59,6 +59,6 @@ def start(service: LocalService, replica: int, logs: Path, cwd: Path, restarts: 
     if last_error:  # why the previous process ended: the worker says so when it registers (shown in status)
         env["RLFLEET_LAST_ERROR"] = last_error[:300]
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(service.argv, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(service.command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
     return Child(name, service.name, replica, proc, log_path, time.monotonic())

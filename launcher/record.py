@@ -12,15 +12,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import typer
 
 from collector_worker.rollout import Rollout
-from evaluator.testing import Subject
-from shared.datasets import DatasetManifest, check_name, split_episodes, write_dataset
+from evaluator.testing import Subject, UsageError, load_subject, resolve_inputs
+from shared.datasets import DatasetError, DatasetManifest, check_name, split_episodes, write_dataset
 from shared.envcheck import spaces_of
 from shared.manifest import Behaviour
-from shared.store import PayloadStore
+from shared.store import PayloadStore, StoreUnavailable
+from shared.stores import StoreConfigError, StoreSettings, open_datasets
 
 MAX_EPISODE_STEPS = 100_000  # an env without a time limit must say how long an episode may be
 
@@ -78,3 +81,27 @@ def _registered_limit(env_id: str) -> int | None:
 def returns_text(manifest: DatasetManifest) -> str:
     returns = np.array(manifest.splits["train"].returns + manifest.splits["valid"].returns)
     return f"return {returns.mean():.1f} ± {returns.std():.1f} (min {returns.min():.1f}, max {returns.max():.1f})"
+
+
+def record_command(run_dir: Path | None, policy: Path | None, config: Path | None, plan: Recording,
+                   data_dir: Path) -> int:
+    """`rlfleet record`: the policy and config from RUN_DIR (or given), the dataset into DATA_DIR's dataset store
+    (or RLFLEET_STORE_URL's); 2 with one line on stderr for input that cannot be recorded."""
+    try:
+        if not plan.name:
+            raise UsageError("--name is required: the dataset's name, as a run's algo.dataset will give it")
+        target = StoreSettings().store_target()
+        policy_file, config_file, _ = resolve_inputs(run_dir, policy, config, None, target)
+        subject = load_subject(policy_file, config_file)
+        store = open_datasets(data_dir.resolve(), target)
+        typer.echo(f"recording {plan.episodes} {'sampled' if plan.stochastic else 'greedy'} episodes of "
+                   f"{policy_file} in {subject.config.env.id} as dataset {plan.name!r}")
+        manifest = record(subject, plan, store, lambda i, ret, length: typer.echo(
+            f"  episode {i}/{plan.episodes}: return {ret:.1f}, {length} steps"))
+    except (UsageError, DatasetError, ValueError, OSError, StoreConfigError, StoreUnavailable) as exc:
+        typer.echo(f"rlfleet record: {' '.join(str(exc).split())}", err=True)
+        return 2
+    train, valid = manifest.splits["train"], manifest.splits["valid"]
+    typer.echo(f"dataset {plan.name!r} in {store.describe()}: {train.episodes} train episodes ({train.transitions} "
+               f"transitions), {valid.episodes} valid ({valid.transitions}); {returns_text(manifest)}")
+    return 0

@@ -1,27 +1,28 @@
-"""`rlfleet up`: start the compose services as local processes in dependency order, watch the run, and
-exit 0 when it is solved, 1 when its budget runs out or it is stopped, 3 when a service fails.
+"""`rlfleet up`: start the services of the service table (launcher/services.py) as local processes in dependency
+order, watch the run, and exit 0 when it is solved, 1 when its budget runs out or it is stopped, 3 when a service
+fails.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
+import typer
 
 from coordinator.overrides import parse_overrides
-from launcher.compose import LocalService, load_services
+from launcher.places import OnThisHost
 from launcher.processes import Child, child_environment, start
 from launcher.progress import Progress
 from launcher.restarts import CrashRecord, RestartPolicy
+from launcher.services import Service, fleet
 from shared.config import load_run_config
 from shared.layout import RunLayout, new_run_name
 from shared.tokens import load_tokens_file
@@ -32,7 +33,6 @@ if TYPE_CHECKING:  # the wire models load in watch(), once the services are star
 REPO = Path(__file__).resolve().parent.parent
 EXIT_SOLVED, EXIT_UNSOLVED, EXIT_FAILED = 0, 1, 3
 EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
-INLINE_JOB = [sys.executable, "-m", "launcher", "secrets"]  # the compose file's `rlfleet secrets ...`, translated
 WATCH_SECONDS = 0.5  # how often the launcher supervises its children and redraws progress while the run runs
 
 
@@ -44,7 +44,6 @@ class UpOptions:
     port: int = 8000
     collectors: int | None = None
     overrides: list[str] = field(default_factory=list)
-    compose_file: Path = REPO / "docker-compose.yml"
     ready_timeout: float = 60.0
     drain_timeout: float = 30.0
     max_quick_crashes: int = 5  # a service crashing this often in a row, each soon after starting, fails the run
@@ -78,10 +77,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _healthy(service: LocalService) -> bool:
+def _healthy(service: Service) -> bool:
     if service.healthcheck is None:
         return True
-    done = subprocess.run(service.healthcheck, env=child_environment(service), capture_output=True, timeout=10)
+    done = subprocess.run(service.healthcheck.test, env=child_environment(service), capture_output=True, timeout=10)
     return done.returncode == 0
 
 
@@ -104,9 +103,11 @@ class Up:
         self.port = opts.port or free_port()
         self.layout = RunLayout(self.data_dir, self.run_name)
         # The coordinator is told the run by name, the one mechanism compose users have too (RLFLEET_RUN).
-        environ = {**os.environ, "RLFLEET_CONFIG": str(opts.config.resolve()), "RLFLEET_PORT": str(self.port),
-                   "RLFLEET_OVERRIDES": ";".join(opts.overrides), "RLFLEET_RUN": self.run_name}
-        self.services = load_services(opts.compose_file, environ, self.data_dir, REPO, self.port)
+        self.place = OnThisHost(self.data_dir, REPO, self.port, {
+            "RLFLEET_CONFIG": str(opts.config.resolve()), "RLFLEET_OVERRIDES": ";".join(opts.overrides),
+            "RLFLEET_RUN": self.run_name})
+        # services of a profile (the s3 profile's object store) are left out, as compose leaves them out unless asked
+        self.services = {s.name: s for s in fleet(self.place) if not s.profiles}
         if opts.collectors is not None:
             self.services["collector"].replicas = opts.collectors
         self.services["learner"].replicas = config.learner.replicas  # one learner process per rank of the group
@@ -152,7 +153,7 @@ class Up:
             for service in ready:
                 for dep, condition in service.depends_on.items():
                     self._wait_for(dep, condition)
-                if service.argv[:4] == INLINE_JOB:
+                if service.one_shot and service.command[:len(self.place.rlfleet())] == self.place.rlfleet():
                     self._run_inline(service)
                     started.add(service.name)
                     continue
@@ -160,7 +161,7 @@ class Up:
                     self.children.append(start(service, replica, self.layout.logs, REPO))
                 started.add(service.name)
 
-    def _run_inline(self, service: LocalService) -> None:
+    def _run_inline(self, service: Service) -> None:
         """rlfleet's own tokens job runs in this process: the same command (its output in the service's log),
         without the ~0.2 s of a Python start-up that every other service would wait for."""
         from typer.main import get_command
@@ -171,8 +172,9 @@ class Up:
         log_path = self.layout.logs / f"{service.name}.log"
         with open(log_path, "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
-                get_command(app).main(service.argv[3:], prog_name="rlfleet", standalone_mode=False)
-            except Exception as exc:  # a bad argument in the compose file, an unwritable tokens file, ...
+                get_command(app).main(service.command[len(self.place.rlfleet()):], prog_name="rlfleet",
+                                      standalone_mode=False)
+            except Exception as exc:  # a bad argument in the service table, an unwritable tokens file, ...
                 raise ServiceFailed(f"{service.name} failed: {type(exc).__name__}: {exc}") from exc
         self.completed.add(service.name)
 
@@ -185,7 +187,7 @@ class Up:
             code = child.exit_code
             if code in (None, 0):
                 continue
-            if child.service == "secrets":  # a one-shot job: nothing later would work without its tokens
+            if self.services[child.service].one_shot:  # the tokens job: nothing later would work without them
                 raise ServiceFailed(f"{child.name} exited with code {code}; last lines of {child.log_path}:\n"
                                     f"{child.log_tail()}")
             record = self.crashes.setdefault(child.name, CrashRecord(self.policy))
@@ -245,7 +247,7 @@ class Up:
     def shutdown(self, drain: bool = True) -> None:
         """Workers exit by themselves once the run ends; give them time (unless the run never got to say it
         ended: `drain=False`), then stop them, and the coordinator last."""
-        workers = [c for c in self.children if c.service not in ("coordinator", "secrets")]
+        workers = [c for c in self.children if c.service != "coordinator" and not self.services[c.service].one_shot]
         deadline = time.monotonic() + (self.opts.drain_timeout if drain else 0.0)
         while time.monotonic() < deadline and any(c.exit_code is None for c in workers):
             time.sleep(0.2)
@@ -287,3 +289,20 @@ class Up:
         self.progress.done(f"run {status.run_state}: {status.run_message} after {status.env_steps:,} env steps "
                            f"in {status.wall_seconds:.1f}s{restarts}; curves in {self.layout.run_dir}")
         return EXIT_SOLVED if status.run_state == "solved" else EXIT_UNSOLVED
+
+
+def launch(opts: UpOptions, seed: int | None, deterministic: bool) -> int:
+    """`rlfleet up`: --seed and --deterministic become config overrides (a deterministic run has one collector in
+    lockstep), a --resume of an unknown run is refused as a bad parameter; the exit code of the run."""
+    overrides = list(opts.overrides) + ([f"seed={seed}"] if seed is not None else [])
+    collectors = opts.collectors
+    if deterministic:
+        if collectors not in (None, 1):
+            raise typer.BadParameter(f"a deterministic run has exactly one collector, not {collectors}",
+                                     param_hint="--collectors")
+        collectors, overrides = 1, [*overrides, "deterministic=true"]
+    try:
+        runner = Up(replace(opts, collectors=collectors, overrides=overrides))
+    except UnknownRun as exc:
+        raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+    return runner.run()

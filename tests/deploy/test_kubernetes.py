@@ -301,8 +301,8 @@ def test_coordinator_listens_where_its_probes_and_service_look(overlay: list[Obj
 
 
 def test_coordinator_shuts_down_within_its_grace_period(overlay: list[Obj]) -> None:
-    """uvicorn waits up to 10 s for open requests (launcher/cli.py), then the final metrics are written."""
-    assert "timeout_graceful_shutdown=10" in (REPO / "launcher" / "cli.py").read_text()
+    """uvicorn waits up to 10 s for open requests (launcher/serve.py), then the final metrics are written."""
+    assert "timeout_graceful_shutdown=10" in (REPO / "launcher" / "serve.py").read_text()
     assert pod(workload(overlay, "coordinator"))["terminationGracePeriodSeconds"] >= 10 + 10
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import launcher.up as up_module
-from launcher.compose import LocalService
 from launcher.processes import Child
 from launcher.restarts import CrashRecord, RestartPolicy
+from launcher.services import Service
 from launcher.up import ServiceFailed, Up, UpOptions
 from tests.conftest import REPO
 
@@ -82,7 +82,7 @@ class Harness:
         monkeypatch.setattr(up_module, "start", self.start)
         self.up.children = [self.start(self.up.services["evaluator"], 0, tmp_path, REPO)]
 
-    def start(self, service: LocalService, replica: int, logs: Path, cwd: Path, restarts: int = 0,
+    def start(self, service: Service, replica: int, logs: Path, cwd: Path, restarts: int = 0,
               last_error: str = "") -> Child:
         self.starts.append(restarts)
         self.reasons.append(last_error)

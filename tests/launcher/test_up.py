@@ -38,23 +38,6 @@ def test_resume_of_an_unknown_run_is_refused(tmp_path: Path) -> None:
     assert "no run 'nope' to resume" in result.output
 
 
-def test_runs_lists_each_run_with_its_state_steps_and_best_test(tmp_path: Path) -> None:
-    for name, state, steps, tests in (("a__s0__1", "solved", 12_288, [480.5, 471.0]), ("b__s1__2", "stopped", 64,
-                                                                                       [])):
-        journal = Journal(RunLayout(tmp_path, name).journal)
-        journal.submit([], {"lifecycle": {"state": state, "message": "", "elapsed": 1.0, "ended_elapsed": 1.0,
-                                          "resumes": 0},
-                            "data": {"env_steps": steps}, "judge": {"tests": [{"mean": m} for m in tests]}}).result()
-        journal.close()
-    (tmp_path / "runs" / "c__s0__3").mkdir()  # started, nothing journalled yet
-    result = CliRunner().invoke(app, ["runs", str(tmp_path)])
-    assert result.exit_code == 0, result.output
-    lines = {line.split()[0]: line.split()[1:] for line in result.output.splitlines()[1:]}
-    assert lines["a__s0__1"][:3] == ["solved", "12,288", "480.5"]
-    assert lines["b__s1__2"][:3] == ["stopped", "64", "-"]
-    assert lines["c__s0__3"][:3] == ["no", "journal", "-"]
-
-
 def test_resume_takes_a_run_directory_too(tmp_path: Path) -> None:
     """`rlfleet up --resume data/runs/<name>`: the run's name and its data directory, whatever --data-dir says."""
     layout = RunLayout(tmp_path / "elsewhere", "mine")
@@ -78,6 +61,6 @@ def test_the_tokens_job_runs_in_the_launcher_and_writes_every_file(tmp_path: Pat
 def test_a_failing_inline_tokens_job_fails_the_start_naming_it(tmp_path: Path) -> None:
     up = Up(UpOptions(config=CONFIG, data_dir=tmp_path, port=0))
     up.services = {"secrets": up.services["secrets"]}
-    up.services["secrets"].argv = [*up.services["secrets"].argv, "--scope-file", "nobody=/x"]
+    up.services["secrets"].command = [*up.services["secrets"].command, "--scope-file", "nobody=/x"]
     with pytest.raises(ServiceFailed, match="secrets failed: BadParameter"):
         up.start_all()

@@ -1,0 +1,29 @@
+"""`rlfleet runs`: each run of a data directory with its state, env steps and best held-out test, read from its
+journal (a run with no journal yet is listed as such)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from coordinator.journal.database import Journal
+from launcher.cli import app
+from shared.layout import RunLayout
+
+
+def test_runs_lists_each_run_with_its_state_steps_and_best_test(tmp_path: Path) -> None:
+    for name, state, steps, tests in (("a__s0__1", "solved", 12_288, [480.5, 471.0]), ("b__s1__2", "stopped", 64,
+                                                                                       [])):
+        journal = Journal(RunLayout(tmp_path, name).journal)
+        journal.submit([], {"lifecycle": {"state": state, "message": "", "elapsed": 1.0, "ended_elapsed": 1.0,
+                                          "resumes": 0},
+                            "data": {"env_steps": steps}, "judge": {"tests": [{"mean": m} for m in tests]}}).result()
+        journal.close()
+    (tmp_path / "runs" / "c__s0__3").mkdir()  # started, nothing journalled yet
+    result = CliRunner().invoke(app, ["runs", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line.split()[1:] for line in result.output.splitlines()[1:]}
+    assert lines["a__s0__1"][:3] == ["solved", "12,288", "480.5"]
+    assert lines["b__s1__2"][:3] == ["stopped", "64", "-"]
+    assert lines["c__s0__3"][:3] == ["no", "journal", "-"]

@@ -1,0 +1,17 @@
+"""A command's set-up: field docs off in this process and in the processes it starts."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import shared
+from launcher.startup import without_field_docs
+
+
+def test_without_field_docs_reaches_this_process_and_its_children(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared, "FIELD_DOCS", True)
+    monkeypatch.setenv("RLFLEET_FIELD_DOCS", "1")
+    without_field_docs()
+    assert shared.FIELD_DOCS is False and os.environ["RLFLEET_FIELD_DOCS"] == "0"
