@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from shared.config import RunConfig
-from tests.conftest import small_run_config
-from tests.integration.procs import Fleet
+from tests.support.configs import small_run_config
+from tests.support.fleet import Fleet
 
 BATCHED = small_run_config().model_copy(update={"collector": small_run_config().collector.model_copy(
     update={"report_batch": 4, "report_delay_seconds": 1.0})})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def _up(data_dir: Path, *args: str, timeout: float,

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from launcher.compose import Translation, interpolate, load_services
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def test_interpolate_follows_compose_defaults() -> None:

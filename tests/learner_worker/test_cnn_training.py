@@ -16,7 +16,7 @@ from shared.confbase import NetConfig
 from shared.config import EnvConfig
 from shared.gymspaces import describe
 from shared.plan import chunk_schema
-from tests.pixelgrid import PixelGrid
+from tests.support.pixelgrid import PixelGrid
 
 torch.set_num_threads(1)
 PIXEL_ID = "RlfleetTest/PixelGrid-v0"
