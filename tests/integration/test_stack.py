@@ -25,6 +25,7 @@ def fleet(tmp_path: Path, data_dir: Path, config_file: Path, tokens: dict[str, s
         f.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run_config", [small_run_config(), BATCHED], ids=["report-each", "report-batches"])
 def test_fleet_trains_publishes_evaluates_and_stops_cleanly(fleet: Fleet, run_config: RunConfig,
                                                             data_dir: Path) -> None:

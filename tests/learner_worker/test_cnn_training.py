@@ -24,6 +24,7 @@ if PIXEL_ID not in gym.registry:
     gym.register(PIXEL_ID, entry_point=PixelGrid)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ppo_with_the_cnn_encoder_learns_the_pixel_grid() -> None:
     env = EnvConfig(id=PIXEL_ID)
