@@ -1,5 +1,5 @@
-"""Real chunk and policy payloads in a store, with the reports a worker would send for them: the coordinator
-reads and hashes what these write, so they are the real encoded files, not placeholders."""
+"""Chunk payloads encoded as a collector encodes them and written to a store, policy files beside them, and the
+reports a worker would send for them: the coordinator reads, sizes and hashes what these write."""
 
 from __future__ import annotations
 

@@ -47,12 +47,13 @@ class Payloads:
         self.refs = []
         for k in range(count):
             shape = (T, N)
-            arrays = {"obs": rng.normal(size=(*shape, OBS)).astype(np.float32),
-                      "next_obs": rng.normal(size=(*shape, OBS)).astype(np.float32),
-                      "actions": rng.integers(0, 2, shape).astype(np.int64),
-                      "rewards": np.full(shape, rewards, np.float32),
-                      "terminated": rng.random(shape) < 0.1, "truncated": np.zeros(shape, bool),
-                      "valid": np.ones(shape, bool)}
+            arrays: dict[str, np.ndarray] = {
+                "obs": rng.normal(size=(*shape, OBS)).astype(np.float32),
+                "next_obs": rng.normal(size=(*shape, OBS)).astype(np.float32),
+                "actions": rng.integers(0, 2, shape).astype(np.int64),
+                "rewards": np.full(shape, rewards, np.float32),
+                "terminated": rng.random(shape) < 0.1, "truncated": np.zeros(shape, bool),
+                "valid": np.ones(shape, bool)}
             if logp:  # the sampling collectors' column
                 arrays["logp"] = np.full(shape, math.log(0.5), np.float32)
             path = chunk_path("collect-0", f"chunk{k}")
