@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 if TYPE_CHECKING:
-    from tests.seaweed import SeaweedFS
+    from tests.support.seaweed import SeaweedFS
 
 
 def baseline_worker(envs: int, chunk_steps: int, seconds: float, warmup: float) -> None:
@@ -73,7 +73,7 @@ def run_stack(envs: int, chunk_steps: int, seconds: float, warmup: float, store_
     coordinator and the collector (which then writes nothing to the data directory), None for the run dir."""
     from shared.config import dump_run_config, load_run_config
     from shared.tokens import generate_tokens_file
-    from tests.integration.procs import Fleet
+    from tests.support.fleet import Fleet
 
     with tempfile.TemporaryDirectory() as tmp_str:
         tmp = Path(tmp_str)
@@ -153,7 +153,7 @@ def main() -> None:
 @contextlib.contextmanager
 def seaweedfs() -> Iterator[SeaweedFS]:
     """SeaweedFS on loopback for the object-store arm, stopped (and its files removed) at the end."""
-    from tests.seaweed import SeaweedFS
+    from tests.support.seaweed import SeaweedFS
 
     with tempfile.TemporaryDirectory() as tmp:
         server = SeaweedFS(Path(tmp))

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Set up (first time only) and run every check: compose validation, lint, types, the whole test suite
 # (including the slow end-to-end runs). Extra arguments go to pytest.
+# --quick: the same checks, with only the tests not marked slow (pytest -m "not slow"): everything but the
+# end-to-end runs that train to a threshold, which is what a change needs before CI runs the rest.
+marker=()
+args=()
+for arg in "$@"; do
+  if [ "$arg" = "--quick" ]; then marker=(-m "not slow"); else args+=("$arg"); fi
+done
 . "$(dirname "$0")/env.sh"
 if ! command -v docker-compose >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -33,4 +40,4 @@ rm -rf "$site"
 echo "== pytest"
 # Where tests keep what a person should look at (the dashboard's screenshots): a fixed place, not pytest's tmp.
 export RLFLEET_ARTIFACTS="${RLFLEET_ARTIFACTS:-$PWD/data/test-artifacts}"
-exec python -m pytest "$@"
+exec python -m pytest "${marker[@]}" "${args[@]}"

@@ -13,23 +13,8 @@ from coordinator.settings import CoordinatorSettings
 from shared.config import RunConfig, dump_run_config
 from shared.store import LocalStore
 from shared.tokens import generate_tokens_file
-from tests.seaweed import SeaweedFS
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def small_run_config() -> RunConfig:
-    """A small, fast config: tiny replay warm-up so tests reach the sampling path quickly."""
-    return RunConfig.model_validate({
-        "name": "test-run",
-        "collector": {"num_envs": 2, "chunk_steps": 16},
-        "replay": {"capacity_transitions": 2_000, "min_transitions": 64, "samples_per_insert": 8,
-                   "tolerance_transitions": 512},
-        "dqn": {"net": {"hidden": [32, 32]}, "batch_size": 32, "batches_per_request": 2, "publish_every": 20,
-                "report_every": 10, "checkpoint_every": 50},
-        "evaluation": {"episodes": 4, "num_envs": 2},
-        "budget": {"max_env_steps": 1_000_000, "max_wall_seconds": 600},
-    })
+from tests.support.configs import small_run_config
+from tests.support.seaweed import SeaweedFS
 
 
 @pytest.fixture
@@ -78,8 +63,11 @@ def store(data_dir: Path, run_config: RunConfig) -> LocalStore:
     return LocalStore(data_dir / "runs" / run_config.name / "store")
 
 
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
+@pytest.fixture
+def short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries of the worker client without jitter: each waits its shortest backoff, so tests of retries are quick
+    and their timing fixed."""
+    monkeypatch.setattr("shared.client.random.random", lambda: 0.0)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from gymnasium.envs.classic_control import CartPoleEnv
 from collector_worker.rollout import Rollout
 from shared.config import EnvConfig
 from shared.envs import ENV_ERROR, ResetOnError
-from tests.policies import CARTPOLE, EPSILON_GREEDY, flat_spaces
+from tests.support.policies import CARTPOLE, EPSILON_GREEDY, flat_spaces
 
 
 class FlakyCartPole(CartPoleEnv):
@@ -56,7 +56,7 @@ def test_env_exception_resets_that_env_and_marks_the_step_invalid() -> None:
 @pytest.mark.parametrize("kwarg", ["nan_reward_at", "nan_obs_at"])
 def test_non_finite_reward_or_observation_is_an_env_error(kwarg: str) -> None:
     """Step 3 of every episode returns NaN: that step is invalid, truncated, and its episode is dropped."""
-    env = EnvConfig(id="tests.shared.userenv:CountEnv", kwargs={"length": 5, kwarg: 3})
+    env = EnvConfig(id="tests.support.userenv:CountEnv", kwargs={"length": 5, kwarg: 3})
     rollout = Rollout(env, 2, flat_spaces(2, 2), EPSILON_GREEDY, seed=0)
     try:
         chunk = rollout.collect(6, epsilon=0.0)

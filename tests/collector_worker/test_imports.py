@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 @pytest.mark.parametrize("module", ["collector_worker.main", "evaluator.main"])

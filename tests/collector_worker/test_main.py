@@ -13,8 +13,8 @@ from shared.config import CollectorConfig, EnvConfig, SamplingConfig
 from shared.store import LocalStore
 from shared.wire import CollectorTask, Directive, PolicyRef
 from shared.worker import EXIT_CRASHED, EXIT_OK, run_session
-from tests.policies import CARTPOLE, EPSILON_GREEDY
-from tests.shared.fake_coordinator import FakeCoordinator, make_session
+from tests.support.fake_coordinator import FakeCoordinator, make_session
+from tests.support.policies import CARTPOLE, EPSILON_GREEDY
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -21,7 +21,7 @@ from shared.noise_table import noise_table
 from shared.policy_io import load_policy, save_policy
 from shared.store import LocalStore
 from shared.wire_generations import MemberTask, Perturbation
-from tests.policies import CARTPOLE
+from tests.support.policies import CARTPOLE
 
 PERTURBATION = Perturbation(noise_seed=11, noise_size=8192, sigma=0.5, episodes=3)
 

@@ -18,8 +18,8 @@ from shared.plan import RunPlan
 from shared.policy_io import decode_policy
 from shared.store import LocalStore
 from shared.wire import OpponentPool, PolicyRef
-from tests.policies import manifest, policy_state
-from tests.shared.fake_coordinator import FakeCoordinator, make_session, reply
+from tests.support.fake_coordinator import FakeCoordinator, make_session, reply
+from tests.support.policies import manifest, policy_state
 
 CONFIG = RunConfig.model_validate({"env": {"id": "rlfleet/TicTacToe-v0"},
                                    "self_play": {"every_versions": 3, "pool_size": 4,

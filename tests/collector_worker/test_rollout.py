@@ -11,8 +11,8 @@ from collector_worker.rollout import Chunk, Rollout
 from shared.actors import PolicyError
 from shared.config import EnvConfig
 from shared.manifest import Behaviour
-from tests.policies import CARTPOLE as CARTPOLE_SPACES
-from tests.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, manifest, policy_state
+from tests.support.policies import CARTPOLE as CARTPOLE_SPACES
+from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, manifest, policy_state
 
 torch.set_num_threads(1)
 

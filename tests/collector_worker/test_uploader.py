@@ -27,7 +27,7 @@ from shared.session import WorkerSession
 from shared.store import LocalStore, PayloadStore, StoreUnavailable, sha256_hex
 from shared.wire import ChunkAck, ChunkBatch, ChunkBatchAck, ChunkReport, ChunkVerdict, Directive, PolicyRef
 from shared.worker import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
-from tests.seaweed import SeaweedFS
+from tests.support.seaweed import SeaweedFS
 
 torch.set_num_threads(1)
 

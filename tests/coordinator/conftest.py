@@ -1,3 +1,35 @@
-"""The Run fixtures of test_run.py, shared with the other coordinator unit tests."""
+"""The Run fixtures of the coordinator's unit tests: a Run over the suite's small config and store, on a fake
+clock the test advances."""
 
-from tests.coordinator.test_run import clock, make_run, run  # noqa: F401
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from coordinator.run import Run
+from shared.config import RunConfig
+from shared.store import LocalStore
+from tests.support.run import FakeClock
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def make_run(run_config: RunConfig, store: LocalStore, clock: FakeClock) -> Callable[..., Run]:
+    def make(config: RunConfig | None = None, **kwargs: Any) -> Run:
+        kwargs.setdefault("sample_wait_seconds", 0)
+        kwargs.setdefault("lease_seconds", 10.0)
+        return Run(config or run_config, store, clock=clock, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def run(make_run: Callable[..., Run]) -> Run:
+    return make_run()
+

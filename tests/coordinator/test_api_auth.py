@@ -14,7 +14,8 @@ from fastapi.testclient import TestClient
 from coordinator.main import create_app
 from coordinator.settings import CoordinatorSettings
 from shared.tokens import SCOPES
-from tests.coordinator.helpers import (
+from tests.support.api import (
+    EXPECTED,
     PUBLIC_PATHS,
     app_routes,
     assert_error_body,
@@ -25,46 +26,9 @@ from tests.coordinator.helpers import (
     register,
     running_client,
     store_for,
-    write_chunk,
-    write_policy,
 )
+from tests.support.chunks import write_chunk, write_policy
 
-READERS = frozenset(SCOPES)
-WORKER_SCOPES = frozenset({"collector", "learner", "evaluator", "admin"})
-
-# The expected permissions, written out by hand: (method, path) -> scopes that may call it.
-EXPECTED: dict[tuple[str, str], frozenset[str]] = {
-    ("POST", "/v1/workers"): WORKER_SCOPES,
-    ("POST", "/v1/workers/{worker_id}/heartbeat"): WORKER_SCOPES,
-    ("POST", "/v1/workers/{worker_id}/claim"): WORKER_SCOPES,
-    ("POST", "/v1/chunks"): frozenset({"collector", "admin"}),
-    ("POST", "/v1/chunk-batches"): frozenset({"collector", "admin"}),
-    ("POST", "/v1/buffers/{buffer_id}/corrupt"): frozenset({"learner", "admin"}),
-    ("POST", "/v1/buffers/{buffer_id}/sample"): frozenset({"learner", "admin"}),
-    ("POST", "/v1/buffers/{buffer_id}/priorities"): frozenset({"learner", "admin"}),
-    ("POST", "/v1/learn-info"): frozenset({"learner", "admin"}),
-    ("POST", "/v1/datasets/{name}/sample"): frozenset({"learner", "admin"}),
-    ("POST", "/v1/generations"): frozenset({"learner", "admin"}),
-    ("POST", "/v1/generations/claim"): frozenset({"collector", "admin"}),
-    ("POST", "/v1/generations/{generation}/results"): frozenset({"collector", "admin"}),
-    ("POST", "/v1/generations/{generation}/close"): frozenset({"learner", "admin"}),
-    ("POST", "/v1/policies"): frozenset({"learner", "admin"}),
-    ("GET", "/v1/policies/latest"): READERS,
-    ("GET", "/v1/policies/opponents"): READERS,
-    ("POST", "/v1/evaluations"): frozenset({"evaluator", "admin"}),
-    ("GET", "/v1/evaluations"): READERS,
-    ("POST", "/v1/tests"): frozenset({"evaluator", "admin"}),
-    ("GET", "/v1/tests"): READERS,
-    ("GET", "/v1/status"): READERS,
-    ("GET", "/v1/run"): READERS,
-    ("GET", "/v1/dashboard"): READERS,
-    ("POST", "/v1/run/stop"): frozenset({"admin"}),
-    ("POST", "/v1/run/pause"): frozenset({"admin"}),
-    ("POST", "/v1/run/resume"): frozenset({"admin"}),
-    ("POST", "/v1/run/checkpoint"): frozenset({"admin"}),
-    ("POST", "/v1/run/evaluate"): frozenset({"admin"}),
-    ("PATCH", "/v1/run/settings"): frozenset({"admin"}),
-}
 CREDENTIALS = (*SCOPES, "none", "wrong")
 WRONG_TOKEN = "not-a-token-of-this-coordinator-0123456789"
 

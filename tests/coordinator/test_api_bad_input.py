@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from coordinator.settings import CoordinatorSettings
 from shared.layout import chunk_path
 from shared.wire import ChunkReport, EvaluationReport, LearnReport, PolicyPublish, RegisterRequest, SampleRequest
-from tests.coordinator.helpers import (
+from tests.support.api import (
     assert_error_body,
     auth,
     claim,
@@ -30,9 +30,8 @@ from tests.coordinator.helpers import (
     register,
     running_client,
     store_for,
-    write_chunk,
-    write_policy,
 )
+from tests.support.chunks import write_chunk, write_policy
 
 MAX_BODY = 64 * 1024
 NAN = "__NAN__"

@@ -15,17 +15,9 @@ from shared.config import RunConfig, dump_run_config
 from shared.datasets import DatasetError
 from shared.layout import RunLayout
 from shared.stores import open_datasets, open_store
-from tests.coordinator.helpers import (
-    assert_error_body,
-    auth,
-    claim,
-    get_status,
-    make_settings,
-    register,
-    running_client,
-    write_policy,
-)
-from tests.shared.test_datasets import _write
+from tests.support.api import assert_error_body, auth, claim, get_status, make_settings, register, running_client
+from tests.support.chunks import write_policy
+from tests.support.datasets import write_demo_dataset
 
 BC_RUN = RunConfig.model_validate({"name": "bc-api", "env": {"id": "CartPole-v1"},
                                    "algo": {"name": "bc", "dataset": "demo", "epochs": 2}})
@@ -37,7 +29,7 @@ def _settings(tmp_path: Path, config: RunConfig = BC_RUN, dataset: bool = True) 
     config_file.write_text(dump_run_config(config))
     settings, tokens = make_settings(tmp_path, config=config_file, run=config.name)
     if dataset:
-        _write(open_datasets(settings.data_dir, None), n=10)  # type: ignore[arg-type]
+        write_demo_dataset(open_datasets(settings.data_dir, None), n=10)  # type: ignore[arg-type]
     return settings, tokens
 
 

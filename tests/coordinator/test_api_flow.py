@@ -15,7 +15,7 @@ from shared.codec import decode_chunk
 from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import ChunkAck, ClaimResponse, HeartbeatResponse, RegisterResponse, SampleResponse, Status
-from tests.coordinator.helpers import (
+from tests.support.api import (
     PUBLIC_PATHS,
     app_routes,
     assert_error_body,
@@ -26,9 +26,8 @@ from tests.coordinator.helpers import (
     register,
     running_client,
     store_for,
-    write_chunk,
-    write_policy,
 )
+from tests.support.chunks import write_chunk, write_policy
 
 Tokens = dict[str, str]
 

@@ -12,16 +12,8 @@ from fastapi.testclient import TestClient
 
 from shared.config import RunConfig, dump_run_config
 from shared.store import LocalStore
-from tests.coordinator.helpers import (
-    assert_error_body,
-    auth,
-    claim,
-    get_status,
-    make_settings,
-    register,
-    running_client,
-    write_policy,
-)
+from tests.support.api import assert_error_body, auth, claim, get_status, make_settings, register, running_client
+from tests.support.chunks import write_policy
 
 ES_RUN = RunConfig.model_validate({"name": "es-api", "env": {"id": "CartPole-v1"},
                                    "algo": {"name": "es", "population": 4, "noise_table_size": 4096}})

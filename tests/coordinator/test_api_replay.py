@@ -15,17 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.store import LocalStore
-from tests.coordinator.helpers import (
-    assert_error_body,
-    auth,
-    claim,
-    make_settings,
-    register,
-    running_client,
-    store_for,
-    write_chunk,
-    write_policy,
-)
+from tests.support.api import assert_error_body, auth, claim, make_settings, register, running_client, store_for
+from tests.support.chunks import write_chunk, write_policy
 
 PRIORITIES = "/v1/buffers/replay-0/priorities"
 SAMPLE = "/v1/buffers/replay-0/sample"

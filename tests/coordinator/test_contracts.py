@@ -21,7 +21,7 @@ from shared.manifest import Behaviour, Head, ObsNorm, PolicyManifest
 from shared.nets import PolicyNet
 from shared.policy_io import policy_bytes
 from shared.spaces import MultiDiscreteActions, Spaces
-from tests.policies import CARTPOLE, PENDULUM, manifest
+from tests.support.policies import CARTPOLE, PENDULUM, manifest
 
 
 def _validator(client: TestClient, name: str) -> jsonschema.Draft202012Validator:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.coordinator.helpers import (
+from tests.support.api import (
     assert_error_body,
     auth,
     claim,
@@ -17,8 +17,8 @@ from tests.coordinator.helpers import (
     register,
     running_client,
     store_for,
-    write_policy,
 )
+from tests.support.chunks import write_policy
 
 
 class Operator:

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from coordinator.main import create_app
 from coordinator.observe.timeline import Timeline
-from tests.coordinator.helpers import auth, make_settings, register
+from tests.support.api import auth, make_settings, register
 
 
 def test_the_page_and_its_assets_are_served_from_the_package_without_a_token(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def test_every_asset_is_package_data() -> None:
     import fnmatch
     import tomllib
 
-    from tests.conftest import REPO
+    from tests.support.repo import REPO
 
     patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
         "coordinator.webui"]

@@ -12,12 +12,12 @@ from coordinator.journal.component import Stored
 from coordinator.state.datasets import DatasetServer
 from shared.datasets import DatasetManifest
 from shared.store import LocalStore
-from tests.shared.test_datasets import _write
+from tests.support.datasets import write_demo_dataset
 
 
 @pytest.fixture
 def manifest(tmp_path: Path) -> DatasetManifest:
-    return _write(LocalStore(tmp_path), n=10)  # 6 train episodes of 10..19 rows
+    return write_demo_dataset(LocalStore(tmp_path), n=10)  # 6 train episodes of 10..19 rows
 
 
 def _served(server: DatasetServer, batch: dict) -> list[tuple[str, int]]:

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 from coordinator.api.fastpath import FastPath
 from coordinator.main import create_app, serve_app
-from tests.coordinator.helpers import auth, make_settings, register
+from tests.support.api import auth, make_settings, register
 
 LIMIT = 4096
 
@@ -80,7 +80,8 @@ def test_healthz_matches_and_other_routes_pass_through(tmp_path: Path) -> None:
 
 def test_long_poll_answers_with_the_new_version(tmp_path: Path) -> None:
     """Through the fast path a waiting heartbeat returns the published version, as the route's does."""
-    from tests.coordinator.helpers import claim, store_for, write_policy
+    from tests.support.api import claim, store_for
+    from tests.support.chunks import write_policy
 
     with clients(tmp_path) as (fast, plain, tokens):
         collector = register(fast, tokens["collector"], "collector")

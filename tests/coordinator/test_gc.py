@@ -14,8 +14,9 @@ from shared.layout import RunLayout
 from shared.s3store import S3Store
 from shared.store import LocalStore
 from shared.stores import StoreTarget, open_datasets, open_store
-from tests.coordinator.test_run import chunk, collector, layout
-from tests.shared.test_datasets import _write
+from tests.support.configs import layout
+from tests.support.datasets import write_demo_dataset
+from tests.support.run import chunk, collector
 
 
 def _age(store: LocalStore, relpath: str, seconds: float) -> None:
@@ -51,7 +52,7 @@ def test_eviction_and_the_orphan_sweep_never_reach_a_recorded_dataset(
         make_run: Callable[..., Run], store: LocalStore, data_dir: Path, run_config: RunConfig) -> None:
     """A dataset in the run's data directory, then a run that evicts and sweeps everything it may: the
     recording is left byte for byte, while the run's own files did go."""
-    _write(open_datasets(data_dir, None))  # type: ignore[arg-type]
+    write_demo_dataset(open_datasets(data_dir, None))  # type: ignore[arg-type]
     recording = _files(data_dir / "datasets")
     assert len(recording) == 6  # 5 episodes and the manifest
     run = make_run(layout(run_config, chunk_steps=128))  # chunks of 256 rows into a buffer of 2000

@@ -9,8 +9,8 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from coordinator.main import create_app
-from tests.conftest import REPO
-from tests.coordinator.helpers import make_settings
+from tests.support.api import make_settings
+from tests.support.repo import REPO
 
 
 def test_every_metric_the_grafana_dashboard_queries_exists(tmp_path: Path) -> None:

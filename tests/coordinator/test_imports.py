@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def test_coordinator_with_its_metrics_recorder_imports_no_torch_or_gymnasium(tmp_path: Path) -> None:

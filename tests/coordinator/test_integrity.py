@@ -16,8 +16,8 @@ from coordinator.journal.database import Journal
 from shared.codec import encode_chunk
 from shared.layout import chunk_path, policy_path
 from shared.store import LocalStore
-from tests.conftest import auth, small_run_config
-from tests.coordinator.helpers import make_settings, running_client, store_for
+from tests.support.api import auth, make_settings, running_client, store_for
+from tests.support.configs import small_run_config
 
 CONFIG = small_run_config()
 ROWS = CONFIG.collector.num_envs * CONFIG.collector.chunk_steps

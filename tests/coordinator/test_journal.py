@@ -10,7 +10,8 @@ from coordinator.run import Run
 from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import EvaluationReport, LearnReport, SampleRequest
-from tests.coordinator.test_run import FakeClock, chunk, collector, layout, learner, make_config, publish, register
+from tests.support.configs import layout, make_config
+from tests.support.run import FakeClock, chunk, collector, learner, publish, register
 
 
 def _reopen(path: Path, config: RunConfig, store: LocalStore, clock: FakeClock) -> Run:
@@ -137,7 +138,7 @@ def test_failed_hooks_survive_a_restart_and_older_journals_load_without_them(tmp
     clock = FakeClock()
     db = tmp_path / "coordinator.sqlite"
     run = _reopen(db, run_config, store, clock)
-    failed = {"tests.hookfns:boom@publish": "at iteration 1: ValueError: boom"}
+    failed = {"tests.support.hooks:boom@publish": "at iteration 1: ValueError: boom"}
     run.learning.learn_report(LearnReport(worker_id=learner(run), iteration=1, transitions_trained=32,
                                           hooks_failed=failed))
     run.ctx.journal.close()

@@ -18,8 +18,8 @@ from coordinator.state.dataplane import DataPlane
 from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import PriorityUpdate, SampleRequest
-from tests.coordinator.test_run import FakeClock, chunk, collector, layout, learner, make_config, publish
-from tests.coordinator.test_run_replay import queue_config, served_chunk_ids
+from tests.support.configs import layout, make_config, queue_config
+from tests.support.run import FakeClock, chunk, collector, learner, publish, served_chunk_ids
 
 
 def _open(path: Path, config: RunConfig, store: LocalStore, clock: FakeClock) -> Run:

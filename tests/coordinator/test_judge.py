@@ -13,7 +13,7 @@ from coordinator.run import Run
 from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import BattleRecord, EvaluationReport
-from tests.coordinator.test_run import FakeClock, evaluate, holdout, learner, publish, register
+from tests.support.run import FakeClock, evaluate, holdout, learner, publish, register
 
 PASS, FAIL = [480.0] * 4, [400.0] * 100  # small_run_config: 4 validation episodes, threshold 475
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from coordinator.observe.metrics import MetricsRecorder
 from shared.layout import RunLayout
 from shared.wire import EvaluationResult, HoldoutResult, LearnerStatus, PolicyLagStatus, Status
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def status(iteration: int, losses: dict[str, float], env_steps: int) -> Status:

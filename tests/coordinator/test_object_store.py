@@ -14,9 +14,10 @@ from launcher.up import free_port
 from shared.layout import RunLayout
 from shared.s3store import S3Store
 from shared.stores import StoreConfigError, open_store
-from tests.conftest import auth, small_run_config
-from tests.coordinator.helpers import claim, get_status, make_settings, register, running_client, write_chunk
-from tests.seaweed import SeaweedFS
+from tests.support.api import auth, claim, get_status, make_settings, register, running_client
+from tests.support.chunks import write_chunk
+from tests.support.configs import small_run_config
+from tests.support.seaweed import SeaweedFS
 
 
 def test_chunks_are_sized_in_the_object_store_and_never_acknowledged_while_it_is_down(

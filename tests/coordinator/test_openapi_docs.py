@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from coordinator.api.apidoc import ERRORS
-from tests.coordinator.test_api_auth import EXPECTED
+from tests.support.api import EXPECTED
 
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/v1/schemas"),
           ("GET", "/v1/schemas/{name}")}
@@ -17,7 +17,7 @@ PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", 
 
 @pytest.fixture(scope="module")
 def spec(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from tests.coordinator.helpers import make_settings, running_client
+    from tests.support.api import make_settings, running_client
 
     settings, _ = make_settings(tmp_path_factory.mktemp("openapi"))
     with running_client(settings) as client:

@@ -17,8 +17,8 @@ from shared.battleconf import SelfPlayConfig
 from shared.config import RunConfig, dump_run_config
 from shared.store import LocalStore
 from shared.wire import EpisodeStat, PolicyRef
-from tests.coordinator.helpers import assert_error_body, auth, make_settings, running_client
-from tests.coordinator.test_run import chunk, collector, learner, publish, settle_files
+from tests.support.api import assert_error_body, auth, make_settings, running_client
+from tests.support.run import chunk, collector, learner, publish, settle_files
 
 SELF_PLAY = {"every_versions": 3, "pool_size": 2}
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -16,150 +15,46 @@ from shared.config import RunConfig
 from shared.layout import chunk_path, policy_path
 from shared.store import LocalStore, sha256_hex
 from shared.wire import (
-    ChunkReport,
     CollectorTask,
-    EpisodeStat,
     EvaluationReport,
     EvaluatorTask,
-    HoldoutReport,
     LearnerTask,
     LearnReport,
     PolicyPublish,
     PolicyRef,
     SampleRequest,
 )
-from tests.coordinator.helpers import spread_ends
-
-T0 = 1000.0
-
-
-class FakeClock:
-    def __init__(self, t: float = T0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, seconds: float) -> None:
-        self.t += seconds
-
-
-def make_config(base: RunConfig, **sections: dict[str, Any]) -> RunConfig:
-    data = base.model_dump()
-    for section, values in sections.items():
-        data[section] = {**data[section], **values}
-    return RunConfig.model_validate(data)
-
-
-def layout(base: RunConfig, num_envs: int | None = None, chunk_steps: int | None = None,
-           n_episode: int | None = None, **sections: dict[str, Any]) -> RunConfig:
-    """`base` with collectors stepping `num_envs` envs into chunks of `chunk_steps` steps, so chunk reports
-    of num_envs x chunk_steps rows are what the run expects. With `n_episode`, chunks are cut after that many
-    episodes, so reports of fewer rows (whole steps, at most that many) are valid too."""
-    collector = {"num_envs": num_envs or base.collector.num_envs,
-                 "chunk_steps": chunk_steps or base.collector.chunk_steps}
-    sampling = {**sections.pop("sampling", {}), **({"n_episode": n_episode} if n_episode else {})}
-    return make_config(base, collector=collector, sampling=sampling, **sections)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def make_run(run_config: RunConfig, store: LocalStore, clock: FakeClock) -> Callable[..., Run]:
-    def make(config: RunConfig | None = None, **kwargs: Any) -> Run:
-        kwargs.setdefault("sample_wait_seconds", 0)
-        kwargs.setdefault("lease_seconds", 10.0)
-        return Run(config or run_config, store, clock=clock, **kwargs)
-
-    return make
-
-
-@pytest.fixture
-def run(make_run: Callable[..., Run]) -> Run:
-    return make_run()
-
+from tests.support.configs import layout, make_config
+from tests.support.run import (
+    FakeClock,
+    chunk,
+    collector,
+    counters,
+    evaluate,
+    holdout,
+    learner,
+    publish,
+    register,
+    settle_files,
+)
 
 # ----- helpers ---------------------------------------------------------------------------------------------
 
 
-def register(run: Run, kind: str, name: str = "host") -> str:
-    return run.workers.register(kind, name).worker_id  # type: ignore[arg-type]
 
 
-def collector(run: Run) -> tuple[str, str]:
-    """Register a collector and claim its task: (worker_id, task_id)."""
-    worker_id = register(run, "collector")
-    task = run.workers.claim(worker_id).task
-    assert isinstance(task, CollectorTask)
-    return worker_id, task.task_id
 
 
-def learner(run: Run) -> str:
-    worker_id = register(run, "learner")
-    assert isinstance(run.workers.claim(worker_id).task, LearnerTask)
-    return worker_id
 
 
-def rows(config: RunConfig) -> int:
-    """Rows (env steps) of a full chunk under `config`: num_envs x chunk_steps."""
-    return config.collector.num_envs * config.collector.chunk_steps
 
 
-def chunk(
-    run: Run,
-    worker_id: str,
-    task_id: str,
-    chunk_id: str,
-    env_steps: int | None = None,
-    returns: Sequence[float] = (),
-    payload: bytes | None = None,
-    write: bool = True,
-    **changes: Any,
-) -> ChunkReport:
-    """Write a payload into the run's store (as a collector does) and build the matching report.
-
-    By default the report has the run config's layout: num_envs = collector.num_envs, env_steps = num_envs x
-    collector.chunk_steps, one episode end per reported return and per env error. `changes` override any field
-    (tests of refused reports pass layouts the config does not declare)."""
-    data = payload if payload is not None else f"payload of {chunk_id}".encode()
-    path = chunk_path(task_id, chunk_id)
-    if write:
-        run.ctx.store.put(path, data)
-    steps = rows(run.ctx.config) if env_steps is None else env_steps
-    episodes = [EpisodeStat(ret=r, length=10) for r in returns]
-    fields: dict[str, Any] = dict(
-        chunk_id=chunk_id, worker_id=worker_id, task_id=task_id, payload_path=path, sha256=sha256_hex(data),
-        size_bytes=len(data), env_steps=steps, num_envs=run.ctx.config.collector.num_envs, episodes=episodes,
-        policy_version=0,
-    )
-    fields.update(changes)
-    if "ends" not in changes:
-        fields["ends"] = spread_ends(fields["env_steps"], len(episodes) + fields.get("env_errors", 0))
-    return ChunkReport(**fields)
 
 
-def publish(run: Run, store: LocalStore, worker_id: str, version: int, content: bytes | None = None,
-            iteration: int = 0) -> PolicyRef:
-    data = content if content is not None else f"weights v{version}".encode()
-    path = policy_path(version)
-    store.put(path, data)
-    ref = PolicyRef(version=version, path=path, sha256=sha256_hex(data))
-    run.publishing.publish_policy(PolicyPublish(worker_id=worker_id, policy=ref, iteration=iteration))
-    return ref
 
 
-def settle_files(run: Run) -> None:
-    """Wait until the payload and policy files whose removal was submitted so far are deleted."""
-    run.ctx.flush()
 
 
-def counters(run: Run) -> tuple[int, int, int, int, int, int]:
-    s = run.status()
-    return (s.env_steps, s.episodes, s.chunks, s.buffers[0].transitions, s.buffers[0].chunks,
-            run.ctx.data.limiter.inserted)
 
 
 # ----- register / claim ------------------------------------------------------------------------------------
@@ -554,13 +449,14 @@ def test_learn_report_updates_status(run: Run) -> None:
 
 def test_failed_learner_hooks_show_in_status_with_their_first_error_for_the_whole_run(run: Run) -> None:
     lrn = learner(run)
-    boom = {"tests.hookfns:boom@every": "at iteration 10: ValueError: boom"}
+    boom = {"tests.support.hooks:boom@every": "at iteration 10: ValueError: boom"}
     run.learning.learn_report(LearnReport(worker_id=lrn, iteration=10, transitions_trained=64, hooks_failed=boom))
     run.learning.learn_report(LearnReport(worker_id=lrn, iteration=20, transitions_trained=128))  # a restarted learner
     assert run.status().learner.hooks_failed == boom
     run.learning.learn_report(LearnReport(worker_id=lrn, iteration=30, transitions_trained=192, hooks_failed={
-        "tests.hookfns:boom@every": "at iteration 30: ValueError: boom", "tests.hookfns:record@end": "OSError"}))
-    assert run.status().learner.hooks_failed == {**boom, "tests.hookfns:record@end": "OSError"}
+        "tests.support.hooks:boom@every": "at iteration 30: ValueError: boom",
+        "tests.support.hooks:record@end": "OSError"}))
+    assert run.status().learner.hooks_failed == {**boom, "tests.support.hooks:record@end": "OSError"}
 
 
 def test_policy_publish_and_distribution(run: Run, store: LocalStore) -> None:
@@ -628,14 +524,8 @@ def test_old_policy_files_beyond_keep_policies_deleted(make_run: Callable[..., R
 # ----- evaluation and run end -------------------------------------------------------------------------------
 
 
-def evaluate(run: Run, worker_id: str, version: int, returns: list[float]) -> Any:
-    return run.evaluations.evaluate(EvaluationReport(worker_id=worker_id, policy_version=version, returns=returns,
-                                         lengths=[max(1, int(r)) for r in returns]))
 
 
-def holdout(run: Run, worker_id: str, version: int, returns: list[float], request_id: str | None = None) -> Any:
-    return run.evaluations.test(HoldoutReport(worker_id=worker_id, policy_version=version, returns=returns,
-                                  lengths=[max(1, int(r)) for r in returns], request_id=request_id))
 
 
 def test_evaluation_requires_a_published_policy(run: Run, store: LocalStore) -> None:

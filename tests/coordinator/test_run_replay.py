@@ -20,17 +20,17 @@ from coordinator.state.payloads import CONSUMED_GRACE_SECONDS
 from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import HeartbeatResponse, PriorityUpdate, SampleRequest, SampleResponse
-from tests.coordinator.test_run import (
+from tests.support.configs import layout, make_config, queue_config
+from tests.support.run import (
     FakeClock,
     chunk,
     collector,
     counters,
-    layout,
     learner,
-    make_config,
     publish,
     register,
     rows,
+    served_chunk_ids,
     settle_files,
 )
 
@@ -45,29 +45,8 @@ def prioritized(base: RunConfig, **replay: Any) -> RunConfig:
     return make_config(base, replay=values)
 
 
-def queue_config(base: RunConfig, sampler: str = "fifo", replay: dict[str, Any] | None = None,
-                 **sampling: Any) -> RunConfig:
-    """PPO-like: whole chunks from a queue, each served once, data at most the policy lag old."""
-    sampling_values: dict[str, Any] = {"unit": "chunk", "min_batch_size": 32, "max_batch_size": 64,
-                                       "force_sync": True}
-    sampling_values.update(sampling)
-    replay_values: dict[str, Any] = {"sampler": sampler, "max_use": 1, "min_transitions": 1,
-                                     "tolerance_transitions": 10_000}
-    replay_values.update(replay or {})
-    data = base.model_dump()
-    data["algo"] = "ppo"
-    data["replay"] = {**data["replay"], **replay_values}
-    data["sampling"] = {**data["sampling"], **sampling_values}
-    return RunConfig.model_validate(data)
-
-
 def sample(run: Run, worker_id: str, batch_size: int, num_batches: int = 1) -> SampleResponse:
     return run.learning.sample(SampleRequest(worker_id=worker_id, batch_size=batch_size, num_batches=num_batches))
-
-
-def served_chunk_ids(resp: SampleResponse) -> list[str]:
-    """The chunk of each item, in the order the items were served."""
-    return [resp.chunks[k].chunk_id for k in resp.chunk_index]
 
 
 def update(run: Run, worker_id: str, ids: list[int], priorities: list[float]) -> Any:

@@ -14,7 +14,8 @@ from coordinator.runs import choose_run
 from coordinator.settings import CoordinatorSettings
 from shared.config import RunConfig
 from shared.layout import RunLayout, new_run_name
-from tests.conftest import auth, small_run_config
+from tests.support.api import auth
+from tests.support.configs import small_run_config
 
 NOON = time.mktime((2026, 11, 24, 12, 0, 0, 0, 0, -1))  # local time, as run names use
 

@@ -6,7 +6,7 @@ from coordinator.run import Run
 from shared.seeds import base_seed, decode
 from shared.store import LocalStore
 from shared.wire import CollectorTask, EvaluationReport, HoldoutReport
-from tests.coordinator.test_run import FakeClock, learner, publish, register
+from tests.support.run import FakeClock, learner, publish, register
 
 
 def test_every_claim_gets_its_own_train_block_and_status_lists_all_modes(

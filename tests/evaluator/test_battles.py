@@ -17,7 +17,7 @@ from shared.policy_io import save_policy
 from shared.store import LocalStore
 from shared.wire import BattleRecord, PolicyRef
 from shared.wire_battles import rule_met, rule_records
-from tests.policies import manifest, policy_state, random_actor
+from tests.support.policies import manifest, policy_state, random_actor
 
 CONFIG = RunConfig.model_validate({"env": {"id": "rlfleet/TicTacToe-v0"}, "self_play": {}})
 SPACES = RunPlan.of(CONFIG).spaces

@@ -11,11 +11,11 @@ import torch
 
 from evaluator.testing import Subject, UsageError, load_subject, resolve_inputs, run_test, summarize
 from evaluator.video import VideoError
-from shared.config import RunConfig, dump_run_config
-from shared.policy_io import policy_bytes
+from shared.config import RunConfig
 from shared.seeds import ENVS_PER_BLOCK, base_seed, decode
-from tests.policies import CARTPOLE, flat_spaces, manifest, policy_state, random_actor
-from tests.shared.userenv import PaintedCountEnv
+from tests.support.policies import flat_spaces, random_actor
+from tests.support.run_files import write_run
+from tests.support.userenv import PaintedCountEnv
 
 torch.set_num_threads(1)
 RUN_SEED = 7
@@ -78,7 +78,7 @@ def test_envs_play_exactly_the_test_block(tmp_path: Path, seed_log: list[int]) -
 @pytest.mark.parametrize("suffix", [".mp4", ".gif"])
 def test_the_video_holds_one_frame_per_step_and_the_first(tmp_path: Path, suffix: str) -> None:
     path = tmp_path / f"episode{suffix}"
-    report = run_test(subject({"id": "tests.shared.userenv:PaintedCountEnv", "kwargs": {"length": 5}}, tmp_path),
+    report = run_test(subject({"id": "tests.support.userenv:PaintedCountEnv", "kwargs": {"length": 5}}, tmp_path),
                       episodes=2, num_envs=2, counter=0, video=path)
     assert report["video"] == {"path": str(path), "seed": report["seeds"]["base"] + 2, "return": 5.0, "length": 5,
                                "frames": 6}
@@ -89,7 +89,7 @@ def test_the_video_holds_one_frame_per_step_and_the_first(tmp_path: Path, suffix
 
 def test_an_env_that_cannot_render_is_refused_clearly(tmp_path: Path) -> None:
     with pytest.raises(VideoError, match="CountEnv cannot render a video"):
-        run_test(subject({"id": "tests.shared.userenv:CountEnv"}, tmp_path), 2, 2, 0, tmp_path / "v.gif")
+        run_test(subject({"id": "tests.support.userenv:CountEnv"}, tmp_path), 2, 2, 0, tmp_path / "v.gif")
 
 
 def test_bad_requests_are_refused_before_any_episode(tmp_path: Path, seed_log: list[int]) -> None:
@@ -99,17 +99,6 @@ def test_bad_requests_are_refused_before_any_episode(tmp_path: Path, seed_log: l
     with pytest.raises(VideoError, match="give a .mp4 or .gif file"):
         run_test(sub, 2, 2, 0, tmp_path / "v.avi")
     assert seed_log == []
-
-
-def write_run(data_dir: Path, config: RunConfig, spaces: Any = CARTPOLE) -> Path:
-    """A run directory as a finished run leaves it: config.yaml and best/policy.safetensors."""
-    run_dir = data_dir / "runs" / config.name
-    (run_dir / "best").mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(dump_run_config(config))
-    m = manifest(spaces)
-    state = {k: torch.from_numpy(v) for k, v in policy_state(m).items()}
-    (run_dir / "best" / "policy.safetensors").write_bytes(policy_bytes(state, m))
-    return run_dir
 
 
 def test_a_run_dir_gives_its_best_policy_config_and_json(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from shared.config import RunConfig, dump_run_config
-from tests.conftest import REPO, small_run_config
-from tests.integration.procs import Fleet
+from tests.support.configs import small_run_config
+from tests.support.fleet import Fleet
+from tests.support.repo import REPO
 
 EXAMPLE = REPO / "examples" / "third_party_collector.py"
 ALLOWED = {"argparse", "hashlib", "json", "logging", "os", "struct", "threading", "time", "uuid", "pathlib",

@@ -2,39 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-
-
-def _solved(data_dir: Path, config: str, threshold: float, *args: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
-         *args],
-        cwd=REPO, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "run solved" in done.stdout
-    (run_dir,) = (data_dir / "runs").iterdir()
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["run_state"] == "solved"
-    assert summary["best_evaluation"]["mean"] >= threshold
-    test = summary["confirmed_by"]  # confirmed on 100 held-out episodes, not by a lucky validation
-    assert test["confirmed"] and test["episodes"] == 100 and test["mean"] >= threshold
-    print(f"solved: {summary['env_steps']} env steps, {summary['wall_seconds']:.1f}s")
-    return summary
+from tests.support.solving import up_until_solved
 
 
 @pytest.mark.slow
 def test_sac_solves_pendulum_within_20k_env_steps(tmp_path: Path) -> None:
     """Issue 9's target: SAC reaches a greedy mean of -200 on Pendulum-v1 within 20,000 env steps (measured:
     6,300-8,100 env steps and 1-2 minutes on 2 cores, in nine runs of ten)."""
-    summary = _solved(tmp_path, "configs/pendulum_sac.yaml", -200.0, "--seed", "0")
+    summary = up_until_solved(tmp_path, "configs/pendulum_sac.yaml", -200.0, "--seed", "0")
     assert summary["env_steps"] <= 20_000
     assert summary["learner"]["losses"]["alpha"] < 1.0  # the entropy coefficient was tuned down from its start
 
@@ -44,7 +23,7 @@ def test_dqn_with_the_pohlen_transform_solves_cartpole_with_rewards_x100(tmp_pat
     """Issue 14: training rewards x100 (returns of ~10,000) with the default DQN hyperparameters; Q-values in
     h-space keep them learnable (plain DQN does not solve it within 100k env steps: bench/value_transform.py).
     The threshold and the test stay in raw returns."""
-    summary = _solved(tmp_path, "configs/cartpole_dqn_pohlen.yaml", 475.0, "--seed", "0")
+    summary = up_until_solved(tmp_path, "configs/cartpole_dqn_pohlen.yaml", 475.0, "--seed", "0")
     assert summary["env_steps"] <= 100_000
     assert summary["learner"]["losses"]["q_mean"] > 1_000  # the learner saw the scaled rewards, in raw units
 
@@ -53,7 +32,7 @@ def test_dqn_with_the_pohlen_transform_solves_cartpole_with_rewards_x100(tmp_pat
 def test_evolution_strategies_solve_cartpole_through_rlfleet_up(tmp_path: Path) -> None:
     """Issue 14: the ES master's generations are evaluated by two collectors (measured: 22-50 generations, 5-10 s
     of training on 2 cores); every generation's env steps count in the run's, and no chunk is ever written."""
-    summary = _solved(tmp_path, "configs/cartpole_es.yaml", 475.0, "--seed", "0")
+    summary = up_until_solved(tmp_path, "configs/cartpole_es.yaml", 475.0, "--seed", "0")
     losses = summary["learner"]["losses"]
     generations = int(losses["generation"])
     assert 5 <= generations <= 150

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shared.policy_io import read_manifest
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 @pytest.mark.slow

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from shared.config import RunConfig, dump_run_config
-from tests.conftest import REPO, small_run_config
-from tests.integration.procs import Fleet
+from tests.support.configs import small_run_config
+from tests.support.fleet import Fleet
+from tests.support.repo import REPO
 
 
 def ctl(fleet: Fleet, *args: str) -> str:

@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from launcher.up import free_port
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 pytestmark = pytest.mark.slow
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from shared.config import load_run_config
-from tests.conftest import REPO
-from tests.launcher.test_record import _inputs
+from tests.support.repo import REPO
+from tests.support.run_files import write_expert_inputs
 
 
 def _recorded(tmp_path: Path) -> tuple[Path, dict[Path, bytes]]:
     """The data directory with 20 episodes of the hand-made expert as `cartpole-expert`, and its files."""
-    policy, config = _inputs(tmp_path)
+    policy, config = write_expert_inputs(tmp_path)
     data = tmp_path / "data"
     recorded = subprocess.run(
         [sys.executable, "-m", "launcher", "record", "--policy", str(policy), "--config", str(config), "--name",

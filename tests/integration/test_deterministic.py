@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 RUNS = {
     # chunks of 8 x 64 rows; 8 sampled rows per inserted row: 64 batches of 64 per chunk after the warm-up

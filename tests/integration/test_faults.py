@@ -27,24 +27,8 @@ from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.tokens import load_tokens_file
 from shared.wire import Status
-from tests.conftest import REPO
-
-
-def _child(parent: int, service: str, exclude: list[int] | None = None) -> int | None:
-    """pid of a `python -m launcher <service>` started by `parent`, other than those in `exclude` (read from
-    /proc, no extra dependency)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        args = [a for a in argv if a]
-        if ppid == parent and args[-2:] == [b"launcher", service.encode()] and int(entry.name) not in (exclude or ()):
-            return int(entry.name)
-    return None
+from tests.support.processes import launcher_child
+from tests.support.repo import REPO
 
 
 @pytest.mark.slow
@@ -79,7 +63,7 @@ def test_run_survives_kill_9_of_collector_learner_and_coordinator(tmp_path: Path
         raise AssertionError(f"timed out waiting for {what}")
 
     def kill(service: str) -> None:
-        pid = _child(up.pid, service)
+        pid = launcher_child(up.pid, service)
         assert pid is not None, f"no {service} process under rlfleet up"
         os.kill(pid, signal.SIGKILL)
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO
-from tests.hookfns import LOG_VARIABLE
+from tests.support.hooks import LOG_VARIABLE
+from tests.support.repo import REPO
 
-RECORD, BOOM = "tests.hookfns:record", "tests.hookfns:boom"
+RECORD, BOOM = "tests.support.hooks:record", "tests.support.hooks:boom"
 
 
 @pytest.mark.slow
@@ -56,5 +56,5 @@ def test_hooks_see_the_run_and_a_failing_hook_shows_in_the_summary(tmp_path: Pat
 
     assert summary["learner"]["hooks_failed"] == {BOOM + "@every": "at iteration 7: ValueError: boom at every 7"}
     learner_log = (run_dir / "logs" / "learner.log").read_text()
-    assert learner_log.count("learner hook tests.hookfns:boom@every failed") == 1
+    assert learner_log.count("learner hook tests.support.hooks:boom@every failed") == 1
     assert learner_log.count("ValueError: boom at every") == 1  # its traceback, once

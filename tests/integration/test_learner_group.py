@@ -17,9 +17,9 @@ import pytest
 from launcher.up import free_port
 from shared.tokens import load_tokens_file
 from shared.wire import Status
-from tests.conftest import REPO
-from tests.integration.test_algorithms import _solved
-from tests.integration.test_faults import _child
+from tests.support.processes import launcher_child
+from tests.support.repo import REPO
+from tests.support.solving import up_until_solved
 
 
 def _learner_logs(data_dir: Path) -> list[str]:
@@ -31,7 +31,7 @@ def _learner_logs(data_dir: Path) -> list[str]:
 @pytest.mark.parametrize("config", ["configs/cartpole_dqn.yaml", "configs/cartpole_ppo.yaml"])
 def test_two_learners_train_cartpole_to_solved(tmp_path: Path, config: str) -> None:
     """Measured on 2 cores: DQN solves in ~60 s, PPO in ~45 s, as a single learner does."""
-    summary = _solved(tmp_path, config, 475.0, "--seed", "0", "--set", "learner.replicas=2")
+    summary = up_until_solved(tmp_path, config, 475.0, "--seed", "0", "--set", "learner.replicas=2")
     assert summary["learner"]["world_size"] == 2
     assert [r["task_id"] for r in summary["learner"]["ranks"]] == ["learner-0", "learner-1"]
     logs = _learner_logs(tmp_path)
@@ -72,9 +72,9 @@ def test_a_killed_rank_re_forms_the_group_which_resumes_and_solves(tmp_path: Pat
         while iteration() < 150:
             assert up.poll() is None and time.monotonic() < deadline, "the group never trained 150 updates"
             time.sleep(0.2)
-        agent = _child(up.pid, "learner")
+        agent = launcher_child(up.pid, "learner")
         assert agent is not None, "no learner agent under rlfleet up"
-        rank = _child(agent, "learner")
+        rank = launcher_child(agent, "learner")
         assert rank is not None, "no rank process under the learner's torchrun agent"
         os.kill(rank, signal.SIGKILL)
         out, _ = up.communicate(timeout=300)

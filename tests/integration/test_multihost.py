@@ -27,9 +27,9 @@ from shared.layout import RunLayout
 from shared.s3store import S3Store
 from shared.stores import StoreSettings, open_store
 from shared.tokens import generate_tokens_file
-from tests.conftest import REPO
-from tests.integration.procs import Fleet
-from tests.seaweed import SeaweedFS
+from tests.support.fleet import Fleet
+from tests.support.repo import REPO
+from tests.support.seaweed import SeaweedFS
 
 RUN = "cartpole-dqn"  # the run the coordinator serves (RLFLEET_RUN): the name in configs/cartpole_dqn.yaml
 WORKERS = {"collector-a": "collector", "collector-b": "collector", "learner": "learner", "evaluator": "evaluator"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def _solved(data_dir: Path, config: str) -> dict:

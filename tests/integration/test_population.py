@@ -11,8 +11,8 @@ import pytest
 
 from shared.config import RunConfig, dump_run_config, load_run_config
 from shared.wire_generations import PopulationStatus
-from tests.conftest import REPO
-from tests.integration.procs import Fleet
+from tests.support.fleet import Fleet
+from tests.support.repo import REPO
 
 
 @pytest.mark.slow

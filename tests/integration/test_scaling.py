@@ -9,8 +9,8 @@ import pytest
 
 from shared.config import RunConfig, dump_run_config
 from shared.wire import BufferStatus
-from tests.conftest import small_run_config
-from tests.integration.procs import Fleet
+from tests.support.configs import small_run_config
+from tests.support.fleet import Fleet
 
 SPI = 4.0
 TOLERANCE = 1024

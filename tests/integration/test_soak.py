@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from launcher.up import free_port
-from tests.conftest import REPO
-from tests.integration.test_faults import _child
+from tests.support.processes import launcher_child
+from tests.support.repo import REPO
 
 SERVICES = ("coordinator", "learner", "evaluator", "collector")
 KILL_EVERY = 12.0
@@ -31,7 +31,7 @@ KILL_EVERY = 12.0
 
 def _children(parent: int, service: str) -> list[int]:
     pids: list[int] = []
-    while (pid := _child(parent, service, exclude=pids)) is not None:
+    while (pid := launcher_child(parent, service, exclude=pids)) is not None:
         pids.append(pid)
     return pids
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from shared.config import RunConfig
-from tests.conftest import small_run_config
-from tests.integration.procs import Fleet
+from tests.support.configs import small_run_config
+from tests.support.fleet import Fleet
 
 BATCHED = small_run_config().model_copy(update={"collector": small_run_config().collector.model_copy(
     update={"report_batch": 4, "report_delay_seconds": 1.0})})
@@ -25,6 +25,7 @@ def fleet(tmp_path: Path, data_dir: Path, config_file: Path, tokens: dict[str, s
         f.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run_config", [small_run_config(), BATCHED], ids=["report-each", "report-batches"])
 def test_fleet_trains_publishes_evaluates_and_stops_cleanly(fleet: Fleet, run_config: RunConfig,
                                                             data_dir: Path) -> None:

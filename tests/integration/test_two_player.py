@@ -15,7 +15,7 @@ import pytest
 from evaluator.battles import against
 from evaluator.testing import load_subject, resolve_inputs
 from shared.seeds import base_seed
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def solved_run(config: str, data_dir: Path) -> tuple[Path, dict[str, Any]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def _up(data_dir: Path, *args: str, timeout: float,
@@ -26,6 +26,7 @@ def _run_dir(data_dir: Path) -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 def test_compose_wiring_runs_every_service_locally(tmp_path: Path) -> None:
     """A short budget: every compose service starts, registers and works; the run ends budget_exhausted."""
     # Small chunks: the rate limiter pauses collectors near min + tolerance (~5k steps) with little overshoot,

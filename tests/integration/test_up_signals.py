@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def children(pid: int) -> list[int]:

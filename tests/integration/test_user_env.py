@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from shared.policy_io import read_manifest
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 CONFIG = {
     "name": "pixel-grid",
-    "env": {"id": "tests.pixelgrid:PixelGrid", "kwargs": {"max_steps": 16}, "solve_threshold": 0.8},
+    "env": {"id": "tests.support.pixelgrid:PixelGrid", "kwargs": {"max_steps": 16}, "solve_threshold": 0.8},
     "collector": {"num_envs": 8, "chunk_steps": 32},
     "replay": {"sampler": "fifo", "capacity_transitions": 4096, "min_transitions": 1, "max_use": 1,
                "tolerance_transitions": 1024},

@@ -9,7 +9,7 @@ from typer.main import get_command
 from typer.testing import CliRunner
 
 from launcher.cli import app
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 COMMANDS = {"up", "coordinator", "collector", "learner", "evaluator", "store-init", "secrets", "health", "status",
             "test", "record", "ctl", "runs", "plot"}

@@ -8,7 +8,7 @@ import yaml
 from launcher.compose_file import render
 from launcher.places import InContainers
 from launcher.services import fleet
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def test_the_committed_file_is_the_generated_one() -> None:

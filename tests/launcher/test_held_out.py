@@ -22,9 +22,9 @@ from shared.config import RunConfig
 from shared.envs import make_env
 from shared.policy_io import decode_policy
 from shared.seeds import base_seed, decode
-from tests.conftest import REPO
-from tests.evaluator.test_testing import write_run
-from tests.policies import flat_spaces
+from tests.support.policies import flat_spaces
+from tests.support.repo import REPO
+from tests.support.run_files import write_run
 
 torch.set_num_threads(1)
 CARTPOLE_FPS = 50

@@ -10,24 +10,14 @@ from pathlib import Path
 import numpy as np
 
 from shared.codec import decode_chunk
-from shared.config import RunConfig, dump_run_config
 from shared.datasets import load_manifest, load_split
 from shared.manifest import Behaviour
 from shared.plan import chunk_schema
-from shared.policy_io import policy_bytes
 from shared.schema import ChunkSchema
 from shared.store import LocalStore
-from tests.conftest import REPO
-from tests.policies import CARTPOLE, cartpole_expert
-
-
-def _inputs(tmp_path: Path) -> tuple[Path, Path]:
-    manifest, state = cartpole_expert()
-    policy = tmp_path / "expert.safetensors"
-    policy.write_bytes(policy_bytes(state, manifest))
-    config = tmp_path / "run.yaml"
-    config.write_text(dump_run_config(RunConfig.model_validate({"name": "rec", "env": {"id": "CartPole-v1"}})))
-    return policy, config
+from tests.support.policies import CARTPOLE
+from tests.support.repo import REPO
+from tests.support.run_files import write_expert_inputs
 
 
 def _record(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
@@ -36,7 +26,7 @@ def _record(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_record_writes_a_dataset_of_collector_chunks(tmp_path: Path) -> None:
-    policy, config = _inputs(tmp_path)
+    policy, config = write_expert_inputs(tmp_path)
     done = _record(tmp_path, "--policy", str(policy), "--config", str(config), "--name", "expert", "--episodes", "5",
                    "--valid-fraction", "0.4")
     assert done.returncode == 0, done.stderr
@@ -55,7 +45,7 @@ def test_record_writes_a_dataset_of_collector_chunks(tmp_path: Path) -> None:
 
 
 def test_record_refuses_what_it_cannot_record(tmp_path: Path) -> None:
-    policy, config = _inputs(tmp_path)
+    policy, config = write_expert_inputs(tmp_path)
     base = ["--policy", str(policy), "--config", str(config)]
     for args, hint in [
         ([*base, "--name", "x", "--episodes", "3", "--valid-fraction", "0.1"], "valid split with zero episodes"),

@@ -13,7 +13,7 @@ from launcher.processes import Child
 from launcher.restarts import CrashRecord, RestartPolicy
 from launcher.services import Service
 from launcher.up import ServiceFailed, Up, UpOptions
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 QUICK = 0.5  # seconds of uptime: well under any stable_seconds used here
 

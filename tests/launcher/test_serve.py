@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from launcher.cli import app
 from shared.tokens import generate_tokens_file
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def test_a_wrong_store_url_is_exit_2_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from launcher.places import InContainers, OnThisHost
 from launcher.services import COMPLETED, STARTED, fleet
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def test_the_table_runs_every_service_locally(tmp_path: Path) -> None:

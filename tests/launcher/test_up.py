@@ -13,7 +13,7 @@ from launcher.cli import app
 from launcher.up import ServiceFailed, Up, UpOptions
 from shared.layout import RunLayout
 from shared.tokens import load_tokens_file
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 CONFIG = REPO / "configs/cartpole_dqn.yaml"
 

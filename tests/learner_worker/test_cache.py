@@ -19,62 +19,11 @@ from shared.config import NetConfig, RunConfig
 from shared.layout import chunk_path
 from shared.schema import ChunkSchema
 from shared.store import LocalStore
-from shared.wire import Directive, SampledChunk, SampleResponse
-from tests.policies import EPSILON_GREEDY, flat_spaces, learner_task
+from shared.wire import Directive, SampledChunk
+from tests.support.policies import EPSILON_GREEDY, flat_spaces, learner_task
+from tests.support.stored_chunks import GAMMA, NSTEP, SCHEMA, D, N, StoredChunks, T, numbered_arrays, transition_reply
 
 torch.set_num_threads(1)
-
-T, N, D = 8, 2, 3
-GAMMA, NSTEP = 0.9, 3
-SCHEMA = ChunkSchema.of(flat_spaces(D, 3), behaviour_logp=False)
-
-
-def chunk_arrays(number: int) -> dict[str, np.ndarray]:
-    """obs[t, i] = (number, t*N + i, 0.5): each flattened row names its chunk and its offset."""
-    rng = np.random.default_rng(number)
-    offsets = np.arange(T * N).reshape(T, N)
-    obs = np.zeros((T, N, D), np.float32)
-    obs[..., 0] = number
-    obs[..., 1] = offsets
-    obs[..., 2] = 0.5
-    next_obs = obs + np.float32(100.0)
-    terminated = rng.random((T, N)) < 0.15
-    truncated = rng.random((T, N)) < 0.15
-    return {"obs": obs, "actions": (offsets * 7 + number) % 3, "rewards": (offsets + 10 * number).astype(np.float32),
-            "terminated": terminated, "truncated": truncated, "next_obs": next_obs, "valid": np.ones((T, N), bool)}
-
-
-def transition_reply(**fields) -> SampleResponse:
-    """A transition sample reply: every item one row, weight 1, ids in draw order."""
-    k = len(fields["chunk_index"])
-    return SampleResponse(unit="transition", lengths=[1] * k, ids=list(range(k)), weights=[1.0] * k, **fields)
-
-
-class Fixture:
-    def __init__(self, root: Path, count: int) -> None:
-        self.store = LocalStore(root)
-        self.arrays = {k: chunk_arrays(k) for k in range(count)}
-        self.refs = []
-        for k, arrays in self.arrays.items():
-            chunk_id = f"chunk{k}"
-            path = chunk_path("task1", chunk_id)
-            sha = self.store.put(path, encode_chunk(arrays, {"chunk_id": chunk_id}))
-            self.refs.append(SampledChunk(chunk_id=chunk_id, payload_path=path, sha256=sha, policy_version=0,
-                                          num_envs=N))
-
-    def sample(self, pairs: list[tuple[int, int]], batch_size: int, chunks: list[int] | None = None) -> SampleResponse:
-        """pairs of (chunk number, offset); the reply lists `chunks` (default: all) in that order."""
-        chunks = list(self.arrays) if chunks is None else chunks
-        position = {k: j for j, k in enumerate(chunks)}
-        return transition_reply(chunks=[self.refs[k] for k in chunks], chunk_index=[position[k] for k, _ in pairs],
-                              offsets=[off for _, off in pairs], batch_size=batch_size,
-                              buffer_transitions=len(self.arrays) * T * N,
-                              directive=Directive(run_state="running"))
-
-
-@pytest.fixture
-def fx(tmp_path: Path) -> Fixture:
-    return Fixture(tmp_path / "store", 3)
 
 
 def random_pairs(count: int, seed: int, chunks=(0, 1, 2)) -> list[tuple[int, int]]:
@@ -82,7 +31,7 @@ def random_pairs(count: int, seed: int, chunks=(0, 1, 2)) -> list[tuple[int, int
     return [(int(rng.choice(chunks)), int(rng.integers(0, T * N))) for _ in range(count)]
 
 
-def check_rows(fx: Fixture, batch: dict[str, np.ndarray]) -> list[tuple[int, int]]:
+def check_rows(fx: StoredChunks, batch: dict[str, np.ndarray]) -> list[tuple[int, int]]:
     """Every row equals the source chunk's transition at the offset named by its obs; returns the pairs."""
     targets = {k: nstep_targets(a["rewards"], a["terminated"], a["truncated"], a["next_obs"], GAMMA, NSTEP)
                for k, a in fx.arrays.items()}
@@ -100,7 +49,7 @@ def check_rows(fx: Fixture, batch: dict[str, np.ndarray]) -> list[tuple[int, int
     return seen
 
 
-def test_full_batches_with_correct_rows(fx: Fixture):
+def test_full_batches_with_correct_rows(fx: StoredChunks):
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     pairs = random_pairs(24, seed=1)
     batches = cache.batches(fx.sample(pairs, batch_size=8))
@@ -121,20 +70,20 @@ def test_full_batches_with_correct_rows(fx: Fixture):
     assert (cache.loaded, cache.missing, cache.corrupt) == (3, 0, 0)
 
 
-def test_rows_reference_the_right_chunk_when_reply_order_differs(fx: Fixture):
+def test_rows_reference_the_right_chunk_when_reply_order_differs(fx: StoredChunks):
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     pairs = [(2, 5), (0, 15), (1, 0), (2, 1)]
     (batch,) = cache.batches(fx.sample(pairs, batch_size=4, chunks=[2, 0, 1]))
     assert Counter(check_rows(fx, batch)) == Counter(pairs)
 
 
-def test_partial_batch_is_dropped(fx: Fixture):
+def test_partial_batch_is_dropped(fx: StoredChunks):
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     batches = cache.batches(fx.sample(random_pairs(21, seed=2), batch_size=8))
     assert [len(b["obs"]) for b in batches] == [8, 8]
 
 
-def test_missing_file_drops_its_references(fx: Fixture):
+def test_missing_file_drops_its_references(fx: StoredChunks):
     fx.store.delete(fx.refs[1].payload_path)
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     pairs = [(k, off) for k in range(3) for off in range(8)]  # 8 refs per chunk
@@ -145,7 +94,7 @@ def test_missing_file_drops_its_references(fx: Fixture):
     assert Counter(seen) == Counter(p for p in pairs if p[0] != 1)
 
 
-def test_corrupt_file_is_dropped(fx: Fixture):
+def test_corrupt_file_is_dropped(fx: StoredChunks):
     path = fx.store.resolve(fx.refs[0].payload_path)
     raw = bytearray(path.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
@@ -158,12 +107,12 @@ def test_corrupt_file_is_dropped(fx: Fixture):
     assert Counter(seen) == Counter(p for p in pairs if p[0] != 0)
 
 
-def test_undecodable_file_with_matching_sha_is_dropped(fx: Fixture):
+def test_undecodable_file_with_matching_sha_is_dropped(fx: StoredChunks):
     """A sha that matches garbage (a hostile collector) still cannot get past decoding."""
     bad_path = chunk_path("task1", "bad")
     bad = SampledChunk(chunk_id="bad", payload_path=bad_path, sha256=fx.store.put(bad_path, b"\x93not msgpack"),
                        policy_version=0, num_envs=N)
-    arrays = chunk_arrays(9)
+    arrays = numbered_arrays(9)
     arrays["next_obs"] = arrays["next_obs"][:-1]  # inconsistent shapes
     shape_path = chunk_path("task1", "shape")
     shape = SampledChunk(chunk_id="shape", payload_path=shape_path,
@@ -177,7 +126,7 @@ def test_undecodable_file_with_matching_sha_is_dropped(fx: Fixture):
     assert Counter(check_rows(fx, batch)) == Counter([(0, 3), (0, 4)])
 
 
-def test_everything_unreadable_gives_no_batches(fx: Fixture):
+def test_everything_unreadable_gives_no_batches(fx: StoredChunks):
     for ref in fx.refs:
         fx.store.delete(ref.payload_path)
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
@@ -186,7 +135,7 @@ def test_everything_unreadable_gives_no_batches(fx: Fixture):
 
 
 def test_lru_bound(tmp_path: Path):
-    fx = Fixture(tmp_path / "store", 4)
+    fx = StoredChunks(tmp_path / "store", 4)
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=2)
     a, b, c, d = fx.refs
     assert cache.get(a) is not None and cache.get(b) is not None
@@ -205,7 +154,7 @@ def test_lru_bound(tmp_path: Path):
         assert len(cache._chunks) <= 2
 
 
-def test_cached_chunk_is_read_once(fx: Fixture):
+def test_cached_chunk_is_read_once(fx: StoredChunks):
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     for seed in range(3):
         cache.batches(fx.sample(random_pairs(8, seed=seed), batch_size=4))
@@ -213,7 +162,7 @@ def test_cached_chunk_is_read_once(fx: Fixture):
 
 
 @pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
-def test_batches_feed_dqn_update(fx: Fixture):
+def test_batches_feed_dqn_update(fx: StoredChunks):
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     (batch,) = cache.batches(fx.sample(random_pairs(16, seed=4), batch_size=16))
     dqn = DQN(flat_spaces(D, 3), DQNParams(net=NetConfig(hidden=(8,))), EPSILON_GREEDY, seed=0)
@@ -253,43 +202,43 @@ def test_learner_cache_is_sized_from_the_replay_capacity() -> None:
 # ----- unusable payloads are reported, not hidden --------------------------------------------------------------
 
 
-def _hash_mismatch(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _hash_mismatch(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path.write_bytes(path.read_bytes() + b"tampered")
 
 
-def _undecodable(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _undecodable(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Garbage whose sha256 is the one reported (a hostile or buggy collector)."""
     fx.refs[0] = fx.refs[0].model_copy(update={"sha256": fx.store.put(fx.refs[0].payload_path, b"\x93not msgpack")})
 
 
-def _rewrite(fx: Fixture, arrays: dict[str, np.ndarray]) -> None:
+def _rewrite(fx: StoredChunks, arrays: dict[str, np.ndarray]) -> None:
     fx.refs[0] = fx.refs[0].model_copy(update={"sha256": fx.store.put(fx.refs[0].payload_path, encode_chunk(arrays))})
 
 
-def _shapes(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    arrays = chunk_arrays(0)
+def _shapes(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arrays = numbered_arrays(0)
     arrays["rewards"] = arrays["rewards"][:, :1]
     _rewrite(fx, arrays)
 
 
-def _float_flags(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    arrays = chunk_arrays(0)
+def _float_flags(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arrays = numbered_arrays(0)
     arrays["terminated"] = arrays["terminated"].astype(np.float32)  # `~` on it would raise TypeError later
     _rewrite(fx, arrays)
 
 
-def _missing_array(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    arrays = chunk_arrays(0)
+def _missing_array(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arrays = numbered_arrays(0)
     del arrays["next_obs"]
     _rewrite(fx, arrays)
 
 
-def _directory(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _directory(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path.unlink()
     path.mkdir()  # IsADirectoryError on open
 
 
-def _unreadable(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _unreadable(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_get = fx.store.get
 
     def get(relpath: str, sha256: str | None = None) -> bytes:
@@ -300,7 +249,7 @@ def _unreadable(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(fx.store, "get", get)
 
 
-def _outside_link(fx: Fixture, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _outside_link(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     outside = path.parent.parent.parent.parent / "outside.msgpack"
     outside.write_bytes(path.read_bytes())
     path.unlink()
@@ -320,7 +269,7 @@ CORRUPTIONS = {
 
 
 @pytest.mark.parametrize("kind", list(CORRUPTIONS))
-def test_unusable_payload_is_skipped_and_queued_for_a_report(fx: Fixture, kind: str,
+def test_unusable_payload_is_skipped_and_queued_for_a_report(fx: StoredChunks, kind: str,
                                                              monkeypatch: pytest.MonkeyPatch):
     corrupt, reason = CORRUPTIONS[kind]
     path = fx.store.root / fx.refs[0].payload_path
@@ -336,7 +285,7 @@ def test_unusable_payload_is_skipped_and_queued_for_a_report(fx: Fixture, kind: 
     assert cache.take_corrupt() == []  # handed over once
 
 
-def test_deleted_payload_is_not_reported(fx: Fixture):
+def test_deleted_payload_is_not_reported(fx: StoredChunks):
     fx.store.delete(fx.refs[1].payload_path)  # evicted since the sample: legitimate
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     cache.batches(fx.sample([(k, 0) for k in range(3)], batch_size=1))

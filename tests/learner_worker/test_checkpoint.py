@@ -18,8 +18,8 @@ from shared.algorithms.dqn import DQNParams
 from shared.confbase import NetConfig
 from shared.s3store import S3Store
 from shared.store import LocalStore, StoreUnavailable
-from tests.policies import EPSILON_GREEDY, flat_spaces
-from tests.seaweed import SeaweedFS
+from tests.support.policies import EPSILON_GREEDY, flat_spaces
+from tests.support.seaweed import SeaweedFS
 
 torch.set_num_threads(1)
 

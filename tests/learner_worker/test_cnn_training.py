@@ -16,7 +16,7 @@ from shared.confbase import NetConfig
 from shared.config import EnvConfig
 from shared.gymspaces import describe
 from shared.plan import chunk_schema
-from tests.pixelgrid import PixelGrid
+from tests.support.pixelgrid import PixelGrid
 
 torch.set_num_threads(1)
 PIXEL_ID = "RlfleetTest/PixelGrid-v0"
@@ -24,6 +24,7 @@ if PIXEL_ID not in gym.registry:
     gym.register(PIXEL_ID, entry_point=PixelGrid)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ppo_with_the_cnn_encoder_learns_the_pixel_grid() -> None:
     env = EnvConfig(id=PIXEL_ID)

@@ -8,7 +8,6 @@ failure here. The weights checksum and the config check must refuse on every ran
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -18,6 +17,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from launcher.up import free_port
 from learner_worker.algorithms.dqn import DQN
 from learner_worker.algorithms.ppo import PPO
 from learner_worker.distributed import Group, GroupMismatch, digest, next_step
@@ -25,21 +25,14 @@ from learner_worker.obsnorm import RunningStats
 from shared.algorithms.dqn import DQNParams
 from shared.algorithms.ppo import PPOParams
 from shared.confbase import NetConfig
-from tests.learner_worker.algorithms.chunks import make_chunk
-from tests.learner_worker.algorithms.test_dqn import make_batch
-from tests.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, flat_spaces
+from tests.support.learner_data import make_batch, make_chunk
+from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, flat_spaces
 
 CPU = torch.device("cpu")
 WORLD = 2
 CONFIG = digest([b"the same learner task"])
 PENDULUM_BEHAVIOUR = SAMPLING.model_copy(update={"head": "gaussian"})
 TIMEOUT = timedelta(seconds=30)  # a rank waiting on a collective fails instead of hanging the test
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _rank_main(rank: int, port: int, body: Callable[[int], None]) -> None:

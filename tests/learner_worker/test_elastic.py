@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from launcher.up import free_port
 from learner_worker.elastic import RendezvousUnreachable, agent_args, rank_registration, wait_for_rendezvous
 from shared.config import RunConfig
 from shared.ids import ID_PATTERN
@@ -57,15 +58,9 @@ def remote_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(utils, "_matches_machine_hostname", lambda host: False)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.usefixtures("remote_loopback")
 def test_a_remote_rendezvous_that_starts_listening_later_is_waited_for() -> None:
-    port = _free_port()
+    port = free_port()
     server = socket.socket()
     server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 
@@ -87,6 +82,6 @@ def test_a_remote_rendezvous_that_starts_listening_later_is_waited_for() -> None
 
 @pytest.mark.usefixtures("remote_loopback")
 def test_a_remote_rendezvous_nobody_listens_on_is_refused_with_its_address() -> None:
-    port = _free_port()
+    port = free_port()
     with pytest.raises(RendezvousUnreachable, match=f"nothing accepts connections at 127.0.0.1:{port}"):
         wait_for_rendezvous(f"127.0.0.1:{port}", timeout=1, poll=0.2)

@@ -20,15 +20,15 @@ from shared.config import LearnerConfig, RunConfig
 from shared.hooks import HookConfig
 from shared.wire import Ack, LearnerTask, SampleResponse
 from shared.worker import EXIT_CRASHED, EXIT_OK
-from tests.conftest import small_run_config
-from tests.hookfns import LOG_VARIABLE
-from tests.learner_worker.test_main import Payloads, learn, ppo_config, prioritized
-from tests.policies import learner_task
-from tests.shared.fake_coordinator import FakeCoordinator, reply
+from tests.support.configs import small_run_config
+from tests.support.fake_coordinator import FakeCoordinator, reply
+from tests.support.hooks import LOG_VARIABLE
+from tests.support.learner import Payloads, learn, ppo_config, prioritized
+from tests.support.policies import learner_task
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.timeout(120)
-RECORD, BOOM, TAMPER = "tests.hookfns:record", "tests.hookfns:boom", "tests.hookfns:tamper"
+RECORD, BOOM, TAMPER = "tests.support.hooks:record", "tests.support.hooks:boom", "tests.support.hooks:tamper"
 DQN_LOSSES = {"td_loss", "q_mean", "grad_norm"}
 
 
@@ -95,12 +95,13 @@ def test_replay_loop_fires_each_event_with_its_view_and_a_raising_hook_is_switch
     assert later[-1]["error"] is None and later[-1]["losses"] == later[-2]["losses"]  # the last update's
 
     (failure,) = hook_failures(caplog)  # once, with its traceback, though due every 3 updates
-    assert failure.getMessage() == "learner hook tests.hookfns:boom@every failed at iteration 3; it is switched off"
+    assert failure.getMessage() == ("learner hook tests.support.hooks:boom@every failed at iteration 3; "
+                                    "it is switched off")
     assert failure.exc_info is not None and str(failure.exc_info[1]) == "boom at every 3"
     reports = [r.body for r in fake.of("learn-info")]
     assert [r["iteration"] for r in reports] == [10, 20, 30, 40]  # training went on
     assert all(set(r["losses"]) == DQN_LOSSES for r in reports)
-    assert all(r["hooks_failed"] == {"tests.hookfns:boom@every": "at iteration 3: ValueError: boom at every 3"}
+    assert all(r["hooks_failed"] == {"tests.support.hooks:boom@every": "at iteration 3: ValueError: boom at every 3"}
                for r in reports)
 
 
@@ -129,7 +130,7 @@ def test_an_end_hook_failing_after_the_run_ended_is_reported(tmp_path: Path, hoo
     assert [v["event"] for v in views(hook_log)] == ["end"]  # the other end hook ran all the same
     reports = [r.body for r in fake.of("learn-info")]
     assert [(r["iteration"], r["hooks_failed"]) for r in reports] == [
-        (10, {}), (10, {"tests.hookfns:boom@end": "at iteration 10: ValueError: boom at end 10"})]
+        (10, {}), (10, {"tests.support.hooks:boom@end": "at iteration 10: ValueError: boom at end 10"})]
 
 
 def test_a_learner_crash_skips_the_end_hooks(tmp_path: Path, hook_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,16 +152,18 @@ def test_a_switched_off_hook_stays_off_in_the_next_trainer_of_the_process(tmp_pa
             assert learn(fake, tmp_path) == EXIT_OK
     assert len(hook_failures(caplog)) == 1
     assert [r.body["hooks_failed"] for r in fake.of("learn-info")] == [
-        {"tests.hookfns:boom@start": "at iteration 0: ValueError: boom at start 0"}]
+        {"tests.support.hooks:boom@start": "at iteration 0: ValueError: boom at start 0"}]
 
 
 def test_a_hook_that_does_not_load_in_the_learner_ends_it_as_a_config_error(tmp_path: Path,
                                                                            caplog: pytest.LogCaptureFixture) -> None:
-    task = with_hooks(small_run_config(), {"at": "end", "call": RECORD}, {"at": "end", "call": "tests.hookfns:recrod"})
+    task = with_hooks(small_run_config(), {"at": "end", "call": RECORD},
+                      {"at": "end", "call": "tests.support.hooks:recrod"})
     fake = run_until_reported(task, tmp_path, iteration=10)
     with caplog.at_level(logging.INFO):
         assert learn(fake, tmp_path) == EXIT_CRASHED
     assert caplog.records[-1].getMessage() == (
-        "learner exits with status 4: main thread: HookLoadError: learner.hooks[1].call: module 'tests.hookfns' has "
-        "no function 'recrod' (did you mean 'record'?); write it as 'package.module:function'")
+        "learner exits with status 4: main thread: HookLoadError: learner.hooks[1].call: "
+        "module 'tests.support.hooks' has no function 'recrod' (did you mean 'record'?); "
+        "write it as 'package.module:function'")
     assert fake.of("sample") == []  # refused before training

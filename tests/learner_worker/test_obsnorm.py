@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from learner_worker.algorithms.ppo import PPO
 from learner_worker.obsnorm import RunningStats
 from shared.algorithms.ppo import PPOParams
-from tests.policies import PENDULUM, SAMPLING
+from tests.support.policies import PENDULUM, SAMPLING
 
 
 @settings(max_examples=50, deadline=None)

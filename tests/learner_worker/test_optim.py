@@ -132,9 +132,8 @@ from learner_worker.algorithms.dqn import DQN
 from learner_worker.algorithms.ppo import PPO
 from shared.algorithms.dqn import DQNParams
 from shared.algorithms.ppo import PPOParams
-from tests.learner_worker.algorithms.chunks import make_chunk
-from tests.learner_worker.algorithms.test_dqn import make_batch
-from tests.policies import EPSILON_GREEDY, SAMPLING, flat_spaces
+from tests.support.learner_data import make_batch, make_chunk
+from tests.support.policies import EPSILON_GREEDY, SAMPLING, flat_spaces
 ppo = PPO(flat_spaces(4, 3), PPOParams(), SAMPLING, seed=0)
 ppo.update([make_chunk(0)])
 dqn = DQN(flat_spaces(4, 3), DQNParams(), EPSILON_GREEDY, seed=0)

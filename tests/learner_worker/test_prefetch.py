@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import httpx
 import numpy as np
 import pytest
@@ -15,24 +12,15 @@ from learner_worker.prefetch import Prefetcher
 from shared.session import WorkerSession
 from shared.wire import SampleRequest
 from shared.worker import EXIT_CRASHED, exit_code
-from tests.learner_worker.test_cache import GAMMA, NSTEP, SCHEMA, Fixture
-from tests.shared.fake_coordinator import FakeCoordinator, error, make_session, reply
+from tests.support.fake_coordinator import FakeCoordinator, error, make_session, reply
+from tests.support.stored_chunks import GAMMA, NSTEP, SCHEMA, StoredChunks
+from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("short_backoff")]
 BUFFER = "replay-0"
 
 
-@pytest.fixture(autouse=True)
-def _short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("shared.client.random.random", lambda: 0.0)
-
-
-@pytest.fixture
-def fx(tmp_path: Path) -> Fixture:
-    return Fixture(tmp_path / "store", 3)
-
-
-def serve(fake: FakeCoordinator, fx: Fixture) -> None:
+def serve(fake: FakeCoordinator, fx: StoredChunks) -> None:
     """Sample replies drawing row k of chunk k % 3 for item k."""
     def sample(request: httpx.Request) -> httpx.Response:
         ask = SampleRequest.model_validate_json(request.content)
@@ -41,18 +29,11 @@ def serve(fake: FakeCoordinator, fx: Fixture) -> None:
     fake.handlers["sample"] = sample
 
 
-def started(fake: FakeCoordinator, fx: Fixture, **kwargs) -> tuple[WorkerSession, Prefetcher]:
+def started(fake: FakeCoordinator, fx: StoredChunks, **kwargs) -> tuple[WorkerSession, Prefetcher]:
     session = make_session(fake, "learner", **kwargs)
     session.register()
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     return session, Prefetcher(session, cache, BUFFER, batch_size=4, batches_per_request=2)
-
-
-def wait_for(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def finish(session: WorkerSession, prefetch: Prefetcher) -> None:
@@ -61,7 +42,7 @@ def finish(session: WorkerSession, prefetch: Prefetcher) -> None:
     session.close()
 
 
-def test_a_retried_sample_carries_the_id_of_its_first_try(fx: Fixture) -> None:
+def test_a_retried_sample_carries_the_id_of_its_first_try(fx: StoredChunks) -> None:
     fake = FakeCoordinator(fail_once={"sample"})
     serve(fake, fx)
     session, prefetch = started(fake, fx)
@@ -75,7 +56,7 @@ def test_a_retried_sample_carries_the_id_of_its_first_try(fx: Fixture) -> None:
     assert len(set(ids[1:])) == len(ids) - 1, "every new sample call is a new logical request"
 
 
-def test_nan_priorities_end_the_learner_instead_of_hanging_it(fx: Fixture) -> None:
+def test_nan_priorities_end_the_learner_instead_of_hanging_it(fx: StoredChunks) -> None:
     fake = FakeCoordinator()
     serve(fake, fx)
     session, prefetch = started(fake, fx)
@@ -92,7 +73,7 @@ def test_nan_priorities_end_the_learner_instead_of_hanging_it(fx: Fixture) -> No
     finish(session, prefetch)
 
 
-def test_an_unexpected_cache_error_ends_the_learner(fx: Fixture, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unexpected_cache_error_ends_the_learner(fx: StoredChunks, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(self: ChunkCache, sample: object) -> list:
         raise MemoryError("cannot allocate the batch")
 
@@ -106,7 +87,7 @@ def test_an_unexpected_cache_error_ends_the_learner(fx: Fixture, monkeypatch: py
     finish(session, prefetch)
 
 
-def test_a_directory_for_a_payload_is_reported_and_skipped(fx: Fixture) -> None:
+def test_a_directory_for_a_payload_is_reported_and_skipped(fx: StoredChunks) -> None:
     path = fx.store.root / fx.refs[1].payload_path
     path.unlink()
     path.mkdir()
@@ -124,7 +105,7 @@ def test_a_directory_for_a_payload_is_reported_and_skipped(fx: Fixture) -> None:
     assert report.body["reason"].startswith("IsADirectoryError")
 
 
-def test_a_refused_corrupt_report_is_not_fatal(fx: Fixture) -> None:
+def test_a_refused_corrupt_report_is_not_fatal(fx: StoredChunks) -> None:
     fx.store.put(fx.refs[0].payload_path, b"overwritten")  # sha256 mismatch
     fake = FakeCoordinator()
     serve(fake, fx)
@@ -137,7 +118,7 @@ def test_a_refused_corrupt_report_is_not_fatal(fx: Fixture) -> None:
     assert {r.body["chunk_id"] for r in fake.of("corrupt")} == {"chunk0"}
 
 
-def test_a_lost_lease_is_handed_to_the_training_loop(fx: Fixture) -> None:
+def test_a_lost_lease_is_handed_to_the_training_loop(fx: StoredChunks) -> None:
     fake = FakeCoordinator()
     fake.handlers["sample"] = lambda request: error(404, "unknown_worker", "lease expired")
     session, prefetch = started(fake, fx)

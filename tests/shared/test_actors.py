@@ -11,7 +11,7 @@ from shared.actors import NumpyActor, PolicyError, TorchActor, build_actor, rand
 from shared.manifest import ObsNorm
 from shared.nets import PolicyNet
 from shared.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
-from tests.policies import CARTPOLE, PENDULUM, manifest, policy_state
+from tests.support.policies import CARTPOLE, PENDULUM, manifest, policy_state
 
 torch.set_num_threads(1)
 MULTI = Spaces(obs=ObsSpace(shape=(2, 3), dtype="float32"), action=MultiDiscreteActions(nvec=(3, 2)))

@@ -5,44 +5,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from shared.datasets import (
     FORMAT_VERSION,
     DatasetError,
-    DatasetManifest,
     check_usable,
     load_manifest,
     load_split,
     manifest_path,
     split_episodes,
-    write_dataset,
 )
 from shared.store import IntegrityError, LocalStore
 from shared.stores import open_datasets
-from tests.policies import CARTPOLE, PENDULUM
-
-
-def _episode(length: int, first: int) -> tuple[dict[str, np.ndarray], float]:
-    """A one-env episode as the collectors' rollout writes it: arrays of shape (steps, 1, ...)."""
-    obs = (first + np.arange(length * 4, dtype=np.float32)).reshape(length, 1, 4)
-    valid = np.ones((length, 1), bool)
-    valid[-1, 0] = length % 2 == 0  # an env error on the last step of odd episodes: that row is not trained on
-    return {"obs": obs, "actions": (np.arange(length) % 2).astype(np.int64).reshape(length, 1),
-            "rewards": np.ones((length, 1), np.float32), "valid": valid,
-            "terminated": np.zeros((length, 1), bool)}, float(length)
-
-
-def _write(store: LocalStore, name: str = "demo", n: int = 5) -> DatasetManifest:
-    return write_dataset(store, name, "CartPole-v1", CARTPOLE, [_episode(10 + i, 1000 * i) for i in range(n)],
-                         valid_fraction=0.4, seed=0, source_policy="data/runs/r/best/policy.safetensors",
-                         source_manifest_sha256="ab" * 32, stochastic=False)
+from tests.support.datasets import write_demo_dataset
+from tests.support.policies import CARTPOLE, PENDULUM
 
 
 def test_the_manifest_names_whole_episodes_per_split(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
-    _write(store)
+    write_demo_dataset(store)
     manifest = load_manifest(store, "demo")
     train, valid = manifest.splits["train"], manifest.splits["valid"]
     assert (train.episodes, valid.episodes) == (3, 2)
@@ -54,7 +36,7 @@ def test_the_manifest_names_whole_episodes_per_split(tmp_path: Path) -> None:
 
 def test_load_split_keeps_valid_rows_of_every_episode_flattened(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
-    manifest = _write(store)
+    manifest = write_demo_dataset(store)
     valid = manifest.splits["valid"]
     columns = load_split(store, manifest, "valid")
     odd = sum(1 for rows in valid.rows if rows % 2)
@@ -66,7 +48,7 @@ def test_load_split_keeps_valid_rows_of_every_episode_flattened(tmp_path: Path) 
 
 def test_a_changed_file_is_refused_on_load(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
-    manifest = _write(store)
+    manifest = write_demo_dataset(store)
     path = tmp_path / manifest.splits["train"].files[0]
     raw = path.read_bytes()
     path.write_bytes(raw[:-1] + bytes([raw[-1] ^ 0xFF]))
@@ -87,21 +69,21 @@ def test_splits_are_disjoint_and_an_empty_split_is_refused() -> None:
 
 def test_refusals_name_what_is_wrong(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
-    manifest = _write(store)
+    manifest = write_demo_dataset(store)
     with pytest.raises(DatasetError, match="recorded with spaces"):
         check_usable(manifest, PENDULUM)
     check_usable(manifest, CARTPOLE)
     with pytest.raises(DatasetError, match="not found.*rlfleet record"):
         load_manifest(store, "nope")
     with pytest.raises(DatasetError, match="already exists"):
-        _write(store)
+        write_demo_dataset(store)
     with pytest.raises(DatasetError, match="dataset name"):
-        _write(store, name="../escape")
+        write_demo_dataset(store, name="../escape")
 
 
 def test_a_manifest_of_another_format_is_refused(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
-    _write(store)
+    write_demo_dataset(store)
     doc = json.loads((tmp_path / manifest_path("demo")).read_text())
     (tmp_path / manifest_path("demo")).write_text(json.dumps(doc | {"format_version": FORMAT_VERSION + 1}))
     with pytest.raises(DatasetError, match="format version"):

@@ -14,10 +14,10 @@ from pydantic import ValidationError
 
 from shared.config import EnvConfig, load_run_config
 from shared.envs import make_vector_env
-from tests.conftest import REPO
-from tests.shared import userenv
+from tests.support import userenv
+from tests.support.repo import REPO
 
-COUNT = "tests.shared.userenv:CountEnv"
+COUNT = "tests.support.userenv:CountEnv"
 
 
 def _load(tmp_path: Path, env: dict) -> EnvConfig:
@@ -47,7 +47,7 @@ def test_user_class_is_built_with_its_kwargs_and_the_configured_time_limit(tmp_p
 
 
 def test_user_factory_is_called_with_its_kwargs(tmp_path: Path) -> None:
-    env = _load(tmp_path, {"id": "tests.shared.userenv:short_count_env", "kwargs": {"length": 2}})
+    env = _load(tmp_path, {"id": "tests.support.userenv:short_count_env", "kwargs": {"length": 2}})
     obs, rewards, terminated, truncated = _steps(env, 3)
     assert obs[0].tolist() == [1, 2]
     assert rewards.tolist() == [0.5] * 3
@@ -71,7 +71,7 @@ def test_a_section_is_built_once_however_often_it_is_validated(monkeypatch: pyte
     built = []
     monkeypatch.setattr(userenv, "short_count_env", lambda length: built.append(length) or userenv.CountEnv(length))
     for _ in range(3):
-        EnvConfig(id="tests.shared.userenv:short_count_env", kwargs={"length": 7})
+        EnvConfig(id="tests.support.userenv:short_count_env", kwargs={"length": 7})
     assert built == [7]
 
 
@@ -93,11 +93,11 @@ def test_the_default_env_is_trusted_without_building_it(monkeypatch: pytest.Monk
     ({"id": "CartPole-v7"}, "env.id", ["not a registered gymnasium id", "'CartPole-v1'", "entry point"]),
     ({"id": "tests.shared.no_such_module:Env"}, "env.id", ["cannot import module 'tests.shared.no_such_module'",
                                                            "PYTHONPATH"]),
-    ({"id": "tests.shared.userenv:CountEnvv"}, "env.id", ["has no class or function 'CountEnvv'", "'CountEnv'"]),
-    ({"id": "tests.shared.userenv:not_an_env"}, "env.id", ["returned a object, not a gymnasium.Env"]),
+    ({"id": "tests.support.userenv:CountEnvv"}, "env.id", ["has no class or function 'CountEnvv'", "'CountEnv'"]),
+    ({"id": "tests.support.userenv:not_an_env"}, "env.id", ["returned a object, not a gymnasium.Env"]),
     ({"id": COUNT, "kwargs": {"lenght": 5}}, "env.kwargs", ["unexpected keyword argument 'lenght'",
                                                              "accepts: length, reward"]),
-    ({"id": "tests.shared.userenv:short_count_env"}, "env.kwargs", ["missing 1 required positional argument",
+    ({"id": "tests.support.userenv:short_count_env"}, "env.kwargs", ["missing 1 required positional argument",
                                                                     "accepts: length"]),
     ({"id": "CartPole-v1", "kwargs": {"gravity": 3}}, "env.kwargs", ["unexpected keyword argument 'gravity'",
                                                                      "accepts: sutton_barto_reward"]),
@@ -152,7 +152,7 @@ try:
     load_run_config(__import__("pathlib").Path({str(bad)!r}))
 except ValidationError as exc:
     print(str(exc).splitlines()[2])
-print(sorted(m for m in ("gymnasium", "tests.shared.userenv") if m in sys.modules))
+print(sorted(m for m in ("gymnasium", "tests.support.userenv") if m in sys.modules))
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

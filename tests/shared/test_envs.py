@@ -26,7 +26,7 @@ def test_a_registered_id_is_made_with_the_render_mode() -> None:
 
 
 def test_an_entry_point_that_takes_render_mode_gets_it() -> None:
-    env = make_env(EnvConfig(id="tests.shared.userenv:PaintedCountEnv", kwargs={"length": 3}),
+    env = make_env(EnvConfig(id="tests.support.userenv:PaintedCountEnv", kwargs={"length": 3}),
                    render_mode="rgb_array")
     env.reset(seed=0)
     env.step(0)
@@ -35,7 +35,7 @@ def test_an_entry_point_that_takes_render_mode_gets_it() -> None:
 
 
 def test_an_entry_point_without_render_mode_is_built_without_it() -> None:
-    env = make_env(EnvConfig(id="tests.shared.userenv:CountEnv"), render_mode="rgb_array")
+    env = make_env(EnvConfig(id="tests.support.userenv:CountEnv"), render_mode="rgb_array")
     assert env.unwrapped.render_mode is None
 
 
@@ -85,7 +85,7 @@ for _id, _vector in ((BROKEN_VECTOR, _needs_a_missing_package), (OTHER_OBSERVATI
 
 
 @pytest.mark.parametrize("env", [
-    EnvConfig(id="tests.shared.userenv:CountEnv"),  # the user's own entry point
+    EnvConfig(id="tests.support.userenv:CountEnv"),  # the user's own entry point
     EnvConfig(id="Acrobot-v1"),  # no vector_entry_point registered
     EnvConfig(id="CartPole-v1", wrappers=[{"name": "frame_stack", "frames": 2}]),  # a wrapper that applies
     EnvConfig(id=BROKEN_VECTOR),  # its vectorized implementation does not build here

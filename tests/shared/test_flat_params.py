@@ -12,7 +12,7 @@ from shared.flat_params import flatten, parameter_count, policy_shapes, unflatte
 from shared.manifest import PolicyManifest, default_encoder
 from shared.nets import PolicyNet
 from shared.spaces import Spaces
-from tests.policies import CARTPOLE, PENDULUM
+from tests.support.policies import CARTPOLE, PENDULUM
 
 
 def _manifest(spaces: Spaces, head: str) -> PolicyManifest:

@@ -15,10 +15,10 @@ from pydantic import ValidationError
 import shared.hookcheck
 from shared.config import RunConfig, load_run_config
 from shared.hooks import HookView, load_hook
-from tests import hookfns
-from tests.conftest import REPO
+from tests.support import hooks as hook_functions
+from tests.support.repo import REPO
 
-RECORD = "tests.hookfns:record"
+RECORD = "tests.support.hooks:record"
 
 
 def _load(tmp_path: Path, hooks: list[dict]) -> RunConfig:
@@ -29,10 +29,10 @@ def _load(tmp_path: Path, hooks: list[dict]) -> RunConfig:
 
 def test_a_hooks_section_loads_and_names_each_hook(tmp_path: Path) -> None:
     config = _load(tmp_path, [{"at": "start", "call": RECORD}, {"at": "every", "every": 100, "call": RECORD},
-                              {"at": "publish", "call": "tests.hookfns:boom"}, {"at": "end", "call": RECORD}])
+                              {"at": "publish", "call": "tests.support.hooks:boom"}, {"at": "end", "call": RECORD}])
     assert [hook.name for hook in config.learner.hooks] == [
-        "tests.hookfns:record@start", "tests.hookfns:record@every", "tests.hookfns:boom@publish",
-        "tests.hookfns:record@end"]
+        "tests.support.hooks:record@start", "tests.support.hooks:record@every", "tests.support.hooks:boom@publish",
+        "tests.support.hooks:record@end"]
     assert config.learner.hooks[1].every == 100
     assert RunConfig().learner.hooks == ()
 
@@ -51,15 +51,16 @@ def test_the_check_runs_once_per_distinct_list_of_hooks(tmp_path: Path, monkeypa
     _load(tmp_path, hooks)
     _load(tmp_path, hooks)
     RunConfig()  # no hooks: no child
-    assert asked == ['["tests.hookfns:record"]']
+    assert asked == ['["tests.support.hooks:record"]']
 
 
 @pytest.mark.parametrize(("call", "hints"), [
-    ("tests.hookfns:recrod", ["has no function 'recrod'", "(did you mean 'record'?)"]),
-    ("tests.hookfns:LOG_VARIABLE", ["has no function 'LOG_VARIABLE'"]),
+    ("tests.support.hooks:recrod", ["has no function 'recrod'", "(did you mean 'record'?)"]),
+    ("tests.support.hooks:LOG_VARIABLE", ["has no function 'LOG_VARIABLE'"]),
     ("tests.no_such_hooks:record", ["cannot import module 'tests.no_such_hooks'", "ModuleNotFoundError",
                                     "PYTHONPATH"]),
-    ("tests.hookfns:no_arguments", ["tests.hookfns:no_arguments takes ()", "one argument, a shared.hooks.HookView"]),
+    ("tests.support.hooks:no_arguments", ["tests.support.hooks:no_arguments takes ()",
+                                          "one argument, a shared.hooks.HookView"]),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_a_hook_that_does_not_load_is_refused_naming_the_field(tmp_path: Path, call: str,
                                                                hints: list[str]) -> None:
@@ -72,8 +73,8 @@ def test_a_hook_that_does_not_load_is_refused_naming_the_field(tmp_path: Path, c
 
 
 @pytest.mark.parametrize(("hook", "loc", "hint"), [
-    ({"at": "start", "call": "tests.hookfns"}, "learner.hooks.0.call", "should match pattern"),
-    ({"at": "start", "call": "tests/hookfns.py:record"}, "learner.hooks.0.call", "should match pattern"),
+    ({"at": "start", "call": "tests.support.hooks"}, "learner.hooks.0.call", "should match pattern"),
+    ({"at": "start", "call": "tests/support/hooks.py:record"}, "learner.hooks.0.call", "should match pattern"),
     ({"at": "sometimes", "call": RECORD}, "learner.hooks.0.at", "'start', 'every', 'publish' or 'end'"),
     ({"at": "every", "call": RECORD}, "learner.hooks.0", "at=every needs `every`"),
     ({"at": "every", "every": 0, "call": RECORD}, "learner.hooks.0.every", "greater than or equal to 1"),
@@ -89,7 +90,7 @@ def test_a_malformed_hook_is_refused_before_anything_is_imported(tmp_path: Path,
 
 def test_a_function_listed_twice_for_one_event_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match=r"learner.hooks\[2\]: repeats learner.hooks\[0\] "
-                                              r"\(tests.hookfns:record@every\)"):
+                                              r"\(tests.support.hooks:record@every\)"):
         _load(tmp_path, [{"at": "every", "every": 10, "call": RECORD}, {"at": "end", "call": RECORD},
                          {"at": "every", "every": 20, "call": RECORD}])
 
@@ -123,7 +124,7 @@ print(sorted(m for m in ("torch", "torch_hooks", "plain_hooks") if m in sys.modu
 
 
 def test_load_hook_gives_the_function() -> None:
-    assert load_hook(0, RECORD) is hookfns.record
+    assert load_hook(0, RECORD) is hook_functions.record
 
 
 def test_the_view_is_a_frozen_snapshot_holding_its_own_losses() -> None:

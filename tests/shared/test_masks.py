@@ -16,7 +16,7 @@ from shared.envs import make_vector_env
 from shared.gymspaces import describe
 from shared.nets import PolicyNet
 from shared.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces
-from tests.policies import EPSILON_GREEDY, manifest, policy_state
+from tests.support.policies import EPSILON_GREEDY, manifest, policy_state
 
 torch.set_num_threads(1)
 N = 5

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def _run(script: str, **env: str) -> str:

@@ -11,8 +11,8 @@ from shared.config import RunConfig
 from shared.envcheck import spaces_of
 from shared.plan import RunPlan
 from shared.spaces import BoxActions, DiscreteActions
-from tests.conftest import REPO
-from tests.policies import CARTPOLE
+from tests.support.policies import CARTPOLE
+from tests.support.repo import REPO
 
 PPO_QUEUE = {"sampling": {"unit": "chunk"}, "replay": {"sampler": "fifo", "max_use": 1}}
 
@@ -52,11 +52,11 @@ def test_a_process_without_gymnasium_reads_the_spaces_from_a_child() -> None:
 
 
 def test_dict_observations_are_flattened_the_same_everywhere() -> None:
-    cfg = RunConfig.model_validate({"env": {"id": "tests.shared.dictenv:DictObs"}})
+    cfg = RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs"}})
     plan = RunPlan.of(cfg)
     assert plan.spaces.obs.shape == (5,) and plan.spaces.obs.dtype == "float32"  # 2 + one-hot of 3
 
 
 def test_dict_observations_with_images_are_refused_naming_the_field() -> None:
     with pytest.raises(ValueError, match="env.id: Dict observation with image entries \\['pixels'\\]"):
-        RunConfig.model_validate({"env": {"id": "tests.shared.dictenv:DictObs", "kwargs": {"image": True}}})
+        RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs", "kwargs": {"image": True}}})

@@ -17,7 +17,7 @@ from shared.nets import PolicyNet
 from shared.policy_io import decode_policy, load_policy, policy_bytes, save_policy
 from shared.store import IntegrityError, LocalStore, sha256_hex
 from shared.wire import PolicyRef
-from tests.policies import CARTPOLE, manifest
+from tests.support.policies import CARTPOLE, manifest
 
 torch.set_num_threads(1)
 MANIFEST = manifest(CARTPOLE, "q_values", (8, 8))

@@ -1,5 +1,5 @@
 """The object store's settings and its bad days: every wrong setting is refused or retried naming the setting,
-and credentials never appear in what is logged. Against a real SeaweedFS on loopback (tests/seaweed.py)."""
+and credentials never appear in what is logged. Against a real SeaweedFS on loopback (tests/support/seaweed.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from shared.settings import WorkerSettings
 from shared.store import LocalStore, StoreUnavailable
 from shared.stores import StoreConfigError, StoreSettings, StoreTarget, open_store
 from shared.worker import EXIT_UNAVAILABLE, run_worker
-from tests.seaweed import SECRET_KEY, SeaweedFS
+from tests.support.seaweed import SECRET_KEY, SeaweedFS
 
 
 def target(url: str, endpoint: str = "", env: dict[str, str] | None = None) -> StoreTarget | None:

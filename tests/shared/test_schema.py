@@ -7,7 +7,7 @@ import pytest
 
 from shared.schema import ChunkSchema, SchemaError
 from shared.spaces import DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
-from tests.policies import CARTPOLE, PENDULUM
+from tests.support.policies import CARTPOLE, PENDULUM
 
 IMAGE = Spaces(obs=ObsSpace(shape=(8, 8, 3), dtype="uint8"), action=MultiDiscreteActions(nvec=(3, 2)))
 

@@ -13,7 +13,7 @@ from shared.envs import make_vector_env
 from shared.plan import RunPlan
 from shared.selfplay import draw_weights, game_space, policy_player, set_opponents
 from shared.two_player import TwoPlayerEnv
-from tests.policies import random_actor
+from tests.support.policies import random_actor
 
 TICTACTOE = RunConfig.model_validate({"env": {"id": "rlfleet/TicTacToe-v0"}, "self_play": {}})
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
 import pytest
@@ -11,21 +10,10 @@ import pytest
 from shared.client import CoordinatorUnavailable, Stopped
 from shared.session import one_line
 from shared.worker import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
-from tests.shared.fake_coordinator import FakeCoordinator, make_session
+from tests.support.fake_coordinator import FakeCoordinator, make_session
+from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture(autouse=True)
-def _short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("shared.client.random.random", lambda: 0.0)
-
-
-def wait_for(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("short_backoff")]
 
 
 # ----- request ids -------------------------------------------------------------------------------------------

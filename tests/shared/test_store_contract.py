@@ -15,7 +15,7 @@ import pytest
 
 from shared.s3store import S3Store
 from shared.store import IntegrityError, LocalStore, PayloadStore, StorePathError, sha256_hex
-from tests.seaweed import SeaweedFS
+from tests.support.seaweed import SeaweedFS
 
 
 @dataclass

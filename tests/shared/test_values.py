@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from shared.config import RunConfig
 from shared.values import CriticValue, Support, ValueTransform, pohlen
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 
 def test_defaults_change_nothing() -> None:

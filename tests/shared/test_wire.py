@@ -26,7 +26,7 @@ from shared.wire import (
     SampleRequest,
     StopRequest,
 )
-from tests.policies import CARTPOLE, EPSILON_GREEDY, SAMPLING
+from tests.support.policies import CARTPOLE, EPSILON_GREEDY, SAMPLING
 
 SHA = "ab" * 32
 

@@ -13,7 +13,7 @@ from shared.client import CoordinatorUnavailable, Stopped
 from shared.layout import RunLayout
 from shared.session import WorkerSession
 from shared.worker import EXIT_CRASHED, EXIT_OK, EXIT_UNAVAILABLE, run_session
-from tests.shared.fake_coordinator import FakeCoordinator, error, make_session
+from tests.support.fake_coordinator import FakeCoordinator, error, make_session
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,10 +12,10 @@ from evaluator.episodes import evaluate
 from shared.config import EnvConfig, RunConfig
 from shared.envs import make_vector_env
 from shared.plan import RunPlan
-from tests.policies import EPSILON_GREEDY, PENDULUM, flat_spaces
+from tests.support.policies import EPSILON_GREEDY, PENDULUM, flat_spaces
 
-IMAGE = "tests.shared.userenv:ImageEnv"
-COUNT = "tests.shared.userenv:CountEnv"
+IMAGE = "tests.support.userenv:ImageEnv"
+COUNT = "tests.support.userenv:CountEnv"
 
 
 def test_frame_stack_of_uint8_images_stays_uint8_with_the_frames_on_a_new_axis() -> None:
@@ -34,7 +34,7 @@ def test_frame_stack_of_uint8_images_stays_uint8_with_the_frames_on_a_new_axis()
 
 
 def test_clip_actions_clips_into_the_action_bounds_and_keeps_declaring_them() -> None:
-    vec = make_vector_env(EnvConfig(id="tests.shared.userenv:PushEnv", wrappers=[{"name": "clip_actions"}]), 1)
+    vec = make_vector_env(EnvConfig(id="tests.support.userenv:PushEnv", wrappers=[{"name": "clip_actions"}]), 1)
     try:
         assert vec.single_action_space == gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
         vec.reset(seed=0)
@@ -87,4 +87,4 @@ def test_normalize_obs_leaves_the_env_raw_and_refuses_images() -> None:
     vec.close()
     assert np.abs(obs).max() <= 8.0 and env.wrappers[0].clip == 3
     with pytest.raises(ValueError, match=r"env.wrappers\[0\]: normalize_obs: needs float \(Box\) observations"):
-        EnvConfig.model_validate({"id": "tests.pixelgrid:PixelGrid", "wrappers": [{"name": "normalize_obs"}]})
+        EnvConfig.model_validate({"id": "tests.support.pixelgrid:PixelGrid", "wrappers": [{"name": "normalize_obs"}]})

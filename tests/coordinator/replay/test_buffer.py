@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from coordinator.replay.buffer import Entry, ReplayBuffer, Sampled
 from shared.config import SamplingConfig
-from tests.coordinator.replay.helpers import (
+from tests.support.replay import (
     assert_consistent,
     brute_items,
     entry,

@@ -3,7 +3,7 @@
 Every chi-square test here is a goodness-of-fit test at significance level 0.001 with a fixed seed, so it is
 deterministic; each is paired with a check that the same statistic rejects a plausible wrong distribution,
 so the test can actually fail. scipy is not a dependency: the critical values come from
-`helpers.chi2_critical`, checked against tabulated quantiles below.
+`tests.support.chisquare.chi2_critical`, checked against tabulated quantiles below.
 """
 
 from __future__ import annotations
@@ -14,17 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator.replay.buffer import ReplayBuffer
-from tests.coordinator.replay.helpers import (
-    brute_episodes,
-    brute_windows,
-    chi2_critical,
-    chi2_sf,
-    chi2_statistic,
-    entry,
-    item_ids,
-    leaves,
-    make_buffer,
-)
+from tests.support.chisquare import chi2_critical, chi2_sf, chi2_statistic
+from tests.support.replay import brute_episodes, brute_windows, entry, item_ids, leaves, make_buffer
 
 SIGNIFICANCE = 0.001
 DRAWS = 200_000

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.replay.sumtree import SumTree
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 # ----- helpers ----------------------------------------------------------------------------------------------
 

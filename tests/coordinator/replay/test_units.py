@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from coordinator.replay.units import chunk_items
 from shared.config import SamplingConfig
-from tests.coordinator.replay.helpers import brute_episodes, brute_windows
+from tests.support.replay import brute_episodes, brute_windows
 
 
 def items(unit: str, steps: int, num_envs: int, ends: Sequence[int] = (), fresh: Sequence[int] = (),

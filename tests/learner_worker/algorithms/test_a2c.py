@@ -11,7 +11,7 @@ from learner_worker.gae import gae
 from shared.algorithms.a2c import A2CParams
 from shared.confbase import NetConfig
 from shared.manifest import Behaviour
-from tests.learner_worker.algorithms.chunks import (
+from tests.support.learner_data import (
     N_ACTIONS,
     OBS_DIM,
     assert_invalid_rows_ignored,
@@ -20,7 +20,7 @@ from tests.learner_worker.algorithms.chunks import (
     params_equal,
     roundtrip,
 )
-from tests.policies import PENDULUM, SAMPLING, flat_spaces
+from tests.support.policies import PENDULUM, SAMPLING, flat_spaces
 
 torch.set_num_threads(1)
 

@@ -12,8 +12,8 @@ from shared.algorithms.bc import BCParams
 from shared.confbase import NetConfig
 from shared.manifest import Behaviour
 from shared.spaces import Spaces
-from tests.learner_worker.algorithms.chunks import roundtrip
-from tests.policies import CARTPOLE, PENDULUM
+from tests.support.learner_data import roundtrip
+from tests.support.policies import CARTPOLE, PENDULUM
 
 torch.set_num_threads(1)
 

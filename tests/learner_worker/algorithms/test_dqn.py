@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
 import torch
@@ -13,28 +11,12 @@ from learner_worker.algorithms.dqn import DQN
 from shared.algorithms.dqn import DQNParams
 from shared.confbase import NetConfig
 from shared.values import ValueTransform
-from tests.policies import EPSILON_GREEDY, flat_spaces
+from tests.support.learner_data import N_ACTIONS, OBS_DIM, make_batch, params_equal, roundtrip
+from tests.support.policies import EPSILON_GREEDY, flat_spaces
 
 torch.set_num_threads(1)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
-
-OBS_DIM, N_ACTIONS = 4, 3
-
-
-def make_batch(seed: int, size: int = 64, discount: float = 0.9) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {
-        "obs": rng.normal(size=(size, OBS_DIM)).astype(np.float32),
-        "actions": rng.integers(0, N_ACTIONS, size).astype(np.int64),
-        "returns": rng.normal(size=size).astype(np.float32),
-        "boot_obs": rng.normal(size=(size, OBS_DIM)).astype(np.float32),
-        "discount": np.where(rng.random(size) < 0.2, 0.0, discount).astype(np.float32),
-    }
-
-
-def params_equal(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
 
 
 def test_update_reduces_td_loss_on_fixed_batch():
@@ -128,14 +110,6 @@ def test_target_net_syncs_exactly_every_n_updates():
             assert all(torch.equal(dqn.target.state_dict()[k], v) for k, v in synced.items())
         for p in dqn.target.parameters():
             assert not p.requires_grad
-
-
-def roundtrip(state: dict) -> dict:
-    """The way a learner persists state: torch.save, then torch.load without pickle."""
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    buf.seek(0)
-    return torch.load(buf, weights_only=True)
 
 
 def test_state_load_roundtrip_reproduces_training():

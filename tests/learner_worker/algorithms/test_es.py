@@ -23,8 +23,8 @@ from shared.policy_io import save_policy
 from shared.spaces import Spaces
 from shared.store import LocalStore
 from shared.wire_generations import MemberOutcome, MemberTask
-from tests.learner_worker.algorithms.chunks import roundtrip
-from tests.policies import CARTPOLE, PENDULUM
+from tests.support.learner_data import roundtrip
+from tests.support.policies import CARTPOLE, PENDULUM
 
 torch.set_num_threads(1)
 

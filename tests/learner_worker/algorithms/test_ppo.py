@@ -16,7 +16,7 @@ from shared.confbase import NetConfig
 from shared.manifest import Behaviour
 from shared.nets import PolicyNet
 from shared.values import CriticValue, Support
-from tests.learner_worker.algorithms.chunks import (
+from tests.support.learner_data import (
     N_ACTIONS,
     OBS_DIM,
     assert_invalid_rows_ignored,
@@ -25,7 +25,7 @@ from tests.learner_worker.algorithms.chunks import (
     params_equal,
     roundtrip,
 )
-from tests.policies import PENDULUM, SAMPLING, flat_spaces
+from tests.support.policies import PENDULUM, SAMPLING, flat_spaces
 
 torch.set_num_threads(1)
 

@@ -4,7 +4,6 @@ non-Box actions, the published policy acting in numpy, and a continuous bandit l
 from __future__ import annotations
 
 import copy
-import io
 import math
 
 import numpy as np
@@ -21,8 +20,9 @@ from shared.config import EnvConfig, RunConfig, load_run_config
 from shared.manifest import Behaviour
 from shared.plan import RunPlan
 from shared.spaces import BoxActions, ObsSpace, Spaces
-from tests.conftest import REPO
-from tests.policies import PENDULUM, learner_task
+from tests.support.learner_data import roundtrip
+from tests.support.policies import PENDULUM, learner_task
+from tests.support.repo import REPO
 
 torch.set_num_threads(1)
 
@@ -133,14 +133,6 @@ def test_targets_are_polyak_averaged_every_interval() -> None:
                 assert torch.equal(new, torch.lerp(old, now, tau))
                 torch.testing.assert_close(new, (1 - tau) * old + tau * now, rtol=1e-6, atol=1e-7)
     assert not any(p.requires_grad for p in sac.targets.parameters())
-
-
-def roundtrip(state: dict) -> dict:
-    """The way a learner persists state: torch.save, then torch.load without pickle."""
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    buf.seek(0)
-    return torch.load(buf, weights_only=True)
 
 
 def test_state_load_roundtrip_reproduces_training() -> None:

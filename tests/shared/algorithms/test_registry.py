@@ -11,8 +11,8 @@ import pytest
 from shared.algorithms import DEFAULT, REGISTRY, default_params
 from shared.algorithms.base import AlgoParams, ChunkParams, DatasetParams, PopulationParams, ReplayParams
 from shared.config import RunConfig
-from tests.conftest import REPO
-from tests.policies import CARTPOLE, PENDULUM
+from tests.support.policies import CARTPOLE, PENDULUM
+from tests.support.repo import REPO
 
 SERVICES = ("coordinator", "collector_worker", "learner_worker", "evaluator", "launcher", "shared")
 

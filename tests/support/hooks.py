@@ -1,4 +1,4 @@
-"""Learner hooks for tests, reached as `tests.hookfns:<name>` the way a user's own module would be.
+"""Learner hooks for tests, reached as `tests.support.hooks:<name>` the way a user's own module would be.
 
 `record` appends every view it sees as a JSON line to the file named by $HOOK_TEST_LOG (an environment
 variable: `rlfleet up` hands it to the learner it starts); `boom` raises every time it is called; `tamper`

@@ -6,12 +6,9 @@ import pytest
 
 from evaluator.main import report
 from shared.wire import EvaluationReport, EvaluationResult
-from tests.shared.fake_coordinator import FakeCoordinator, make_session
+from tests.support.fake_coordinator import FakeCoordinator, make_session
 
-
-@pytest.fixture(autouse=True)
-def _short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("shared.client.random.random", lambda: 0.0)
+pytestmark = pytest.mark.usefixtures("short_backoff")
 
 
 def test_a_retried_evaluation_reuses_its_request_id() -> None:

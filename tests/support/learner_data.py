@@ -1,4 +1,5 @@
-"""Chunks and checks shared by the tests of the chunk-loop learners (PPO, A2C, IMPALA)."""
+"""Synthetic learner inputs (chunks for the chunk-loop learners PPO, A2C and IMPALA, replay batches for the value
+learners) and the checks on learners updated with them."""
 
 from __future__ import annotations
 
@@ -26,6 +27,18 @@ def make_chunk(seed: int, steps: int = 8, envs: int = 4, invalid: float = 0.0) -
         "truncated": rng.random(shape) < 0.05,
         "valid": rng.random(shape) >= invalid,
         "logp": np.log(rng.uniform(0.2, 0.5, shape)).astype(np.float32),
+    }
+
+
+def make_batch(seed: int, size: int = 64, discount: float = 0.9) -> dict[str, np.ndarray]:
+    """A replay batch as a value learner gets it: n-step returns, bootstrap observations and discounts."""
+    rng = np.random.default_rng(seed)
+    return {
+        "obs": rng.normal(size=(size, OBS_DIM)).astype(np.float32),
+        "actions": rng.integers(0, N_ACTIONS, size).astype(np.int64),
+        "returns": rng.normal(size=size).astype(np.float32),
+        "boot_obs": rng.normal(size=(size, OBS_DIM)).astype(np.float32),
+        "discount": np.where(rng.random(size) < 0.2, 0.0, discount).astype(np.float32),
     }
 
 

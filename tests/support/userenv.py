@@ -1,4 +1,4 @@
-"""Small user environments reached through entry points (`tests.shared.userenv:CountEnv`), as a user's own
+"""Small user environments reached through entry points (`tests.support.userenv:CountEnv`), as a user's own
 module would be: not registered with gymnasium, configured only through the env section's kwargs."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class CountEnv(gym.Env):
 
 
 def short_count_env(length: int) -> gym.Env:
-    """A factory entry point: `tests.shared.userenv:short_count_env` with kwargs {length: ...}."""
+    """A factory entry point: `tests.support.userenv:short_count_env` with kwargs {length: ...}."""
     return CountEnv(length=length, reward=0.5)
 
 
@@ -100,3 +100,26 @@ class PaintedCountEnv(CountEnv):
 
     def render(self) -> np.ndarray | None:
         return np.full((4, 6, 3), min(40 * self.t, 255), np.uint8) if self.render_mode == "rgb_array" else None
+
+
+class DictObs(gym.Env):
+    """A Dict observation: a position (Box), a mode (Discrete), optionally an image."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, image: bool = False) -> None:
+        spaces: dict[str, gym.Space] = {"position": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+                                        "mode": gym.spaces.Discrete(3)}
+        if image:
+            spaces["pixels"] = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.observation_space.sample(), float(action), self.t >= 10, False, {}

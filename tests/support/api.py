@@ -1,4 +1,5 @@
-"""Small helpers for the coordinator HTTP API tests: workers, real chunk payloads, status counters, routes."""
+"""The coordinator's HTTP API as tests drive it: settings and live clients, workers, status counters, routes and
+who may call each of them."""
 
 from __future__ import annotations
 
@@ -7,28 +8,63 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from coordinator.main import create_app
 from coordinator.settings import CoordinatorSettings
-from shared.codec import encode_chunk
-from shared.config import RunConfig, dump_run_config
-from shared.layout import chunk_path, policy_path
+from shared.config import dump_run_config
 from shared.store import LocalStore
-from shared.tokens import generate_tokens_file
-from shared.wire import ChunkReport, EpisodeStat
-from tests.conftest import auth, small_run_config  # noqa: F401 - re-exported for the API tests
+from shared.tokens import SCOPES, generate_tokens_file
+from tests.support.configs import small_run_config
 
 # Routes anyone may call without a token; everything else in the app must be in an auth table.
 PUBLIC_PATHS = frozenset({"/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect", "/healthz", "/readyz",
                           "/metrics", "/v1/schemas", "/v1/schemas/{name}"})
 
+READERS = frozenset(SCOPES)
+WORKER_SCOPES = frozenset({"collector", "learner", "evaluator", "admin"})
+
+# The expected permissions, written out by hand: (method, path) -> scopes that may call it.
+EXPECTED: dict[tuple[str, str], frozenset[str]] = {
+    ("POST", "/v1/workers"): WORKER_SCOPES,
+    ("POST", "/v1/workers/{worker_id}/heartbeat"): WORKER_SCOPES,
+    ("POST", "/v1/workers/{worker_id}/claim"): WORKER_SCOPES,
+    ("POST", "/v1/chunks"): frozenset({"collector", "admin"}),
+    ("POST", "/v1/chunk-batches"): frozenset({"collector", "admin"}),
+    ("POST", "/v1/buffers/{buffer_id}/corrupt"): frozenset({"learner", "admin"}),
+    ("POST", "/v1/buffers/{buffer_id}/sample"): frozenset({"learner", "admin"}),
+    ("POST", "/v1/buffers/{buffer_id}/priorities"): frozenset({"learner", "admin"}),
+    ("POST", "/v1/learn-info"): frozenset({"learner", "admin"}),
+    ("POST", "/v1/datasets/{name}/sample"): frozenset({"learner", "admin"}),
+    ("POST", "/v1/generations"): frozenset({"learner", "admin"}),
+    ("POST", "/v1/generations/claim"): frozenset({"collector", "admin"}),
+    ("POST", "/v1/generations/{generation}/results"): frozenset({"collector", "admin"}),
+    ("POST", "/v1/generations/{generation}/close"): frozenset({"learner", "admin"}),
+    ("POST", "/v1/policies"): frozenset({"learner", "admin"}),
+    ("GET", "/v1/policies/latest"): READERS,
+    ("GET", "/v1/policies/opponents"): READERS,
+    ("POST", "/v1/evaluations"): frozenset({"evaluator", "admin"}),
+    ("GET", "/v1/evaluations"): READERS,
+    ("POST", "/v1/tests"): frozenset({"evaluator", "admin"}),
+    ("GET", "/v1/tests"): READERS,
+    ("GET", "/v1/status"): READERS,
+    ("GET", "/v1/run"): READERS,
+    ("GET", "/v1/dashboard"): READERS,
+    ("POST", "/v1/run/stop"): frozenset({"admin"}),
+    ("POST", "/v1/run/pause"): frozenset({"admin"}),
+    ("POST", "/v1/run/resume"): frozenset({"admin"}),
+    ("POST", "/v1/run/checkpoint"): frozenset({"admin"}),
+    ("POST", "/v1/run/evaluate"): frozenset({"admin"}),
+    ("PATCH", "/v1/run/settings"): frozenset({"admin"}),
+}
+
 # Run counters that no rejected request may change.
 COUNTER_KEYS = ("run_state", "env_steps", "episodes", "chunks", "duplicate_chunks", "policy_version")
 
 
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
 
 
 def make_settings(base: Path, **update: Any) -> tuple[CoordinatorSettings, dict[str, str]]:
@@ -97,60 +133,6 @@ def claim(client: TestClient, token: str, worker_id: str) -> dict[str, Any]:
     resp = client.post(f"/v1/workers/{worker_id}/claim", headers=auth(token))
     assert resp.status_code == 200, resp.text
     return resp.json()
-
-
-def chunk_arrays(steps: int, num_envs: int = 1, seed: int = 0) -> dict[str, np.ndarray]:
-    """A CartPole-shaped chunk of `steps` vector steps of `num_envs` envs, as the collector's Rollout produces:
-    arrays of shape (steps, num_envs, ...), so row t * num_envs + i is step t of env i."""
-    rng = np.random.default_rng(seed)
-    return {
-        "obs": rng.standard_normal((steps, num_envs, 4)).astype(np.float32),
-        "actions": rng.integers(0, 2, (steps, num_envs)).astype(np.int64),
-        "rewards": np.ones((steps, num_envs), dtype=np.float32),
-        "terminated": np.zeros((steps, num_envs), dtype=bool),
-        "truncated": np.zeros((steps, num_envs), dtype=bool),
-        "next_obs": rng.standard_normal((steps, num_envs, 4)).astype(np.float32),
-        "valid": np.ones((steps, num_envs), dtype=bool),
-    }
-
-
-def spread_ends(rows: int, count: int) -> list[int]:
-    """`count` strictly ascending episode-end rows below `rows`, the last one at the chunk's last row."""
-    assert count <= rows, (count, rows)
-    return [rows * (i + 1) // count - 1 for i in range(count)]
-
-
-def write_chunk(
-    store: LocalStore, task_id: str, chunk_id: str, worker_id: str, *, steps: int | None = None, seed: int = 0,
-    episodes: tuple[tuple[float, int], ...] = ((10.0, 10),), policy_version: int = 0,
-    config: RunConfig | None = None,
-) -> dict[str, Any]:
-    """Encode a real payload, write it to the store and return a valid ChunkReport as a JSON dict.
-
-    The chunk has the layout of `config` (the small test config by default): collector.num_envs envs of
-    `steps` vector steps each (collector.chunk_steps by default; pass fewer only under sampling.n_episode),
-    so env_steps = num_envs x steps rows, with one episode end per reported episode."""
-    config = config or small_run_config()
-    num_envs = config.collector.num_envs
-    steps = config.collector.chunk_steps if steps is None else steps
-    rows = steps * num_envs
-    path = chunk_path(task_id, chunk_id)
-    data = encode_chunk(chunk_arrays(steps, num_envs, seed), {"task_id": task_id, "chunk_id": chunk_id,
-                                                             "policy_version": policy_version})
-    sha = store.put(path, data)
-    report = ChunkReport(
-        chunk_id=chunk_id, worker_id=worker_id, task_id=task_id, payload_path=path, sha256=sha,
-        size_bytes=len(data), env_steps=rows, num_envs=num_envs, ends=spread_ends(rows, len(episodes)),
-        episodes=[EpisodeStat(ret=r, length=n) for r, n in episodes], policy_version=policy_version,
-    )
-    return report.model_dump(mode="json")
-
-
-def write_policy(store: LocalStore, version: int, content: bytes | None = None) -> dict[str, Any]:
-    """Write a (fake) policy file under policies/ and return its PolicyRef as a JSON dict."""
-    path = policy_path(version)
-    sha = store.put(path, content if content is not None else f"weights of v{version}".encode())
-    return {"version": version, "path": path, "sha256": sha}
 
 
 def get_status(client: TestClient, token: str) -> dict[str, Any]:
