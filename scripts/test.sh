@@ -30,6 +30,8 @@ echo "== docker-compose config -q"
 docker-compose -f docker-compose.yml config -q
 echo "== ruff"
 ruff check .
+echo "== lint-imports (the layering contracts in pyproject.toml)"
+lint-imports
 echo "== mypy"
 mypy shared coordinator collector_worker learner_worker evaluator launcher
 echo "== mkdocs build --strict"

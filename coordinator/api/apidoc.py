@@ -8,10 +8,7 @@ lists codes, not prose, and the same code means the same thing everywhere.
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -155,23 +152,3 @@ def apply_scopes(openapi: dict[str, Any]) -> dict[str, Any]:
                 op["security"] = [{BEARER: [accepted]} for accepted in ACCEPTS[scope]]
     return openapi
 
-
-def write_openapi(path: Path) -> None:
-    """Write the served OpenAPI document (sorted keys, so a diff shows what changed) for the committed copy that
-    third parties and the docs site read. Builds an app over a throwaway tokens file: the document does not
-    depend on the run."""
-    import tempfile
-
-    from coordinator.main import create_app
-    from coordinator.settings import CoordinatorSettings
-    from shared.tokens import generate_tokens_file
-
-    with tempfile.TemporaryDirectory() as tmp:
-        tokens = Path(tmp) / "tokens.json"
-        generate_tokens_file(tokens)
-        spec = create_app(CoordinatorSettings(data_dir=Path(tmp), tokens_file=tokens)).openapi()
-    path.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
-
-
-if __name__ == "__main__":
-    write_openapi(Path(sys.argv[1]))

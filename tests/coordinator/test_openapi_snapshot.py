@@ -2,7 +2,7 @@
 docs/reference/openapi.json (what third-party collectors are written against, and what the docs site links).
 
 A deliberate change to a route or a wire model updates the file in the same commit:
-`python -m coordinator.api.apidoc docs/reference/openapi.json`."""
+`python -m coordinator.openapi_file docs/reference/openapi.json`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.api.apidoc import write_openapi
+from coordinator.openapi_file import write_openapi
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "docs" / "reference" / "openapi.json"
 
