@@ -19,7 +19,7 @@ import numpy as np
 from coordinator.replay.removers.max_use import MaxUse
 from coordinator.replay.removers.overwrite import Overwrite
 from coordinator.replay.removers.staleness import MaxStaleness
-from coordinator.replay.samplers import PrioritizedSampler, Sampler, build_sampler
+from coordinator.replay.samplers import ProportionalSampler, Sampler, build_sampler
 from coordinator.replay.storage import Chunk, Entry, RingStorage
 from shared.config import ReplayConfig, SamplingConfig
 
@@ -222,7 +222,7 @@ class ReplayBuffer:
     def update_priorities(self, ids: np.ndarray, priorities: np.ndarray) -> int:
         """Set priority for items still present (checked by id); returns how many were updated."""
         sampler = self.sampler
-        if not isinstance(sampler, PrioritizedSampler):
+        if not isinstance(sampler, ProportionalSampler) or sampler.priorities is None:
             raise ValueError(f"buffer {self.buffer_id!r} uses the {self.replay.sampler} sampler, which takes no "
                              f"priorities")
         ok = self.storage.holds_items(ids)

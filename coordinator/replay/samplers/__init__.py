@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from coordinator.replay.samplers.base import Sampler
-from coordinator.replay.samplers.prioritized import PrioritizedSampler
+from coordinator.replay.samplers.priorities import Priorities
+from coordinator.replay.samplers.proportional import ProportionalSampler
 from coordinator.replay.samplers.queue import QueueSampler
-from coordinator.replay.samplers.uniform import UniformSampler
 from shared.config import ReplayConfig
 from shared.samplers import SamplerKind
 
-__all__ = ["BUILDERS", "PrioritizedSampler", "QueueSampler", "Sampler", "UniformSampler", "build_sampler"]
+__all__ = ["BUILDERS", "Priorities", "ProportionalSampler", "QueueSampler", "Sampler", "build_sampler"]
 
 BUILDERS: dict[SamplerKind, Callable[[ReplayConfig], Sampler]] = {
-    "uniform": lambda replay: UniformSampler(replay.capacity_transitions),
-    "prioritized": lambda replay: PrioritizedSampler(replay.capacity_transitions, replay.alpha,
-                                                     replay.priority_epsilon),
+    "uniform": lambda replay: ProportionalSampler(replay.capacity_transitions),
+    "prioritized": lambda replay: ProportionalSampler(replay.capacity_transitions,
+                                                      Priorities(replay.alpha, replay.priority_epsilon)),
     "fifo": lambda replay: QueueSampler(newest_first=False),
     "lifo": lambda replay: QueueSampler(newest_first=True),
 }

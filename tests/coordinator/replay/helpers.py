@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from coordinator.replay.buffer import Entry, ReplayBuffer
-from coordinator.replay.samplers import PrioritizedSampler, QueueSampler, UniformSampler
+from coordinator.replay.samplers import ProportionalSampler, QueueSampler
 from coordinator.replay.sumtree import SumTree
 from shared.config import ReplayConfig, SamplingConfig
 
@@ -44,7 +44,7 @@ def item_ids(buf: ReplayBuffer) -> np.ndarray:
 
 def tree_of(buf: ReplayBuffer) -> SumTree | None:
     """The sum-tree of a uniform or prioritized buffer's sampler; None for a queue."""
-    return buf.sampler.tree if isinstance(buf.sampler, UniformSampler | PrioritizedSampler) else None
+    return buf.sampler.tree if isinstance(buf.sampler, ProportionalSampler) else None
 
 
 def queue_of(buf: ReplayBuffer) -> list[int]:

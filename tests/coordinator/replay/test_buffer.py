@@ -254,6 +254,27 @@ def test_sample_is_deterministic_for_a_seed() -> None:
         assert np.array_equal(getattr(a, name), getattr(b, name))
 
 
+@pytest.mark.parametrize("sampler, unit, max_use, expected", [
+    ("uniform", "transition", None, [[27, 8, 12, 31, 39], [45, 43, 47, 14, 46], [23, 24, 44, 22, 40]]),
+    ("prioritized", "transition", 2, [[28, 47, 11, 32, 39], [44, 42, 46, 14, 45], [24, 25, 43, 23, 40]]),
+    ("uniform", "sequence", 1, [[25, 8, 10, 29, 37], [42, 41, 44, 13, 24], [26, 45, 21, 40, 18]]),
+])
+def test_draws_for_a_seed_are_those_of_the_single_class_buffer(sampler: str, unit: str, max_use: int | None,
+                                                                expected: list[list[int]]) -> None:
+    """Pinned from the buffer before it was split into storage, samplers and removers: a seed must keep drawing
+    the same items (runs resumed across the change, and deterministic runs, depend on it)."""
+    buf = make_buffer(40, sampler=sampler, unit=unit, max_use=max_use, alpha=0.6, sequence_length=2)
+    for i in range(6):
+        buf.add(entry(f"c{i}", 8, num_envs=2, ends=[3, 6], fresh=[0, 1]))
+    if sampler == "prioritized":
+        buf.update_priorities(np.arange(8, 48, 3), np.linspace(0.1, 4, 14))
+    generator = rng(2024)
+    draws = [buf.sample(generator, 5, 0.5) for _ in expected]
+    assert [d.ids.tolist() for d in draws] == expected
+    if sampler == "prioritized":
+        assert np.round(draws[0].weights, 6).tolist() == [0.501189, 0.330661, 0.659755, 0.380732, 0.501189]
+
+
 def test_overwritten_rows_are_never_sampled() -> None:
     buf = make_buffer(20)
     buf.add(entry("old", 10))

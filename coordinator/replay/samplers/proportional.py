@@ -1,8 +1,9 @@
-"""The prioritized sampler (Schaul et al., 2016): P(i) ~ priority_i**alpha over a sum-tree, with importance
-weights, new items entering at the largest priority seen so they are drawn at least once soon.
+"""The sum-tree samplers, uniform and prioritized: items drawn i.i.d. in proportion to their leaf in a sum-tree.
 
-Priorities arrive from the learner as |TD error| for item ids; the buffer checks the ids still name live items
-and hands the slots here. A leaf is (priority + epsilon)**alpha, so no item starves.
+Uniform is the case where every item's leaf is 1; prioritized composes `Priorities`, which turns the learner's
+priorities into leaves, and then weights each draw to correct the bias (importance sampling). A sum-tree even for
+uniform draws: items come and go by slot (overwrite, max_use, staleness) and the tree skips the gaps in
+O(log n) per draw with no list of live items to keep compact.
 """
 
 from __future__ import annotations
@@ -11,20 +12,24 @@ from typing import Any
 
 import numpy as np
 
+from coordinator.replay.samplers.priorities import Priorities
 from coordinator.replay.sumtree import SumTree
 
 
-class PrioritizedSampler:
+class ProportionalSampler:
     repeats = True
 
-    def __init__(self, capacity: int, alpha: float, epsilon: float) -> None:
+    def __init__(self, capacity: int, priorities: Priorities | None = None) -> None:
         self.tree = SumTree(capacity)
-        self.alpha, self.epsilon = alpha, epsilon
-        self.max_priority = 1.0
+        self.priorities = priorities  # None: uniform
+
+    @property
+    def max_priority(self) -> float:
+        return 1.0 if self.priorities is None else self.priorities.max_priority
 
     @property
     def new_leaf(self) -> float:
-        return self.max_priority ** self.alpha
+        return 1.0 if self.priorities is None else self.priorities.new_leaf
 
     def insert(self, slots: np.ndarray, starts: np.ndarray, leaf: float) -> None:
         leaves = np.zeros(len(slots))
@@ -44,14 +49,16 @@ class PrioritizedSampler:
         return self.tree.sample(rng, count)
 
     def weights(self, slots: np.ndarray, beta: float) -> np.ndarray:
+        if self.priorities is None:
+            return np.ones(len(slots))
         # w_i = (N * P(i))**-beta / max_j (N * P(j))**-beta = (leaf_i / min leaf)**-beta
         return (self.tree.get(slots) / self.tree.min) ** -beta
 
     def update(self, slots: np.ndarray, priorities: np.ndarray) -> None:
         """New priorities for live items (the buffer has checked the slots still hold the ids they were for)."""
-        values = priorities + self.epsilon
-        self.tree.set(slots, values ** self.alpha)
-        self.max_priority = max(self.max_priority, float(values.max()))
+        if self.priorities is None:
+            raise ValueError("a uniform sampler takes no priorities: set replay.sampler=prioritized")
+        self.tree.set(slots, self.priorities.leaves(priorities))
 
     def leaves(self, slots: np.ndarray) -> np.ndarray:
         return self.tree.get(slots)
@@ -60,7 +67,8 @@ class PrioritizedSampler:
         self.tree.set(slots, leaves)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"max_priority": self.max_priority}
+        return {} if self.priorities is None else self.priorities.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.max_priority = float(state["max_priority"])
+        if self.priorities is not None:
+            self.priorities.load_state_dict(state)
