@@ -140,8 +140,9 @@ class ReplayBuffer:
 
     def drop(self, chunk: Chunk) -> Entry:
         """Forget a chunk entirely: free its remaining rows and items."""
-        self._kill_items(self.storage.item_starts(self.storage.rows_of(chunk)))
-        return self.storage.forget(chunk)
+        own = self.storage.rows_of(chunk)
+        self._kill_items(self.storage.item_starts(own))
+        return self.storage.forget(chunk, own)
 
     def remove_stale(self, latest_version: int, max_staleness: int | None) -> list[Entry]:
         """Drop chunks collected by a policy more than `max_staleness` versions behind `latest_version`."""

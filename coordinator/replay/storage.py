@@ -103,13 +103,12 @@ class RingStorage:
         total = len(slots)
         self.ids[slots] = self.head + np.arange(total)
         self.length[slots] = 0
-        keys = np.empty(total, np.int32)
         chunks, starts, offset = [], [], 0
         for e in entries:
             rows = e.transitions
             chunk = Chunk(e, self._next_key, self.head + offset, leaf, rows, 0)
             self._next_key += 1
-            keys[offset:offset + rows] = chunk.key
+            self.chunk_key[slots[offset:offset + rows]] = chunk.key
             first, lengths = chunk_items(self.sampling.unit, rows // e.num_envs, e.num_envs, list(e.ends),
                                          list(e.fresh_columns), self.sampling)
             self.length[slots[offset + first]] = lengths
@@ -121,11 +120,10 @@ class RingStorage:
             self.by_id[e.chunk_id] = chunk
             chunks.append(chunk)
             offset += rows
-        self.chunk_key[slots] = keys
         self.transitions += total
         self.head += total
         self.unservable += sum(c.live_items == 0 for c in chunks)
-        return Written(chunks, slots, np.concatenate(starts) if starts else np.zeros(0, np.int64))
+        return Written(chunks, slots, starts[0] if len(starts) == 1 else np.concatenate(starts))
 
     def seek(self, head: int) -> None:
         """Set the next row id: restore writes each kept chunk back at the ids it had."""
@@ -191,9 +189,8 @@ class RingStorage:
             touched.append(chunk)
         return touched
 
-    def forget(self, chunk: Chunk) -> Entry:
-        """Free the chunk's remaining rows (its items already killed) and its record."""
-        own = self.rows_of(chunk)
+    def forget(self, chunk: Chunk, own: np.ndarray) -> Entry:
+        """Free the chunk's remaining rows `own` (from `rows_of`; its items already killed) and its record."""
         self.ids[own] = -1
         self.chunk_key[own] = -1
         self.transitions -= len(own)
