@@ -124,6 +124,7 @@ def profile_top(fn: Any, calls: int, lines: int = 18) -> str:
 
 def bench_buffer(entries: int, repeats: int, seed: int, profile: bool) -> dict[str, Any]:
     from coordinator.replay.buffer import ReplayBuffer
+    from coordinator.replay.samplers import ProportionalSampler
     from shared.config import ReplayConfig, SamplingConfig
 
     rng = np.random.default_rng(seed)
@@ -145,7 +146,8 @@ def bench_buffer(entries: int, repeats: int, seed: int, profile: bool) -> dict[s
     rss_after = rss_bytes()
     assert buffer.transitions == entries and buffer.items == entries, (buffer.transitions, buffer.items)
 
-    live_ids = buffer.ids[buffer.length > 0]
+    storage = buffer.storage
+    live_ids = storage.ids[storage.length > 0]
     update_ns: list[int] = []
     for k in range(repeats + 5):
         ids = live_ids[rng.integers(0, len(live_ids), 256)]
@@ -164,14 +166,16 @@ def bench_buffer(entries: int, repeats: int, seed: int, profile: bool) -> dict[s
             sample_ns.append(time.perf_counter_ns() - t0)
         assert len(drawn.ids) == 256, len(drawn.ids)
 
-    arrays = {"ids": buffer.ids.nbytes, "chunk_key": buffer.chunk_key.nbytes, "length": buffer.length.nbytes,
-              "uses": buffer.uses.nbytes, "tree": buffer.tree.nbytes if buffer.tree is not None else 0}
+    sampler = buffer.sampler
+    assert isinstance(sampler, ProportionalSampler)
+    arrays = {"ids": storage.ids.nbytes, "chunk_key": storage.chunk_key.nbytes, "length": storage.length.nbytes,
+              "uses": buffer.max_use.uses.nbytes, "tree": sampler.tree.nbytes}
     array_bytes = sum(arrays.values())
     rss_growth = rss_after - rss_before
     insert_s = np.asarray(insert_ns, np.float64) / 1e9
     result: dict[str, Any] = {
         "capacity": entries, "chunk_transitions": CHUNK_ROWS, "chunks_inserted": chunks,
-        "chunks_live": len(buffer), "evicted_chunks": buffer.evicted_chunks,
+        "chunks_live": len(buffer), "evicted_chunks": buffer.overwrite.evicted,
         "insert_entries_per_second_median": float(np.median(CHUNK_ROWS / insert_s)),
         "insert_chunk_ms_median": float(np.median(insert_s) * 1e3),
         "insert_chunk_ms_p99": float(np.percentile(insert_s, 99) * 1e3),

@@ -16,7 +16,7 @@ three things a learner needs from it:
   parameters': ranks that drifted apart fail loudly instead of publishing one rank's model as everyone's.
 
 A prioritized replay's importance weights need no all-reduce: the coordinator normalises them by the buffer's
-minimum priority, the same for every rank's draw (coordinator/replay/buffer.py).
+minimum priority, the same for every rank's draw (coordinator/replay/samplers/proportional.py).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ class ReplayTrainer(Trainer):
         if not isinstance(cfg, ReplayParams):
             raise TypeError(f"{cfg.name} parameters are not a replay loop's")
         self.replay_cfg = cfg
-        self.prioritized = task.replay.sampler == "prioritized"
+        self.prioritized = task.replay.traits.priorities
         self.reader = cache = ChunkCache(self.store, self.schema, cfg.gamma, cfg.n_step,
                                          max_chunks=cache_chunks(task), seed=task.seed)
         share = cfg.batch_size // task.learner.replicas  # a learner group's ranks each sample an equal share

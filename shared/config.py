@@ -20,6 +20,7 @@ from shared.envconfig import EnvConfig
 from shared.hookcheck import hooks_problem
 from shared.hooks import MAX_HOOKS, HookConfig
 from shared.ids import ID_PATTERN
+from shared.samplers import SAMPLERS, SamplerKind, SamplerTraits
 from shared.seeds import MAX_RUN_SEED
 
 
@@ -46,7 +47,6 @@ class CollectorConfig(Strict):
 
 
 SamplingUnit = Literal["transition", "sequence", "episode", "chunk"]
-SamplerKind = Literal["uniform", "prioritized", "fifo", "lifo"]
 
 
 class ReplayConfig(Strict):
@@ -71,6 +71,11 @@ class ReplayConfig(Strict):
     max_staleness: Annotated[
         int | None, Field(ge=0, description="drop entries whose policy version lags the latest by more")
     ] = None
+
+    @property
+    def traits(self) -> SamplerTraits:
+        """What the configured sampler is (shared/samplers.py): what callers ask instead of comparing names."""
+        return SAMPLERS[self.sampler]
 
 
 class SamplingConfig(Strict):
@@ -241,7 +246,7 @@ class RunConfig(Strict):
     @model_validator(mode="after")
     def _servable(self) -> RunConfig:
         """Reject combinations the buffer cannot serve at load time, not at the first sample call."""
-        queue = self.replay.sampler in ("fifo", "lifo")
+        queue = self.replay.traits.queue
         unit = self.sampling.unit
         if queue and self.replay.max_use is None:
             raise ValueError(f"replay.sampler={self.replay.sampler} serves the same chunks forever unless they are "

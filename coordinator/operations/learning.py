@@ -50,9 +50,7 @@ class Learning:
         ctx = self.ctx
         if len(update.ids) != len(update.priorities):
             raise Invalid(f"{len(update.ids)} ids but {len(update.priorities)} priorities; they must pair up")
-        if ctx.config.replay.sampler != "prioritized":
-            raise Conflict(f"buffer {ctx.data.buffer.buffer_id!r} uses the {ctx.config.replay.sampler} sampler; "
-                           "priorities apply only to replay.sampler=prioritized")
+        ctx.data.check_priorities_apply()
         ctx.fleet.worker(update.worker_id, ctx.clock(), "learner")
         updated = ctx.data.update_priorities(np.asarray(update.ids, np.int64),
                                              np.asarray(update.priorities, np.float64))

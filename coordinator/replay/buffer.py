@@ -1,48 +1,31 @@
-"""The coordinator's replay buffer: storage, sampler and removers over chunk *metadata*.
+"""The coordinator's replay buffer over chunk *metadata*: storage, a sampler and removers, composed.
 
-Storage is a ring of transition slots (one per payload row) so capacity is exact and FIFO eviction happens
-row by row; every row gets an id that is never reused (slot = id % capacity), which is how a priority update
-for an entry overwritten in the meantime is recognised and ignored instead of landing on its successor.
-Items (the sampling unit: transitions, sequences, episodes or whole chunks) are keyed by the slot of their
-first row. Samplers: a sum-tree (uniform: every item weighs 1; prioritized: priority**alpha, new items at the
-current max priority) or a FIFO/LIFO queue. Removers: ring overwrite at capacity, `max_use`, `max_staleness`.
-A chunk whose items are all gone is dropped and handed back so its payload file can be deleted.
+The parts are TorchRL's and Reverb's shape: `RingStorage` (storage.py) holds the ring of row slots, the row ids
+and the chunks and items on them; a sampler (samplers/, chosen by `replay.sampler` through its registry) draws
+item slots; the removers (removers/) decide what leaves: the ring overwriting at capacity, `max_use`,
+`max_staleness`. Each owns its state. The buffer owns only the order of operations between them: a write
+frees its slots first (overwrite), a draw is cut to the step budget and to the items' remaining uses, and a
+removal is carried out on storage and sampler alike. A chunk whose items are all gone is dropped and handed back
+so its payload file can be deleted.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from coordinator.replay.sumtree import SumTree
-from coordinator.replay.units import chunk_items
+from coordinator.replay.removers.max_use import MaxUse
+from coordinator.replay.removers.overwrite import Overwrite
+from coordinator.replay.removers.staleness import MaxStaleness
+from coordinator.replay.samplers import ProportionalSampler, Sampler, build_sampler
+from coordinator.replay.storage import Chunk, Entry, RingStorage
 from shared.config import ReplayConfig, SamplingConfig
 
+__all__ = ["Chunk", "Entry", "ReplayBuffer", "Sampled"]
 
-@dataclass(frozen=True)
-class Entry:
-    """A chunk as reported by its collector: what the journal stores and the buffer is rebuilt from."""
-
-    chunk_id: str
-    payload_path: str
-    sha256: str
-    transitions: int
-    policy_version: int
-    num_envs: int = 1
-    ends: tuple[int, ...] = ()
-    fresh_columns: tuple[int, ...] = ()
-
-
-@dataclass
-class Chunk:
-    entry: Entry
-    key: int
-    base_id: int
-    initial_leaf: float
-    live_rows: int
-    live_items: int
+REDRAW_ROUNDS = 16  # with max_use, i.i.d. draws past an item's remaining uses are redrawn elsewhere this often
 
 
 @dataclass
@@ -62,326 +45,224 @@ class ReplayBuffer:
     def __init__(self, buffer_id: str, replay: ReplayConfig, sampling: SamplingConfig) -> None:
         self.buffer_id = buffer_id
         self.replay, self.sampling = replay, sampling
-        self.capacity = cap = replay.capacity_transitions
-        self.prioritized = replay.sampler == "prioritized"
-        self.ids = np.full(cap, -1, np.int64)      # row id held by each slot, -1 when free
-        self.chunk_key = np.full(cap, -1, np.int32)
-        self.length = np.zeros(cap, np.int32)      # > 0 where a live item starts
-        self.uses = np.zeros(cap, np.int32)
-        self.tree = SumTree(cap) if replay.sampler in ("uniform", "prioritized") else None
-        self.queue: OrderedDict[int, None] = OrderedDict()  # item slots in insertion order (fifo/lifo)
-        self.chunks: dict[int, Chunk] = {}
-        self.by_id: dict[str, Chunk] = {}
-        self.head = 0              # next row id
-        self._next_key = 0
-        self.transitions = 0       # live rows
-        self.items = 0             # live items
-        self.item_steps = 0        # steps covered by live items
-        self.max_priority = 1.0
-        self.evicted_chunks = self.removed_max_use = self.removed_stale = self.unservable = 0
+        self.storage = RingStorage(buffer_id, replay.capacity_transitions, sampling)
+        self.sampler: Sampler = build_sampler(replay)
+        self.overwrite = Overwrite()
+        self.max_use = MaxUse(replay.capacity_transitions, replay.max_use)
+        self.staleness = MaxStaleness()
 
+    # ----- what callers read --------------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self.chunks)
+        return len(self.storage.chunks)
 
     def __contains__(self, chunk_id: str) -> bool:
-        return chunk_id in self.by_id
+        return chunk_id in self.storage.by_id
+
+    def get(self, chunk_id: str) -> Chunk | None:
+        return self.storage.by_id.get(chunk_id)
 
     def entries(self) -> list[Entry]:
-        return [c.entry for c in sorted(self.chunks.values(), key=lambda c: c.base_id)]
+        return self.storage.entries()
 
     @property
-    def new_leaf(self) -> float:
-        return self.max_priority ** self.replay.alpha if self.prioritized else 1.0
+    def capacity(self) -> int:
+        return self.storage.capacity
+
+    @property
+    def head(self) -> int:
+        """The next row id: every id below it was issued once."""
+        return self.storage.head
+
+    @property
+    def transitions(self) -> int:
+        return self.storage.transitions
+
+    @property
+    def items(self) -> int:
+        return self.storage.items
+
+    @property
+    def item_steps(self) -> int:
+        return self.storage.item_steps
+
+    @property
+    def max_priority(self) -> float:
+        return self.sampler.max_priority
 
     # ----- insertion and removal --------------------------------------------------------------------------
-    def _check(self, entry: Entry) -> None:
-        rows = entry.transitions
-        if entry.chunk_id in self.by_id:
-            raise ValueError(f"chunk {entry.chunk_id!r} is already in buffer {self.buffer_id!r}")
-        if entry.num_envs < 1 or not 0 < rows <= self.capacity or rows % entry.num_envs:
-            raise ValueError(f"chunk of {rows} rows / {entry.num_envs} envs does not fit a buffer of "
-                             f"{self.capacity} transitions")
-        if entry.ends and (min(entry.ends) < 0 or max(entry.ends) >= rows):  # checked before anything changes
-            raise ValueError(f"chunk {entry.chunk_id!r}: episode ends must be row indices below {rows}")
+    def add(self, entry: Entry) -> tuple[Chunk, list[Entry]]:
+        """Write a chunk's rows at the ring head; return its record and the chunks that fell out."""
+        (chunk,), gone = self._write([entry], self.sampler.new_leaf)
+        return chunk, gone
 
     def add_many(self, entries: list[Entry]) -> tuple[list[Chunk], list[Entry]]:
         """`add` each entry in order, with one pass of the array and sum-tree work over all their rows (a chunk
         batch of 16 reports costs about what one did). The same state results as adding them one by one."""
-        total = sum(e.transitions for e in entries)
-        if len(entries) < 2 or total > self.capacity:  # a later chunk would overwrite an earlier one of the batch
-            added, gone = [], []
+        if len(entries) < 2 or sum(e.transitions for e in entries) > self.capacity:
+            added, gone = [], []  # a later chunk would overwrite an earlier one of the batch: one at a time
             for e in entries:
                 chunk, out = self.add(e)
                 added.append(chunk)
                 gone += out
             return added, gone
-        for e in entries:
-            self._check(e)
-        if len({e.chunk_id for e in entries}) < len(entries):
-            raise ValueError("a chunk id appears twice in one batch")
-        slots = (self.head + np.arange(total)) % self.capacity
-        gone = self._overwrite(slots, refresh_tree=False)  # the tree.set over all of `slots` below refreshes it
-        leaf = self.new_leaf
-        self.ids[slots] = self.head + np.arange(total)
-        self.length[slots] = 0
-        self.uses[slots] = 0
-        keys = np.empty(total, np.int32)
-        leaves = np.zeros(total) if self.tree is not None else None
-        added, offset = [], 0
-        for e in entries:
-            rows = e.transitions
-            chunk = Chunk(e, self._next_key, self.head + offset, leaf, rows, 0)
-            self._next_key += 1
-            keys[offset:offset + rows] = chunk.key
-            starts, lengths = chunk_items(self.sampling.unit, rows // e.num_envs, e.num_envs, list(e.ends),
-                                          list(e.fresh_columns), self.sampling)
-            self.length[slots[offset + starts]] = lengths
-            if leaves is not None:
-                leaves[offset + starts] = leaf
-            else:
-                self.queue.update(dict.fromkeys(slots[offset + starts].tolist()))
-            chunk.live_items = len(starts)
-            self.items += len(starts)
-            self.item_steps += int(lengths.sum())
-            self.chunks[chunk.key] = chunk
-            self.by_id[e.chunk_id] = chunk
-            added.append(chunk)
-            offset += rows
-        self.chunk_key[slots] = keys
-        if self.tree is not None and leaves is not None:
-            self.tree.set(slots, leaves)
-        self.transitions += total
-        self.head += total
-        for chunk in added:
-            if chunk.live_items == 0:  # e.g. no whole episode inside: nothing to serve, keep nothing
-                self.unservable += 1
-                gone.append(self.drop(chunk))
-        return added, gone
+        return self._write(entries, self.sampler.new_leaf)
 
-    def add(self, entry: Entry, initial_leaf: float | None = None) -> tuple[Chunk, list[Entry]]:
-        """Write a chunk's rows at the ring head; return its record and the chunks that fell out."""
-        self._check(entry)
-        rows = entry.transitions
-        slots = (self.head + np.arange(rows)) % self.capacity
-        gone = self._overwrite(slots, refresh_tree=False)  # the tree.set over all of `slots` below refreshes it
-        leaf = self.new_leaf if initial_leaf is None else initial_leaf
-        chunk = Chunk(entry, self._next_key, self.head, leaf, rows, 0)
-        self._next_key += 1
-        self.ids[slots] = self.head + np.arange(rows)
-        self.chunk_key[slots] = chunk.key
-        self.length[slots] = 0
-        self.uses[slots] = 0
-        starts, lengths = chunk_items(self.sampling.unit, rows // entry.num_envs, entry.num_envs,
-                                      list(entry.ends), list(entry.fresh_columns), self.sampling)
-        item_slots = slots[starts]
-        self.length[item_slots] = lengths
-        if self.tree is not None:
-            leaves = np.zeros(rows)
-            leaves[starts] = leaf
-            self.tree.set(slots, leaves)
-        else:
-            self.queue.update(dict.fromkeys(item_slots.tolist()))
-        chunk.live_items = len(starts)
-        self.items += len(starts)
-        self.item_steps += int(lengths.sum())
-        self.transitions += rows
-        self.head += rows
-        self.chunks[chunk.key] = chunk
-        self.by_id[entry.chunk_id] = chunk
-        if chunk.live_items == 0:  # e.g. no whole episode inside: nothing to serve, keep nothing
-            self.unservable += 1
-            gone.append(self.drop(chunk))
-        return chunk, gone
+    def restore_chunk(self, entry: Entry, base_id: int, initial_leaf: float) -> list[Entry]:
+        """Re-insert a journalled chunk at the row ids and with the initial weight it had (restore)."""
+        self.storage.seek(base_id)
+        return self._write([entry], initial_leaf)[1]
 
-    def _overwrite(self, slots: np.ndarray, refresh_tree: bool = True) -> list[Entry]:
-        """Take `slots` away from their current chunks (FIFO at capacity); chunks left without items go.
-        `refresh_tree=False` leaves the sums above `slots` stale for a caller that sets all of `slots` next."""
-        held = slots[self.ids[slots] >= 0]
+    def _write(self, entries: list[Entry], leaf: float) -> tuple[list[Chunk], list[Entry]]:
+        self.storage.check(entries)
+        slots = self.storage.slots_ahead(sum(e.transitions for e in entries))
+        gone = self._overwrite(slots, refresh=False)  # the sampler's insert over all of `slots` refreshes it
+        written = self.storage.write(entries, slots, leaf)
+        self.max_use.reset(slots)
+        self.sampler.insert(slots, written.starts, leaf)
+        gone += [self.drop(c) for c in written.chunks if c.live_items == 0]  # unservable: nothing to keep
+        return written.chunks, gone
+
+    def _overwrite(self, slots: np.ndarray, refresh: bool = True) -> list[Entry]:
+        """Take `slots` away from their current chunks (the ring at capacity); chunks left without items go.
+        `refresh=False` is for a write over all of `slots` next (see `Sampler.remove`)."""
+        held = slots[self.storage.ids[slots] >= 0]
         if len(held) == 0:
             return []
-        self._kill_items(held[self.length[held] > 0], refresh_tree)
-        keys, counts = np.unique(self.chunk_key[held], return_counts=True)
-        self.ids[held] = -1
-        self.chunk_key[held] = -1
-        self.transitions -= len(held)
-        gone = []
-        for key, n in zip(keys.tolist(), counts.tolist(), strict=True):
-            chunk = self.chunks[key]
-            chunk.live_rows -= n
-            if chunk.live_items == 0:
-                self.evicted_chunks += 1
-                gone.append(self.drop(chunk))
-        return gone
+        self._kill_items(self.storage.item_starts(held), refresh)
+        touched = self.storage.free_rows(held)
+        return [self.drop(chunk) for chunk in self.overwrite.evicted_from(touched)]
 
-    def _kill_items(self, item_slots: np.ndarray, refresh_tree: bool = True) -> None:
-        """Retire live items (their rows stay for other items that span them)."""
+    def _kill_items(self, item_slots: np.ndarray, refresh: bool = True) -> None:
         if len(item_slots) == 0:
             return
-        self.items -= len(item_slots)
-        self.item_steps -= int(self.length[item_slots].sum())
-        keys, counts = np.unique(self.chunk_key[item_slots], return_counts=True)
-        for key, n in zip(keys.tolist(), counts.tolist(), strict=True):
-            self.chunks[key].live_items -= n
-        self.length[item_slots] = 0
-        if self.tree is not None and refresh_tree:
-            self.tree.set(item_slots, np.zeros(len(item_slots)))
-        elif self.tree is not None:
-            self.tree.clear_leaves(item_slots)
-        else:
-            for slot in item_slots.tolist():
-                self.queue.pop(slot, None)
+        self.storage.kill_items(item_slots)
+        self.sampler.remove(item_slots, refresh)
 
     def drop(self, chunk: Chunk) -> Entry:
         """Forget a chunk entirely: free its remaining rows and items."""
-        own = (chunk.base_id + np.arange(chunk.entry.transitions)) % self.capacity
-        own = own[self.chunk_key[own] == chunk.key]
-        self._kill_items(own[self.length[own] > 0])
-        self.ids[own] = -1
-        self.chunk_key[own] = -1
-        self.transitions -= len(own)
-        del self.chunks[chunk.key]
-        del self.by_id[chunk.entry.chunk_id]
-        return chunk.entry
+        own = self.storage.rows_of(chunk)
+        self._kill_items(self.storage.item_starts(own))
+        return self.storage.forget(chunk, own)
 
     def remove_stale(self, latest_version: int, max_staleness: int | None) -> list[Entry]:
         """Drop chunks collected by a policy more than `max_staleness` versions behind `latest_version`."""
-        if max_staleness is None:
-            return []
-        stale = [c for c in self.chunks.values() if latest_version - c.entry.policy_version > max_staleness]
-        self.removed_stale += len(stale)
+        stale = self.staleness.stale(list(self.storage.chunks.values()), latest_version, max_staleness)
         return [self.drop(c) for c in stale]
 
     def expire_below(self, row_id: int) -> list[Entry]:
         """Free rows with ids below `row_id` (used on restore: rows overwritten by chunks no longer kept)."""
-        slots = np.flatnonzero((self.ids >= 0) & (self.ids < row_id))
-        return self._overwrite(slots)
+        return self._overwrite(self.storage.rows_below(row_id))
 
     # ----- sampling -----------------------------------------------------------------------------------------
     def sample(self, rng: np.random.Generator, count: int, beta: float, max_steps: int | None = None) -> Sampled:
         """Up to `count` items (fewer only when max_use or `max_steps` cuts the draw short)."""
-        if self.items == 0:
+        if self.storage.items == 0:
             raise ValueError("cannot sample from an empty buffer")
-        if self.tree is not None:
-            slots, weights = self._draw_tree(rng, count, beta, max_steps)
-        else:
-            order = list(self.queue) if self.replay.sampler == "fifo" else list(reversed(self.queue))
-            slots = np.asarray(order[:count], np.int64)
-            slots = slots[:_within_steps(self.length[slots], max_steps, 0, True)]
-            weights = np.ones(len(slots))
-        keys = self.chunk_key[slots]
-        distinct, index = np.unique(keys, return_inverse=True)
-        chunks = [self.chunks[k] for k in distinct.tolist()]
+        slots, weights = self._draw(rng, count, beta, max_steps)
+        storage = self.storage
+        distinct, index = np.unique(storage.chunk_key[slots], return_inverse=True)
+        chunks = [storage.chunks[k] for k in distinct.tolist()]
         bases = np.array([c.base_id for c in chunks], np.int64)
-        ids = self.ids[slots].copy()
-        result = Sampled(chunks, index.astype(np.int64), ids - bases[index], self.length[slots].astype(np.int64),
+        ids = storage.ids[slots].copy()
+        result = Sampled(chunks, index.astype(np.int64), ids - bases[index], storage.length[slots].astype(np.int64),
                          ids, weights)
         result.gone = self._count_uses(slots)
         return result
 
-    def _draw_tree(self, rng: np.random.Generator, count: int, beta: float,
-                   max_steps: int | None) -> tuple[np.ndarray, np.ndarray]:
-        assert self.tree is not None
-        max_use = self.replay.max_use
+    def _draw(self, rng: np.random.Generator, count: int, beta: float,
+              max_steps: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Draw rounds: each is cut to the step budget and, under max_use, to the items' remaining uses (the
+        uses are counted as they are admitted); an i.i.d. sampler redraws what was refused."""
+        limited = self.max_use.limit is not None
         picked: list[np.ndarray] = []
         weights: list[np.ndarray] = []
         need, steps = count, 0
-        for _ in range(16):  # with max_use, draws past an item's remaining uses are redrawn elsewhere
-            if need == 0 or self.tree.total <= 0:
+        for _ in range(REDRAW_ROUNDS if self.sampler.repeats else 1):
+            if need == 0 or not self.sampler.available():
                 break
-            slots = self.tree.sample(rng, need)
-            # w_i = (N * P(i))**-beta / max_j (N * P(j))**-beta = (leaf_i / min leaf)**-beta
-            w = (self.tree.get(slots) / self.tree.min) ** -beta if self.prioritized else np.ones(len(slots))
-            keep_n = _within_steps(self.length[slots], max_steps, steps, not picked)
+            slots = self.sampler.draw(rng, need)
+            w = self.sampler.weights(slots, beta)  # before used-up items leave: that can move the minimum leaf
+            keep_n = _within_steps(self.storage.length[slots], max_steps, steps, not picked)
             cut = keep_n < len(slots)
             slots, w = slots[:keep_n], w[:keep_n]
-            if max_use is not None:
-                keep = self._within_uses(slots, max_use)
+            if limited:
+                keep, used_up = self.max_use.admit(slots)
+                self.sampler.remove(used_up)
                 slots, w = slots[keep], w[keep]
             picked.append(slots)
             weights.append(w)
             need -= len(slots)
-            steps += int(self.length[slots].sum())
+            steps += int(self.storage.length[slots].sum())
             if cut:
                 break
         if not picked:
             return np.zeros(0, np.int64), np.zeros(0)
         return np.concatenate(picked), np.concatenate(weights)
 
-    def _within_uses(self, slots: np.ndarray, max_use: int) -> np.ndarray:
-        """Mask of the draws within each item's remaining uses; counts them; exhausted items leave the tree
-        at once so the rest of this call cannot draw them again."""
-        assert self.tree is not None
-        order = np.argsort(slots, kind="stable")
-        uniq, first, counts = np.unique(slots[order], return_index=True, return_counts=True)
-        rank = np.arange(len(slots)) - np.repeat(first, counts)
-        remaining = max_use - self.uses[uniq]
-        keep = np.empty(len(slots), bool)
-        keep[order] = rank < np.repeat(remaining, counts)
-        self.uses[uniq] += np.minimum(counts, remaining).astype(np.int32)
-        exhausted = uniq[self.uses[uniq] >= max_use]
-        self.tree.set(exhausted, np.zeros(len(exhausted)))
-        return keep
-
     def _count_uses(self, slots: np.ndarray) -> list[Entry]:
-        """Record the uses of drawn items (tree draws under max_use were counted while drawing); items that
-        reached max_use are removed and chunks left without items dropped."""
-        if self.tree is None or self.replay.max_use is None:
-            uniq, counts = np.unique(slots, return_counts=True)  # ~3x cheaper than np.add.at per request
-            self.uses[uniq] += counts.astype(np.int32)
-        if self.replay.max_use is None:
+        """Record the uses of drawn items (under max_use they were counted while drawing); items that reached
+        max_use are removed and chunks left without items dropped."""
+        if self.max_use.limit is None:
+            self.max_use.count(slots)
             return []
-        done = np.unique(slots[self.uses[slots] >= self.replay.max_use])
-        return self._retire(done[self.length[done] > 0])
+        return self._retire(self.storage.item_starts(self.max_use.spent(slots)))
 
     def _retire(self, item_slots: np.ndarray) -> list[Entry]:
-        self.removed_max_use += len(item_slots)
-        keys = np.unique(self.chunk_key[item_slots])
+        """Remove used-up items; returns the chunks left without items, dropped."""
+        self.max_use.note_removed(len(item_slots))
+        chunks = self.storage.chunks_of(item_slots)
         self._kill_items(item_slots)
-        return [self.drop(self.chunks[k]) for k in keys.tolist() if self.chunks[k].live_items == 0]
+        return [self.drop(c) for c in chunks if c.live_items == 0]
 
     def apply_uses(self, ids: np.ndarray) -> list[Entry]:
         """Replay journalled draws (restore): ids still present count one use each."""
-        slots = ids % self.capacity
-        present = slots[(self.ids[slots] == ids) & (self.length[slots] > 0)]
-        np.add.at(self.uses, present, 1)
-        if self.replay.max_use is None:
-            return []
-        done = np.unique(present[self.uses[present] >= self.replay.max_use])
-        return self._retire(done)
+        present = ids[self.storage.holds_items(ids)] % self.capacity
+        return self._retire(self.max_use.replay(present))
 
     # ----- priorities ---------------------------------------------------------------------------------------
     def update_priorities(self, ids: np.ndarray, priorities: np.ndarray) -> int:
         """Set priority for items still present (checked by id); returns how many were updated."""
-        assert self.tree is not None and self.prioritized
-        slots = ids % self.capacity
-        ok = (self.ids[slots] == ids) & (self.length[slots] > 0)
+        sampler = self.sampler
+        if not isinstance(sampler, ProportionalSampler) or sampler.priorities is None:
+            raise ValueError(f"buffer {self.buffer_id!r} uses the {self.replay.sampler} sampler, which takes no "
+                             f"priorities")
+        ok = self.storage.holds_items(ids)
         if not ok.any():
             return 0
-        values = priorities[ok] + self.replay.priority_epsilon
-        self.tree.set(slots[ok], values ** self.replay.alpha)
-        self.max_priority = max(self.max_priority, float(values.max()))
+        sampler.update(ids[ok] % self.capacity, priorities[ok])
         return int(ok.sum())
 
+    # ----- persistence --------------------------------------------------------------------------------------
     def priority_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ids, sum-tree leaves, uses) of every live item: a compact snapshot for the journal."""
-        slots = np.flatnonzero(self.length > 0)
-        leaves = self.tree.get(slots) if self.tree is not None else np.ones(len(slots))
-        return self.ids[slots].copy(), leaves, self.uses[slots].copy()
+        """(ids, sampler leaves, uses) of every live item: a compact snapshot for the journal."""
+        slots = self.storage.live_items()
+        return self.storage.ids[slots].copy(), self.sampler.leaves(slots), self.max_use.uses[slots].copy()
 
     def apply_priority_state(self, ids: np.ndarray, leaves: np.ndarray, uses: np.ndarray, head: int) -> list[Entry]:
         """Restore a snapshot taken when the next row id was `head`: items older than it that the snapshot
         does not list had been removed (max_use) and are removed again."""
-        slots = ids % self.capacity
-        ok = self.ids[slots] == ids
-        slots, leaves, uses = slots[ok], leaves[ok], uses[ok]
+        ok = self.storage.holds(ids)
+        slots, leaves, uses = ids[ok] % self.capacity, leaves[ok], uses[ok]
         listed = np.zeros(self.capacity, bool)
         listed[slots] = True
-        live = (self.length > 0) & (self.ids >= 0) & (self.ids < head)
-        gone = self._retire(np.flatnonzero(live & ~listed))
-        if self.tree is not None:
-            self.tree.set(slots, leaves)
-        self.uses[slots] = uses
+        older = self.storage.items_below(head)
+        gone = self._retire(older[~listed[older]])
+        self.sampler.set_leaves(slots, leaves)
+        self.max_use.uses[slots] = uses
         return gone
+
+    def state_dict(self) -> dict[str, Any]:
+        """The buffer's scalars under the journal's keys (head, max_priority and the removal counters), each
+        from the part that owns it; the rows, leaves and uses are rebuilt from chunk rows and the replay log.
+        `max_priority` is written for every sampler (1.0 without priorities), as the journal always has."""
+        return {"max_priority": self.sampler.max_priority, **self.storage.state_dict(),
+                **self.sampler.state_dict(), **self.overwrite.state_dict(), **self.max_use.state_dict(),
+                **self.staleness.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Set the scalars of `state_dict` (after the rows came back: replaying the log moves the counters)."""
+        for part in (self.storage, self.sampler, self.overwrite, self.max_use, self.staleness):
+            part.load_state_dict(state)
 
 
 def _within_steps(lengths: np.ndarray, max_steps: int | None, already: int, first: bool) -> int:

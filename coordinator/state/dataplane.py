@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from coordinator.errors import Invalid, NotEnoughData
+from coordinator.errors import Conflict, Invalid, NotEnoughData
 from coordinator.journal.committer import Statement
 from coordinator.journal.component import Pending, Stored, Table
 from coordinator.replay.buffer import Entry, ReplayBuffer, Sampled
@@ -25,6 +25,7 @@ from coordinator.state.ingest import IngestLedger
 from coordinator.state.lag import LagStats
 from coordinator.state.ratelimit import RateLimiter
 from shared.config import RunConfig
+from shared.samplers import samplers_where
 from shared.wire import BufferStatus, ChunkReport, SampledChunk, SampleRequest, SampleResponse
 
 BUFFER_ID = "replay-0"
@@ -66,7 +67,7 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
         self.pending = Pending()
         self.replay_records = 0  # records in replay_log: counted as written, not queried
         self.buffer = ReplayBuffer(BUFFER_ID, config.replay, config.sampling)
-        self.queue = config.replay.sampler in ("fifo", "lifo")
+        self.queue = config.replay.traits.queue
         # A deterministic run has no slack: a draw cannot start before the chunk that allows it is in
         # (learner_worker/lockstep.py), and its one collector is paced by policies, never paused.
         self.limiter = RateLimiter(config.replay.min_transitions, config.replay.samples_per_insert,
@@ -155,7 +156,7 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
 
     def remove_corrupt(self, chunk_id: str) -> tuple[bool, str | None]:
         """Drop a chunk a learner found unusable: (whether it was in the buffer, the worker that reported it)."""
-        chunk = self.buffer.by_id.get(chunk_id)
+        chunk = self.buffer.get(chunk_id)
         if chunk is None:
             return False, None
         producer = self.producers.get(chunk_id)
@@ -256,6 +257,13 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
                 f"{self.buffer.items} {sampling.unit}s to serve and {self.limiter.sampled} sampled; the learner is "
                 f"ahead of samples_per_insert={self.limiter.spi}. Retry shortly.")
 
+    def check_priorities_apply(self) -> None:
+        """Refuse a priority update (409) unless the configured sampler takes priorities."""
+        replay = self.config.replay
+        if not replay.traits.priorities:
+            raise Conflict(f"buffer {self.buffer.buffer_id!r} uses the {replay.sampler} sampler; priorities apply "
+                           f"only to replay.sampler={' or '.join(samplers_where(priorities=True))}")
+
     def update_priorities(self, ids: np.ndarray, priorities: np.ndarray) -> int:
         unknown = ids >= self.buffer.head
         if unknown.any():
@@ -283,14 +291,11 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
 
     # ----- persistence and status --------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        b = self.buffer
         return {"chunks": self.chunks, "env_steps": self.env_steps, "episodes": self.episodes,
                 "duplicate_chunks": self.duplicate_chunks, "env_errors": self.env_errors,
                 "corrupt_chunks": self.corrupt_chunks, "recent_returns": list(self.recent_returns),
-                "inserted": self.limiter.inserted, "sampled": self.limiter.sampled, "head": b.head,
-                "max_priority": b.max_priority, "evicted_chunks": b.evicted_chunks,
-                "removed_max_use": b.removed_max_use, "removed_stale": b.removed_stale,
-                "unservable": b.unservable, "lag": self.lag.state(), "games": self.games}
+                "inserted": self.limiter.inserted, "sampled": self.limiter.sampled, **self.buffer.state_dict(),
+                "lag": self.lag.state(), "games": self.games}
 
     def load_state_dict(self, stored: Stored, now: float) -> None:
         """Restore counters, the idempotency window and the buffer. Chunks found gone meanwhile (only if the
@@ -323,11 +328,9 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
         chunks no longer kept had overwritten, then replay the buffer log (snapshot, priorities, draws)."""
         buffer = self.buffer
         for entry, base_id, leaf, worker_id in kept:
-            buffer.head = base_id
-            buffer.add(entry, initial_leaf=leaf)
+            buffer.restore_chunk(entry, base_id, leaf)
             self.producers[entry.chunk_id] = worker_id
-        buffer.head = int(state["head"])
-        gone = buffer.expire_below(buffer.head - buffer.capacity)
+        gone = buffer.expire_below(int(state["head"]) - buffer.capacity)
         for record in log:
             if record.kind == "snapshot":
                 assert record.values is not None and record.uses is not None and record.head is not None
@@ -337,9 +340,7 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
                 buffer.update_priorities(record.ids, record.values)
             else:
                 gone += buffer.apply_uses(record.ids)
-        for name in ("evicted_chunks", "removed_max_use", "removed_stale", "unservable"):
-            setattr(buffer, name, int(state[name]))
-        buffer.max_priority = float(state["max_priority"])
+        buffer.load_state_dict(state)  # head, max_priority and the counters, as they were (the log moved them)
         for entry in gone:
             self.producers.pop(entry.chunk_id, None)
         return gone
@@ -349,8 +350,8 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
         return BufferStatus(
             buffer_id=b.buffer_id, sampler=self.config.replay.sampler, unit=self.config.sampling.unit,
             chunks=len(b), transitions=b.transitions, items=b.items, capacity_transitions=b.capacity,
-            evicted_chunks=b.evicted_chunks, removed_max_use=b.removed_max_use, removed_stale=b.removed_stale,
-            max_priority=b.max_priority, beta=self.beta() if b.prioritized else 1.0,
+            evicted_chunks=b.overwrite.evicted, removed_max_use=b.max_use.removed, removed_stale=b.staleness.removed,
+            max_priority=b.max_priority, beta=self.beta() if self.config.replay.traits.weighted else 1.0,
             inserted_transitions=self.limiter.inserted, sampled_transitions=self.limiter.sampled,
             samples_per_insert=self.limiter.spi, tolerance_transitions=self.limiter.tolerance,
         )

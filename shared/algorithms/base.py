@@ -25,6 +25,7 @@ from pydantic import Field
 from shared.confbase import NetConfig, Strict
 from shared.datasets import NAME_PATTERN
 from shared.manifest import Behaviour, Head
+from shared.samplers import samplers_where
 from shared.spaces import BoxActions, MultiDiscreteActions, Spaces
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ class AlgorithmSpec:
     def check(self, config: RunConfig) -> None:
         """Refuse buffer settings this algorithm's loop cannot train on (and what `fits` refuses), naming the fields
         to change."""
-        unit, sampler = config.sampling.unit, config.replay.sampler
+        unit, sampler, queue = config.sampling.unit, config.replay.sampler, config.replay.traits.queue
         if self.fits is not None:
             self.fits(config)
         self._splits(config)
@@ -166,12 +167,13 @@ class AlgorithmSpec:
         if self.loop == "replay":
             if unit != "transition":
                 raise ValueError(f"{self.name} trains on transitions: set sampling.unit=transition (got {unit})")
-            if sampler not in ("uniform", "prioritized"):
-                raise ValueError(f"{self.name} samples a replay buffer: set replay.sampler to uniform or "
-                                 f"prioritized (got {sampler})")
+            if queue:
+                raise ValueError(f"{self.name} samples a replay buffer: set replay.sampler to "
+                                 f"{' or '.join(samplers_where(queue=False))} (got {sampler})")
         else:
             if unit != "chunk":
                 raise ValueError(f"{self.name} trains on whole chunks: set sampling.unit=chunk (got {unit})")
-            if sampler not in ("fifo", "lifo") or config.replay.max_use != 1:
-                raise ValueError(f"{self.name} consumes each chunk once: set replay.sampler=fifo and "
-                                 f"replay.max_use=1 (got {sampler}, max_use={config.replay.max_use})")
+            if not queue or config.replay.max_use != 1:
+                raise ValueError(f"{self.name} consumes each chunk once: set replay.sampler="
+                                 f"{samplers_where(queue=True)[0]} and replay.max_use=1 (got {sampler}, "
+                                 f"max_use={config.replay.max_use})")

@@ -19,6 +19,7 @@ from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import PriorityUpdate, SampleRequest
 from tests.support.configs import layout, make_config, queue_config
+from tests.support.replay import tree_of
 from tests.support.run import FakeClock, chunk, collector, learner, publish, served_chunk_ids
 
 
@@ -45,22 +46,23 @@ def buffer_state(run: Run) -> dict[str, Any]:
     """Everything about the buffer that sampling and priority updates depend on (chunk keys excluded: they
     are renumbered on restore)."""
     b = run.ctx.data.buffer
-    assert b.tree is not None
-    live = np.flatnonzero(b.length > 0)
-    slot_chunk = [b.chunks[int(k)].entry.chunk_id if k >= 0 else None for k in b.chunk_key]
+    storage, tree = b.storage, tree_of(b)
+    assert tree is not None
+    live = np.flatnonzero(storage.length > 0)
+    slot_chunk = [storage.chunks[int(k)].entry.chunk_id if k >= 0 else None for k in storage.chunk_key]
     return {
         "entries": b.entries(),
         "head": b.head,
-        "row_ids": b.ids.tolist(),
+        "row_ids": storage.ids.tolist(),
         "slot_chunk": slot_chunk,
-        "item_lengths": b.length.tolist(),
-        "leaves": b.tree.get(np.arange(b.capacity)).tolist(),
-        "tree_total": b.tree.total,
-        "tree_min": b.tree.min,
-        "live_uses": b.uses[live].tolist(),
+        "item_lengths": storage.length.tolist(),
+        "leaves": tree.get(np.arange(b.capacity)).tolist(),
+        "tree_total": tree.total,
+        "tree_min": tree.min,
+        "live_uses": b.max_use.uses[live].tolist(),
         "max_priority": b.max_priority,
         "counts": (len(b), b.transitions, b.items, b.item_steps),
-        "removed": (b.evicted_chunks, b.removed_max_use, b.removed_stale, b.unservable),
+        "removed": (b.overwrite.evicted, b.max_use.removed, b.staleness.removed, storage.unservable),
         "lag": run.ctx.data.lag.state(),
         "limiter": (run.ctx.data.limiter.inserted, run.ctx.data.limiter.sampled),
         "status_buffers": run.status().buffers,
@@ -109,9 +111,9 @@ def _busy_prioritized(run: Run, store: LocalStore, rng: np.random.Generator, *,
     ids = _sample_ids(run, lrn, 40)
     _update(run, lrn, ids[:10], rng.uniform(0, 2, 10).tolist())
     b = run.ctx.data.buffer
-    assert b.by_id["c2"].live_rows == 30  # partly overwritten, still in the buffer
-    assert (b.evicted_chunks, b.removed_stale) == (1, 1)
-    assert b.removed_max_use > 0  # some items were used up
+    assert b.storage.by_id["c2"].live_rows == 30  # partly overwritten, still in the buffer
+    assert (b.overwrite.evicted, b.staleness.removed) == (1, 1)
+    assert b.max_use.removed > 0  # some items were used up
     assert b.max_priority > 1.0
     return w, t, lrn
 

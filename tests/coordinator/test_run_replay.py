@@ -21,6 +21,7 @@ from shared.config import RunConfig
 from shared.store import LocalStore
 from shared.wire import HeartbeatResponse, PriorityUpdate, SampleRequest, SampleResponse
 from tests.support.configs import layout, make_config, queue_config
+from tests.support.replay import tree_of
 from tests.support.run import (
     FakeClock,
     chunk,
@@ -117,12 +118,13 @@ def test_update_of_an_overwritten_id_is_ignored_and_spares_the_new_occupant(
     run.chunks.ingest(chunk(run, w, t, "b"))  # ids 100..149 overwrite slots 0..49
     assert [e.chunk_id for e in run.ctx.data.buffer.entries()] == ["a1", "b"]
     new_leaf = (16.0 + EPS) ** 0.5
-    assert run.ctx.data.buffer.tree is not None
-    assert run.ctx.data.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)
+    tree = tree_of(run.ctx.data.buffer)
+    assert tree is not None
+    assert tree.get(np.array([3]))[0] == pytest.approx(new_leaf)
     ack = update(run, lrn, [3, 70], [1000.0, 9.0])  # id 3 now lives in slot 3 as id 103
     assert (ack.updated, ack.ignored) == (1, 1)
-    assert run.ctx.data.buffer.tree.get(np.array([3]))[0] == pytest.approx(new_leaf)  # id 103 untouched
-    assert run.ctx.data.buffer.tree.get(np.array([70]))[0] == pytest.approx((9.0 + EPS) ** 0.5)
+    assert tree.get(np.array([3]))[0] == pytest.approx(new_leaf)  # id 103 untouched
+    assert tree.get(np.array([70]))[0] == pytest.approx((9.0 + EPS) ** 0.5)
     assert run.status().buffers[0].max_priority == pytest.approx(16.0 + EPS)  # the ignored 1000 did not count
 
 
@@ -132,7 +134,7 @@ def test_priority_update_rejects_unissued_ids_and_mismatched_lengths(
     w, t = collector(run)
     lrn = learner(run)
     run.chunks.ingest(chunk(run, w, t, "c0"))  # ids 0..19; the head is 20
-    leaves = run.ctx.data.buffer.tree.get(np.arange(20)).copy()  # type: ignore[union-attr]
+    leaves = tree_of(run.ctx.data.buffer).get(np.arange(20)).copy()  # type: ignore[union-attr]
     with pytest.raises(Invalid, match="never issued") as err:
         update(run, lrn, [5, 20], [2.0, 2.0])
     assert err.value.status == 422
@@ -144,7 +146,7 @@ def test_priority_update_rejects_unissued_ids_and_mismatched_lengths(
     assert err.value.status == 422
     with pytest.raises(Invalid, match="1 ids but 3 priorities"):
         update(run, lrn, [1], [3.0, 3.0, 3.0])
-    assert np.array_equal(run.ctx.data.buffer.tree.get(np.arange(20)), leaves)  # type: ignore[union-attr]
+    assert np.array_equal(tree_of(run.ctx.data.buffer).get(np.arange(20)), leaves)  # type: ignore[union-attr]
     assert run.ctx.data.buffer.max_priority == 1.0
     assert update(run, lrn, [19], [2.0]).updated == 1  # the boundary id is valid
 
@@ -165,7 +167,7 @@ def test_new_items_enter_at_the_current_max_priority(make_run: Callable[..., Run
     w, t = collector(run)
     lrn = learner(run)
     run.chunks.ingest(chunk(run, w, t, "c0"))
-    tree = run.ctx.data.buffer.tree
+    tree = tree_of(run.ctx.data.buffer)
     assert tree is not None
     assert np.array_equal(tree.get(np.arange(10)), np.ones(10))  # max priority starts at 1
     update(run, lrn, [2, 4], [7.0, 3.0])

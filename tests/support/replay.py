@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from coordinator.replay.buffer import Entry, ReplayBuffer
+from coordinator.replay.samplers import ProportionalSampler, QueueSampler
+from coordinator.replay.sumtree import SumTree
 from shared.config import ReplayConfig, SamplingConfig
 
 # ----- builders ---------------------------------------------------------------------------------------------
@@ -37,12 +39,24 @@ def entry(chunk_id: str, rows: int, version: int = 0, num_envs: int = 1, ends: I
 
 def item_ids(buf: ReplayBuffer) -> np.ndarray:
     """Row ids of the first rows of all live items, ascending."""
-    return np.sort(buf.ids[buf.length > 0])
+    return np.sort(buf.storage.ids[buf.storage.length > 0])
+
+
+def tree_of(buf: ReplayBuffer) -> SumTree | None:
+    """The sum-tree of a uniform or prioritized buffer's sampler; None for a queue."""
+    return buf.sampler.tree if isinstance(buf.sampler, ProportionalSampler) else None
+
+
+def queue_of(buf: ReplayBuffer) -> list[int]:
+    """The item slots of a fifo or lifo buffer's queue, in insertion order."""
+    assert isinstance(buf.sampler, QueueSampler)
+    return list(buf.sampler.queue)
 
 
 def leaves(buf: ReplayBuffer) -> np.ndarray:
-    assert buf.tree is not None
-    return buf.tree.get(np.arange(buf.capacity))
+    tree = tree_of(buf)
+    assert tree is not None
+    return tree.get(np.arange(buf.capacity))
 
 
 # ----- brute-force references for the sampling units --------------------------------------------------------
@@ -104,39 +118,38 @@ def item_rows(unit: str, offset: int, length: int, num_envs: int) -> list[int]:
 def assert_consistent(buf: ReplayBuffer) -> None:
     """Recompute every counter and cross-reference from the raw arrays and compare."""
     cap = buf.capacity
-    live = buf.ids >= 0
+    live = buf.storage.ids >= 0
     slots = np.arange(cap)
-    assert np.array_equal(buf.chunk_key >= 0, live)
-    assert np.all(buf.ids[live] % cap == slots[live])            # slot = id % capacity
-    assert np.all(buf.ids[live] < buf.head)
-    items = np.flatnonzero(buf.length > 0)
-    assert np.all(live[items]) and np.all(buf.length >= 0)
+    assert np.array_equal(buf.storage.chunk_key >= 0, live)
+    assert np.all(buf.storage.ids[live] % cap == slots[live])            # slot = id % capacity
+    assert np.all(buf.storage.ids[live] < buf.head)
+    items = np.flatnonzero(buf.storage.length > 0)
+    assert np.all(live[items]) and np.all(buf.storage.length >= 0)
     assert buf.transitions == int(live.sum())
     assert buf.items == len(items)
-    assert buf.item_steps == int(buf.length.sum())
-    assert set(buf.by_id) == {c.entry.chunk_id for c in buf.chunks.values()}
-    assert all(buf.by_id[c.entry.chunk_id] is c for c in buf.chunks.values())
-    assert set(np.unique(buf.chunk_key[live]).tolist()) == set(buf.chunks)  # no chunk without rows
-    for key, chunk in buf.chunks.items():
-        own = np.flatnonzero(buf.chunk_key == key)
-        rel = buf.ids[own] - chunk.base_id
+    assert buf.item_steps == int(buf.storage.length.sum())
+    assert set(buf.storage.by_id) == {c.entry.chunk_id for c in buf.storage.chunks.values()}
+    assert all(buf.storage.by_id[c.entry.chunk_id] is c for c in buf.storage.chunks.values())
+    assert set(np.unique(buf.storage.chunk_key[live]).tolist()) == set(buf.storage.chunks)  # no chunk without rows
+    for key, chunk in buf.storage.chunks.items():
+        own = np.flatnonzero(buf.storage.chunk_key == key)
+        rel = buf.storage.ids[own] - chunk.base_id
         assert np.all((rel >= 0) & (rel < chunk.entry.transitions))
         assert chunk.live_rows == len(own)
-        mine = own[buf.length[own] > 0]
+        mine = own[buf.storage.length[own] > 0]
         assert chunk.live_items == len(mine) > 0                 # a chunk without items is dropped
         valid = brute_items(buf.sampling.unit, chunk.entry.transitions // chunk.entry.num_envs,
                             chunk.entry.num_envs, chunk.entry.ends, chunk.entry.fresh_columns, buf.sampling)
         for slot in mine.tolist():
-            offset, length = int(buf.ids[slot] - chunk.base_id), int(buf.length[slot])
+            offset, length = int(buf.storage.ids[slot] - chunk.base_id), int(buf.storage.length[slot])
             assert (offset, length) in valid
             for r in item_rows(buf.sampling.unit, offset, length, chunk.entry.num_envs):  # all rows live
-                assert buf.ids[(chunk.base_id + r) % cap] == chunk.base_id + r
-    if buf.tree is not None:
+                assert buf.storage.ids[(chunk.base_id + r) % cap] == chunk.base_id + r
+    if tree_of(buf) is not None:
         values = leaves(buf)
         assert np.all(values[items] > 0)
-        assert np.all(values[buf.length == 0] == 0)
-        assert buf.queue == {}
+        assert np.all(values[buf.storage.length == 0] == 0)
     else:
-        assert set(buf.queue) == set(items.tolist())
+        assert set(queue_of(buf)) == set(items.tolist())
     if buf.replay.max_use is not None:
-        assert np.all(buf.uses[items] < buf.replay.max_use)
+        assert np.all(buf.max_use.uses[items] < buf.replay.max_use)

@@ -28,6 +28,8 @@ from tests.support.replay import (
     item_rows,
     leaves,
     make_buffer,
+    queue_of,
+    tree_of,
 )
 
 
@@ -48,10 +50,10 @@ def test_rows_get_consecutive_ids_from_the_head_and_slot_is_id_mod_capacity() ->
     b, gone_b = buf.add(entry("b", 6, num_envs=2))
     assert gone_a == gone_b == []
     assert (a.base_id, b.base_id, buf.head) == (0, 4, 10)
-    assert buf.ids.tolist() == list(range(10))
+    assert buf.storage.ids.tolist() == list(range(10))
     c, _ = buf.add(entry("c", 3))                   # wraps: ids 10, 11, 12 land in slots 0, 1, 2
     assert c.base_id == 10 and buf.head == 13
-    assert buf.ids.tolist() == [10, 11, 12, 3, 4, 5, 6, 7, 8, 9]
+    assert buf.storage.ids.tolist() == [10, 11, 12, 3, 4, 5, 6, 7, 8, 9]
     assert_consistent(buf)
 
 
@@ -59,7 +61,7 @@ def test_add_up_to_capacity_evicts_nothing_and_keeps_insertion_order() -> None:
     buf = make_buffer(30)
     for i, n in enumerate([10, 5, 15]):
         assert buf.add(entry(f"c{i}", n))[1] == []
-    assert buf.transitions == 30 and len(buf) == 3 and buf.evicted_chunks == 0
+    assert buf.transitions == 30 and len(buf) == 3 and buf.overwrite.evicted == 0
     assert ids_of(buf.entries()) == ["c0", "c1", "c2"]
     assert "c1" in buf and "c9" not in buf
     assert_consistent(buf)
@@ -72,11 +74,11 @@ def test_overwrite_is_fifo_by_row_and_a_partly_overwritten_chunk_stays() -> None
     assert gone == []
     assert buf.transitions == 10 and buf.items == 10
     assert ids_of(buf.entries()) == ["a", "b"]
-    assert buf.chunks[buf.by_id["a"].key].live_rows == 4
+    assert buf.storage.chunks[buf.storage.by_id["a"].key].live_rows == 4
     assert item_ids(buf).tolist() == list(range(2, 12))
     _, gone = buf.add(entry("c", 5))                # ids 12..16 overwrite ids 2..6: all of a's rows, one of b's
     assert gone == [entry("a", 6)]                  # the whole entry comes back, payload path included
-    assert buf.evicted_chunks == 1
+    assert buf.overwrite.evicted == 1
     assert ids_of(buf.entries()) == ["b", "c"]
     assert item_ids(buf).tolist() == list(range(7, 17))
     assert buf.transitions == 10
@@ -90,7 +92,7 @@ def test_eviction_returns_chunks_oldest_first_and_counts_them() -> None:
     _, gone = buf.add(entry("c5", 30))              # ids 50..79 overwrite ids 0..29: c0, c1, c2
     assert ids_of(gone) == ["c0", "c1", "c2"]
     assert ids_of(buf.entries()) == ["c3", "c4", "c5"]
-    assert buf.evicted_chunks == 3 and buf.transitions == 50
+    assert buf.overwrite.evicted == 3 and buf.transitions == 50
     assert "c0" not in buf
     assert_consistent(buf)
 
@@ -141,10 +143,10 @@ def test_malformed_chunks_are_refused_before_anything_changes(bad: Entry) -> Non
     would silently wrap to the last row)."""
     buf = make_buffer(10, unit="episode")
     buf.add(entry("a", 6, ends=[2, 5], fresh=[0]))
-    ids, length, counters = buf.ids.copy(), buf.length.copy(), (buf.head, buf.transitions, buf.items)
+    ids, length, counters = buf.storage.ids.copy(), buf.storage.length.copy(), (buf.head, buf.transitions, buf.items)
     with pytest.raises(ValueError):
         buf.add(bad)
-    assert np.array_equal(ids, buf.ids) and np.array_equal(length, buf.length)
+    assert np.array_equal(ids, buf.storage.ids) and np.array_equal(length, buf.storage.length)
     assert counters == (buf.head, buf.transitions, buf.items)
     assert "b" not in buf
     assert_consistent(buf)
@@ -175,7 +177,7 @@ def test_unservable_chunk_is_dropped_at_once_but_still_consumed_its_rows() -> No
     chunk, gone = buf.add(entry("b", 6, ends=[], fresh=[0]))  # no episode ends inside: nothing to serve
     assert ids_of(gone) == ["b"]
     assert chunk.base_id == 6 and buf.head == 12
-    assert buf.unservable == 1 and buf.evicted_chunks == 0
+    assert buf.storage.unservable == 1 and buf.overwrite.evicted == 0
     assert "b" not in buf and len(buf) == 1
     # b's rows overwrote a's first two rows (ids 0, 1) before it was dropped: a's first episode is gone
     assert item_ids(buf).tolist() == [3] and buf.transitions == 4
@@ -187,7 +189,7 @@ def test_unservable_sequence_chunk_and_eviction_in_one_add() -> None:
     buf.add(entry("a", 4))
     _, gone = buf.add(entry("b", 3))                # too short for a window; overwrites a's row 0 -> a goes
     assert ids_of(gone) == ["a", "b"]
-    assert buf.evicted_chunks == 1 and buf.unservable == 1
+    assert buf.overwrite.evicted == 1 and buf.storage.unservable == 1
     assert len(buf) == 0 and buf.transitions == 0 and buf.items == 0
     assert_consistent(buf)
 
@@ -198,7 +200,7 @@ def test_entries_are_in_ring_order_and_record_the_entry() -> None:
     for e in entries:
         buf.add(e)
     assert buf.entries() == entries
-    assert [buf.by_id[e.chunk_id].base_id for e in entries] == [0, 1, 3, 6, 10]
+    assert [buf.storage.by_id[e.chunk_id].base_id for e in entries] == [0, 1, 3, 6, 10]
 
 
 # ----- sampling basics ---------------------------------------------------------------------------------------------
@@ -250,6 +252,27 @@ def test_sample_is_deterministic_for_a_seed() -> None:
     assert ids_of([c.entry for c in a.chunks]) == ids_of([c.entry for c in b.chunks])
     for name in ("chunk_index", "offsets", "lengths", "ids", "weights"):
         assert np.array_equal(getattr(a, name), getattr(b, name))
+
+
+@pytest.mark.parametrize("sampler, unit, max_use, expected", [
+    ("uniform", "transition", None, [[27, 8, 12, 31, 39], [45, 43, 47, 14, 46], [23, 24, 44, 22, 40]]),
+    ("prioritized", "transition", 2, [[28, 47, 11, 32, 39], [44, 42, 46, 14, 45], [24, 25, 43, 23, 40]]),
+    ("uniform", "sequence", 1, [[25, 8, 10, 29, 37], [42, 41, 44, 13, 24], [26, 45, 21, 40, 18]]),
+])
+def test_draws_for_a_seed_are_those_of_the_single_class_buffer(sampler: str, unit: str, max_use: int | None,
+                                                                expected: list[list[int]]) -> None:
+    """Pinned from the buffer before it was split into storage, samplers and removers: a seed must keep drawing
+    the same items (runs resumed across the change, and deterministic runs, depend on it)."""
+    buf = make_buffer(40, sampler=sampler, unit=unit, max_use=max_use, alpha=0.6, sequence_length=2)
+    for i in range(6):
+        buf.add(entry(f"c{i}", 8, num_envs=2, ends=[3, 6], fresh=[0, 1]))
+    if sampler == "prioritized":
+        buf.update_priorities(np.arange(8, 48, 3), np.linspace(0.1, 4, 14))
+    generator = rng(2024)
+    draws = [buf.sample(generator, 5, 0.5) for _ in expected]
+    assert [d.ids.tolist() for d in draws] == expected
+    if sampler == "prioritized":
+        assert np.round(draws[0].weights, 6).tolist() == [0.501189, 0.330661, 0.659755, 0.380732, 0.501189]
 
 
 def test_overwritten_rows_are_never_sampled() -> None:
@@ -313,7 +336,7 @@ def test_new_items_enter_at_max_priority_to_the_alpha() -> None:
     assert leaves(buf)[4:6].tolist() == pytest.approx([3.0, 3.0])
     buf.update_priorities(np.array([4]), np.array([0.5]))   # lower priorities never lower the max
     assert buf.max_priority == pytest.approx(9.0)
-    assert buf.new_leaf == pytest.approx(3.0)
+    assert buf.sampler.new_leaf == pytest.approx(3.0)
     assert_consistent(buf)
 
 
@@ -372,7 +395,7 @@ def test_fifo_queue_with_max_use_one_drains_in_order_and_hands_back_chunks() -> 
     for i in range(5):
         buf.add(entry(f"c{i}", 4))
     first = buf.sample(rng(), 2, 1.0)
-    assert ids_of(first.gone) == ["c0", "c1"] and buf.removed_max_use == 2
+    assert ids_of(first.gone) == ["c0", "c1"] and buf.max_use.removed == 2
     second = buf.sample(rng(), 2, 1.0)
     assert ids_of(second.gone) == ["c2", "c3"]
     buf.add(entry("c5", 4))
@@ -399,7 +422,7 @@ def test_max_use_caps_repeats_within_one_call_and_removes_the_item() -> None:
     s = buf.sample(rng(), 10, 0.4)
     assert s.ids.tolist() == [0, 0, 0]              # its three remaining uses, no more
     assert s.gone == [entry("a", 1)]
-    assert buf.removed_max_use == 1 and buf.items == 0 and len(buf) == 0
+    assert buf.max_use.removed == 1 and buf.items == 0 and len(buf) == 0
     assert_consistent(buf)
 
 
@@ -430,8 +453,8 @@ def test_max_use_never_serves_an_item_more_than_its_remaining_uses(seed: int, ma
         gone += ids_of(s.gone)
         assert_consistent(buf)
         assert not set(item_ids(buf).tolist()) & {i for i, n in served.items() if n >= max_use}
-    assert buf.removed_max_use == sum(n >= max_use for n in served.values())
-    assert set(gone) == {f"c{i}" for i in range(len(sizes))} - {c.entry.chunk_id for c in buf.chunks.values()}
+    assert buf.max_use.removed == sum(n >= max_use for n in served.values())
+    assert set(gone) == {f"c{i}" for i in range(len(sizes))} - {c.entry.chunk_id for c in buf.storage.chunks.values()}
 
 
 def test_max_use_prioritized_weights_stay_in_range() -> None:
@@ -452,9 +475,9 @@ def test_remove_stale_drops_chunks_lagging_by_more_than_max_staleness() -> None:
     assert buf.remove_stale(3, None) == []
     gone = buf.remove_stale(3, 1)                   # lag 3 - version > 1  <=>  version < 2
     assert ids_of(gone) == ["c0", "c1", "c4"]
-    assert ids_of(buf.entries()) == ["c2", "c3"] and buf.removed_stale == 3
+    assert ids_of(buf.entries()) == ["c2", "c3"] and buf.staleness.removed == 3
     assert buf.remove_stale(3, 1) == []             # idempotent
-    assert ids_of(buf.remove_stale(4, 0)) == ["c2", "c3"] and buf.removed_stale == 5
+    assert ids_of(buf.remove_stale(4, 0)) == ["c2", "c3"] and buf.staleness.removed == 5
     assert buf.transitions == buf.items == 0
     assert_consistent(buf)
 
@@ -477,7 +500,7 @@ def test_expire_below_frees_older_rows_and_drops_emptied_chunks() -> None:
     assert buf.expire_below(2) == []                # a keeps its window at id 2
     assert item_ids(buf).tolist() == [2, 4, 5, 6] and buf.transitions == 6
     assert ids_of(buf.expire_below(3)) == ["a"]
-    assert buf.evicted_chunks == 1 and buf.transitions == 4
+    assert buf.overwrite.evicted == 1 and buf.transitions == 4
     assert buf.expire_below(0) == []
     assert_consistent(buf)
 
@@ -490,12 +513,9 @@ def rebuild(source: ReplayBuffer, snapshot: tuple[np.ndarray, np.ndarray, np.nda
     """What Run does on restore: re-add the kept chunks at their ids with their initial leaves, free rows the
     ring has moved past, then replay the snapshot and the log of priority updates and draws after it."""
     target = ReplayBuffer(source.buffer_id, source.replay, source.sampling)
-    for chunk in sorted(source.chunks.values(), key=lambda c: c.base_id):
-        target.head = chunk.base_id
-        target.add(chunk.entry, initial_leaf=chunk.initial_leaf)
-    target.head = source.head
-    gone = target.expire_below(target.head - target.capacity)
-    target.max_priority = source.max_priority
+    for chunk in sorted(source.storage.chunks.values(), key=lambda c: c.base_id):
+        target.restore_chunk(chunk.entry, chunk.base_id, chunk.initial_leaf)
+    gone = target.expire_below(source.head - target.capacity)
     if snapshot is not None:
         gone += target.apply_priority_state(*snapshot)
     for kind, ids, values in log:
@@ -504,23 +524,24 @@ def rebuild(source: ReplayBuffer, snapshot: tuple[np.ndarray, np.ndarray, np.nda
             target.update_priorities(ids, values)
         else:
             gone += target.apply_uses(ids)
-    target.max_priority = source.max_priority
+    target.load_state_dict(source.state_dict())
     return target, gone
 
 
 def assert_same_state(a: ReplayBuffer, b: ReplayBuffer, compare_uses: bool) -> None:
-    assert np.array_equal(a.ids, b.ids)
-    assert np.array_equal(a.length, b.length)
+    assert np.array_equal(a.storage.ids, b.storage.ids)
+    assert np.array_equal(a.storage.length, b.storage.length)
     assert (a.transitions, a.items, a.item_steps, a.head) == (b.transitions, b.items, b.item_steps, b.head)
     assert a.entries() == b.entries()
-    if a.tree is not None:
+    tree_a, tree_b = tree_of(a), tree_of(b)
+    if tree_a is not None:
         assert np.array_equal(leaves(a), leaves(b))   # identical sampling distribution
-        assert a.tree.total == b.tree.total           # type: ignore[union-attr]
+        assert tree_a.total == tree_b.total           # type: ignore[union-attr]
     else:
-        assert [int(a.ids[s]) for s in a.queue] == [int(b.ids[s]) for s in b.queue]
+        assert [int(a.storage.ids[s]) for s in queue_of(a)] == [int(b.storage.ids[s]) for s in queue_of(b)]
     if compare_uses:
-        items = a.length > 0
-        assert np.array_equal(a.uses[items], b.uses[items])
+        items = a.storage.length > 0
+        assert np.array_equal(a.max_use.uses[items], b.max_use.uses[items])
 
 
 def test_priority_state_round_trip_reproduces_leaves_uses_and_draws() -> None:
@@ -567,9 +588,9 @@ def test_apply_uses_replays_draws_and_removes_exhausted_items() -> None:
     restored, _ = rebuild(buf, None, log)
     assert_same_state(buf, restored, compare_uses=True)
     # ids that are not (or no longer) items are ignored
-    before = restored.uses.copy()
+    before = restored.max_use.uses.copy()
     assert restored.apply_uses(np.array([-1, restored.head, 10**6])) == []
-    assert np.array_equal(before, restored.uses)
+    assert np.array_equal(before, restored.max_use.uses)
 
 
 def test_apply_uses_ignores_ids_overwritten_since_the_draw() -> None:
@@ -578,7 +599,7 @@ def test_apply_uses_ignores_ids_overwritten_since_the_draw() -> None:
     s = buf.sample(rng(), 2, 1.0)                   # two of ids 0..3 used up
     buf.add(entry("b", 4))                          # ids 4..7 replace all of them
     restored, gone = rebuild(buf, None, [("use", s.ids, None)])
-    assert gone == [] and restored.items == 4 and np.all(restored.uses == 0)
+    assert gone == [] and restored.items == 4 and np.all(restored.max_use.uses == 0)
     assert_same_state(buf, restored, compare_uses=True)
 
 
@@ -625,7 +646,7 @@ def test_restore_from_entries_snapshot_and_log_reproduces_the_buffer(config: dic
             s = buf.sample(generator, data.draw(st.integers(1, 8)), 0.5)
             if buf.replay.max_use is not None:
                 log.append(("use", s.ids, None))
-        elif op == "update" and buf.prioritized and buf.head:
+        elif op == "update" and buf.replay.traits.priorities and buf.head:
             ids = np.asarray(data.draw(st.lists(st.integers(0, buf.head - 1), min_size=1, max_size=6)), np.int64)
             priorities = generator.random(len(ids)) * 4
             buf.update_priorities(ids, priorities)
@@ -769,29 +790,29 @@ class BufferMachine(RuleBasedStateMachine):
     @initialize(config=CONFIGS, epsilon=st.sampled_from([1e-6, 0.5]))
     def setup(self, config: dict[str, Any], epsilon: float) -> None:
         self.buf = make_buffer(**config, priority_epsilon=epsilon)
-        self.model = Model(self.buf.capacity, self.buf.sampling, self.buf.prioritized, config["alpha"], epsilon,
-                           config["max_use"])
+        self.model = Model(self.buf.capacity, self.buf.sampling, self.buf.replay.traits.priorities, config["alpha"],
+                           epsilon, config["max_use"])
         self.n = 0
 
     def check(self) -> None:
         buf, model = self.buf, self.model
         assert_consistent(buf)
         assert buf.head == model.head
-        assert set(buf.ids[buf.ids >= 0].tolist()) == set(model.rows)
+        assert set(buf.storage.ids[buf.storage.ids >= 0].tolist()) == set(model.rows)
         assert item_ids(buf).tolist() == sorted(model.items)
         assert buf.transitions == len(model.rows)
         assert buf.items == len(model.items)
         assert buf.item_steps == sum(it.length for it in model.items.values())
         assert buf.entries() == model.entries()
-        assert (buf.evicted_chunks, buf.unservable, buf.removed_max_use, buf.removed_stale) == (
+        assert (buf.overwrite.evicted, buf.storage.unservable, buf.max_use.removed, buf.staleness.removed) == (
             model.evicted, model.unservable, model.removed_max_use, model.removed_stale)
         assert buf.max_priority == pytest.approx(model.max_priority, rel=1e-12)
         slots = [i % buf.capacity for i in model.items]
-        assert buf.uses[slots].tolist() == [it.uses for it in model.items.values()]
-        if buf.tree is not None:
+        assert buf.max_use.uses[slots].tolist() == [it.uses for it in model.items.values()]
+        if tree_of(buf) is not None:
             np.testing.assert_allclose(leaves(buf)[slots], [it.leaf for it in model.items.values()], rtol=1e-12)
         else:
-            assert [int(buf.ids[s]) for s in buf.queue] == list(model.items)  # insertion order
+            assert [int(buf.storage.ids[s]) for s in queue_of(buf)] == list(model.items)  # insertion order
 
     @rule(data=st.data(), version=st.integers(0, 6))
     def add(self, data: st.DataObject, version: int) -> None:
@@ -827,7 +848,7 @@ class BufferMachine(RuleBasedStateMachine):
             e, base = model.chunks[item.chunk_id]
             assert s.chunks[s.chunk_index[k]].entry == e
             assert s.offsets[k] == s.ids[k] - base and s.lengths[k] == item.length
-        if buf.tree is None:
+        if tree_of(buf) is None:
             order = list(model.items) if buf.replay.sampler == "fifo" else list(reversed(model.items))
             taken = queue_prefix([model.items[i].length for i in order], count, max_steps)
             assert s.ids.tolist() == order[:taken]
@@ -841,9 +862,9 @@ class BufferMachine(RuleBasedStateMachine):
                 assert n == min(count, sum(model.max_use - it.uses for it in model.items.values()))
             if count:
                 assert n >= 1
-            if model.max_use is None and buf.prioritized:
+            if model.max_use is None and buf.replay.traits.priorities:
                 np.testing.assert_allclose(s.weights, expected_weights(model, s.ids, beta), rtol=1e-9)
-            elif buf.prioritized:
+            elif buf.replay.traits.priorities:
                 assert np.all((s.weights > 0) & (s.weights <= 1 + 1e-12))
             else:
                 assert np.all(s.weights == 1)
@@ -853,7 +874,7 @@ class BufferMachine(RuleBasedStateMachine):
         assert s.gone == model.use(s.ids.tolist())
         self.check()
 
-    @precondition(lambda self: self.buf.prioritized)
+    @precondition(lambda self: self.buf.replay.traits.priorities)
     @rule(data=st.data())
     def update(self, data: st.DataObject) -> None:
         issued = st.integers(0, max(0, self.model.head - 1))
@@ -887,16 +908,19 @@ def test_the_model_and_the_recount_can_fail() -> None:
     for e in (entry("a", 3), entry("b", 3)):
         assert buf.add(e)[1] == model.add(e)
     assert sorted(model.items) == [2, 3, 4, 5] == item_ids(buf).tolist()
-    buf.length[buf.ids == 2] = 0                    # corrupt: drop an item the model still has
+    buf.storage.length[buf.storage.ids == 2] = 0                    # corrupt: drop an item the model still has
     with pytest.raises(AssertionError):
         assert_consistent(buf)
 
 
 def _state(buf: ReplayBuffer) -> tuple[Any, ...]:
-    tree = None if buf.tree is None else (leaves(buf).tolist(), round(buf.tree.total, 9))
-    chunks = {k: (c.entry, c.base_id, c.initial_leaf, c.live_rows, c.live_items) for k, c in buf.chunks.items()}
-    return (buf.ids.tolist(), buf.chunk_key.tolist(), buf.length.tolist(), buf.uses.tolist(), tree, list(buf.queue),
-            chunks, buf.head, buf.transitions, buf.items, buf.item_steps, buf.evicted_chunks, buf.unservable)
+    sum_tree = tree_of(buf)
+    tree = None if sum_tree is None else (leaves(buf).tolist(), round(sum_tree.total, 9))
+    storage = buf.storage
+    chunks = {k: (c.entry, c.base_id, c.initial_leaf, c.live_rows, c.live_items) for k, c in storage.chunks.items()}
+    return (storage.ids.tolist(), storage.chunk_key.tolist(), storage.length.tolist(), buf.max_use.uses.tolist(), tree,
+            [] if sum_tree is not None else queue_of(buf), chunks, buf.head, buf.transitions, buf.items, buf.item_steps,
+            buf.overwrite.evicted, storage.unservable)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

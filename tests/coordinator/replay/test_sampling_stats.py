@@ -157,7 +157,7 @@ def test_uniform_episode_items_are_drawn_per_item_not_per_step_chi_square() -> N
     ends = [0, 2, 5, 9, 14, 20, 27, 35, 44, 54]      # episodes of 1..10 steps, column fresh
     buf.add(entry("a", 55, ends=ends, fresh=[0]))
     ids = item_ids(buf)
-    lengths = buf.length[ids]
+    lengths = buf.storage.length[ids]
     assert lengths.tolist() == list(range(1, 11))
     drawn = buf.sample(np.random.default_rng(3), DRAWS // 4, 1.0)
     observed = counts_by_id(drawn.ids, ids)
@@ -187,7 +187,7 @@ def fill(buf: ReplayBuffer, layouts: list[tuple[int, int, list[int], list[int]]]
     """Add the chunks; returns chunk id -> base id for those still in the buffer."""
     for n, (rows, envs, ends, fresh) in enumerate(layouts):
         buf.add(entry(f"c{n}", rows, num_envs=envs, ends=ends, fresh=fresh))
-    return {c.entry.chunk_id: c.base_id for c in buf.chunks.values()}
+    return {c.entry.chunk_id: c.base_id for c in buf.storage.chunks.values()}
 
 
 def expected_items(buf: ReplayBuffer, layouts: list[tuple[int, int, list[int], list[int]]],
@@ -195,7 +195,7 @@ def expected_items(buf: ReplayBuffer, layouts: list[tuple[int, int, list[int], l
     """Brute force: ids of the items of every chunk whose first row the ring has not overwritten yet, and that
     belong to a chunk still held."""
     head, found = 0, set()
-    kept = {c.entry.chunk_id for c in buf.chunks.values()}
+    kept = {c.entry.chunk_id for c in buf.storage.chunks.values()}
     for n, (rows, envs, ends, fresh) in enumerate(layouts):
         if unit == "sequence":
             items = brute_windows(rows // envs, envs, ends, buf.sampling.sequence_length)

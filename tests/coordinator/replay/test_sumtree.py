@@ -285,6 +285,7 @@ def test_a_ring_of_overwriting_chunks_keeps_every_internal_node_exact() -> None:
     every node must still be exactly the sum (and min) of its children, also across the ring's wrap."""
     from coordinator.replay.buffer import Entry, ReplayBuffer
     from shared.config import ReplayConfig, SamplingConfig
+    from tests.support.replay import tree_of
 
     buffer = ReplayBuffer("r", ReplayConfig(capacity_transitions=1000, min_transitions=1, sampler="prioritized"),
                           SamplingConfig())
@@ -295,7 +296,7 @@ def test_a_ring_of_overwriting_chunks_keeps_every_internal_node_exact() -> None:
         if i % 7 == 0 and buffer.items:
             drawn = buffer.sample(rng, 8, 0.4)
             buffer.update_priorities(drawn.ids, rng.random(len(drawn.ids)) + 0.1)
-        tree = buffer.tree
+        tree = tree_of(buffer)
         assert tree is not None
         size = tree._size
         for node in range(size - 1, 0, -1):
