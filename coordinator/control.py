@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from coordinator.errors import Conflict, Invalid
-from shared.config import RunConfig
+from shared.config.run_config import RunConfig
 from shared.wire import ControlStatus, SettingChange
 
 

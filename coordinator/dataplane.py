@@ -21,7 +21,7 @@ from coordinator.journal import ReplayRecord, Snapshot
 from coordinator.lag import LagStats
 from coordinator.ratelimit import RateLimiter
 from coordinator.replay.buffer import Entry, ReplayBuffer, Sampled
-from shared.config import RunConfig
+from shared.config.run_config import RunConfig
 from shared.wire import BufferStatus, ChunkReport, SampledChunk, SampleRequest, SampleResponse
 
 BUFFER_ID = "replay-0"

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from coordinator.errors import Conflict, Invalid, NotFound
-from shared.wire_base import PolicyRef
-from shared.wire_generations import (
+from shared.wire import (
     GenerationOpen,
     MemberOutcome,
     MemberResult,
     MemberSpec,
     Perturbation,
+    PolicyRef,
     PopulationStatus,
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.config import BudgetConfig
+from shared.config.run_config import BudgetConfig
 from shared.wire import RunState
 
 

@@ -43,9 +43,9 @@ from coordinator.settings import CoordinatorSettings
 from coordinator.telemetry import RequestTimer, Telemetry
 from coordinator.timeline import Timeline
 from coordinator.webui import DashboardPages
-from shared.config import RunConfig, dump_run_config, load_run_config
-from shared.layout import RunLayout
-from shared.stores import check_store, open_datasets, open_store
+from shared.config.run_config import RunConfig, dump_run_config, load_run_config
+from shared.storage.factory import check_store, open_datasets, open_store
+from shared.storage.layout import RunLayout
 from shared.tokens import load_tokens_file
 from shared.wire import ErrorBody
 

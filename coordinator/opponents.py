@@ -8,7 +8,7 @@ journalled with the publish that changed it, so a restarted coordinator serves t
 
 from __future__ import annotations
 
-from shared.battleconf import SelfPlayConfig
+from shared.config.battle import SelfPlayConfig
 from shared.wire import OpponentPool, PolicyRef, SelfPlayStatus, Tally
 
 

@@ -16,7 +16,7 @@ from coordinator.errors import Conflict, Invalid, StoreUnavailableError
 from coordinator.run_core import BUFFER_ID, PAUSE_SECONDS, PayloadSize
 from coordinator.run_datasets import RunDatasets
 from coordinator.status import build_status
-from shared.store import StorePathError, StoreUnavailable
+from shared.storage.protocol import StorePathError, StoreUnavailable
 from shared.wire import (
     Ack,
     ChunkAck,

@@ -7,7 +7,7 @@ from typing import Any
 
 from coordinator.errors import Conflict
 from coordinator.run_core import RunCore
-from shared.config import RunConfig
+from shared.config.run_config import RunConfig
 from shared.wire import ControlStatus
 
 

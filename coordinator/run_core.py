@@ -45,10 +45,10 @@ from coordinator.signals import Signal
 from coordinator.tasks import TaskRecord
 from coordinator.telemetry import Telemetry
 from shared.algorithms.base import COLLECTOR_WORK
-from shared.config import RunConfig
-from shared.plan import RunPlan
-from shared.seeds import base_seed
-from shared.store import PayloadStore, StorePathError, StoreUnavailable
+from shared.config.plan import RunPlan
+from shared.config.run_config import RunConfig
+from shared.envs.seeds import base_seed
+from shared.storage.protocol import PayloadStore, StorePathError, StoreUnavailable
 from shared.wire import (
     ChunkReport,
     ChunkVerdict,
@@ -268,7 +268,7 @@ class RunCore:
 
     def task_model(self, task: TaskRecord) -> Task:
         cfg, plan = self.config, self.plan
-        seed = cfg.seed  # the learner seeds itself, the evaluator derives its blocks (shared/seeds.py)
+        seed = cfg.seed  # the learner seeds itself, the evaluator derives its blocks (shared/envs/seeds.py)
         if task.kind == "collector":  # a fresh block per claim: a restarted collector never repeats a sequence
             return CollectorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, behaviour=plan.behaviour,
                                  collector=cfg.collector, sampling=cfg.sampling,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from coordinator.errors import Conflict, NotFound
 from coordinator.run_generations import RunGenerations
-from shared.wire_datasets import DatasetBatch, DatasetSampleRequest
+from shared.wire import DatasetBatch, DatasetSampleRequest
 
 
 class RunDatasets(RunGenerations):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shared.seeds import base_seed, population_seed
+from shared.envs.seeds import base_seed, population_seed
 from shared.wire import LearnerStatus, SeedsUsed, Status
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from launcher.readiness import await_coordinator
-from shared.seeds import MAX_COUNTER
+from shared.envs.seeds import MAX_COUNTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator.")
@@ -79,7 +79,7 @@ def coordinator() -> None:
 
     from coordinator.main import serve_app
     from coordinator.settings import CoordinatorSettings
-    from shared.stores import StoreConfigError
+    from shared.storage.factory import StoreConfigError
 
     _logging()
     settings = CoordinatorSettings()
@@ -101,7 +101,7 @@ def collector() -> None:
     await_coordinator()  # before the imports below (launcher/readiness.py)
     _without_field_docs()
     from collector_worker.main import run_collector
-    from shared.settings import WorkerSettings
+    from shared.worker.settings import WorkerSettings
 
     _logging()
     raise typer.Exit(run_collector(WorkerSettings()))
@@ -112,7 +112,7 @@ def learner() -> None:
     """Run the learner worker until the run ends."""
     _without_field_docs()
     from learner_worker.main import run_learner
-    from shared.settings import WorkerSettings
+    from shared.worker.settings import WorkerSettings
 
     _logging()
     raise typer.Exit(run_learner(WorkerSettings()))
@@ -124,7 +124,7 @@ def evaluator() -> None:
     await_coordinator()  # before the imports below (launcher/readiness.py)
     _without_field_docs()
     from evaluator.main import run_evaluator
-    from shared.settings import WorkerSettings
+    from shared.worker.settings import WorkerSettings
 
     _logging()
     raise typer.Exit(run_evaluator(WorkerSettings()))
@@ -134,8 +134,8 @@ def evaluator() -> None:
 def store_init() -> None:
     """Create the bucket that RLFLEET_STORE_URL names if it is missing, and check the store answers (settings
     as every service reads them: RLFLEET_S3_ENDPOINT_URL, AWS credentials). Nothing to do for the run directory."""
-    from shared.store import StoreUnavailable
-    from shared.stores import StoreConfigError, StoreSettings, object_store
+    from shared.storage.factory import StoreConfigError, StoreSettings, object_store
+    from shared.storage.protocol import StoreUnavailable
 
     _logging()
     try:
@@ -240,8 +240,9 @@ def test(
     Exits 0 whatever the score, 2 with one line on stderr for input that cannot be tested."""
     from evaluator.testing import UsageError, describe, load_subject, resolve_inputs, run_test
     from evaluator.video import VideoError
-    from shared.store import StoreUnavailable, atomic_write
-    from shared.stores import StoreConfigError, StoreSettings
+    from shared.storage.factory import StoreConfigError, StoreSettings
+    from shared.storage.local import atomic_write
+    from shared.storage.protocol import StoreUnavailable
 
     try:
         store = StoreSettings().store_target()  # the run's policies: its directory, or RLFLEET_STORE_URL's store
@@ -280,9 +281,9 @@ def record(
     from evaluator.testing import UsageError, load_subject, resolve_inputs
     from launcher.record import Recording, returns_text
     from launcher.record import record as record_dataset
-    from shared.datasets import DatasetError
-    from shared.store import StoreUnavailable
-    from shared.stores import StoreConfigError, StoreSettings, open_datasets
+    from shared.payloads.recordings import DatasetError
+    from shared.storage.factory import StoreConfigError, StoreSettings, open_datasets
+    from shared.storage.protocol import StoreUnavailable
 
     try:
         if not name:
@@ -386,7 +387,7 @@ def runs(data_dir: Annotated[Path, typer.Argument(help="where runs/<name>/ are k
 def plot(run_dir: Path) -> None:
     """(Re)draw RUN_DIR/learning_curve.png from its metrics."""
     from coordinator.curves import plot_learning_curve
-    from shared.layout import RunLayout
+    from shared.storage.layout import RunLayout
 
     layout = RunLayout(run_dir.parent.parent, run_dir.name)
     plot_learning_curve(layout)

@@ -17,10 +17,10 @@ import numpy as np
 
 from collector_worker.rollout import Rollout
 from evaluator.testing import Subject
-from shared.datasets import DatasetManifest, check_name, split_episodes, write_dataset
-from shared.envcheck import spaces_of
-from shared.manifest import Behaviour
-from shared.store import PayloadStore
+from shared.config.envcheck import spaces_of
+from shared.payloads.recordings import DatasetManifest, check_name, split_episodes, write_dataset
+from shared.policy.manifest import Behaviour
+from shared.storage.protocol import PayloadStore
 
 MAX_EPISODE_STEPS = 100_000  # an env without a time limit must say how long an episode may be
 

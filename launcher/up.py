@@ -22,8 +22,8 @@ from launcher.compose import LocalService, load_services
 from launcher.processes import Child, child_environment, start
 from launcher.progress import Progress
 from launcher.restarts import CrashRecord, RestartPolicy
-from shared.config import load_run_config
-from shared.layout import RunLayout, new_run_name
+from shared.config.run_config import load_run_config
+from shared.storage.layout import RunLayout, new_run_name
 from shared.tokens import load_tokens_file
 
 if TYPE_CHECKING:  # the wire models load in watch(), once the services are started (~0.1 s sooner)

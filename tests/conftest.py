@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 
 from coordinator.main import create_app
 from coordinator.settings import CoordinatorSettings
-from shared.config import RunConfig, dump_run_config
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig, dump_run_config
+from shared.storage.local import LocalStore
 from shared.tokens import generate_tokens_file
 from tests.seaweed import SeaweedFS
 

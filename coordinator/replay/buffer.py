@@ -18,7 +18,7 @@ import numpy as np
 
 from coordinator.replay.sumtree import SumTree
 from coordinator.replay.units import chunk_items
-from shared.config import ReplayConfig, SamplingConfig
+from shared.config.run_config import ReplayConfig, SamplingConfig
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Path
 from coordinator import examples as ex
 from coordinator.apidoc import BODY, route_doc
 from coordinator.deps import LearnerScope, RunDep
-from shared.datasets import NAME_PATTERN
-from shared.wire_datasets import DatasetBatch, DatasetSampleRequest
+from shared.payloads.recordings import NAME_PATTERN
+from shared.wire import DatasetBatch, DatasetSampleRequest
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 DatasetName = Annotated[str, Path(pattern=f"^{NAME_PATTERN}$", examples=["cartpole-expert"],

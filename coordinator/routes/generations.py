@@ -13,7 +13,7 @@ from fastapi import APIRouter, Path
 from coordinator import examples as ex
 from coordinator.apidoc import BODY, route_doc
 from coordinator.deps import CollectorScope, LearnerScope, RunDep
-from shared.wire_generations import (
+from shared.wire import (
     GenerationClose,
     GenerationOpen,
     GenerationOpened,

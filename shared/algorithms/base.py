@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
-from shared.confbase import NetConfig, Strict
-from shared.datasets import NAME_PATTERN
-from shared.manifest import Behaviour, Head
-from shared.spaces import BoxActions, MultiDiscreteActions, Spaces
+from shared.config.base import NetConfig, Strict
+from shared.payloads.recordings import NAME_PATTERN
+from shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
+from shared.policy.manifest import Behaviour, Head
 
 if TYPE_CHECKING:
-    from shared.config import RunConfig
+    from shared.config.run_config import RunConfig
 
 Loop = Literal["replay", "chunks", "population", "dataset"]
 # What a collector does in a run of each loop: a dataset run needs no collector (it exits at once).

@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 
 from coordinator.main import create_app
 from coordinator.settings import CoordinatorSettings
-from shared.codec import encode_chunk
-from shared.config import RunConfig, dump_run_config
-from shared.layout import chunk_path, policy_path
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig, dump_run_config
+from shared.payloads.codec import encode_chunk
+from shared.storage.layout import chunk_path, policy_path
+from shared.storage.local import LocalStore
 from shared.tokens import generate_tokens_file
 from shared.wire import ChunkReport, EpisodeStat
 from tests.conftest import auth, small_run_config  # noqa: F401 - re-exported for the API tests

@@ -11,10 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coordinator.main import create_app
-from shared.config import RunConfig, dump_run_config
-from shared.datasets import DatasetError
-from shared.layout import RunLayout
-from shared.stores import open_datasets, open_store
+from shared.config.run_config import RunConfig, dump_run_config
+from shared.payloads.recordings import DatasetError
+from shared.storage.factory import open_datasets, open_store
+from shared.storage.layout import RunLayout
 from tests.coordinator.helpers import (
     assert_error_body,
     auth,
@@ -25,7 +25,7 @@ from tests.coordinator.helpers import (
     running_client,
     write_policy,
 )
-from tests.shared.test_datasets import _write
+from tests.shared.payloads.test_recordings import _write
 
 BC_RUN = RunConfig.model_validate({"name": "bc-api", "env": {"id": "CartPole-v1"},
                                    "algo": {"name": "bc", "dataset": "demo", "epochs": 2}})

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.store import LocalStore
+from shared.storage.local import LocalStore
 from tests.coordinator.helpers import (
     assert_error_body,
     auth,

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from coordinator.datasets import DatasetServer
-from shared.datasets import DatasetManifest
-from shared.store import LocalStore
-from tests.shared.test_datasets import _write
+from shared.payloads.recordings import DatasetManifest
+from shared.storage.local import LocalStore
+from tests.shared.payloads.test_recordings import _write
 
 
 @pytest.fixture

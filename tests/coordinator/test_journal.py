@@ -6,8 +6,8 @@ from pathlib import Path
 
 from coordinator.journal import Journal
 from coordinator.run import Run
-from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.storage.local import LocalStore
 from shared.wire import EvaluationReport, LearnReport, SampleRequest
 from tests.coordinator.test_run import FakeClock, chunk, collector, layout, learner, make_config, publish, register
 

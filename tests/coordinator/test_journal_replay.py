@@ -14,8 +14,8 @@ import coordinator.run_core as run_core
 from coordinator.errors import NotEnoughData
 from coordinator.journal import Journal
 from coordinator.run import Run
-from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.storage.local import LocalStore
 from shared.wire import PriorityUpdate, SampleRequest
 from tests.coordinator.test_run import FakeClock, chunk, collector, layout, learner, make_config, publish
 from tests.coordinator.test_run_replay import queue_config, served_chunk_ids

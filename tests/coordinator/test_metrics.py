@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from coordinator.metrics import MetricsRecorder
-from shared.layout import RunLayout
+from shared.storage.layout import RunLayout
 from shared.wire import EvaluationResult, HoldoutResult, LearnerStatus, PolicyLagStatus, Status
 from tests.conftest import REPO
 

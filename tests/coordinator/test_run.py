@@ -10,9 +10,10 @@ import pytest
 
 from coordinator.errors import Conflict, Forbidden, GroupFull, Invalid, NotEnoughData, TaskNotHeld, UnknownWorker
 from coordinator.run import BUFFER_ID, PAUSE_SECONDS, Run
-from shared.config import RunConfig
-from shared.layout import chunk_path, policy_path
-from shared.store import LocalStore, sha256_hex
+from shared.config.run_config import RunConfig
+from shared.storage.layout import chunk_path, policy_path
+from shared.storage.local import LocalStore
+from shared.storage.protocol import sha256_hex
 from shared.wire import (
     ChunkReport,
     CollectorTask,

@@ -16,8 +16,8 @@ import pytest
 from coordinator.errors import Conflict, Invalid, NotEnoughData
 from coordinator.payloads import CONSUMED_GRACE_SECONDS
 from coordinator.run import PAUSE_SECONDS, Run
-from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.storage.local import LocalStore
 from shared.wire import HeartbeatResponse, PriorityUpdate, SampleRequest, SampleResponse
 from tests.coordinator.test_run import (
     FakeClock,

@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 
 from coordinator.overrides import parse_overrides
-from shared.config import load_run_config
+from shared.config.run_config import load_run_config
 from tests.conftest import REPO
 from tests.deploy.test_kubernetes import KUBE_VERSIONS, Obj, container, env_values, kustomize, one, tree, workload
 

@@ -11,7 +11,7 @@ from tests.shared.fake_coordinator import FakeCoordinator, make_session
 
 @pytest.fixture(autouse=True)
 def _short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("shared.client.random.random", lambda: 0.0)
+    monkeypatch.setattr("shared.worker.client.random.random", lambda: 0.0)
 
 
 def test_a_retried_evaluation_reuses_its_request_id() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.config import RunConfig, dump_run_config
+from shared.config.run_config import RunConfig, dump_run_config
 from tests.conftest import REPO, small_run_config
 from tests.integration.procs import Fleet
 

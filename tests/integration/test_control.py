@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import RunConfig, dump_run_config
+from shared.config.run_config import RunConfig, dump_run_config
 from tests.conftest import REPO, small_run_config
 from tests.integration.procs import Fleet
 

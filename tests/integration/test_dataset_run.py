@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import load_run_config
+from shared.config.run_config import load_run_config
 from tests.conftest import REPO
 from tests.launcher.test_record import _inputs
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import RunConfig
+from shared.config.run_config import RunConfig
 from tests.conftest import small_run_config
 from tests.integration.procs import Fleet
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.codec import decode_chunk
-from shared.config import RunConfig, dump_run_config
-from shared.datasets import load_manifest, load_split
-from shared.manifest import Behaviour
-from shared.plan import chunk_schema
-from shared.policy_io import policy_bytes
-from shared.schema import ChunkSchema
-from shared.store import LocalStore
+from shared.config.plan import chunk_schema
+from shared.config.run_config import RunConfig, dump_run_config
+from shared.payloads.codec import decode_chunk
+from shared.payloads.recordings import load_manifest, load_split
+from shared.payloads.schema import ChunkSchema
+from shared.policy.files import policy_bytes
+from shared.policy.manifest import Behaviour
+from shared.storage.local import LocalStore
 from tests.conftest import REPO
 from tests.policies import CARTPOLE, cartpole_expert
 

@@ -16,12 +16,12 @@ from learner_worker import main as learner_main
 from learner_worker.cache import ChunkCache
 from learner_worker.loops import MAX_CHUNKS_PER_TAKE, ChunkTrainer
 from learner_worker.trainer import TrainingDiverged, check_finite
-from shared.codec import encode_chunk
-from shared.config import RunConfig
-from shared.layout import RunLayout, chunk_path
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.payloads.codec import encode_chunk
+from shared.storage.layout import RunLayout, chunk_path
+from shared.storage.local import LocalStore
 from shared.wire import SampledChunk, SampleRequest, SampleResponse
-from shared.worker import EXIT_CRASHED, EXIT_OK, run_session
+from shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK, run_session
 from tests.conftest import small_run_config
 from tests.policies import learner_task
 from tests.shared.fake_coordinator import FakeCoordinator, make_session, reply

@@ -12,9 +12,9 @@ from pydantic import ValidationError
 
 from learner_worker.cache import ChunkCache
 from learner_worker.prefetch import Prefetcher
-from shared.session import WorkerSession
 from shared.wire import SampleRequest
-from shared.worker import EXIT_CRASHED, exit_code
+from shared.worker.lifecycle import EXIT_CRASHED, exit_code
+from shared.worker.session import WorkerSession
 from tests.learner_worker.test_cache import GAMMA, NSTEP, SCHEMA, Fixture
 from tests.shared.fake_coordinator import FakeCoordinator, error, make_session, reply
 
@@ -24,7 +24,7 @@ BUFFER = "replay-0"
 
 @pytest.fixture(autouse=True)
 def _short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("shared.client.random.random", lambda: 0.0)
+    monkeypatch.setattr("shared.worker.client.random.random", lambda: 0.0)
 
 
 @pytest.fixture

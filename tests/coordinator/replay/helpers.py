@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from coordinator.replay.buffer import Entry, ReplayBuffer
-from shared.config import ReplayConfig, SamplingConfig
+from shared.config.run_config import ReplayConfig, SamplingConfig
 
 # ----- builders ---------------------------------------------------------------------------------------------
 

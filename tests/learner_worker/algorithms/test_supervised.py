@@ -14,10 +14,10 @@ from safetensors import safe_open
 from learner_worker.algorithms.supervised import MODEL_KEY, Supervised
 from shared.algorithms.base import sampled_head
 from shared.algorithms.supervised import SupervisedParams
-from shared.confbase import NetConfig
-from shared.config import RunConfig
-from shared.manifest import Behaviour
-from shared.spaces import Spaces
+from shared.config.base import NetConfig
+from shared.config.run_config import RunConfig
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour
 from tests.learner_worker.algorithms.chunks import roundtrip
 from tests.policies import CARTPOLE, PENDULUM
 

@@ -10,7 +10,7 @@ import pytest
 
 from shared.algorithms import DEFAULT, REGISTRY, default_params
 from shared.algorithms.base import AlgoParams, ChunkParams, DatasetParams, PopulationParams, ReplayParams
-from shared.config import RunConfig
+from shared.config.run_config import RunConfig
 from tests.conftest import REPO
 from tests.policies import CARTPOLE, PENDULUM
 
