@@ -24,8 +24,8 @@ from learner_worker.distributions import log_prob_entropy
 from learner_worker.gae import gae
 from learner_worker.optim import Optimizer
 from learner_worker.value_transform import ValueCodec
-from shared.algorithms.values import CriticValue
 from shared.config.base import NetConfig
+from shared.config.values import CriticValue
 from shared.payloads.spaces import DiscreteActions, MultiDiscreteActions, Spaces
 from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
 from shared.policy.nets import Network, PolicyNet

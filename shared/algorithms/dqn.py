@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field
 
 from shared.algorithms.base import REPLAY_LIVE, AlgorithmSpec, ReplayParams
-from shared.algorithms.values import ValueTransform
 from shared.config.base import NetConfig
+from shared.config.values import ValueTransform
 from shared.payloads.spaces import DiscreteActions, Spaces
 from shared.policy.manifest import Behaviour, Head
 

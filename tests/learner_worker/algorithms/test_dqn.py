@@ -11,8 +11,8 @@ import torch.nn.functional as F
 
 from learner_worker.algorithms.dqn import DQN
 from shared.algorithms.dqn import DQNParams
-from shared.algorithms.values import ValueTransform
 from shared.config.base import NetConfig
+from shared.config.values import ValueTransform
 from tests.policies import EPSILON_GREEDY, flat_spaces
 
 torch.set_num_threads(1)

@@ -11,8 +11,8 @@ import torch
 
 from learner_worker.algorithms.ppo import PPO
 from shared.algorithms.ppo import PPOParams
-from shared.algorithms.values import CriticValue, Support
 from shared.config.base import NetConfig
+from shared.config.values import CriticValue, Support
 from shared.policy.actors import build_actor
 from shared.policy.manifest import Behaviour
 from shared.policy.nets import PolicyNet

@@ -23,7 +23,7 @@ from shared.config.run_config import (
 )
 from shared.wire import ChunkReport
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _write(tmp_path: Path, doc: object, name: str = "run.yaml") -> Path:
