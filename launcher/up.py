@@ -22,6 +22,7 @@ from launcher.compose import LocalService, load_services
 from launcher.processes import Child, child_environment, start
 from launcher.progress import Progress
 from launcher.restarts import CrashRecord, RestartPolicy
+from shared.config.preflight import preflight
 from shared.config.run_config import load_run_config
 from shared.storage.layout import RunLayout, new_run_name
 from shared.tokens import load_tokens_file
@@ -101,6 +102,7 @@ class Up:
             config = load_run_config(started if started.exists() else opts.config)
         else:
             raise UnknownRun(f"no run {resume!r} to resume in {self.data_dir / 'runs'}")
+        preflight(config)  # the env builds and the hooks load, before any service starts
         self.port = opts.port or free_port()
         self.layout = RunLayout(self.data_dir, self.run_name)
         # The coordinator is told the run by name, the one mechanism compose users have too (RLFLEET_RUN).

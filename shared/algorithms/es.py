@@ -46,9 +46,8 @@ def _behaviour(config: object, spaces: Spaces) -> Behaviour:
     return Behaviour(head=sampled_head(spaces), sample=False)
 
 
-def _fits(config: object) -> None:
+def _fits(config: object, spaces: Spaces) -> None:
     """The noise table must hold a distinct offset for every antithetic pair of the policy's parameters."""
-    from shared.config.envcheck import spaces_of
     from shared.config.run_config import RunConfig
     from shared.policy.flat_params import parameter_count, policy_shapes
     from shared.policy.manifest import PolicyManifest, default_encoder
@@ -56,10 +55,9 @@ def _fits(config: object) -> None:
 
     assert isinstance(config, RunConfig) and isinstance(config.algo, ESParams)
     try:
-        spaces = spaces_of(config.env)
         head = sampled_head(spaces)
     except ValueError:
-        return  # the env, or an action space nothing acts in, is refused by the env check or the run plan
+        return  # an action space nothing acts in is refused by the run plan, naming the algorithms that can
     encoder = default_encoder(spaces.obs)
     if encoder.kind != "mlp":
         raise ValueError("algo.name es perturbs flat MLP policies; image observations need a CNN encoder: use "

@@ -1,18 +1,18 @@
 """The run config's env section: which environment, with which arguments, time limit and wrappers.
 
-Validating it builds the env once (see `shared.config.envcheck`), so a typo in an id, an entry point that does not
-import, kwargs the constructor rejects or a wrapper that does not fit is refused when the config loads, naming
-the field, instead of crashing every collector later.
+Validating it checks values only. The section is built once before the run starts (`preflight`,
+shared/config/preflight.py), so a typo in an id, an entry point that does not import, kwargs the constructor
+rejects or a wrapper that does not fit is refused before any service starts, naming the field, instead of
+crashing every collector later.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, JsonValue, model_validator
+from pydantic import Field, JsonValue
 
 from shared.config.base import Strict
-from shared.config.envcheck import build_problem
 from shared.envs.wrappers import WrapperConfig
 
 DEFAULT_ENV_ID = "CartPole-v1"
@@ -31,12 +31,3 @@ class EnvConfig(Strict):
     solve_threshold: float = Field(475.0, description=(
         "mean evaluation return that marks the run solved (the env's own return: scale_reward does not apply); "
         "not used by a two-player game with a battle rule (evaluation.against)"))
-
-    @model_validator(mode="after")
-    def _buildable(self) -> EnvConfig:
-        """The built-in default is known to build; anything else is built once here."""
-        if (self.id, self.kwargs, self.max_episode_steps, self.wrappers) != (DEFAULT_ENV_ID, {}, None, ()):
-            problem = build_problem(self)
-            if problem is not None:
-                raise ValueError(problem)
-        return self

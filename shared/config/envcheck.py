@@ -1,14 +1,15 @@
-"""Building the env section once while it is validated, so a bad one is refused when the config loads, and
-reading the spaces of what was built, which the coordinator plans the run with (shared/config/plan.py).
+"""Building the env section once before a run starts (the preflight, shared/config/preflight.py), so a bad one
+is refused before any service starts, and reading the spaces of what was built, which the coordinator plans the
+run with (shared/config/plan.py).
 
 A process that already runs environments (collectors, the evaluator, the learner, tests) builds it in-process.
 One that has not loaded gymnasium (the coordinator, the launcher) builds it in a child interpreter instead:
 those processes stay free of gymnasium and of whatever the user's env module imports (torch, say), at the cost
 of one child (about a second) per distinct env section. Verdicts are remembered per process, so a section is
-built once however often it is validated (every claimed task carries it).
+built once however often it is asked about (the preflight, then the run plan, `rlfleet test`, `rlfleet record`).
 
-Run as `python -m shared.config.envcheck` it is that child: the env section as JSON on stdin, the verdict as the last
-line of stdout (JSON: the build problem, and the spaces or why rlfleet cannot train them).
+Run as `python -m shared.config.envcheck` it is that child: the env section as JSON on stdin, the verdict as the
+last line of stdout (JSON: the build problem, and the spaces or why rlfleet cannot train them).
 """
 
 from __future__ import annotations
@@ -87,9 +88,12 @@ def _failed(problem: str) -> Verdict:
 
 
 def _main() -> None:
-    import gymnasium  # noqa: F401  loaded first, so validating below builds the env in this process
+    import gymnasium  # noqa: F401  loaded first, so the verdict below builds the env in this process
     from pydantic import ValidationError
 
+    # Run as __main__, this file is a second copy of shared.config.envcheck: the verdict comes from the module
+    # itself, whose EnvSectionError is the class make_env raises.
+    from shared.config import envcheck
     from shared.config.env import EnvConfig
 
     try:
@@ -97,7 +101,7 @@ def _main() -> None:
     except ValidationError as exc:
         verdict = _failed("; ".join(str(e.get("ctx", {}).get("error", e["msg"])) for e in exc.errors()))
     else:
-        verdict = _verdict(env)
+        verdict = envcheck._verdict(env)
     answer(verdict)
 
 

@@ -1,15 +1,15 @@
-"""Checking, when the run config loads, that every learner hook's function loads, so a typo in a hook is refused
-at `rlfleet up` naming the field instead of ending the learner later.
+"""Checking, before a run starts (the preflight, shared/config/preflight.py), that every learner hook's function
+loads, so a typo in a hook is refused at `rlfleet up` naming the field instead of ending the learner later.
 
-The check runs in a child interpreter (shared/config/child.py): the coordinator and the launcher never import a user's
-hook module, which may import torch (the coordinator never loads it: tests/coordinator/test_imports.py),
+The check runs in a child interpreter (shared/config/child.py): the coordinator and the launcher never import a
+user's hook module, which may import torch (the coordinator never loads it: tests/coordinator/test_imports.py),
 anything else, or fail at import. `importlib.util.find_spec` in-process would not do: for 'pkg.mod' it runs
 pkg/__init__.py, and it cannot tell whether the function exists. One child per distinct list of hooks (a
 fraction of a second plus the hook modules' own imports); answers are remembered per process. The learner loads
 its hooks again when it starts (learner_worker/hooks.py), in its own environment.
 
-Run as `python -m shared.config.hookcheck` it is that child: the calls as a JSON list on stdin, one problem (a message,
-or null) per hook as the last line of stdout.
+Run as `python -m shared.config.hookcheck` it is that child: the calls as a JSON list on stdin, one problem (a
+message, or null) per hook as the last line of stdout.
 """
 
 from __future__ import annotations

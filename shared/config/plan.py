@@ -1,9 +1,9 @@
 """A run's plan: its config joined with the env's spaces and what the algorithm makes of them.
 
-The coordinator builds it once at start, with the spaces of the env the config check built (in a child
-process: shared/config/envcheck.py). That is where an algorithm paired with a space it cannot handle is refused; the
-parts every worker needs (spaces, behaviour) travel in their tasks, and the chunk schema is derived from them
-by one function on every side.
+The preflight (shared/config/preflight.py) builds it before the run starts, and the coordinator once more at start,
+with the spaces of the env the preflight built (in a child process: shared/config/envcheck.py). That is where an
+algorithm paired with a space it cannot handle is refused; the parts every worker needs (spaces, behaviour) travel
+in their tasks, and the chunk schema is derived from them by one function on every side.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ from shared.algorithms import DEFAULT, REGISTRY, AlgoConfig, default_params, spe
 from shared.config.base import EpsilonSchedule, NetConfig, Strict
 from shared.config.battle import BattleBar, SelfPlayConfig, check_against, is_two_player
 from shared.config.env import EnvConfig
-from shared.config.hookcheck import hooks_problem
 from shared.config.hooks import MAX_HOOKS, HookConfig
 from shared.envs.seeds import MAX_RUN_SEED
 from shared.ids import ID_PATTERN
@@ -274,18 +273,6 @@ class RunConfig(Strict):
             if spec_of(self.algo).loop in ("population", "dataset"):
                 raise ValueError(f"self_play needs collectors playing games; {self.algo.name} trains on "
                                  f"{spec_of(self.algo).loop} results")
-        return self
-
-    @model_validator(mode="after")
-    def _hooks_load(self) -> RunConfig:
-        """Every learner hook's function must load (checked in a child process: shared/config/hookcheck.py).
-
-        Checked on the run config rather than on LearnerConfig, which also travels in the learner's task: the
-        learner loads its hooks itself when it starts and fails loudly if one does not load there, instead of
-        refusing its claim reply as malformed."""
-        problem = hooks_problem(tuple(hook.call for hook in self.learner.hooks))
-        if problem is not None:
-            raise ValueError(problem)
         return self
 
     def _chunks_fit(self) -> None:

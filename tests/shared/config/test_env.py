@@ -1,5 +1,5 @@
-"""The env section: registered ids and user entry points with kwargs, time limits, and bad input refused at
-load with a message naming the field and what would work."""
+"""The env section: registered ids and user entry points with kwargs, time limits, and bad input refused by the
+preflight, before anything starts, with a message naming the field and what would work."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from shared.config.run_config import EnvConfig, load_run_config
+from shared.config import envcheck
+from shared.config.preflight import preflight
+from shared.config.run_config import EnvConfig, RunConfig, load_run_config
 from shared.envs.build import make_vector_env
 from tests.conftest import REPO
 from tests.shared import userenv
@@ -21,9 +23,12 @@ COUNT = "tests.shared.userenv:CountEnv"
 
 
 def _load(tmp_path: Path, env: dict) -> EnvConfig:
+    """The env section of a config file, as the launcher and the coordinator take it: loaded, then preflighted."""
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump({"env": env}))
-    return load_run_config(path).env
+    config = load_run_config(path)
+    preflight(config)
+    return config.env
 
 
 def _steps(env: EnvConfig, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -67,23 +72,27 @@ def test_the_env_section_survives_json_as_every_task_carries_it() -> None:
     assert EnvConfig.model_validate_json(env.model_dump_json()) == env
 
 
-def test_a_section_is_built_once_however_often_it_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_section_is_built_once_however_often_it_is_preflighted(monkeypatch: pytest.MonkeyPatch) -> None:
     built = []
     monkeypatch.setattr(userenv, "short_count_env", lambda length: built.append(length) or userenv.CountEnv(length))
     for _ in range(3):
-        EnvConfig(id="tests.shared.userenv:short_count_env", kwargs={"length": 7})
+        preflight(RunConfig(env=EnvConfig(id="tests.shared.userenv:short_count_env", kwargs={"length": 7})))
     assert built == [7]
 
 
-def test_the_default_env_is_trusted_without_building_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    import shared.config.env
+def test_validating_builds_no_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every claimed task carries the env section: validating it must cost nothing (the preflight builds it)."""
 
-    def refuse(env: EnvConfig) -> str:
+    def refuse(*_: object) -> envcheck.Verdict:
         raise AssertionError("built")
 
-    monkeypatch.setattr(shared.config.env, "build_problem", refuse)
+    monkeypatch.setattr(envcheck, "_build_here", refuse)
+    monkeypatch.setattr(envcheck, "_build_in_child", refuse)
     assert EnvConfig(solve_threshold=10).id == "CartPole-v1"
     assert EnvConfig.model_validate({"id": "CartPole-v1", "kwargs": {}, "wrappers": []}).solve_threshold == 475
+    section = {"id": "tests.shared.userenv:short_count_env", "kwargs": {"length": 7}, "max_episode_steps": 9}
+    assert EnvConfig.model_validate(section).max_episode_steps == 9
+    assert RunConfig.model_validate({"env": {"id": "NoSuchEnv-v9"}}).env.id == "NoSuchEnv-v9"
 
 
 # ----- bad input ---------------------------------------------------------------------------------------------
@@ -139,17 +148,18 @@ def test_malformed_env_section_is_refused_before_anything_is_built(tmp_path: Pat
 
 
 def test_a_process_without_gymnasium_checks_the_env_in_a_child_and_stays_without_it(tmp_path: Path) -> None:
-    """The coordinator never loads gymnasium (nor the user's env module): it still refuses a bad env at load."""
+    """The coordinator never loads gymnasium (nor the user's env module): its preflight still refuses a bad env."""
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text(yaml.safe_dump({"env": {"id": COUNT, "kwargs": {"length": 3}}}))
     bad.write_text(yaml.safe_dump({"env": {"id": COUNT, "kwargs": {"length": 3, "colour": "red"}}}))
     script = f"""
 import sys
 from pydantic import ValidationError
+from shared.config.preflight import preflight
 from shared.config.run_config import load_run_config
-print(load_run_config(__import__("pathlib").Path({str(good)!r})).env.kwargs)
+print(preflight(load_run_config(__import__("pathlib").Path({str(good)!r}))).config.env.kwargs)
 try:
-    load_run_config(__import__("pathlib").Path({str(bad)!r}))
+    preflight(load_run_config(__import__("pathlib").Path({str(bad)!r})))
 except ValidationError as exc:
     print(str(exc).splitlines()[2])
 print(sorted(m for m in ("gymnasium", "tests.shared.userenv") if m in sys.modules))

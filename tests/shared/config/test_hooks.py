@@ -1,5 +1,5 @@
-"""The learner.hooks section: entries validated, each hook's function loaded once (in a child process) when the
-config loads, and bad input refused naming the field and what would work."""
+"""The learner.hooks section: entries validated, each hook's function loaded once (in a child process) by the
+preflight, and bad input refused naming the field and what would work."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 import shared.config.hookcheck
 from shared.config.hooks import HookView, load_hook
+from shared.config.preflight import preflight
 from shared.config.run_config import RunConfig, load_run_config
 from tests import hookfns
 from tests.conftest import REPO
@@ -22,9 +23,10 @@ RECORD = "tests.hookfns:record"
 
 
 def _load(tmp_path: Path, hooks: list[dict]) -> RunConfig:
+    """A config file with these hooks, as the launcher and the coordinator take it: loaded, then preflighted."""
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump({"learner": {"hooks": hooks}}))
-    return load_run_config(path)
+    return preflight(load_run_config(path)).config
 
 
 def test_a_hooks_section_loads_and_names_each_hook(tmp_path: Path) -> None:
@@ -50,7 +52,7 @@ def test_the_check_runs_once_per_distinct_list_of_hooks(tmp_path: Path, monkeypa
     hooks = [{"at": "end", "call": RECORD}]
     _load(tmp_path, hooks)
     _load(tmp_path, hooks)
-    RunConfig()  # no hooks: no child
+    preflight(RunConfig())  # no hooks: no child
     assert asked == ['["tests.hookfns:record"]']
 
 
@@ -107,10 +109,11 @@ import sys
 from pathlib import Path
 from pydantic import ValidationError
 sys.path.append({str(tmp_path)!r})
+from shared.config.preflight import preflight
 from shared.config.run_config import load_run_config
-print(load_run_config(Path({str(good)!r})).learner.hooks[0].name)
+print(preflight(load_run_config(Path({str(good)!r}))).config.learner.hooks[0].name)
 try:
-    load_run_config(Path({str(bad)!r}))
+    preflight(load_run_config(Path({str(bad)!r})))
 except ValidationError as exc:
     print(next(line for line in str(exc).splitlines() if "learner.hooks" in line))
 print(sorted(m for m in ("torch", "torch_hooks", "plain_hooks") if m in sys.modules))

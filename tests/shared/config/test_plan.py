@@ -9,6 +9,7 @@ import pytest
 
 from shared.config.envcheck import spaces_of
 from shared.config.plan import RunPlan
+from shared.config.preflight import preflight
 from shared.config.run_config import RunConfig
 from shared.payloads.spaces import BoxActions, DiscreteActions
 from tests.conftest import REPO
@@ -39,7 +40,7 @@ def test_an_algorithm_paired_with_a_space_it_cannot_handle_is_refused_naming_bot
 
 def test_an_env_that_cannot_be_built_is_refused_with_its_error() -> None:
     with pytest.raises(ValueError, match="env.id: 'NoSuchEnv-v9' is not a registered gymnasium id"):
-        RunPlan.of(RunConfig.model_validate({"env": {"id": "NoSuchEnv-v9"}}))  # refused by the config already
+        RunPlan.of(RunConfig.model_validate({"env": {"id": "NoSuchEnv-v9"}}))  # the preflight refuses it first
 
 
 def test_a_process_without_gymnasium_reads_the_spaces_from_a_child() -> None:
@@ -60,4 +61,4 @@ def test_dict_observations_are_flattened_the_same_everywhere() -> None:
 
 def test_dict_observations_with_images_are_refused_naming_the_field() -> None:
     with pytest.raises(ValueError, match="env.id: Dict observation with image entries \\['pixels'\\]"):
-        RunConfig.model_validate({"env": {"id": "tests.shared.dictenv:DictObs", "kwargs": {"image": True}}})
+        preflight(RunConfig.model_validate({"env": {"id": "tests.shared.dictenv:DictObs", "kwargs": {"image": True}}}))

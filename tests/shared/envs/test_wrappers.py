@@ -10,6 +10,7 @@ import pytest
 from collector_worker.rollout import Rollout
 from evaluator.episodes import evaluate
 from shared.config.plan import RunPlan
+from shared.config.preflight import preflight
 from shared.config.run_config import EnvConfig, RunConfig
 from shared.envs.build import make_vector_env
 from tests.policies import EPSILON_GREEDY, PENDULUM, flat_spaces
@@ -87,4 +88,5 @@ def test_normalize_obs_leaves_the_env_raw_and_refuses_images() -> None:
     vec.close()
     assert np.abs(obs).max() <= 8.0 and env.wrappers[0].clip == 3
     with pytest.raises(ValueError, match=r"env.wrappers\[0\]: normalize_obs: needs float \(Box\) observations"):
-        EnvConfig.model_validate({"id": "tests.pixelgrid:PixelGrid", "wrappers": [{"name": "normalize_obs"}]})
+        preflight(RunConfig(env=EnvConfig.model_validate({"id": "tests.pixelgrid:PixelGrid",
+                                                          "wrappers": [{"name": "normalize_obs"}]})))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from shared.config.preflight import preflight
 from shared.config.run_config import RunConfig
 from shared.policy.noise_table import NoiseTable, check_capacity, noise_table
 
@@ -65,7 +66,9 @@ def test_check_capacity_names_the_size_it_needs() -> None:
 
 
 def _es_config(**algo: object) -> RunConfig:
-    return RunConfig.model_validate({"name": "es", "env": {"id": "CartPole-v1"}, "algo": {"name": "es", **algo}})
+    """An ES run on CartPole, validated and preflighted (the table's capacity depends on the env's spaces)."""
+    return preflight(RunConfig.model_validate({"name": "es", "env": {"id": "CartPole-v1"},
+                                               "algo": {"name": "es", **algo}})).config
 
 
 def test_a_population_the_table_cannot_serve_is_refused_at_load() -> None:
