@@ -7,7 +7,7 @@ collectors remain torch-free; a process builds each table once (`noise_table` ca
 
 Offsets are drawn uniformly from the `size - dim + 1` distinct ones; an antithetic pair shares its offset. A
 population needing more distinct offsets than the table holds would repeat perturbations within a generation,
-so `check_capacity` refuses it before the run starts (the preflight asks ES for it: shared/algorithms/es.py).
+so `check_capacity` refuses it before the run starts (in the preflight, through the algorithm's own checks).
 """
 
 from __future__ import annotations
