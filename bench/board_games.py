@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from evaluator.battles import against  # noqa: E402
 from evaluator.testing import load_subject, resolve_inputs  # noqa: E402
-from shared.seeds import base_seed  # noqa: E402
+from shared.envs.seeds import base_seed  # noqa: E402
 
 HELD_OUT_TASK = 7  # a test-mode task index no run uses
 

@@ -37,10 +37,10 @@ def baseline_worker(envs: int, chunk_steps: int, seconds: float, warmup: float) 
     import torch
 
     from collector_worker.rollout import Rollout
-    from shared.config import RunConfig
-    from shared.manifest import PolicyManifest
-    from shared.nets import PolicyNet
-    from shared.plan import RunPlan
+    from shared.config.plan import RunPlan
+    from shared.config.run_config import RunConfig
+    from shared.policy.manifest import PolicyManifest
+    from shared.policy.nets import PolicyNet
 
     torch.set_num_threads(1)
     plan = RunPlan.of(RunConfig())
@@ -71,7 +71,7 @@ def run_stack(envs: int, chunk_steps: int, seconds: float, warmup: float, store_
               ) -> float:
     """Acknowledged env steps/s of one collector; `store_env`: the store settings of an object store for the
     coordinator and the collector (which then writes nothing to the data directory), None for the run dir."""
-    from shared.config import dump_run_config, load_run_config
+    from shared.config.run_config import dump_run_config, load_run_config
     from shared.tokens import generate_tokens_file
     from tests.support.fleet import Fleet
 

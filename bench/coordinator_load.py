@@ -15,7 +15,7 @@ on one asyncio loop with a minimal HTTP/1.1 keep-alive client (no rlfleet import
   a second connection reports a chunk every --chunk-interval seconds (closed loop: it waits for the ack, as the
   real uploader does, and never bursts to catch up). A chunk is a real payload in the run's store at
   `chunks/<task_id>/<chunk_id>.msgpack`: one of 16 CartPole chunks (4 envs x 16 steps = 64 transitions,
-  encoded with shared.codec like a real collector) recorded at start-up, hard-linked under the new chunk id (no
+  encoded with shared.payloads.codec like a real collector) recorded at start-up, hard-linked under the new chunk id (no
   fsync; the coordinator checks path and size, never the bytes), reported with its exact size, sha256, ends,
   episodes and fresh columns. `--batch K` sends K reports per `POST /v1/chunk-batches` every K intervals.
 - One learner (learner token): registers, claims, loops `POST /v1/buffers/replay-0/sample` (64 x 16, a DQN
@@ -298,9 +298,9 @@ def make_templates(seed: int) -> list[Template]:
     """TEMPLATES consecutive CartPole chunks (random actions) from the collector's own rollout code, encoded as a
     collector encodes them: ends, episodes and fresh columns are exactly those of the bytes."""
     from collector_worker.rollout import Rollout
-    from shared.codec import encode_chunk
-    from shared.config import RunConfig
-    from shared.plan import RunPlan
+    from shared.config.plan import RunPlan
+    from shared.config.run_config import RunConfig
+    from shared.payloads.codec import encode_chunk
 
     plan = RunPlan.of(RunConfig())  # CartPole; no policy loaded: the rollout acts uniformly at random
     rollout = Rollout(plan.config.env, NUM_ENVS, plan.spaces, plan.behaviour, seed)

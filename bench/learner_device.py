@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from learner_worker.algorithms import load_learner  # noqa: E402
 from shared.algorithms import REGISTRY  # noqa: E402
-from shared.config import RunConfig  # noqa: E402
-from shared.plan import chunk_schema  # noqa: E402
-from shared.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces  # noqa: E402
+from shared.config.plan import chunk_schema  # noqa: E402
+from shared.config.run_config import RunConfig  # noqa: E402
+from shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces  # noqa: E402
 from shared.wire import LearnerTask  # noqa: E402
 
 SPACES = {

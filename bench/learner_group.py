@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from learner_worker.algorithms.dqn import DQN  # noqa: E402
 from learner_worker.distributed import Group, digest  # noqa: E402
 from shared.algorithms.dqn import DQNParams  # noqa: E402
-from shared.confbase import NetConfig  # noqa: E402
-from shared.manifest import Behaviour  # noqa: E402
-from shared.spaces import DiscreteActions, ObsSpace, Spaces  # noqa: E402
+from shared.config.base import NetConfig  # noqa: E402
+from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces  # noqa: E402
+from shared.policy.manifest import Behaviour  # noqa: E402
 
 SPACES = Spaces(obs=ObsSpace(shape=(4,), dtype="float32"), action=DiscreteActions(n=2))
 BEHAVIOUR = Behaviour(head="q_values", sample=False)

@@ -104,7 +104,7 @@ def fmt_ms(value: float) -> str:
 # ----- 1. the buffer in process -----------------------------------------------------------------------------
 def make_entry(rng: np.random.Generator) -> Any:
     from coordinator.replay.buffer import Entry
-    from shared.layout import chunk_path
+    from shared.storage.layout import chunk_path
 
     chunk_id = uuid.uuid4().hex
     return Entry(chunk_id=chunk_id, payload_path=chunk_path("bench-task", chunk_id), sha256=os.urandom(32).hex(),
@@ -125,7 +125,7 @@ def profile_top(fn: Any, calls: int, lines: int = 18) -> str:
 def bench_buffer(entries: int, repeats: int, seed: int, profile: bool) -> dict[str, Any]:
     from coordinator.replay.buffer import ReplayBuffer
     from coordinator.replay.samplers import ProportionalSampler
-    from shared.config import ReplayConfig, SamplingConfig
+    from shared.config.run_config import ReplayConfig, SamplingConfig
 
     rng = np.random.default_rng(seed)
     replay = ReplayConfig(capacity_transitions=entries, sampler="prioritized", alpha=0.6)
@@ -233,7 +233,7 @@ class FakeCollector:
     def __init__(self, url: str, token: str, store_root: Path, name: str, seed: int) -> None:
         import httpx
 
-        from shared.store import LocalStore
+        from shared.storage.local import LocalStore
 
         self.http = httpx.Client(base_url=url, timeout=10, headers={"Authorization": f"Bearer {token}"})
         self.store = LocalStore(store_root)
@@ -264,8 +264,8 @@ class FakeCollector:
 
     def post_chunk(self) -> dict[str, Any]:
         """Write one payload, report it; returns the ack (raises on any non-200)."""
-        from shared.codec import encode_chunk
-        from shared.layout import chunk_path
+        from shared.payloads.codec import encode_chunk
+        from shared.storage.layout import chunk_path
 
         chunk_id = uuid.uuid4().hex
         path = chunk_path(self.task_id, chunk_id)
@@ -429,8 +429,8 @@ def stop_process(proc: subprocess.Popen) -> None:
 def bench_coordinator(load_seconds: float, idle_seconds: float, collectors: int, capacity: int,
                       seed: int) -> dict[str, Any]:
     from launcher.up import free_port
-    from shared.config import RunConfig, dump_run_config
-    from shared.layout import RunLayout
+    from shared.config.run_config import RunConfig, dump_run_config
+    from shared.storage.layout import RunLayout
     from shared.tokens import generate_tokens_file
 
     batch_size, num_batches = 64, 16

@@ -6,7 +6,7 @@
 Each run is a whole process timed from launch until it reports "solved", by the same rule on both sides: the
 mean return of 10 greedy validation episodes (evaluator/episodes.py for both) reaches the env's
 threshold (475 on CartPole-v1 for dqn and ppo, -200 on Pendulum-v1 for sac) and beats every candidate tested
-so far, and then 100 held-out test episodes on test seeds (shared/seeds.py) confirm it. rlfleet validates
+so far, and then 100 held-out test episodes on test seeds (shared/envs/seeds.py) confirm it. rlfleet validates
 every published policy version in its evaluator process; SB3 validates in-process every --sb3-eval-every env
 steps (default: each algorithm's own, see CASES). Each plays its episodes the way its users would: rlfleet's
 evaluator on gymnasium's own vectorized implementation of the env where one is registered (CartPole's: one env
@@ -186,7 +186,7 @@ def run_rlfleet(seed: int, algo: str, timeout: float) -> dict:
 
 def retest(run_dir: Path) -> dict:
     """`rlfleet test` on the run's best policy after the run: 100 more greedy episodes on a seed block that
-    neither the run's training, validation nor its own test used (shared/seeds.py, RETEST_TASK)."""
+    neither the run's training, validation nor its own test used (shared/envs/seeds.py, RETEST_TASK)."""
     out = run_dir / "retest.json"
     subprocess.run([sys.executable, "-m", "launcher", "test", str(run_dir), "--json", str(out)], cwd=REPO,
                    check=True, capture_output=True, stdin=subprocess.DEVNULL)
@@ -204,8 +204,8 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float, native_ev
     from stable_baselines3.common.env_util import make_vec_env
 
     from evaluator.episodes import evaluate
-    from shared.config import EnvConfig
-    from shared.seeds import Mode, base_seed
+    from shared.config.run_config import EnvConfig
+    from shared.envs.seeds import Mode, base_seed
 
     torch.set_num_threads(1)
     case = CASES[algo]

@@ -14,16 +14,16 @@ from collector_worker.members import evaluate_members
 from collector_worker.opponents import OpponentDraw
 from collector_worker.rollout import Rollout
 from collector_worker.uploader import Pending, Uploader
-from shared.actors import PolicyError
-from shared.layout import RunLayout
-from shared.manifest import ManifestError
-from shared.policy_io import load_policy
-from shared.session import WorkerSession
-from shared.settings import WorkerSettings
-from shared.store import IntegrityError, PayloadStore
-from shared.stores import open_store
+from shared.policy.actors import PolicyError
+from shared.policy.files import load_policy
+from shared.policy.manifest import ManifestError
+from shared.storage.factory import open_store
+from shared.storage.layout import RunLayout
+from shared.storage.protocol import IntegrityError, PayloadStore
 from shared.wire import CollectorTask
-from shared.worker import run_worker
+from shared.worker.lifecycle import run_worker
+from shared.worker.session import WorkerSession
+from shared.worker.settings import WorkerSettings
 
 log = logging.getLogger("rlfleet.collector")
 SYNC_WAIT_SECONDS = 2.0

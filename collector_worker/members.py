@@ -1,7 +1,7 @@
 """Collectors of a population-based learner: claim a member, evaluate the perturbed policy, report its return.
 
-A member is the generation's policy with its flat parameter vector (shared/flat_params.py) moved by
-sign * sigma * a slice of the shared noise table (shared/noise_table.py, built here from its seed, never
+A member is the generation's policy with its flat parameter vector (shared/policy/flat_params.py) moved by
+sign * sigma * a slice of the shared noise table (shared/policy/noise_table.py, built here from its seed, never
 transferred). It plays `episodes` greedy episodes, one per env, on the seeds the coordinator gives (every
 member of a generation plays the same ones), stopping early at `max_steps`. The report is a few numbers,
 no payload file; a retried report is recognised by the coordinator (same member), so retries are safe.
@@ -15,18 +15,17 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from shared.actors import NumpyActor, PolicyError
-from shared.client import CoordinatorRejected
-from shared.config import EnvConfig
-from shared.envs import make_env
-from shared.flat_params import flatten, policy_shapes, unflatten
-from shared.manifest import ManifestError, PolicyManifest
-from shared.noise_table import noise_table
-from shared.policy_io import load_policy
-from shared.session import WorkerSession
-from shared.store import IntegrityError, PayloadStore
-from shared.wire import CollectorTask, PolicyRef
-from shared.wire_generations import MemberClaim, MemberClaimRequest, MemberResult, MemberTask, ResultAck
+from shared.config.run_config import EnvConfig
+from shared.envs.build import make_env
+from shared.policy.actors import NumpyActor, PolicyError
+from shared.policy.files import load_policy
+from shared.policy.flat_params import flatten, policy_shapes, unflatten
+from shared.policy.manifest import ManifestError, PolicyManifest
+from shared.policy.noise_table import noise_table
+from shared.storage.protocol import IntegrityError, PayloadStore
+from shared.wire import CollectorTask, MemberClaim, MemberClaimRequest, MemberResult, MemberTask, PolicyRef, ResultAck
+from shared.worker.client import CoordinatorRejected
+from shared.worker.session import WorkerSession
 
 log = logging.getLogger("rlfleet.collector")
 CLAIM_WAIT_SECONDS = 5.0

@@ -15,16 +15,16 @@ import logging
 import numpy as np
 
 from collector_worker.rollout import Rollout
-from shared.actors import Actor, PolicyError, build_actor
-from shared.battleconf import SelfPlayConfig
-from shared.manifest import ManifestError
-from shared.policy_io import load_policy
-from shared.seeds import OPPONENT_STREAM
-from shared.selfplay import draw_weights, game_envs, policy_player, set_opponents
-from shared.session import WorkerSession
-from shared.store import IntegrityError, PayloadStore
-from shared.two_player import Player
+from shared.config.battle import SelfPlayConfig
+from shared.envs.seeds import OPPONENT_STREAM
+from shared.envs.selfplay import draw_weights, game_envs, policy_player, set_opponents
+from shared.envs.two_player import Player
+from shared.policy.actors import Actor, PolicyError, build_actor
+from shared.policy.files import load_policy
+from shared.policy.manifest import ManifestError
+from shared.storage.protocol import IntegrityError, PayloadStore
 from shared.wire import OpponentPool
+from shared.worker.session import WorkerSession
 
 log = logging.getLogger("rlfleet.collector")
 

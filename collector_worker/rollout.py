@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shared.actors import Actor, Decision, PolicyError, build_actor, random_actions
-from shared.config import EnvConfig
-from shared.envs import ENV_ERROR, RAW_EPISODE, make_vector_env
-from shared.gymspaces import describe
-from shared.manifest import Behaviour, PolicyManifest
-from shared.plan import chunk_schema
-from shared.seeds import ACTOR_STREAM
-from shared.spaces import Spaces
+from shared.config.plan import chunk_schema
+from shared.config.run_config import EnvConfig
+from shared.envs.build import ENV_ERROR, RAW_EPISODE, make_vector_env
+from shared.envs.gymspaces import describe
+from shared.envs.seeds import ACTOR_STREAM
+from shared.payloads.spaces import Spaces
+from shared.policy.actors import Actor, Decision, PolicyError, build_actor, random_actions
+from shared.policy.manifest import Behaviour, PolicyManifest
 
 
 @dataclass

@@ -20,12 +20,12 @@ import uuid
 from dataclasses import dataclass
 
 from collector_worker.rollout import Chunk
-from shared.client import CoordinatorRejected, Stopped
-from shared.codec import encode_chunk
-from shared.layout import chunk_path
-from shared.session import WorkerSession
-from shared.store import PayloadStore
+from shared.payloads.codec import encode_chunk
+from shared.storage.layout import chunk_path
+from shared.storage.protocol import PayloadStore
 from shared.wire import ChunkAck, ChunkBatch, ChunkBatchAck, ChunkReport, ChunkVerdict, EpisodeStat
+from shared.worker.client import CoordinatorRejected, Stopped
+from shared.worker.session import WorkerSession
 
 log = logging.getLogger(__name__)
 

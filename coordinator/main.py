@@ -43,9 +43,10 @@ from coordinator.runs import choose_run
 from coordinator.settings import CoordinatorSettings
 from coordinator.telemetry import RequestTimer, Telemetry
 from coordinator.webui import DashboardPages
-from shared.config import RunConfig, dump_run_config, load_run_config
-from shared.layout import RunLayout
-from shared.stores import check_store, open_datasets, open_store
+from shared.config.preflight import preflight
+from shared.config.run_config import RunConfig, dump_run_config, load_run_config
+from shared.storage.factory import check_store, open_datasets, open_store
+from shared.storage.layout import RunLayout
 from shared.tokens import load_tokens_file
 from shared.wire import ErrorBody
 
@@ -105,6 +106,7 @@ def _config_of_run(settings: CoordinatorSettings) -> tuple[RunConfig, bool]:
         raise ValueError(f"RLFLEET_RUN={settings.run} and the override name={named} name different runs; "
                          "set one of them")
     base = load_run_config(settings.config, overrides)
+    preflight(base)  # the env builds and the hooks load, before the app starts
     choice = choose_run(settings.data_dir, base, settings.run or (base.name if named is not None else None))
     log.info("%s", choice.why)
     return base.model_copy(update={"name": choice.name}), choice.explicit

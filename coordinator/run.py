@@ -21,8 +21,8 @@ from coordinator.operations.housekeeping import Housekeeping
 from coordinator.operations.learning import Learning
 from coordinator.operations.publishing import Publishing
 from coordinator.operations.workers import Workers
-from shared.config import RunConfig
-from shared.store import PayloadStore
+from shared.config.run_config import RunConfig
+from shared.storage.protocol import PayloadStore
 from shared.wire import Status
 
 

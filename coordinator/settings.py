@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from shared.ids import ID_PATTERN
-from shared.stores import StoreSettings
+from shared.storage.factory import StoreSettings
 
 
 class CoordinatorSettings(StoreSettings):

@@ -1,4 +1,4 @@
-"""Won / drawn / lost of a policy against one opponent of a two-player game (shared/two_player.py): a baseline,
+"""Won / drawn / lost of a policy against one opponent of a two-player game (shared/envs/two_player.py): a baseline,
 or another policy (a self-play pool version).
 
 A game's return is +1, 0 or -1 from the policy's seat, so the evaluator's own greedy episodes (evaluator/
@@ -14,14 +14,14 @@ from collections.abc import Mapping
 import numpy as np
 
 from evaluator.episodes import Act, evaluate
-from shared.actors import PolicyError, build_actor
-from shared.battleconf import BattleBar, SelfPlayConfig
-from shared.envconfig import EnvConfig
-from shared.manifest import ManifestError
-from shared.policy_io import MAX_POLICY_BYTES, decode_policy
-from shared.selfplay import game_space, policy_player, set_opponents
-from shared.store import IntegrityError, PayloadStore
-from shared.two_player import Player
+from shared.config.battle import BattleBar, SelfPlayConfig
+from shared.config.env import EnvConfig
+from shared.envs.selfplay import game_space, policy_player, set_opponents
+from shared.envs.two_player import Player
+from shared.policy.actors import PolicyError, build_actor
+from shared.policy.files import MAX_POLICY_BYTES, decode_policy
+from shared.policy.manifest import ManifestError
+from shared.storage.protocol import IntegrityError, PayloadStore
 from shared.wire import BattleRecord, PolicyRef
 
 log = logging.getLogger("rlfleet.evaluator")

@@ -7,7 +7,7 @@ Envs are built without training-only wrappers (scale_reward), so returns are the
 Where gymnasium registers the env's own vectorized implementation (CartPole's), the episodes are played on
 it instead, one env per episode (up to MAX_NATIVE_ENVS): a 100-episode CartPole test then takes ~0.05 s
 instead of ~0.6 s, and validations cost the evaluator ~40% less CPU, which it shares with training. Its envs
-draw their starts from one generator seeded with `seed` (shared/seeds.py).
+draw their starts from one generator seeded with `seed` (shared/envs/seeds.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Callable
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
-from shared.config import EnvConfig
-from shared.envs import make_native_vector_env, make_vector_env
+from shared.config.run_config import EnvConfig
+from shared.envs.build import make_native_vector_env, make_vector_env
 
 Act = Callable[[np.ndarray], np.ndarray]  # observations -> greedy actions
 Setup = Callable[[SyncVectorEnv], None]  # adjusts the envs before their first reset (self-play's opponents)

@@ -1,11 +1,11 @@
 """The evaluator process: validate each new policy version greedily, test the candidates, keep the best one.
 
-The actor is built from the policy file's manifest alone (shared/actors.py): the evaluator knows no algorithm.
+The actor is built from the policy file's manifest alone (shared/policy/actors.py): the evaluator knows no algorithm.
 
 It watches `GET /v1/policies/latest` with an ETag (a 304 costs next to nothing), so a new version is
 evaluated within a fraction of a second; versions published while an evaluation runs are skipped in favour
 of the newest. When a validation reply asks for it, the evaluator runs the held-out test of that version (on
-test seeds, shared/seeds.py) before validating the next. The coordinator, not the evaluator, decides
+test seeds, shared/envs/seeds.py) before validating the next. The coordinator, not the evaluator, decides
 whether the run is solved.
 """
 
@@ -21,15 +21,13 @@ import numpy as np
 
 from evaluator.battles import baseline_games, pool_records
 from evaluator.episodes import Act, evaluate
-from shared.actors import PolicyError, build_actor
-from shared.layout import BEST_POLICY, BEST_SCORE, RunLayout
-from shared.manifest import ManifestError
-from shared.policy_io import MAX_POLICY_BYTES, decode_policy
-from shared.seeds import base_seed, operator_task
-from shared.session import WorkerSession
-from shared.settings import WorkerSettings
-from shared.store import IntegrityError, PayloadStore
-from shared.stores import open_store
+from shared.envs.seeds import base_seed, operator_task
+from shared.policy.actors import PolicyError, build_actor
+from shared.policy.files import MAX_POLICY_BYTES, decode_policy
+from shared.policy.manifest import ManifestError
+from shared.storage.factory import open_store
+from shared.storage.layout import BEST_POLICY, BEST_SCORE, RunLayout
+from shared.storage.protocol import IntegrityError, PayloadStore
 from shared.wire import (
     BattleRecord,
     EvaluationReport,
@@ -39,9 +37,12 @@ from shared.wire import (
     HoldoutResult,
     OpponentPool,
     PolicyRef,
+    rule_met,
+    rule_records,
 )
-from shared.wire_battles import rule_met, rule_records
-from shared.worker import run_worker
+from shared.worker.lifecycle import run_worker
+from shared.worker.session import WorkerSession
+from shared.worker.settings import WorkerSettings
 
 log = logging.getLogger("rlfleet.evaluator")
 POLL_SECONDS = 0.2

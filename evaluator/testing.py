@@ -3,7 +3,7 @@ seen, and how sure that number is.
 
 The validation score that picked a run's best policy is biased upward: the best of many noisy evaluations is
 more often lucky than best. A test plays fresh greedy episodes from the run's test seed block
-(`shared.seeds`: the run seed, mode test, task RETEST_TASK, counter `--seed-counter`), which no training or
+(`shared.envs.seeds`: the run seed, mode test, task RETEST_TASK, counter `--seed-counter`), which no training or
 validation env of the run ever used: copies of the env start from base + i (env i), gymnasium's own vectorized
 implementation where one is registered (CartPole's: evaluator/episodes.py) from one generator seeded base; the
 `--video` episode starts from base + num_envs, still inside the block. `env_seeds` in the report is the range
@@ -27,18 +27,19 @@ from pydantic import ValidationError
 from evaluator.battles import against
 from evaluator.episodes import evaluate
 from evaluator.video import Recording, check_video_path, record_episode
-from shared.actors import Actor, PolicyError, build_actor
-from shared.battleconf import BASELINES, is_two_player
-from shared.config import RunConfig, load_run_config
-from shared.envcheck import spaces_of
-from shared.layout import BEST_POLICY, RunLayout, policy_path
-from shared.manifest import ManifestError
-from shared.policy_io import MAX_POLICY_BYTES, decode_policy
-from shared.seeds import RETEST_TASK, base_seed, decode
-from shared.spaces import Spaces
+from shared.config.battle import BASELINES, is_two_player
+from shared.config.envcheck import spaces_of
+from shared.config.run_config import RunConfig, load_run_config
+from shared.envs.seeds import RETEST_TASK, base_seed, decode
+from shared.payloads.spaces import Spaces
+from shared.policy.actors import Actor, PolicyError, build_actor
+from shared.policy.files import MAX_POLICY_BYTES, decode_policy
+from shared.policy.manifest import ManifestError
 from shared.stats import ci95
-from shared.store import IntegrityError, LocalStore, PayloadStore, StorePathError
-from shared.stores import StoreTarget, open_store
+from shared.storage.factory import StoreTarget, open_store
+from shared.storage.layout import BEST_POLICY, RunLayout, policy_path
+from shared.storage.local import LocalStore
+from shared.storage.protocol import IntegrityError, PayloadStore, StorePathError
 from shared.wire import BattleRecord
 
 CI_METHOD = "normal approximation: mean ± 1.96·std/√n (std with ddof=0)"
@@ -131,7 +132,7 @@ def _stored(store: PayloadStore, path: str) -> PolicySource | None:
 
 
 def _layout(run_dir: Path, store: StoreTarget | None) -> RunLayout:
-    """A run directory is <data dir>/runs/<name> (shared.layout), wherever the data dir is."""
+    """A run directory is <data dir>/runs/<name> (shared.storage.layout), wherever the data dir is."""
     run_dir = run_dir.absolute()
     if not run_dir.is_dir():
         raise UsageError(f"no run directory {run_dir}")

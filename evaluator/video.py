@@ -19,9 +19,9 @@ import gymnasium as gym
 import numpy as np
 
 from evaluator.episodes import Act
-from shared.config import EnvConfig
-from shared.envcheck import EnvSectionError
-from shared.envs import make_env
+from shared.config.envcheck import EnvSectionError
+from shared.config.run_config import EnvConfig
+from shared.envs.build import make_env
 
 DEFAULT_FPS = 30
 SUFFIXES = (".mp4", ".gif")

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from shared.seeds import MAX_COUNTER
+from shared.envs.seeds import MAX_COUNTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator.")

@@ -14,8 +14,9 @@ def held_out_test(run_dir: Path | None, policy: Path | None, config: Path | None
     """0 whatever the score; 2 with one line on stderr for input that cannot be tested."""
     from evaluator.testing import UsageError, describe, load_subject, resolve_inputs, run_test
     from evaluator.video import VideoError
-    from shared.store import StoreUnavailable, atomic_write
-    from shared.stores import StoreConfigError, StoreSettings
+    from shared.storage.factory import StoreConfigError, StoreSettings
+    from shared.storage.local import atomic_write
+    from shared.storage.protocol import StoreUnavailable
 
     try:
         store = StoreSettings().store_target()  # the run's policies: its directory, or RLFLEET_STORE_URL's store

@@ -19,11 +19,11 @@ import typer
 
 from collector_worker.rollout import Rollout
 from evaluator.testing import Subject, UsageError, load_subject, resolve_inputs
-from shared.datasets import DatasetError, DatasetManifest, check_name, split_episodes, write_dataset
-from shared.envcheck import spaces_of
-from shared.manifest import Behaviour
-from shared.store import PayloadStore, StoreUnavailable
-from shared.stores import StoreConfigError, StoreSettings, open_datasets
+from shared.config.envcheck import spaces_of
+from shared.payloads.recordings import DatasetError, DatasetManifest, check_name, split_episodes, write_dataset
+from shared.policy.manifest import Behaviour
+from shared.storage.factory import StoreConfigError, StoreSettings, open_datasets
+from shared.storage.protocol import PayloadStore, StoreUnavailable
 
 MAX_EPISODE_STEPS = 100_000  # an env without a time limit must say how long an episode may be
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coordinator.journal.database import stored_meta
-from shared.layout import RunLayout
+from shared.storage.layout import RunLayout
 
 
 @dataclass(frozen=True)

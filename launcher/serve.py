@@ -19,7 +19,7 @@ def coordinator() -> int:
 
     from coordinator.main import serve_app
     from coordinator.settings import CoordinatorSettings
-    from shared.stores import StoreConfigError
+    from shared.storage.factory import StoreConfigError
 
     configure_logging()
     settings = CoordinatorSettings()
@@ -40,7 +40,7 @@ def collector() -> int:
     await_coordinator()  # before the imports below
     without_field_docs()
     from collector_worker.main import run_collector
-    from shared.settings import WorkerSettings
+    from shared.worker.settings import WorkerSettings
 
     configure_logging()
     return run_collector(WorkerSettings())
@@ -49,7 +49,7 @@ def collector() -> int:
 def learner() -> int:
     without_field_docs()
     from learner_worker.main import run_learner
-    from shared.settings import WorkerSettings
+    from shared.worker.settings import WorkerSettings
 
     configure_logging()
     return run_learner(WorkerSettings())
@@ -59,7 +59,7 @@ def evaluator() -> int:
     await_coordinator()  # before the imports below
     without_field_docs()
     from evaluator.main import run_evaluator
-    from shared.settings import WorkerSettings
+    from shared.worker.settings import WorkerSettings
 
     configure_logging()
     return run_evaluator(WorkerSettings())

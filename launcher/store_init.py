@@ -10,8 +10,8 @@ from launcher.startup import configure_logging
 
 def store_init() -> int:
     """0 once the store is there and answers; 2 with the store's complaint (settings, credentials, reachability)."""
-    from shared.store import StoreUnavailable
-    from shared.stores import StoreConfigError, StoreSettings, object_store
+    from shared.storage.factory import StoreConfigError, StoreSettings, object_store
+    from shared.storage.protocol import StoreUnavailable
 
     configure_logging()
     try:

@@ -23,8 +23,9 @@ from launcher.processes import Child, child_environment, start
 from launcher.progress import Progress
 from launcher.restarts import CrashRecord, RestartPolicy
 from launcher.services import Service, fleet
-from shared.config import load_run_config
-from shared.layout import RunLayout, new_run_name
+from shared.config.preflight import preflight
+from shared.config.run_config import load_run_config
+from shared.storage.layout import RunLayout, new_run_name
 from shared.tokens import load_tokens_file
 
 if TYPE_CHECKING:  # the wire models load in watch(), once the services are started (~0.1 s sooner)
@@ -100,6 +101,7 @@ class Up:
             config = load_run_config(started if started.exists() else opts.config)
         else:
             raise UnknownRun(f"no run {resume!r} to resume in {self.data_dir / 'runs'}")
+        preflight(config)  # the env builds and the hooks load, before any service starts
         self.port = opts.port or free_port()
         self.layout = RunLayout(self.data_dir, self.run_name)
         # The coordinator is told the run by name, the one mechanism compose users have too (RLFLEET_RUN).

@@ -24,11 +24,11 @@ from learner_worker.distributions import log_prob_entropy
 from learner_worker.gae import gae
 from learner_worker.optim import Optimizer
 from learner_worker.value_transform import ValueCodec
-from shared.confbase import NetConfig
-from shared.manifest import Behaviour, PolicyManifest, default_encoder
-from shared.nets import Network, PolicyNet
-from shared.spaces import DiscreteActions, MultiDiscreteActions, Spaces
-from shared.values import CriticValue
+from shared.config.base import NetConfig
+from shared.config.values import CriticValue
+from shared.payloads.spaces import DiscreteActions, MultiDiscreteActions, Spaces
+from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.policy.nets import Network, PolicyNet
 
 if TYPE_CHECKING:
     from learner_worker.distributed import Group

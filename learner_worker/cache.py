@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from learner_worker.nstep import nstep_targets
-from shared.codec import PayloadError, decode_chunk
-from shared.schema import ChunkSchema, SchemaError
-from shared.store import IntegrityError, PayloadStore, StorePathError
+from shared.payloads.codec import PayloadError, decode_chunk
+from shared.payloads.schema import ChunkSchema, SchemaError
+from shared.storage.protocol import IntegrityError, PayloadStore, StorePathError
 from shared.wire import SampledChunk, SampleResponse
 
 log = logging.getLogger(__name__)

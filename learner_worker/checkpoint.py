@@ -2,7 +2,7 @@
 
 torch.save's zip format loaded with `weights_only=True` accepts only tensors and plain containers, so a
 tampered checkpoint cannot run code. The newest checkpoint is the one with the highest iteration. They live in
-the run's `checkpoints` store (shared/stores.py): a directory, or an object store a restarted learner on
+the run's `checkpoints` store (shared/storage/factory.py): a directory, or an object store a restarted learner on
 another host can read.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from shared.store import PayloadStore, StoreUnavailable
+from shared.storage.protocol import PayloadStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"^learner-(\d{10})\.pt$")

@@ -25,13 +25,12 @@ import numpy as np
 from learner_worker.algorithms import Learner
 from learner_worker.trainer import Trainer, check_finite
 from shared.algorithms.base import DatasetParams
-from shared.codec import decode_chunk
-from shared.datasets import check_usable, load_manifest, load_split
-from shared.layout import RunLayout
-from shared.session import WorkerSession
-from shared.stores import open_datasets, open_store
-from shared.wire import LearnerTask
-from shared.wire_datasets import DatasetBatch, DatasetFile, DatasetSampleRequest
+from shared.payloads.codec import decode_chunk
+from shared.payloads.recordings import check_usable, load_manifest, load_split
+from shared.storage.factory import open_datasets, open_store
+from shared.storage.layout import RunLayout
+from shared.wire import DatasetBatch, DatasetFile, DatasetSampleRequest, LearnerTask
+from shared.worker.session import WorkerSession
 
 log = logging.getLogger("rlfleet.learner")
 BEST_MODEL, BEST_MODEL_SCORES = "model.safetensors", "model.json"

@@ -1,6 +1,6 @@
 """Log-probabilities, entropies and samples of each action head, in torch, for the learners' losses.
 
-They mirror shared/actors.py (numpy, the collectors' side) head for head: the behaviour log-prob a collector
+They mirror shared/policy/actors.py (numpy, the collectors' side) head for head: the behaviour log-prob a collector
 records and the one a learner recomputes must describe the same distribution. Tests hold the two together.
 """
 
@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from shared.actors import LOG_STD_MAX, LOG_STD_MIN, TANH_EPS
-from shared.manifest import Head
-from shared.spaces import MultiDiscreteActions, Spaces
+from shared.payloads.spaces import MultiDiscreteActions, Spaces
+from shared.policy.actors import LOG_STD_MAX, LOG_STD_MIN, TANH_EPS
+from shared.policy.manifest import Head
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -25,7 +25,7 @@ def _categorical(logits: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Ten
 
 
 def legal(spaces: Spaces, obs: torch.Tensor) -> torch.Tensor | None:
-    """[N, n] booleans from the observations' action mask (None: every action is legal); shared/actors.py's
+    """[N, n] booleans from the observations' action mask (None: every action is legal); shared/policy/actors.py's
     `legal` in torch. A row allowing nothing (a finished game's last observation) allows everything."""
     columns = spaces.mask_slice
     if columns is None:

@@ -19,10 +19,10 @@ import os
 import socket
 import time
 
-from shared.client import CoordinatorClient
-from shared.config import RunConfig
-from shared.settings import WorkerSettings
+from shared.config.run_config import RunConfig
 from shared.wire import RunResponse
+from shared.worker.client import CoordinatorClient
+from shared.worker.settings import WorkerSettings
 
 log = logging.getLogger("rlfleet.learner")
 RANK_ENV = "TORCHELASTIC_RUN_ID"  # set by torchrun's agent in every worker it starts

@@ -1,4 +1,4 @@
-"""Calling the run's learner hooks (shared/hooks.py) from the training loop, and containing their failures.
+"""Calling the run's learner hooks (shared/config/hooks.py) from the training loop, and containing their failures.
 
 Hooks are the one part of the learner whose exceptions do not end the worker (ISSUE-NOTES, issue 7): they are
 the user's code beside training, not training. A hook that raises is logged with its traceback once, switched
@@ -15,8 +15,8 @@ import functools
 import logging
 from typing import Protocol
 
-from shared.hooks import Hook, HookConfig, HookEvent, HookView, load_hook
-from shared.session import one_line
+from shared.config.hooks import Hook, HookConfig, HookEvent, HookView, load_hook
+from shared.worker.session import one_line
 
 log = logging.getLogger("rlfleet.learner")
 

@@ -18,9 +18,9 @@ import numpy as np
 
 from learner_worker.cache import ChunkCache
 from learner_worker.prefetch import post_priorities, report_corrupt
-from shared.client import CoordinatorRejected
-from shared.session import WorkerSession
 from shared.wire import LearnerTask, SampleRequest, SampleResponse
+from shared.worker.client import CoordinatorRejected
+from shared.worker.session import WorkerSession
 
 
 def batches_allowed(task: LearnerTask, chunks: int, batch_size: int) -> int:

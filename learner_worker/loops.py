@@ -23,10 +23,10 @@ from learner_worker.population import PopulationTrainer
 from learner_worker.prefetch import Prefetcher, report_corrupt
 from learner_worker.trainer import Trainer, check_finite
 from shared.algorithms.base import ReplayParams
-from shared.client import CoordinatorRejected
-from shared.layout import RunLayout
-from shared.session import WorkerSession
+from shared.storage.layout import RunLayout
 from shared.wire import LearnerTask, SampleRequest, SampleResponse
+from shared.worker.client import CoordinatorRejected
+from shared.worker.session import WorkerSession
 
 log = logging.getLogger("rlfleet.learner")
 MAX_CHUNKS_PER_TAKE = 256  # chunk loop: an upper bound on chunks per sample; max_batch_size is the real limit

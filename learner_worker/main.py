@@ -13,11 +13,11 @@ import torch
 from learner_worker.elastic import is_rank, rank_registration, run_agent, run_config
 from learner_worker.loops import TRAINERS
 from shared.algorithms import spec_of
-from shared.layout import RunLayout
-from shared.session import COORDINATOR_ERRORS, WorkerSession, one_line
-from shared.settings import WorkerSettings
+from shared.storage.layout import RunLayout
 from shared.wire import LearnerTask
-from shared.worker import exit_code, run_worker
+from shared.worker.lifecycle import exit_code, run_worker
+from shared.worker.session import COORDINATOR_ERRORS, WorkerSession, one_line
+from shared.worker.settings import WorkerSettings
 
 log = logging.getLogger("rlfleet.learner")
 

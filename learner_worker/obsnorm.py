@@ -2,7 +2,7 @@
 
 Payloads hold raw observations. The learner folds each chunk it trains on into running count / mean / M2
 (Chan et al.'s parallel merge, in float64, so the order chunks arrive in does not matter), its networks
-normalise with the current statistics, and each published manifest carries them (shared/manifest.py
+normalise with the current statistics, and each published manifest carries them (shared/policy/manifest.py
 ObsNorm), so every collector and the evaluator normalise exactly as the policy was trained -- a scaled-out
 collector can never act with statistics of its own. The statistics are part of the learner's checkpoint.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
-from shared.manifest import ObsNorm
-from shared.nets import Network
+from shared.policy.manifest import ObsNorm
+from shared.policy.nets import Network
 
 
 class RunningStats:

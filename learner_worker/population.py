@@ -17,17 +17,17 @@ from typing import Protocol
 from learner_worker.algorithms import Learner
 from learner_worker.trainer import Trainer, check_finite
 from shared.algorithms.base import PopulationParams
-from shared.layout import RunLayout
-from shared.session import WorkerSession
-from shared.wire import LearnerTask
-from shared.wire_generations import (
+from shared.storage.layout import RunLayout
+from shared.wire import (
     GenerationClose,
     GenerationOpen,
     GenerationOpened,
     GenerationResults,
+    LearnerTask,
     MemberSpec,
     Perturbation,
 )
+from shared.worker.session import WorkerSession
 
 
 class PopulationLearner(Learner, Protocol):

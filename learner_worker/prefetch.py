@@ -20,9 +20,9 @@ import uuid
 import numpy as np
 
 from learner_worker.cache import ChunkCache, PayloadReader
-from shared.client import CoordinatorRejected
-from shared.session import WorkerSession
 from shared.wire import CorruptAck, CorruptReport, PriorityAck, PriorityUpdate, SampleRequest, SampleResponse
+from shared.worker.client import CoordinatorRejected
+from shared.worker.session import WorkerSession
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Policy versions keep increasing across restarts: a resumed learner continues from the larger of its
 checkpoint's version and the coordinator's latest. A non-finite loss or TD error is a training failure, not
 something to average away or to send as a priority: the learner raises TrainingDiverged naming the
-iteration, exits non-zero (see shared/worker.py), and does not checkpoint the broken model, so a restart
+iteration, exits non-zero (see shared/worker/lifecycle.py), and does not checkpoint the broken model, so a restart
 resumes from the last good checkpoint.
 
 In a learner group (`learner.replicas` > 1, learner_worker/distributed.py) every rank trains, compares its
@@ -29,14 +29,14 @@ from learner_worker.device import resolve_device
 from learner_worker.distributed import join_group
 from learner_worker.hooks import learner_hooks
 from learner_worker.obsnorm import RunningStats
-from shared.client import CoordinatorRejected
-from shared.layout import RunLayout
-from shared.plan import chunk_schema
-from shared.policy_io import save_policy
-from shared.session import COORDINATOR_ERRORS, WorkerSession, one_line
-from shared.stores import open_store
+from shared.config.plan import chunk_schema
+from shared.envs.wrappers import NormalizeObs
+from shared.policy.files import save_policy
+from shared.storage.factory import open_store
+from shared.storage.layout import RunLayout
 from shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish
-from shared.wrappers import NormalizeObs
+from shared.worker.client import CoordinatorRejected
+from shared.worker.session import COORDINATOR_ERRORS, WorkerSession, one_line
 
 log = logging.getLogger("rlfleet.learner")
 

@@ -1,4 +1,4 @@
-"""Value transforms and the categorical value head (config: shared/values.py).
+"""Value transforms and the categorical value head (config: shared/config/values.py).
 
 `h` / `h_inv` are Pohlen et al. 2018's transform and its closed-form inverse. `scalar_to_support` is the
 two-hot projection of a value onto evenly spaced atoms (the two atoms around it share its mass, so the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from shared.values import CriticValue, Support, ValueTransform
+from shared.config.values import CriticValue, Support, ValueTransform
 
 
 def h(x: torch.Tensor, eps: float) -> torch.Tensor:

@@ -1,6 +1,12 @@
-"""Code common to every rlfleet service: wire models, run config, payload codec and store, HTTP client.
+"""Code common to every rlfleet service, one package per concern: `wire` (the REST models; import them from
+shared.wire), `config` (the run config, pure validation, and the preflight that builds the env before a run),
+`algorithms` (the registry), `envs`, `payloads` (spaces, chunk schema and codec, contracts, recorded datasets),
+`policy` (manifest, files, networks, actors), `storage` (store protocol, local and S3 stores, layout) and
+`worker` (settings, HTTP client, session, process life); `ids`, `stats` and `tokens` are single modules that
+several of them and the services share.
 
-Kept free of heavy imports at package level so the coordinator can use it without loading torch or gymnasium.
+Kept free of heavy imports at package level (every subpackage's too) so the coordinator can use it without
+loading torch or gymnasium.
 
 Two import-time settings live here, because every service imports this package before anything they affect.
 Both trim what each process pays at start-up, when five of them share the cores:

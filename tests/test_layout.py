@@ -79,7 +79,7 @@ def test_modules_that_are_not_tests_live_in_support() -> None:
 
 @pytest.mark.parametrize(("source", "module", "caught"), [
     ("from tests.coordinator.test_run import chunk", "tests.coordinator.test_gc", True),
-    ("import tests.shared.test_datasets", "tests.coordinator.test_gc", True),
+    ("import tests.shared.payloads.test_recordings", "tests.coordinator.test_gc", True),
     ("from tests.coordinator import test_run", "tests.coordinator.test_gc", True),
     ("from .test_run import chunk", "tests.coordinator.test_gc", True),
     ("def f():\n    from tests.deploy.test_kubernetes import one\n", "tests.deploy.test_x", True),

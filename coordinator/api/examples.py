@@ -5,9 +5,9 @@ One small CartPole run (the default config): collector task `collector-0`, its w
 
 from __future__ import annotations
 
-from shared.config import RunConfig
-from shared.manifest import Behaviour
-from shared.spaces import DiscreteActions, ObsSpace, Spaces
+from shared.config.run_config import RunConfig
+from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
+from shared.policy.manifest import Behaviour
 from shared.wire import (
     Ack,
     BufferStatus,
@@ -21,18 +21,32 @@ from shared.wire import (
     ControlStatus,
     CorruptAck,
     CorruptReport,
+    DatasetBatch,
+    DatasetFile,
+    DatasetSampleRequest,
     Directive,
     EpisodeStat,
     EvaluateRequest,
     EvaluationReport,
     EvaluationResult,
+    GenerationClose,
+    GenerationOpen,
+    GenerationOpened,
+    GenerationResults,
     HeartbeatResponse,
     HoldoutReport,
     HoldoutResult,
     JournalStatus,
     LearnerStatus,
     LearnReport,
+    MemberClaim,
+    MemberClaimRequest,
+    MemberOutcome,
+    MemberResult,
+    MemberSpec,
+    MemberTask,
     OpponentPool,
+    Perturbation,
     PolicyLagStatus,
     PolicyPublish,
     PolicyRef,
@@ -40,6 +54,7 @@ from shared.wire import (
     PriorityUpdate,
     RegisterRequest,
     RegisterResponse,
+    ResultAck,
     RunResponse,
     SampledChunk,
     SampleRequest,
@@ -51,21 +66,6 @@ from shared.wire import (
     StopRequest,
     TaskStatus,
     WorkerStatus,
-)
-from shared.wire_datasets import DatasetBatch, DatasetFile, DatasetSampleRequest
-from shared.wire_generations import (
-    GenerationClose,
-    GenerationOpen,
-    GenerationOpened,
-    GenerationResults,
-    MemberClaim,
-    MemberClaimRequest,
-    MemberOutcome,
-    MemberResult,
-    MemberSpec,
-    MemberTask,
-    Perturbation,
-    ResultAck,
 )
 
 CONFIG = RunConfig(name="cartpole")

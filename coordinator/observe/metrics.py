@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from shared.layout import RunLayout
+from shared.storage.layout import RunLayout
 from shared.wire import Status
 
 METRIC_COLUMNS = [

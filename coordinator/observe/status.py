@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 
 from coordinator.operations.context import RunContext
-from shared.seeds import base_seed, population_seed
+from shared.envs.seeds import base_seed, population_seed
 from shared.wire import LearnerStatus, SeedsUsed, Status
 
 

@@ -16,7 +16,7 @@ from coordinator.errors import (
 )
 from coordinator.operations.context import RunContext
 from coordinator.state.ingest import check_report
-from shared.store import StorePathError, StoreUnavailable
+from shared.storage.protocol import StorePathError, StoreUnavailable
 from shared.wire import ChunkAck, ChunkBatchAck, ChunkReport, ChunkVerdict, CorruptAck, CorruptReport
 
 log = logging.getLogger(__name__)

@@ -36,9 +36,9 @@ from coordinator.state.payloads import PayloadLifetime
 from coordinator.state.policybook import PolicyBook
 from coordinator.state.progress import LearnerProgress
 from coordinator.telemetry import Telemetry
-from shared.config import RunConfig
-from shared.plan import RunPlan
-from shared.store import PayloadStore
+from shared.config.plan import RunPlan
+from shared.config.run_config import RunConfig
+from shared.storage.protocol import PayloadStore
 from shared.wire import Directive, JournalStatus, RunState, WorkerKind
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from coordinator.errors import Conflict, NotFound
 from coordinator.operations.context import RunContext
-from shared.wire_datasets import DatasetBatch, DatasetSampleRequest
+from shared.wire import DatasetBatch, DatasetSampleRequest
 
 
 class DatasetFeed:

@@ -12,10 +12,10 @@ from functools import cached_property
 
 from coordinator.errors import Conflict, Invalid
 from coordinator.operations.context import RunContext
-from shared.flat_params import parameter_count, policy_shapes
-from shared.manifest import PolicyManifest, default_encoder
-from shared.seeds import population_seed
-from shared.wire_generations import (
+from shared.envs.seeds import population_seed
+from shared.policy.flat_params import parameter_count, policy_shapes
+from shared.policy.manifest import PolicyManifest, default_encoder
+from shared.wire import (
     GenerationClose,
     GenerationOpen,
     GenerationOpened,

@@ -8,7 +8,7 @@ import logging
 
 from coordinator.errors import Conflict, Invalid, StoreUnavailableError
 from coordinator.operations.context import RunContext
-from shared.store import StorePathError, StoreUnavailable
+from shared.storage.protocol import StorePathError, StoreUnavailable
 from shared.wire import Ack, OpponentPool, PolicyPublish, PolicyRef
 
 log = logging.getLogger(__name__)

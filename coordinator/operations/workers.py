@@ -6,7 +6,7 @@ from coordinator.operations.context import RunContext
 from coordinator.state.dataplane import BUFFER_ID
 from coordinator.state.tasks import TaskRecord
 from shared.algorithms.base import COLLECTOR_WORK
-from shared.seeds import base_seed
+from shared.envs.seeds import base_seed
 from shared.wire import (
     ClaimResponse,
     CollectorTask,
@@ -65,7 +65,7 @@ class Workers:
 
     def task_model(self, task: TaskRecord) -> Task:
         cfg, plan = self.ctx.config, self.ctx.plan
-        seed = cfg.seed  # the learner seeds itself, the evaluator derives its blocks (shared/seeds.py)
+        seed = cfg.seed  # the learner seeds itself, the evaluator derives its blocks (shared/envs/seeds.py)
         if task.kind == "collector":  # a fresh block per claim: a restarted collector never repeats a sequence
             return CollectorTask(task_id=task.task_id, env=cfg.env, spaces=plan.spaces, behaviour=plan.behaviour,
                                  collector=cfg.collector, sampling=cfg.sampling,

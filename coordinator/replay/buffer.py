@@ -21,7 +21,7 @@ from coordinator.replay.removers.overwrite import Overwrite
 from coordinator.replay.removers.staleness import MaxStaleness
 from coordinator.replay.samplers import ProportionalSampler, Sampler, build_sampler
 from coordinator.replay.storage import Chunk, Entry, RingStorage
-from shared.config import ReplayConfig, SamplingConfig
+from shared.config.run_config import ReplayConfig, SamplingConfig
 
 __all__ = ["Chunk", "Entry", "ReplayBuffer", "Sampled"]
 

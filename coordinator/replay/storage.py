@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from coordinator.replay.units import chunk_items
-from shared.config import SamplingConfig
+from shared.config.run_config import SamplingConfig
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import dataclasses
 from typing import Any, ClassVar
 
 from coordinator.journal.component import Pending, Stored, Table
-from shared.config import RunConfig
-from shared.plan import RunPlan
+from shared.config.plan import RunPlan
+from shared.config.run_config import RunConfig
 
 
 class LiveConfig:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from coordinator.errors import Conflict, Invalid
 from coordinator.journal.component import Pending, Stored, Table
-from shared.config import RunConfig
+from shared.config.run_config import RunConfig
 from shared.wire import ControlStatus, SettingChange
 
 

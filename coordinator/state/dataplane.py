@@ -24,7 +24,7 @@ from coordinator.replay.buffer import Entry, ReplayBuffer, Sampled
 from coordinator.state.ingest import IngestLedger
 from coordinator.state.lag import LagStats
 from coordinator.state.ratelimit import RateLimiter
-from shared.config import RunConfig
+from shared.config.run_config import RunConfig
 from shared.samplers import samplers_where
 from shared.wire import BufferStatus, ChunkReport, SampledChunk, SampleRequest, SampleResponse
 

@@ -3,7 +3,7 @@
 The coordinator owns the order (a permutation per epoch, drawn from the run seed and the epoch number, so it
 is rebuilt rather than stored) and the position in it, journalled with each batch: a restarted coordinator
 goes on where it stopped, and a retried request gets the batch it was given before. The dataset's files are
-never touched here: they belong to the dataset store (shared/datasets.py), read-only for every run.
+never touched here: they belong to the dataset store (shared/payloads/recordings.py), read-only for every run.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import numpy as np
 
 from coordinator.journal.component import Pending, Stored, Table
 from shared.algorithms.base import DatasetParams
-from shared.config import RunConfig
-from shared.datasets import DatasetError, DatasetManifest, check_usable, load_manifest
-from shared.spaces import Spaces
-from shared.store import PayloadStore
-from shared.wire_datasets import DatasetFile, DatasetStatus, EpochScore
+from shared.config.run_config import RunConfig
+from shared.payloads.recordings import DatasetError, DatasetManifest, check_usable, load_manifest
+from shared.payloads.spaces import Spaces
+from shared.storage.protocol import PayloadStore
+from shared.wire import DatasetFile, DatasetStatus, EpochScore
 
 
 class DatasetServer:

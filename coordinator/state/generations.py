@@ -22,13 +22,13 @@ from typing import Any, ClassVar, Literal
 
 from coordinator.errors import Conflict, Invalid, NotFound
 from coordinator.journal.component import Pending, Stored, Table
-from shared.wire_base import PolicyRef
-from shared.wire_generations import (
+from shared.wire import (
     GenerationOpen,
     MemberOutcome,
     MemberResult,
     MemberSpec,
     Perturbation,
+    PolicyRef,
     PopulationStatus,
 )
 

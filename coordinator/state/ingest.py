@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from coordinator.errors import Conflict, Invalid
-from shared.config import RunConfig
-from shared.layout import chunk_path
+from shared.config.run_config import RunConfig
+from shared.storage.layout import chunk_path
 from shared.wire import ChunkReport
 
 
 def check_report(report: ChunkReport, config: RunConfig, latest_version: int) -> None:
     """Refuse a report whose metadata cannot describe a chunk of this run (422 naming the field). The run
-    config already guarantees such a chunk fits the buffer and the wire (shared/config.py)."""
+    config already guarantees such a chunk fits the buffer and the wire (shared/config/run_config.py)."""
     expected = chunk_path(report.task_id, report.chunk_id)
     if report.payload_path != expected:
         raise Invalid(f"payload_path must be {expected!r} for this task and chunk id")

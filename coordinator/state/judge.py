@@ -30,10 +30,17 @@ import numpy as np
 from coordinator.errors import Conflict, Invalid
 from coordinator.journal.component import Pending, Stored, Table
 from coordinator.state.ratings import elo_ratings
-from shared.config import EnvConfig, EvalConfig
+from shared.config.run_config import EnvConfig, EvalConfig
 from shared.stats import ci95
-from shared.wire import BattleRecord, EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult
-from shared.wire_battles import rule_met, rule_records
+from shared.wire import (
+    BattleRecord,
+    EvaluationReport,
+    EvaluationResult,
+    HoldoutReport,
+    HoldoutResult,
+    rule_met,
+    rule_records,
+)
 
 
 class Judge:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from coordinator.journal.component import Pending, Stored, Table
-from shared.config import BudgetConfig
+from shared.config.run_config import BudgetConfig
 from shared.wire import RunState
 
 

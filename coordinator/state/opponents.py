@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from coordinator.journal.component import Pending, Stored, Table
-from shared.battleconf import SelfPlayConfig
+from shared.config.battle import SelfPlayConfig
 from shared.wire import OpponentPool, PolicyRef, SelfPlayStatus, Tally
 
 

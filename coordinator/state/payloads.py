@@ -14,7 +14,7 @@ import threading
 import time
 from collections import deque
 
-from shared.store import PayloadStore
+from shared.storage.protocol import PayloadStore
 
 log = logging.getLogger(__name__)
 CONSUMED_GRACE_SECONDS = 30.0  # a learner reads what it sampled within this; then max_use'd files are deleted

@@ -65,7 +65,7 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 def run_config_reference() -> str:
     """Every section of the run config, top level first, each nested model as a section of its own."""
-    from shared.config import RunConfig
+    from shared.config.run_config import RunConfig
 
     out: list[str] = []
     for section, links in _walk(Section("", RunConfig, "top-level")):
@@ -80,7 +80,7 @@ def run_config_reference() -> str:
 def settings_reference() -> str:
     """The services' RLFLEET_* environment variables, one table per kind of process."""
     from coordinator.settings import CoordinatorSettings
-    from shared.settings import WorkerSettings
+    from shared.worker.settings import WorkerSettings
 
     out = []
     for title, model in (("Coordinator", CoordinatorSettings), ("Workers (collector, learner, evaluator)",

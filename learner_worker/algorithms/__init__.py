@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from shared.algorithms import spec_of
-from shared.manifest import PolicyManifest
+from shared.policy.manifest import PolicyManifest
 from shared.wire import LearnerTask
 
 if TYPE_CHECKING:

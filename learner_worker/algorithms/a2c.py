@@ -16,8 +16,8 @@ import torch
 from learner_worker.actor_critic import CPU, ActorCritic
 from learner_worker.optim import RMSprop
 from shared.algorithms.a2c import A2CParams
-from shared.manifest import Behaviour
-from shared.spaces import Spaces
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour
 
 
 class A2C(ActorCritic):

@@ -16,9 +16,9 @@ from learner_worker.device import to_device
 from learner_worker.distributions import log_prob_entropy
 from learner_worker.optim import Adam
 from shared.algorithms.bc import BCParams
-from shared.manifest import Behaviour, PolicyManifest, default_encoder
-from shared.nets import PolicyNet
-from shared.spaces import MultiDiscreteActions, Spaces
+from shared.payloads.spaces import MultiDiscreteActions, Spaces
+from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.policy.nets import PolicyNet
 
 
 class BC:

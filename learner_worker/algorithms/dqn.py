@@ -22,9 +22,9 @@ from learner_worker.distributions import legal, masked
 from learner_worker.optim import Adam
 from learner_worker.value_transform import ValueCodec
 from shared.algorithms.dqn import DQNParams
-from shared.manifest import Behaviour, PolicyManifest, default_encoder
-from shared.nets import PolicyNet
-from shared.spaces import Spaces
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.policy.nets import PolicyNet
 
 if TYPE_CHECKING:
     from learner_worker.distributed import Group

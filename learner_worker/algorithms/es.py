@@ -6,7 +6,7 @@ the returns collectors report into one step on the flat parameter vector.
 eps_k is the member's slice of the shared noise table; antithetic pairs share it with opposite signs. Ranks
 make the step invariant to the scale of the returns and robust to outliers; a generation closed with a
 fraction of its members (stragglers) ranks what arrived. The optimizer (AdamW, or SGD with momentum and L2)
-minimises -g on the flat vector, which is flattened and unflattened with shared/flat_params.py, the same
+minimises -g on the flat vector, which is flattened and unflattened with shared/policy/flat_params.py, the same
 order collectors perturb in. Weights start as torch's initialisation of the published network.
 """
 
@@ -18,12 +18,12 @@ import torch
 from learner_worker.actor_critic import CPU
 from learner_worker.optim import SGD, Adam, Optimizer
 from shared.algorithms.es import ESParams
-from shared.flat_params import flatten, policy_shapes, unflatten
-from shared.manifest import Behaviour, PolicyManifest, default_encoder
-from shared.nets import PolicyNet
-from shared.noise_table import NoiseTable, noise_table
-from shared.spaces import Spaces
-from shared.wire_generations import MemberOutcome, MemberSpec, Perturbation
+from shared.payloads.spaces import Spaces
+from shared.policy.flat_params import flatten, policy_shapes, unflatten
+from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.policy.nets import PolicyNet
+from shared.policy.noise_table import NoiseTable, noise_table
+from shared.wire import MemberOutcome, MemberSpec, Perturbation
 
 
 def centred_ranks(returns: np.ndarray) -> np.ndarray:

@@ -29,8 +29,8 @@ from learner_worker.device import to_device
 from learner_worker.optim import Adam
 from learner_worker.vtrace import vtrace
 from shared.algorithms.impala import ImpalaParams
-from shared.manifest import Behaviour
-from shared.spaces import Spaces
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour
 
 
 class Impala(ActorCritic):

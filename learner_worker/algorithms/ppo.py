@@ -32,8 +32,8 @@ import torch
 from learner_worker.actor_critic import CPU, LOG_RATIO_LIMIT, ActorCritic, explained_variance
 from learner_worker.optim import Adam
 from shared.algorithms.ppo import PPOParams
-from shared.manifest import Behaviour
-from shared.spaces import Spaces
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour
 
 
 class PPO(ActorCritic):

@@ -27,9 +27,9 @@ from learner_worker.device import to_device
 from learner_worker.distributions import tanh_gaussian_sample
 from learner_worker.optim import Adam
 from shared.algorithms.sac import SACParams
-from shared.manifest import Behaviour, PolicyManifest, default_encoder
-from shared.nets import Network, PolicyNet
-from shared.spaces import BoxActions, Spaces
+from shared.payloads.spaces import BoxActions, Spaces
+from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.policy.nets import Network, PolicyNet
 
 CPU = torch.device("cpu")
 

@@ -20,9 +20,9 @@ from learner_worker.actor_critic import CPU
 from learner_worker.device import to_device
 from learner_worker.optim import Adam
 from shared.algorithms.supervised import SupervisedParams
-from shared.manifest import Behaviour
-from shared.nets import mlp
-from shared.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces
+from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces
+from shared.policy.manifest import Behaviour
+from shared.policy.nets import mlp
 
 MODEL_KEY = "rlfleet.model"
 

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
-from shared.confbase import NetConfig, Strict
-from shared.datasets import NAME_PATTERN
-from shared.manifest import Behaviour, Head
+from shared.config.base import NetConfig, Strict
+from shared.payloads.recordings import NAME_PATTERN
+from shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
+from shared.policy.manifest import Behaviour, Head
 from shared.samplers import samplers_where
-from shared.spaces import BoxActions, MultiDiscreteActions, Spaces
 
 if TYPE_CHECKING:
-    from shared.config import RunConfig
+    from shared.config.run_config import RunConfig
 
 Loop = Literal["replay", "chunks", "population", "dataset"]
 # What a collector does in a run of each loop: a dataset run needs no collector (it exits at once).
@@ -132,7 +132,9 @@ class AlgorithmSpec:
     head: Callable[[Spaces], Head]  # the published action head; raises ValueError for spaces it cannot act in
     behaviour: Callable[[RunConfig, Spaces], Behaviour]
     live: tuple[str, ...] = EVALUATION_LIVE
-    fits: Callable[[RunConfig], None] | None = None  # further checks of the config; raises ValueError naming a field
+    # Further checks of the config against the env's spaces, made by the preflight (shared/config/preflight.py), not
+    # by validation, since the spaces come from building the env; raises ValueError naming a field.
+    fits: Callable[[RunConfig, Spaces], None] | None = None
     # The parameters each rank of a learner group (learner.replicas > 1) takes an equal share of; None: the learner
     # cannot train data-parallel, so the run keeps one learner process.
     shares: tuple[str, ...] | None = None
@@ -156,11 +158,8 @@ class AlgorithmSpec:
                                  f"every rank of the learner group takes an equal share")
 
     def check(self, config: RunConfig) -> None:
-        """Refuse buffer settings this algorithm's loop cannot train on (and what `fits` refuses), naming the fields
-        to change."""
+        """Refuse buffer settings this algorithm's loop cannot train on, naming the fields to change."""
         unit, sampler, queue = config.sampling.unit, config.replay.sampler, config.replay.traits.queue
-        if self.fits is not None:
-            self.fits(config)
         self._splits(config)
         if self.loop in ("population", "dataset"):
             return  # no replay buffer: member results, or a recorded dataset

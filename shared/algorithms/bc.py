@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from shared.algorithms.base import AlgorithmSpec, DatasetParams, sampled_head
-from shared.confbase import NetConfig
-from shared.manifest import Behaviour
-from shared.spaces import Spaces
+from shared.config.base import NetConfig
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour
 
 
 class BCParams(DatasetParams):

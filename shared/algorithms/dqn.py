@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field
 
 from shared.algorithms.base import REPLAY_LIVE, AlgorithmSpec, ReplayParams
-from shared.confbase import NetConfig
-from shared.manifest import Behaviour, Head
-from shared.spaces import DiscreteActions, Spaces
-from shared.values import ValueTransform
+from shared.config.base import NetConfig
+from shared.config.values import ValueTransform
+from shared.payloads.spaces import DiscreteActions, Spaces
+from shared.policy.manifest import Behaviour, Head
 
 if TYPE_CHECKING:
-    from shared.config import RunConfig
+    from shared.config.run_config import RunConfig
 
 
 class DQNParams(ReplayParams):

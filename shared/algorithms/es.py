@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from shared.algorithms.base import AlgorithmSpec, PopulationParams, sampled_head
-from shared.confbase import NetConfig
-from shared.manifest import Behaviour
-from shared.spaces import Spaces
+from shared.config.base import NetConfig
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour
 
 
 class ESParams(PopulationParams):
@@ -46,20 +46,18 @@ def _behaviour(config: object, spaces: Spaces) -> Behaviour:
     return Behaviour(head=sampled_head(spaces), sample=False)
 
 
-def _fits(config: object) -> None:
+def _fits(config: object, spaces: Spaces) -> None:
     """The noise table must hold a distinct offset for every antithetic pair of the policy's parameters."""
-    from shared.config import RunConfig
-    from shared.envcheck import spaces_of
-    from shared.flat_params import parameter_count, policy_shapes
-    from shared.manifest import PolicyManifest, default_encoder
-    from shared.noise_table import check_capacity
+    from shared.config.run_config import RunConfig
+    from shared.policy.flat_params import parameter_count, policy_shapes
+    from shared.policy.manifest import PolicyManifest, default_encoder
+    from shared.policy.noise_table import check_capacity
 
     assert isinstance(config, RunConfig) and isinstance(config.algo, ESParams)
     try:
-        spaces = spaces_of(config.env)
         head = sampled_head(spaces)
     except ValueError:
-        return  # the env, or an action space nothing acts in, is refused by the env check or the run plan
+        return  # an action space nothing acts in is refused by the run plan, naming the algorithms that can
     encoder = default_encoder(spaces.obs)
     if encoder.kind != "mlp":
         raise ValueError("algo.name es perturbs flat MLP policies; image observations need a CNN encoder: use "

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
-from shared.confbase import NetConfig
-from shared.values import CriticValue
+from shared.config.base import NetConfig
+from shared.config.values import CriticValue
 
 
 class PPOParams(ChunkParams):

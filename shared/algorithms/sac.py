@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field
 
 from shared.algorithms.base import REPLAY_LIVE, AlgorithmSpec, ReplayParams
-from shared.confbase import NetConfig
-from shared.manifest import Behaviour, Head
-from shared.spaces import BoxActions, Spaces
+from shared.config.base import NetConfig
+from shared.payloads.spaces import BoxActions, Spaces
+from shared.policy.manifest import Behaviour, Head
 
 if TYPE_CHECKING:
-    from shared.config import RunConfig
+    from shared.config.run_config import RunConfig
 
 
 class SACParams(ReplayParams):

@@ -14,9 +14,9 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from shared.algorithms.base import AlgorithmSpec, DatasetParams, sampled_head
-from shared.confbase import NetConfig
-from shared.manifest import Behaviour
-from shared.spaces import Spaces
+from shared.config.base import NetConfig
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour
 
 Column = Literal["obs", "actions", "rewards", "next_obs", "terminated"]
 CLASS_TARGETS = ("actions", "terminated")  # columns whose values are classes (actions: when discrete)
@@ -50,18 +50,14 @@ class SupervisedParams(DatasetParams):
         return self
 
 
-def _fits(config: object) -> None:
+def _fits(config: object, spaces: Spaces) -> None:
     """Classes need discrete actions."""
-    from shared.config import RunConfig
-    from shared.envcheck import spaces_of
+    from shared.config.run_config import RunConfig
 
     assert isinstance(config, RunConfig) and isinstance(config.algo, SupervisedParams)
     if config.algo.loss != "cross_entropy" or config.algo.target != "actions":
         return
-    try:
-        kind = spaces_of(config.env).action.kind
-    except ValueError:
-        return  # the env check refuses it, naming why
+    kind = spaces.action.kind
     if kind != "discrete":
         raise ValueError(f"algo.target actions with algo.loss cross_entropy needs discrete actions; "
                          f"{config.env.id} has {kind} actions: use mse")

@@ -9,8 +9,8 @@ import pytest
 from gymnasium.envs.classic_control import CartPoleEnv
 
 from collector_worker.rollout import Rollout
-from shared.config import EnvConfig
-from shared.envs import ENV_ERROR, ResetOnError
+from shared.config.run_config import EnvConfig
+from shared.envs.build import ENV_ERROR, ResetOnError
 from tests.support.policies import CARTPOLE, EPSILON_GREEDY, flat_spaces
 
 
@@ -88,7 +88,8 @@ class Emit(gym.Env):
         return self.obs, self.reward, False, False, {}
 
 
-@pytest.mark.filterwarnings("ignore:invalid value encountered in dot")  # shared.envs ignores it; pytest resets filters
+# shared.envs.build ignores it; pytest resets filters
+@pytest.mark.filterwarnings("ignore:invalid value encountered in dot")
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize(("value", "error"), [(np.nan, True), (np.inf, True), (-np.inf, True), (0.0, False),
                                               (-1e4, False), (6e4, False)])  # 6e4: near float16's largest

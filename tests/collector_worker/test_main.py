@@ -9,10 +9,10 @@ import pytest
 
 from collector_worker import main as collector_main
 from collector_worker.rollout import Chunk, Rollout
-from shared.config import CollectorConfig, EnvConfig, SamplingConfig
-from shared.store import LocalStore
+from shared.config.run_config import CollectorConfig, EnvConfig, SamplingConfig
+from shared.storage.local import LocalStore
 from shared.wire import CollectorTask, Directive, PolicyRef
-from shared.worker import EXIT_CRASHED, EXIT_OK, run_session
+from shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK, run_session
 from tests.support.fake_coordinator import FakeCoordinator, make_session
 from tests.support.policies import CARTPOLE, EPSILON_GREEDY
 

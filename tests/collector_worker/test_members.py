@@ -10,17 +10,17 @@ import numpy as np
 import torch
 
 from collector_worker.members import MemberEvaluator
-from shared.actors import NumpyActor
 from shared.algorithms.base import sampled_head
-from shared.confbase import NetConfig
-from shared.config import EnvConfig
-from shared.flat_params import flatten, policy_shapes, unflatten
-from shared.manifest import PolicyManifest, default_encoder
-from shared.nets import PolicyNet
-from shared.noise_table import noise_table
-from shared.policy_io import load_policy, save_policy
-from shared.store import LocalStore
-from shared.wire_generations import MemberTask, Perturbation
+from shared.config.base import NetConfig
+from shared.config.run_config import EnvConfig
+from shared.policy.actors import NumpyActor
+from shared.policy.files import load_policy, save_policy
+from shared.policy.flat_params import flatten, policy_shapes, unflatten
+from shared.policy.manifest import PolicyManifest, default_encoder
+from shared.policy.nets import PolicyNet
+from shared.policy.noise_table import noise_table
+from shared.storage.local import LocalStore
+from shared.wire import MemberTask, Perturbation
 from tests.support.policies import CARTPOLE
 
 PERTURBATION = Perturbation(noise_seed=11, noise_size=8192, sigma=0.5, episodes=3)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from collector_worker.rollout import Chunk, Rollout
-from shared.actors import PolicyError
-from shared.config import EnvConfig
-from shared.manifest import Behaviour
+from shared.config.run_config import EnvConfig
+from shared.policy.actors import PolicyError
+from shared.policy.manifest import Behaviour
 from tests.support.policies import CARTPOLE as CARTPOLE_SPACES
 from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, manifest, policy_state
 

@@ -19,14 +19,15 @@ from pydantic import ValidationError
 from collector_worker.rollout import Chunk
 from collector_worker.uploader import Pending, Uploader
 from launcher.up import free_port
-from shared.client import CoordinatorClient, Stopped
-from shared.codec import decode_chunk
-from shared.layout import chunk_path
-from shared.s3store import S3Store
-from shared.session import WorkerSession
-from shared.store import LocalStore, PayloadStore, StoreUnavailable, sha256_hex
+from shared.payloads.codec import decode_chunk
+from shared.storage.layout import chunk_path
+from shared.storage.local import LocalStore
+from shared.storage.protocol import PayloadStore, StoreUnavailable, sha256_hex
+from shared.storage.s3 import S3Store
 from shared.wire import ChunkAck, ChunkBatch, ChunkBatchAck, ChunkReport, ChunkVerdict, Directive, PolicyRef
-from shared.worker import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
+from shared.worker.client import CoordinatorClient, Stopped
+from shared.worker.lifecycle import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
+from shared.worker.session import WorkerSession
 from tests.support.seaweed import SeaweedFS
 
 torch.set_num_threads(1)

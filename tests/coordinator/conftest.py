@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from coordinator.run import Run
-from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.storage.local import LocalStore
 from tests.support.run import FakeClock
 
 

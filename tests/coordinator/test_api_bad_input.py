@@ -18,7 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coordinator.settings import CoordinatorSettings
-from shared.layout import chunk_path
+from shared.storage.layout import chunk_path
 from shared.wire import ChunkReport, EvaluationReport, LearnReport, PolicyPublish, RegisterRequest, SampleRequest
 from tests.support.api import (
     assert_error_body,

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.codec import decode_chunk
-from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.payloads.codec import decode_chunk
+from shared.storage.local import LocalStore
 from shared.wire import ChunkAck, ClaimResponse, HeartbeatResponse, RegisterResponse, SampleResponse, Status
 from tests.support.api import (
     PUBLIC_PATHS,

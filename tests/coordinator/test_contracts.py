@@ -15,12 +15,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from collector_worker.rollout import Rollout
-from shared.codec import encode_chunk
-from shared.config import EnvConfig
-from shared.manifest import Behaviour, Head, ObsNorm, PolicyManifest
-from shared.nets import PolicyNet
-from shared.policy_io import policy_bytes
-from shared.spaces import MultiDiscreteActions, Spaces
+from shared.config.run_config import EnvConfig
+from shared.payloads.codec import encode_chunk
+from shared.payloads.spaces import MultiDiscreteActions, Spaces
+from shared.policy.files import policy_bytes
+from shared.policy.manifest import Behaviour, Head, ObsNorm, PolicyManifest
+from shared.policy.nets import PolicyNet
 from tests.support.policies import CARTPOLE, PENDULUM, manifest
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from coordinator.journal.component import Stored
 from coordinator.state.datasets import DatasetServer
-from shared.datasets import DatasetManifest
-from shared.store import LocalStore
+from shared.payloads.recordings import DatasetManifest
+from shared.storage.local import LocalStore
 from tests.support.datasets import write_demo_dataset
 
 

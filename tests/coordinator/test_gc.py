@@ -9,11 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coordinator.run import Run
-from shared.config import RunConfig
-from shared.layout import RunLayout
-from shared.s3store import S3Store
-from shared.store import LocalStore
-from shared.stores import StoreTarget, open_datasets, open_store
+from shared.config.run_config import RunConfig
+from shared.storage.factory import StoreTarget, open_datasets, open_store
+from shared.storage.layout import RunLayout
+from shared.storage.local import LocalStore
+from shared.storage.s3 import S3Store
 from tests.support.configs import layout
 from tests.support.datasets import write_demo_dataset
 from tests.support.run import chunk, collector

@@ -8,8 +8,7 @@ import pytest
 from coordinator.errors import Conflict, Invalid, NotFound
 from coordinator.journal.component import Stored
 from coordinator.state.generations import Generations
-from shared.wire_base import PolicyRef
-from shared.wire_generations import GenerationOpen, MemberResult, MemberSpec, Perturbation
+from shared.wire import GenerationOpen, MemberResult, MemberSpec, Perturbation, PolicyRef
 
 POLICY = PolicyRef(version=3, path="policies/v0000000003.safetensors", sha256="a" * 64)
 PERTURBATION = Perturbation(noise_seed=1, noise_size=4096, sigma=0.1, episodes=1, lease_seconds=10.0)

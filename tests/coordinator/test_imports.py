@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from coordinator.main import create_app
 from coordinator.observe.metrics import MetricsRecorder
-from shared.layout import RunLayout
+from shared.storage.layout import RunLayout
 recorder = MetricsRecorder(RunLayout(Path({str(tmp_path)!r}), "r"))
 recorder._tb.add_scalar("x", 1.0, 0)
 recorder.close()

@@ -13,9 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coordinator.journal.database import Journal
-from shared.codec import encode_chunk
-from shared.layout import chunk_path, policy_path
-from shared.store import LocalStore
+from shared.payloads.codec import encode_chunk
+from shared.storage.layout import chunk_path, policy_path
+from shared.storage.local import LocalStore
 from tests.support.api import auth, make_settings, running_client, store_for
 from tests.support.configs import small_run_config
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from coordinator.journal.component import Stored
 from coordinator.journal.database import Journal
 from coordinator.run import Run
-from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.storage.local import LocalStore
 from shared.wire import EvaluationReport, LearnReport, SampleRequest
 from tests.support.configs import layout, make_config
 from tests.support.run import FakeClock, chunk, collector, learner, publish, register

@@ -15,8 +15,8 @@ from coordinator.errors import NotEnoughData
 from coordinator.journal.database import Journal
 from coordinator.run import Run
 from coordinator.state.dataplane import DataPlane
-from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.storage.local import LocalStore
 from shared.wire import PriorityUpdate, SampleRequest
 from tests.support.configs import layout, make_config, queue_config
 from tests.support.replay import tree_of

@@ -10,8 +10,8 @@ import pytest
 from coordinator.errors import Conflict, Invalid
 from coordinator.journal.database import Journal
 from coordinator.run import Run
-from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.storage.local import LocalStore
 from shared.wire import BattleRecord, EvaluationReport
 from tests.support.run import FakeClock, evaluate, holdout, learner, publish, register
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from coordinator.observe.metrics import MetricsRecorder
-from shared.layout import RunLayout
+from shared.storage.layout import RunLayout
 from shared.wire import EvaluationResult, HoldoutResult, LearnerStatus, PolicyLagStatus, Status
 from tests.support.repo import REPO
 

@@ -11,9 +11,9 @@ import pytest
 
 from coordinator.run import Run
 from launcher.up import free_port
-from shared.layout import RunLayout
-from shared.s3store import S3Store
-from shared.stores import StoreConfigError, open_store
+from shared.storage.factory import StoreConfigError, open_store
+from shared.storage.layout import RunLayout
+from shared.storage.s3 import S3Store
 from tests.support.api import auth, claim, get_status, make_settings, register, running_client
 from tests.support.chunks import write_chunk
 from tests.support.configs import small_run_config

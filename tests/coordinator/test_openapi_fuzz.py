@@ -19,7 +19,7 @@ from schemathesis import GenerationMode
 
 from coordinator.main import create_app
 from coordinator.settings import CoordinatorSettings
-from shared.config import RunConfig, dump_run_config
+from shared.config.run_config import RunConfig, dump_run_config
 from shared.tokens import generate_tokens_file
 
 CASES: dict[str, int] = {}

@@ -13,9 +13,9 @@ import pytest
 from coordinator.journal.database import Journal
 from coordinator.run import Run
 from coordinator.state.opponents import Opponents
-from shared.battleconf import SelfPlayConfig
-from shared.config import RunConfig, dump_run_config
-from shared.store import LocalStore
+from shared.config.battle import SelfPlayConfig
+from shared.config.run_config import RunConfig, dump_run_config
+from shared.storage.local import LocalStore
 from shared.wire import EpisodeStat, PolicyRef
 from tests.support.api import assert_error_body, auth, make_settings, running_client
 from tests.support.run import chunk, collector, learner, publish, settle_files

@@ -11,9 +11,10 @@ from coordinator.errors import Conflict, Forbidden, GroupFull, Invalid, NotEnoug
 from coordinator.operations.context import PAUSE_SECONDS
 from coordinator.run import Run
 from coordinator.state.dataplane import BUFFER_ID
-from shared.config import RunConfig
-from shared.layout import chunk_path, policy_path
-from shared.store import LocalStore, sha256_hex
+from shared.config.run_config import RunConfig
+from shared.storage.layout import chunk_path, policy_path
+from shared.storage.local import LocalStore
+from shared.storage.protocol import sha256_hex
 from shared.wire import (
     CollectorTask,
     EvaluationReport,

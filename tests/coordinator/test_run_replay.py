@@ -17,8 +17,8 @@ from coordinator.errors import Conflict, Invalid, NotEnoughData
 from coordinator.operations.context import PAUSE_SECONDS
 from coordinator.run import Run
 from coordinator.state.payloads import CONSUMED_GRACE_SECONDS
-from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.storage.local import LocalStore
 from shared.wire import HeartbeatResponse, PriorityUpdate, SampleRequest, SampleResponse
 from tests.support.configs import layout, make_config, queue_config
 from tests.support.replay import tree_of

@@ -12,8 +12,8 @@ from coordinator.journal.database import Journal, stored_run_state
 from coordinator.main import create_app
 from coordinator.runs import choose_run
 from coordinator.settings import CoordinatorSettings
-from shared.config import RunConfig
-from shared.layout import RunLayout, new_run_name
+from shared.config.run_config import RunConfig
+from shared.storage.layout import RunLayout, new_run_name
 from tests.support.api import auth
 from tests.support.configs import small_run_config
 
@@ -138,7 +138,7 @@ def test_a_stopped_run_named_explicitly_continues_and_its_stop_does_not_count_as
 
 def test_lifecycle_reopens_only_a_stopped_run_and_keeps_its_wall_clock() -> None:
     from coordinator.state.lifecycle import Lifecycle
-    from shared.config import BudgetConfig
+    from shared.config.run_config import BudgetConfig
 
     life = Lifecycle(BudgetConfig(), clock=lambda: 100.0)
     assert not life.reopen(150.0)  # running

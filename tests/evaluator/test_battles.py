@@ -10,13 +10,12 @@ import numpy as np
 import torch
 
 from evaluator.battles import against, baseline_games, pool_records
-from shared.battleconf import BattleBar, SelfPlayConfig
-from shared.config import RunConfig
-from shared.plan import RunPlan
-from shared.policy_io import save_policy
-from shared.store import LocalStore
-from shared.wire import BattleRecord, PolicyRef
-from shared.wire_battles import rule_met, rule_records
+from shared.config.battle import BattleBar, SelfPlayConfig
+from shared.config.plan import RunPlan
+from shared.config.run_config import RunConfig
+from shared.policy.files import save_policy
+from shared.storage.local import LocalStore
+from shared.wire import BattleRecord, PolicyRef, rule_met, rule_records
 from tests.support.policies import manifest, policy_state, random_actor
 
 CONFIG = RunConfig.model_validate({"env": {"id": "rlfleet/TicTacToe-v0"}, "self_play": {}})

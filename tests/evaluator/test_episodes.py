@@ -14,7 +14,7 @@ from gymnasium.vector.utils import batch_space
 
 import evaluator.episodes as episodes_module
 from evaluator.episodes import Act, evaluate
-from shared.config import EnvConfig
+from shared.config.run_config import EnvConfig
 from tests.support.policies import flat_spaces, random_actor
 
 torch.set_num_threads(1)

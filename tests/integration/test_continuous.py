@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.policy_io import read_manifest
+from shared.policy.files import read_manifest
 from tests.support.repo import REPO
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import RunConfig, dump_run_config
+from shared.config.run_config import RunConfig, dump_run_config
 from tests.support.configs import small_run_config
 from tests.support.fleet import Fleet
 from tests.support.repo import REPO

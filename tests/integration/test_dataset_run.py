@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import load_run_config
+from shared.config.run_config import load_run_config
 from tests.support.repo import REPO
 from tests.support.run_files import write_expert_inputs
 

@@ -23,8 +23,8 @@ import pytest
 from coordinator.journal.database import Journal
 from coordinator.run import Run
 from launcher.up import free_port
-from shared.config import RunConfig
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.storage.local import LocalStore
 from shared.tokens import load_tokens_file
 from shared.wire import Status
 from tests.support.processes import launcher_child

@@ -22,10 +22,10 @@ import pytest
 
 from coordinator.journal.database import Journal
 from coordinator.run import Run
-from shared.config import RunConfig
-from shared.layout import RunLayout
-from shared.s3store import S3Store
-from shared.stores import StoreSettings, open_store
+from shared.config.run_config import RunConfig
+from shared.storage.factory import StoreSettings, open_store
+from shared.storage.layout import RunLayout
+from shared.storage.s3 import S3Store
 from shared.tokens import generate_tokens_file
 from tests.support.fleet import Fleet
 from tests.support.repo import REPO

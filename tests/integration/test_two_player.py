@@ -14,7 +14,7 @@ import pytest
 
 from evaluator.battles import against
 from evaluator.testing import load_subject, resolve_inputs
-from shared.seeds import base_seed
+from shared.envs.seeds import base_seed
 from tests.support.repo import REPO
 
 

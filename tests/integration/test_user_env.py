@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.policy_io import read_manifest
+from shared.policy.files import read_manifest
 from tests.support.repo import REPO
 
 CONFIG = {

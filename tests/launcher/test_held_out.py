@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from evaluator.episodes import evaluate
 from launcher.cli import app
-from shared.actors import build_actor
-from shared.config import RunConfig
-from shared.envs import make_env
-from shared.policy_io import decode_policy
-from shared.seeds import base_seed, decode
+from shared.config.run_config import RunConfig
+from shared.envs.build import make_env
+from shared.envs.seeds import base_seed, decode
+from shared.policy.actors import build_actor
+from shared.policy.files import decode_policy
 from tests.support.policies import flat_spaces
 from tests.support.repo import REPO
 from tests.support.run_files import write_run

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from coordinator.journal.database import Journal
 from launcher.cli import app
-from shared.layout import RunLayout
+from shared.storage.layout import RunLayout
 
 
 def test_the_curve_is_drawn_into_the_run_directory(tmp_path: Path) -> None:

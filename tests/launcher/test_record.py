@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.codec import decode_chunk
-from shared.datasets import load_manifest, load_split
-from shared.manifest import Behaviour
-from shared.plan import chunk_schema
-from shared.schema import ChunkSchema
-from shared.store import LocalStore
+from shared.config.plan import chunk_schema
+from shared.payloads.codec import decode_chunk
+from shared.payloads.recordings import load_manifest, load_split
+from shared.payloads.schema import ChunkSchema
+from shared.policy.manifest import Behaviour
+from shared.storage.local import LocalStore
 from tests.support.policies import CARTPOLE
 from tests.support.repo import REPO
 from tests.support.run_files import write_expert_inputs

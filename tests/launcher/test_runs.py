@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from coordinator.journal.database import Journal
 from launcher.cli import app
-from shared.layout import RunLayout
+from shared.storage.layout import RunLayout
 
 
 def test_runs_lists_each_run_with_its_state_steps_and_best_test(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """`rlfleet store-init` with nothing to create, or a store URL it cannot use (the s3 profile's job; a real
-bucket is created in tests/shared/test_s3store.py)."""
+bucket is created in tests/shared/storage/test_s3.py)."""
 
 from __future__ import annotations
 

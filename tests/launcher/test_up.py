@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from coordinator.journal.database import Journal
 from launcher.cli import app
 from launcher.up import ServiceFailed, Up, UpOptions
-from shared.layout import RunLayout
+from shared.storage.layout import RunLayout
 from shared.tokens import load_tokens_file
 from tests.support.repo import REPO
 

@@ -14,11 +14,11 @@ from learner_worker.cache import ChunkCache
 from learner_worker.loops import cache_chunks
 from learner_worker.nstep import nstep_targets
 from shared.algorithms.dqn import DQNParams
-from shared.codec import encode_chunk
-from shared.config import NetConfig, RunConfig
-from shared.layout import chunk_path
-from shared.schema import ChunkSchema
-from shared.store import LocalStore
+from shared.config.run_config import NetConfig, RunConfig
+from shared.payloads.codec import encode_chunk
+from shared.payloads.schema import ChunkSchema
+from shared.storage.layout import chunk_path
+from shared.storage.local import LocalStore
 from shared.wire import Directive, SampledChunk
 from tests.support.policies import EPSILON_GREEDY, flat_spaces, learner_task
 from tests.support.stored_chunks import GAMMA, NSTEP, SCHEMA, D, N, StoredChunks, T, numbered_arrays, transition_reply

@@ -15,9 +15,10 @@ from launcher.up import free_port
 from learner_worker.algorithms.dqn import DQN
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
 from shared.algorithms.dqn import DQNParams
-from shared.confbase import NetConfig
-from shared.s3store import S3Store
-from shared.store import LocalStore, StoreUnavailable
+from shared.config.base import NetConfig
+from shared.storage.local import LocalStore
+from shared.storage.protocol import StoreUnavailable
+from shared.storage.s3 import S3Store
 from tests.support.policies import EPSILON_GREEDY, flat_spaces
 from tests.support.seaweed import SeaweedFS
 

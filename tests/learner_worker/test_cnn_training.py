@@ -10,12 +10,12 @@ import torch
 from collector_worker.rollout import Rollout
 from evaluator.episodes import evaluate
 from learner_worker.algorithms.ppo import PPO
-from shared.actors import build_actor
 from shared.algorithms.ppo import PPOParams
-from shared.confbase import NetConfig
-from shared.config import EnvConfig
-from shared.gymspaces import describe
-from shared.plan import chunk_schema
+from shared.config.base import NetConfig
+from shared.config.plan import chunk_schema
+from shared.config.run_config import EnvConfig
+from shared.envs.gymspaces import describe
+from shared.policy.actors import build_actor
 from tests.support.pixelgrid import PixelGrid
 
 torch.set_num_threads(1)
@@ -34,7 +34,7 @@ def test_ppo_with_the_cnn_encoder_learns_the_pixel_grid() -> None:
     assert spaces.obs.image and spaces.obs.dtype == "uint8"
     cfg = PPOParams(net=NetConfig(hidden=(64,), activation="relu"), learning_rate=1e-3, gamma=0.95, gae_lambda=0.9,
                     epochs=4, minibatch_size=128, entropy_coef=0.01)
-    from shared.manifest import Behaviour
+    from shared.policy.manifest import Behaviour
 
     behaviour = Behaviour(head="categorical", sample=True)
     ppo = PPO(spaces, cfg, behaviour, seed=0)

@@ -24,7 +24,7 @@ from learner_worker.distributed import Group, GroupMismatch, digest, next_step
 from learner_worker.obsnorm import RunningStats
 from shared.algorithms.dqn import DQNParams
 from shared.algorithms.ppo import PPOParams
-from shared.confbase import NetConfig
+from shared.config.base import NetConfig
 from tests.support.learner_data import make_batch, make_chunk
 from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, flat_spaces
 

@@ -10,7 +10,7 @@ import pytest
 
 from launcher.up import free_port
 from learner_worker.elastic import RendezvousUnreachable, agent_args, rank_registration, wait_for_rendezvous
-from shared.config import RunConfig
+from shared.config.run_config import RunConfig
 from shared.ids import ID_PATTERN
 
 

@@ -16,10 +16,10 @@ import torch
 
 from learner_worker.cache import ChunkCache
 from learner_worker.hooks import learner_hooks
-from shared.config import LearnerConfig, RunConfig
-from shared.hooks import HookConfig
+from shared.config.hooks import HookConfig
+from shared.config.run_config import LearnerConfig, RunConfig
 from shared.wire import Ack, LearnerTask, SampleResponse
-from shared.worker import EXIT_CRASHED, EXIT_OK
+from shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK
 from tests.support.configs import small_run_config
 from tests.support.fake_coordinator import FakeCoordinator, reply
 from tests.support.hooks import LOG_VARIABLE

@@ -13,9 +13,9 @@ import torch
 from learner_worker.cache import ChunkCache
 from learner_worker.loops import ChunkTrainer
 from learner_worker.trainer import TrainingDiverged, check_finite
-from shared.layout import RunLayout
+from shared.storage.layout import RunLayout
 from shared.wire import SampleResponse
-from shared.worker import EXIT_CRASHED, EXIT_OK
+from shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK
 from tests.support.configs import small_run_config
 from tests.support.fake_coordinator import FakeCoordinator, make_session
 from tests.support.learner import Payloads, learn, ppo_config, prioritized

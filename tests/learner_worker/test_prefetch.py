@@ -9,9 +9,9 @@ from pydantic import ValidationError
 
 from learner_worker.cache import ChunkCache
 from learner_worker.prefetch import Prefetcher
-from shared.session import WorkerSession
 from shared.wire import SampleRequest
-from shared.worker import EXIT_CRASHED, exit_code
+from shared.worker.lifecycle import EXIT_CRASHED, exit_code
+from shared.worker.session import WorkerSession
 from tests.support.fake_coordinator import FakeCoordinator, error, make_session, reply
 from tests.support.stored_chunks import GAMMA, NSTEP, SCHEMA, StoredChunks
 from tests.support.waiting import wait_for

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 
 from coordinator.main import create_app
 from coordinator.settings import CoordinatorSettings
-from shared.config import dump_run_config
-from shared.store import LocalStore
+from shared.config.run_config import dump_run_config
+from shared.storage.local import LocalStore
 from shared.tokens import SCOPES, generate_tokens_file
 from tests.support.configs import small_run_config
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.codec import encode_chunk
-from shared.config import RunConfig
-from shared.layout import chunk_path, policy_path
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.payloads.codec import encode_chunk
+from shared.storage.layout import chunk_path, policy_path
+from shared.storage.local import LocalStore
 from shared.wire import ChunkReport, EpisodeStat
 from tests.support.configs import small_run_config
 

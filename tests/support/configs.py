@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.config import RunConfig
+from shared.config.run_config import RunConfig
 
 
 def small_run_config() -> RunConfig:

@@ -1,11 +1,11 @@
-"""A small recorded CartPole dataset, written through shared.datasets as `rlfleet record` writes one."""
+"""A small recorded CartPole dataset, written through shared.payloads.recordings as `rlfleet record` writes one."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from shared.datasets import DatasetManifest, write_dataset
-from shared.store import LocalStore
+from shared.payloads.recordings import DatasetManifest, write_dataset
+from shared.storage.local import LocalStore
 from tests.support.policies import CARTPOLE
 
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 import httpx
 from pydantic import BaseModel
 
-from shared.client import CoordinatorClient
-from shared.session import WorkerSession
 from shared.wire import (
     Ack,
     ChunkAck,
@@ -33,6 +31,8 @@ from shared.wire import (
     Task,
     WorkerKind,
 )
+from shared.worker.client import CoordinatorClient
+from shared.worker.session import WorkerSession
 
 Handler = Callable[[httpx.Request], httpx.Response]
 ROUTES = [  # (name, method, path pattern)

@@ -10,7 +10,7 @@ import dataclasses
 import json
 import os
 
-from shared.hooks import HookView
+from shared.config.hooks import HookView
 
 LOG_VARIABLE = "HOOK_TEST_LOG"
 

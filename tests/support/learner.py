@@ -11,12 +11,12 @@ import numpy as np
 
 from learner_worker import main as learner_main
 from learner_worker.loops import MAX_CHUNKS_PER_TAKE
-from shared.codec import encode_chunk
-from shared.config import RunConfig
-from shared.layout import RunLayout, chunk_path
-from shared.store import LocalStore
+from shared.config.run_config import RunConfig
+from shared.payloads.codec import encode_chunk
+from shared.storage.layout import RunLayout, chunk_path
+from shared.storage.local import LocalStore
 from shared.wire import SampledChunk, SampleRequest, SampleResponse
-from shared.worker import run_session
+from shared.worker.lifecycle import run_session
 from tests.support.configs import small_run_config
 from tests.support.fake_coordinator import FakeCoordinator, make_session, reply
 

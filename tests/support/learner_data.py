@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from learner_worker.actor_critic import ActorCritic
-from shared.actors import build_actor
+from shared.policy.actors import build_actor
 
 OBS_DIM, N_ACTIONS = 4, 3
 

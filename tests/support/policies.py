@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from shared.actors import Actor, build_actor
-from shared.confbase import NetConfig
-from shared.config import RunConfig
-from shared.manifest import Behaviour, Head, PolicyManifest, default_encoder
-from shared.nets import PolicyNet
-from shared.plan import RunPlan
-from shared.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces
+from shared.config.base import NetConfig
+from shared.config.plan import RunPlan
+from shared.config.run_config import RunConfig
+from shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces
+from shared.policy.actors import Actor, build_actor
+from shared.policy.manifest import Behaviour, Head, PolicyManifest, default_encoder
+from shared.policy.nets import PolicyNet
 from shared.wire import LearnerTask
 
 CARTPOLE = Spaces(obs=ObsSpace(shape=(4,), dtype="float32"), action=DiscreteActions(n=2))

@@ -15,7 +15,7 @@ import numpy as np
 from coordinator.replay.buffer import Entry, ReplayBuffer
 from coordinator.replay.samplers import ProportionalSampler, QueueSampler
 from coordinator.replay.sumtree import SumTree
-from shared.config import ReplayConfig, SamplingConfig
+from shared.config.run_config import ReplayConfig, SamplingConfig
 
 # ----- builders ---------------------------------------------------------------------------------------------
 

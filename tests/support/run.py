@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from coordinator.run import Run
-from shared.config import RunConfig
-from shared.layout import chunk_path, policy_path
-from shared.store import LocalStore, sha256_hex
+from shared.config.run_config import RunConfig
+from shared.storage.layout import chunk_path, policy_path
+from shared.storage.local import LocalStore
+from shared.storage.protocol import sha256_hex
 from shared.wire import (
     ChunkReport,
     CollectorTask,

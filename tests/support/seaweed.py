@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 
 from launcher.up import free_port
-from shared.s3store import client_config
+from shared.storage.s3 import client_config
 
 ACCESS_KEY, SECRET_KEY = "rlfleet-test", "rlfleet-test-secret"
 

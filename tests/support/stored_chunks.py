@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.codec import encode_chunk
-from shared.layout import chunk_path
-from shared.schema import ChunkSchema
-from shared.store import LocalStore
+from shared.payloads.codec import encode_chunk
+from shared.payloads.schema import ChunkSchema
+from shared.storage.layout import chunk_path
+from shared.storage.local import LocalStore
 from shared.wire import Directive, SampledChunk, SampleResponse
 from tests.support.policies import flat_spaces
 

@@ -10,7 +10,7 @@ from pydantic import Field
 from coordinator.api.apidoc import route_doc
 from coordinator.api.deps import ReaderScope, RunDep
 from coordinator.observe.timeline import COLUMNS, EVALUATION_COLUMNS
-from shared.wire_base import Wire
+from shared.wire import Wire
 
 router = APIRouter(prefix="/v1", tags=["run"])
 Since = Annotated[int, Query(ge=0, le=2**53, examples=[0], description=(

@@ -9,8 +9,8 @@ from fastapi import APIRouter, Path
 from coordinator.api import examples as ex
 from coordinator.api.apidoc import BODY, route_doc
 from coordinator.api.deps import LearnerScope, RunDep
-from shared.datasets import NAME_PATTERN
-from shared.wire_datasets import DatasetBatch, DatasetSampleRequest
+from shared.payloads.recordings import NAME_PATTERN
+from shared.wire import DatasetBatch, DatasetSampleRequest
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 DatasetName = Annotated[str, Path(pattern=f"^{NAME_PATTERN}$", examples=["cartpole-expert"],

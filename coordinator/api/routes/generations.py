@@ -13,7 +13,7 @@ from fastapi import APIRouter, Path
 from coordinator.api import examples as ex
 from coordinator.api.apidoc import BODY, route_doc
 from coordinator.api.deps import CollectorScope, LearnerScope, RunDep
-from shared.wire_generations import (
+from shared.wire import (
     GenerationClose,
     GenerationOpen,
     GenerationOpened,

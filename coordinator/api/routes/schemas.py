@@ -1,4 +1,4 @@
-"""The file contracts as JSON Schemas (shared/contracts.py): public, like /openapi.json, which links them.
+"""The file contracts as JSON Schemas (shared/payloads/contracts.py): public, like /openapi.json, which links them.
 
 A third party writing its own collector reads these before it holds a token; they describe formats, never
 run data. Built once per process: they depend on the code only.
@@ -14,7 +14,7 @@ from fastapi import APIRouter, Path
 from coordinator.api import examples as ex
 from coordinator.api.apidoc import route_doc
 from coordinator.errors import NotFound
-from shared.contracts import SCHEMAS
+from shared.payloads.contracts import SCHEMAS
 from shared.wire import SchemaInfo
 
 router = APIRouter(prefix="/v1/schemas", tags=["schemas"])

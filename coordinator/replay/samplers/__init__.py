@@ -13,7 +13,7 @@ from coordinator.replay.samplers.base import Sampler
 from coordinator.replay.samplers.priorities import Priorities
 from coordinator.replay.samplers.proportional import ProportionalSampler
 from coordinator.replay.samplers.queue import QueueSampler
-from shared.config import ReplayConfig
+from shared.config.run_config import ReplayConfig
 from shared.samplers import SamplerKind
 
 __all__ = ["BUILDERS", "Priorities", "ProportionalSampler", "QueueSampler", "Sampler", "build_sampler"]

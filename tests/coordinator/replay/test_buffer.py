@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from coordinator.replay.buffer import Entry, ReplayBuffer, Sampled
-from shared.config import SamplingConfig
+from shared.config.run_config import SamplingConfig
 from tests.support.replay import (
     assert_consistent,
     brute_items,

@@ -7,7 +7,7 @@ import pytest
 
 from coordinator.errors import Conflict
 from coordinator.state.dataplane import DataPlane
-from shared.config import RunConfig
+from shared.config.run_config import RunConfig
 from shared.samplers import SAMPLERS, SamplerKind
 from tests.support.configs import small_run_config
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from coordinator.replay.storage import RingStorage
-from shared.config import SamplingConfig
+from shared.config.run_config import SamplingConfig
 from tests.support.replay import brute_items, entry
 
 

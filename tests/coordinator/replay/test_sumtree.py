@@ -284,7 +284,7 @@ def test_a_ring_of_overwriting_chunks_keeps_every_internal_node_exact() -> None:
     """add() zeroes overwritten leaves without refreshing their ancestors and lets its own set() do it once:
     every node must still be exactly the sum (and min) of its children, also across the ring's wrap."""
     from coordinator.replay.buffer import Entry, ReplayBuffer
-    from shared.config import ReplayConfig, SamplingConfig
+    from shared.config.run_config import ReplayConfig, SamplingConfig
     from tests.support.replay import tree_of
 
     buffer = ReplayBuffer("r", ReplayConfig(capacity_transitions=1000, min_transitions=1, sampler="prioritized"),

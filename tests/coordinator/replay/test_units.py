@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.replay.units import chunk_items
-from shared.config import SamplingConfig
+from shared.config.run_config import SamplingConfig
 from tests.support.replay import brute_episodes, brute_windows
 
 

@@ -9,8 +9,8 @@ import torch
 from learner_worker.algorithms.a2c import A2C
 from learner_worker.gae import gae
 from shared.algorithms.a2c import A2CParams
-from shared.confbase import NetConfig
-from shared.manifest import Behaviour
+from shared.config.base import NetConfig
+from shared.policy.manifest import Behaviour
 from tests.support.learner_data import (
     N_ACTIONS,
     OBS_DIM,

@@ -9,9 +9,9 @@ import torch
 from learner_worker.algorithms.bc import BC
 from shared.algorithms.base import sampled_head
 from shared.algorithms.bc import BCParams
-from shared.confbase import NetConfig
-from shared.manifest import Behaviour
-from shared.spaces import Spaces
+from shared.config.base import NetConfig
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour
 from tests.support.learner_data import roundtrip
 from tests.support.policies import CARTPOLE, PENDULUM
 

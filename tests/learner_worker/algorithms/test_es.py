@@ -13,16 +13,16 @@ from collector_worker.members import MemberEvaluator
 from learner_worker.algorithms.es import ES, centred_ranks, gradient_estimate
 from shared.algorithms.base import sampled_head
 from shared.algorithms.es import ESParams
-from shared.confbase import NetConfig
-from shared.config import EnvConfig
-from shared.flat_params import unflatten
-from shared.manifest import Behaviour
-from shared.nets import PolicyNet
-from shared.noise_table import NoiseTable
-from shared.policy_io import save_policy
-from shared.spaces import Spaces
-from shared.store import LocalStore
-from shared.wire_generations import MemberOutcome, MemberTask
+from shared.config.base import NetConfig
+from shared.config.run_config import EnvConfig
+from shared.payloads.spaces import Spaces
+from shared.policy.files import save_policy
+from shared.policy.flat_params import unflatten
+from shared.policy.manifest import Behaviour
+from shared.policy.nets import PolicyNet
+from shared.policy.noise_table import NoiseTable
+from shared.storage.local import LocalStore
+from shared.wire import MemberOutcome, MemberTask
 from tests.support.learner_data import roundtrip
 from tests.support.policies import CARTPOLE, PENDULUM
 

@@ -12,10 +12,10 @@ import torch
 
 from learner_worker.actor_critic import clean
 from learner_worker.algorithms.impala import Impala
-from shared.actors import build_actor
 from shared.algorithms.impala import ImpalaParams
-from shared.confbase import NetConfig
-from shared.manifest import Behaviour
+from shared.config.base import NetConfig
+from shared.policy.actors import build_actor
+from shared.policy.manifest import Behaviour
 from tests.support.learner_data import (
     N_ACTIONS,
     OBS_DIM,

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from learner_worker.algorithms.ppo import PPO
-from shared.actors import build_actor
 from shared.algorithms.ppo import PPOParams
-from shared.confbase import NetConfig
-from shared.manifest import Behaviour
-from shared.nets import PolicyNet
-from shared.values import CriticValue, Support
+from shared.config.base import NetConfig
+from shared.config.values import CriticValue, Support
+from shared.policy.actors import build_actor
+from shared.policy.manifest import Behaviour
+from shared.policy.nets import PolicyNet
 from tests.support.learner_data import (
     N_ACTIONS,
     OBS_DIM,

@@ -13,13 +13,13 @@ import torch
 from learner_worker.algorithms import load_learner
 from learner_worker.algorithms.sac import SAC
 from learner_worker.distributions import tanh_gaussian_sample
-from shared.actors import build_actor
 from shared.algorithms.sac import SACParams
-from shared.confbase import NetConfig
-from shared.config import EnvConfig, RunConfig, load_run_config
-from shared.manifest import Behaviour
-from shared.plan import RunPlan
-from shared.spaces import BoxActions, ObsSpace, Spaces
+from shared.config.base import NetConfig
+from shared.config.plan import RunPlan
+from shared.config.run_config import EnvConfig, RunConfig, load_run_config
+from shared.payloads.spaces import BoxActions, ObsSpace, Spaces
+from shared.policy.actors import build_actor
+from shared.policy.manifest import Behaviour
 from tests.support.learner_data import roundtrip
 from tests.support.policies import PENDULUM, learner_task
 from tests.support.repo import REPO

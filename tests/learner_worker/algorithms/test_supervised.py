@@ -14,10 +14,11 @@ from safetensors import safe_open
 from learner_worker.algorithms.supervised import MODEL_KEY, Supervised
 from shared.algorithms.base import sampled_head
 from shared.algorithms.supervised import SupervisedParams
-from shared.confbase import NetConfig
-from shared.config import RunConfig
-from shared.manifest import Behaviour
-from shared.spaces import Spaces
+from shared.config.base import NetConfig
+from shared.config.preflight import preflight
+from shared.config.run_config import RunConfig
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour
 from tests.support.learner_data import roundtrip
 from tests.support.policies import CARTPOLE, PENDULUM
 
@@ -101,4 +102,5 @@ def test_a_resumed_trainer_steps_like_the_uninterrupted_one() -> None:
 ])
 def test_columns_it_cannot_learn_are_refused_at_load(algo: dict, env: str, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
-        RunConfig.model_validate({"env": {"id": env}, "algo": {"name": "supervised", "dataset": "demo", **algo}})
+        preflight(RunConfig.model_validate({"env": {"id": env},
+                                            "algo": {"name": "supervised", "dataset": "demo", **algo}}))

@@ -1,0 +1,55 @@
+"""A run's plan: its config joined with the env's spaces and what the algorithm makes of them.
+
+The preflight (shared/config/preflight.py) builds it before the run starts, and the coordinator once more at start,
+with the spaces of the env the preflight built (in a child process: shared/config/envcheck.py). That is where an
+algorithm paired with a space it cannot handle is refused; the parts every worker needs (spaces, behaviour) travel
+in their tasks, and the chunk schema is derived from them by one function on every side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.algorithms import REGISTRY, AlgorithmSpec, spec_of
+from shared.config.envcheck import spaces_of
+from shared.config.run_config import RunConfig
+from shared.payloads.schema import ChunkSchema
+from shared.payloads.spaces import Spaces
+from shared.policy.manifest import Behaviour
+
+
+def chunk_schema(spaces: Spaces, behaviour: Behaviour) -> ChunkSchema:
+    return ChunkSchema.of(spaces, behaviour_logp=behaviour.sample)
+
+
+def _handles(spec: AlgorithmSpec, spaces: Spaces) -> bool:
+    try:
+        spec.head(spaces)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    config: RunConfig
+    spec: AlgorithmSpec
+    spaces: Spaces
+    behaviour: Behaviour
+
+    @classmethod
+    def of(cls, config: RunConfig) -> RunPlan:
+        """Raises ValueError naming the algorithm and the env when they do not fit together."""
+        spaces = spaces_of(config.env)
+        spec = spec_of(config.algo)
+        try:
+            behaviour = spec.behaviour(config, spaces)
+        except ValueError as exc:
+            able = [name for name, other in REGISTRY.items() if _handles(other, spaces)]
+            raise ValueError(f"algo.name {spec.name!r} cannot train env.id {config.env.id!r}: {exc}; algorithms "
+                             f"that can: {', '.join(able) or 'none'}") from exc
+        return cls(config, spec, spaces, behaviour)
+
+    @property
+    def schema(self) -> ChunkSchema:
+        return chunk_schema(self.spaces, self.behaviour)

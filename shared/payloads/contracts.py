@@ -1,0 +1,106 @@
+"""The file contracts a third-party worker needs, as versioned JSON Schemas generated from the code's own
+definitions: the chunk payload (shared/payloads/codec.py's envelope, shared/payloads/schema.py's columns) and the policy
+manifest (shared/policy/manifest.py's model). The coordinator serves them at /v1/schemas; because they are derived
+from the definitions the services use, they cannot drift from what a learner accepts.
+
+A chunk is msgpack, not JSON: the schema describes the decoded msgpack document, where a msgpack `bin` (an
+array's raw bytes) is shown as a base64 string (`contentEncoding: base64`), JSON Schema's way to say bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from shared.payloads.codec import DTYPES, FORMAT, VERSION
+from shared.payloads.schema import COLUMN_DOCS, SCHEMA_VERSION, ChunkSchema
+from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from shared.policy.manifest import MANIFEST_FORMAT, MANIFEST_KEY, MANIFEST_VERSION, PolicyManifest
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+# Every kind of space a run can have: the union of their chunk schemas is every column a chunk may hold.
+_OBS = (ObsSpace(shape=(4,), dtype="float32"), ObsSpace(shape=(8, 8, 3), dtype="uint8"))
+_ACTIONS = (DiscreteActions(n=2), MultiDiscreteActions(nvec=(2, 3)), BoxActions(low=(-1.0,), high=(1.0,)))
+
+
+def _columns() -> tuple[dict[str, set[str]], set[str]]:
+    """Each column's possible dtypes over every space and behaviour, and the columns every chunk has."""
+    dtypes: dict[str, set[str]] = {}
+    required: set[str] | None = None
+    for obs, action, logp in itertools.product(_OBS, _ACTIONS, (False, True)):
+        columns = ChunkSchema.of(Spaces(obs=obs, action=action), behaviour_logp=logp).columns
+        for name, col in columns.items():
+            dtypes.setdefault(name, set()).add(col.dtype)
+        required = set(columns) if required is None else required & set(columns)
+    return dtypes, required or set()
+
+
+def chunk_schema() -> dict[str, Any]:
+    dtypes, required = _columns()
+    if set(dtypes) != set(COLUMN_DOCS):
+        raise RuntimeError(f"shared/payloads/schema.py COLUMN_DOCS must describe exactly the columns {sorted(dtypes)}")
+    array = {
+        "type": "object", "required": ["dtype", "shape", "data"], "additionalProperties": False,
+        "description": "one column: a numpy array as dtype, shape and raw bytes",
+        "properties": {
+            "dtype": {"enum": sorted(DTYPES), "description": "numpy dtype name"},
+            "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 32,
+                      "description": "[T steps, N envs, *per-step shape]; row-major"},
+            "data": {"type": "string", "contentEncoding": "base64", "description": (
+                "msgpack bin: the array's bytes, little-endian, C order; exactly prod(shape) x itemsize bytes "
+                "(bool: one byte, 0 or 1)")},
+        },
+    }
+    columns = {name: {"allOf": [{"$ref": "#/$defs/array"}], "description": COLUMN_DOCS[name],
+                      "properties": {"dtype": {"enum": sorted(dtypes[name])}}} for name in sorted(dtypes)}
+    return {
+        "$schema": DRAFT, "$id": f"urn:rlfleet:schema:chunk:v{VERSION}", "title": f"{FORMAT} payload v{VERSION}",
+        "version": VERSION,
+        "description": (
+            "A chunk payload file: one msgpack map (bin as base64 when shown as JSON), written to the store at "
+            "chunks/<task_id>/<chunk_id>.msgpack before the chunk is reported. Every column is [T, N, ...]: "
+            "step t of env column i is flat row t*N+i, and every column has the same T and N. The per-step "
+            "shapes and dtypes follow the task's `spaces` and `behaviour` (see each column). "
+            f"Column layout version {SCHEMA_VERSION}."),
+        "type": "object", "required": ["format", "version", "meta", "arrays"], "additionalProperties": False,
+        "properties": {
+            "format": {"const": FORMAT, "description": "identifies the file as an rlfleet chunk"},
+            "version": {"const": VERSION, "description": "envelope version; a learner refuses any other"},
+            "meta": {"type": "object", "description": (
+                "free-form map of plain msgpack values, ignored by the learner; rlfleet's collectors write "
+                "task_id, chunk_id and policy_version")},
+            "arrays": {"type": "object", "required": sorted(required), "additionalProperties": False,
+                       "properties": columns, "description": (
+                           "the columns; `logp` is required when the task's behaviour.sample is true and must be "
+                           "absent otherwise")},
+        },
+        "$defs": {"array": array},
+    }
+
+
+def policy_schema() -> dict[str, Any]:
+    schema = PolicyManifest.model_json_schema()
+    schema.update({
+        "$schema": DRAFT, "$id": f"urn:rlfleet:schema:policy:v{MANIFEST_VERSION}",
+        "title": f"{MANIFEST_FORMAT} manifest v{MANIFEST_VERSION}", "version": MANIFEST_VERSION,
+        "description": (
+            f"A policy file is safetensors (an 8-byte little-endian header length, a JSON header, the tensor "
+            f"bytes). Its header's __metadata__[\"{MANIFEST_KEY}\"] is this manifest as a JSON string. With an "
+            "mlp encoder the tensors are an MLP from the flattened observation (normalised by obs_norm when "
+            "present: clip((obs - mean) / sqrt(var + 1e-8), -clip, clip)) through net.hidden to the head: layer "
+            "k has `body.<2k>.weight` [fan_out, fan_in] and `body.<2k>.bias` [fan_out], float32, y = x W^T + b, "
+            "net.activation between layers and none after the last. The last layer's width is the head's: "
+            "q_values and categorical: n; multi_categorical: sum(nvec) logits, per sub-action in order; "
+            "gaussian: dim means plus a `log_std` [dim] tensor; tanh_gaussian: dim means then dim log-stds. "
+            "Acting: q_values takes the argmax (epsilon-greedy while exploring, per the task's behaviour); "
+            "categorical and multi_categorical draw from softmax(logits) (per sub-action) and record the "
+            "log-probability of the drawn action as `logp`; gaussian draws mean + exp(log_std) * noise; "
+            "tanh_gaussian draws tanh(mean + exp(clip(log_std, -20, 2)) * noise), rescaled from [-1, 1] into the "
+            "bounds. "
+            "A cnn encoder's tensors follow rlfleet's torch network (shared/policy/nets.py) and are outside this "
+            "contract. The file is immutable, at policies/v<version, 8 digits>.safetensors in the store."),
+    })
+    return schema
+
+
+SCHEMAS = {"chunk": chunk_schema, "policy": policy_schema}

@@ -1,0 +1,55 @@
+"""The base model and field types of every wire model (shared/wire/__init__.py and the modules it gathers)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared import FIELD_DOCS
+from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
+
+Id = Annotated[str, Field(pattern=ID_PATTERN)]  # each field says who issues it
+RequestId = Annotated[str, Field(pattern=ID_PATTERN, description=(
+    "client-generated id of this request; a retry with the same id gets the first reply and changes nothing"))]
+PayloadPath = Annotated[str, Field(pattern=PAYLOAD_PATH_PATTERN, description="path relative to the store root")]
+Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN, description="lower-case hex sha256 of the file")]
+Count = Annotated[int, Field(ge=0, le=2**53)]
+# Returns are bounded so means and std-devs over them stay finite (1e308 + 1e308 would be inf).
+Return = Annotated[float, Field(ge=-1e12, le=1e12, description="undiscounted episode return")]
+WorkerKind = Literal["collector", "learner", "evaluator"]
+FlatIndex = Annotated[int, Field(ge=0, le=2**31 - 1)]
+EntryId = Annotated[int, Field(ge=0, le=2**62, description="unique id of a buffer item (never reused)")]
+RunState = Literal["running", "solved", "budget_exhausted", "stopped", "failed"]
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, use_attribute_docstrings=FIELD_DOCS)
+
+
+class PolicyRef(Wire):
+    version: Annotated[int, Field(ge=1)]
+    """Policy version, strictly increasing from 1."""
+    path: PayloadPath
+    sha256: Sha256
+
+
+class Directive(Wire):
+    """What the coordinator tells a worker on every reply: keep going, pause, or stop; and the latest policy."""
+
+    run_state: RunState
+    """Running, or how the run ended: solved, budget_exhausted, stopped, failed."""
+    policy: PolicyRef | None = None
+    """The latest published policy; null before the first publish."""
+    pause_seconds: Annotated[float, Field(ge=0)] = 0.0
+    """0: keep collecting. Above 0 the rate limiter holds collectors back: collect nothing, re-check (heartbeat) after
+    this many seconds, resume once it is 0 again. A re-check interval, not a sleep per chunk.
+    """
+    env_steps_total: Count = 0
+    """Acknowledged env steps of the whole run (exploration schedules are a function of it)."""
+    checkpoints: Count = 0
+    """Operator checkpoint requests so far: a learner that has handled fewer checkpoints at once."""
+    evaluations: Count = 0
+    """Operator evaluation requests so far: an evaluator that has handled fewer validates the latest policy now."""
+    settings: Count = 0
+    """Live setting changes so far: a worker that has seen fewer re-reads its task (claim) to apply them."""

@@ -1,0 +1,64 @@
+"""Planning a run: the env's spaces read where the env section was built, the algorithm's fit checked."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from shared.config.envcheck import spaces_of
+from shared.config.plan import RunPlan
+from shared.config.preflight import preflight
+from shared.config.run_config import RunConfig
+from shared.payloads.spaces import BoxActions, DiscreteActions
+from tests.support.policies import CARTPOLE
+from tests.support.repo import REPO
+
+PPO_QUEUE = {"sampling": {"unit": "chunk"}, "replay": {"sampler": "fifo", "max_use": 1}}
+
+
+def test_cartpole_plan_for_the_default_run() -> None:
+    plan = RunPlan.of(RunConfig())
+    assert plan.spaces == CARTPOLE and plan.behaviour.head == "q_values" and not plan.behaviour.sample
+    assert plan.behaviour.epsilon == RunConfig().collector.epsilon
+    assert "logp" not in plan.schema.columns
+
+
+def test_continuous_actions_get_a_gaussian_head_and_log_probs() -> None:
+    cfg = RunConfig.model_validate({"env": {"id": "Pendulum-v1"}, "algo": {"name": "ppo"}, **PPO_QUEUE})
+    plan = RunPlan.of(cfg)
+    assert isinstance(plan.spaces.action, BoxActions) and plan.spaces.action.low == (-2.0,)
+    assert plan.behaviour.head == "gaussian" and plan.behaviour.sample and "logp" in plan.schema.columns
+
+
+def test_an_algorithm_paired_with_a_space_it_cannot_handle_is_refused_naming_both() -> None:
+    with pytest.raises(ValueError, match="algo.name 'dqn' cannot train env.id 'Pendulum-v1'.*Discrete action space"
+                                         ".*algorithms that can: .*ppo"):
+        RunPlan.of(RunConfig.model_validate({"env": {"id": "Pendulum-v1"}}))
+
+
+def test_an_env_that_cannot_be_built_is_refused_with_its_error() -> None:
+    with pytest.raises(ValueError, match="env.id: 'NoSuchEnv-v9' is not a registered gymnasium id"):
+        RunPlan.of(RunConfig.model_validate({"env": {"id": "NoSuchEnv-v9"}}))  # the preflight refuses it first
+
+
+def test_a_process_without_gymnasium_reads_the_spaces_from_a_child() -> None:
+    script = ("import sys; from shared.config.run_config import RunConfig; "
+              "from shared.config.envcheck import spaces_of; "
+              "print(spaces_of(RunConfig().env).action.kind, 'gymnasium' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["discrete", "False"]
+    assert isinstance(spaces_of(RunConfig().env).action, DiscreteActions)
+
+
+def test_dict_observations_are_flattened_the_same_everywhere() -> None:
+    cfg = RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs"}})
+    plan = RunPlan.of(cfg)
+    assert plan.spaces.obs.shape == (5,) and plan.spaces.obs.dtype == "float32"  # 2 + one-hot of 3
+
+
+def test_dict_observations_with_images_are_refused_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="env.id: Dict observation with image entries \\['pixels'\\]"):
+        preflight(RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs", "kwargs": {"image": True}}}))
