@@ -25,7 +25,7 @@ from coordinator.state.ingest import IngestLedger
 from coordinator.state.lag import LagStats
 from coordinator.state.ratelimit import RateLimiter
 from shared.config.run_config import RunConfig
-from shared.samplers import samplers_where
+from shared.config.samplers import samplers_where
 from shared.wire import BufferStatus, ChunkReport, SampledChunk, SampleRequest, SampleResponse
 
 BUFFER_ID = "replay-0"

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field
 
 from shared.config.base import NetConfig, Strict
+from shared.config.samplers import samplers_where
 from shared.payloads.recordings import NAME_PATTERN
 from shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
 from shared.policy.manifest import Behaviour, Head
-from shared.samplers import samplers_where
 
 if TYPE_CHECKING:
     from shared.config.run_config import RunConfig

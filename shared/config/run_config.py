@@ -18,9 +18,9 @@ from shared.config.base import EpsilonSchedule, NetConfig, Strict
 from shared.config.battle import BattleBar, SelfPlayConfig, check_against, is_two_player
 from shared.config.env import EnvConfig
 from shared.config.hooks import MAX_HOOKS, HookConfig
+from shared.config.samplers import SAMPLERS, SamplerKind, SamplerTraits
 from shared.envs.seeds import MAX_RUN_SEED
 from shared.ids import ID_PATTERN
-from shared.samplers import SAMPLERS, SamplerKind, SamplerTraits
 
 
 def chunk_rows_limit() -> int:
@@ -73,7 +73,7 @@ class ReplayConfig(Strict):
 
     @property
     def traits(self) -> SamplerTraits:
-        """What the configured sampler is (shared/samplers.py): what callers ask instead of comparing names."""
+        """What the configured sampler is (shared/config/samplers.py): what callers ask instead of comparing names."""
         return SAMPLERS[self.sampler]
 
 

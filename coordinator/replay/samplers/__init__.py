@@ -1,7 +1,7 @@
 """The samplers' registry: a sampler's name (`replay.sampler`) maps to the class that draws for it.
 
 The facts other code asks about a sampler (is it a queue, does it take priorities, are its draws weighted) are
-shared/samplers.py's table, which this registry builds on: one entry per name there, one builder per name here,
+shared/config/samplers.py's table, which this registry builds on: one entry per name there, one builder per name here,
 and `test_samplers.py` checks the two agree with each other and with each class.
 """
 
@@ -14,7 +14,7 @@ from coordinator.replay.samplers.priorities import Priorities
 from coordinator.replay.samplers.proportional import ProportionalSampler
 from coordinator.replay.samplers.queue import QueueSampler
 from shared.config.run_config import ReplayConfig
-from shared.samplers import SamplerKind
+from shared.config.samplers import SamplerKind
 
 __all__ = ["BUILDERS", "Priorities", "ProportionalSampler", "QueueSampler", "Sampler", "build_sampler"]
 

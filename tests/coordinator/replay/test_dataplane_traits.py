@@ -1,4 +1,4 @@
-"""The data plane asks the sampler's traits (shared/samplers.py), never its name: queue pacing, whether
+"""The data plane asks the sampler's traits (shared/config/samplers.py), never its name: queue pacing, whether
 priority updates apply, whether draws are importance-weighted."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from coordinator.errors import Conflict
 from coordinator.state.dataplane import DataPlane
 from shared.config.run_config import RunConfig
-from shared.samplers import SAMPLERS, SamplerKind
+from shared.config.samplers import SAMPLERS, SamplerKind
 from tests.support.configs import small_run_config
 
 

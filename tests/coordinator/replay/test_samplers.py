@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from coordinator.replay.samplers import BUILDERS, Priorities, ProportionalSampler, QueueSampler, Sampler, build_sampler
 from shared.config.run_config import ReplayConfig
-from shared.samplers import SAMPLERS, SamplerKind, samplers_where
+from shared.config.samplers import SAMPLERS, SamplerKind, samplers_where
 from tests.support.chisquare import chi2_critical, chi2_statistic
 
 

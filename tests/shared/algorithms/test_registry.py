@@ -13,7 +13,7 @@ import pytest
 from shared.algorithms import DEFAULT, REGISTRY, default_params
 from shared.algorithms.base import AlgoParams, ChunkParams, DatasetParams, PopulationParams, ReplayParams
 from shared.config.run_config import RunConfig
-from shared.samplers import SAMPLERS
+from shared.config.samplers import SAMPLERS
 from tests.support.policies import CARTPOLE, PENDULUM
 from tests.support.repo import REPO
 
