@@ -5,7 +5,10 @@ and 72 MiB), and a learner builds its optimizers in its constructor, before its 
 collectors wait for. `BackgroundOptimizer` builds the optimizer in a thread of its own, started by that
 constructor: the learner goes on to resume, register its hooks and publish its first policy (the chunk loop
 publishes before any update) while the import runs, mostly during the HTTP waits that follow. Its first step,
-state_dict or load waits for the build if it is not done yet.
+state_dict or load waits for the build if it is not done yet. Measured with `rlfleet up` on PPO CartPole, launch to
+the first policy, medians of 10 interleaved (five processes on two shared cores): 2.31 s with the learners' former
+optimizers (learner_worker/optim.py), 2.35 s with this, 3.21 s with torch.optim built in the constructor. Holding
+the build back until the first policy was out measured no better (2.21 vs 2.30 s in one invocation), so it is not.
 
 Which kernels, measured on this project's CPUs (one thread, `optimizer.step()` alone, medians): `fused=True` for
 Adam, AdamW and SGD is 2-4x faster than `foreach` or the per-tensor loop on PPO's and DQN's CartPole MLPs and on a
