@@ -22,7 +22,7 @@ from torch import nn
 from learner_worker.device import to_device
 from learner_worker.distributions import log_prob_entropy
 from learner_worker.gae import gae
-from learner_worker.optim import Optimizer
+from learner_worker.optimizers import BackgroundOptimizer
 from learner_worker.value_transform import ValueCodec
 from shared.config.base import NetConfig
 from shared.config.values import CriticValue
@@ -101,7 +101,7 @@ class ActorCritic:
     """The networks, their checkpointed state and the published policy; subclasses add `optimizer` and
     `update`."""
 
-    optimizer: Optimizer
+    optimizer: BackgroundOptimizer
 
     def __init__(self, spaces: Spaces, net: NetConfig, behaviour: Behaviour, seed: int,
                  log_std_init: float, value: CriticValue, device: torch.device = CPU) -> None:

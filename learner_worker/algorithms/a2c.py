@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from learner_worker.actor_critic import CPU, ActorCritic
-from learner_worker.optim import RMSprop
+from learner_worker.optimizers import BackgroundOptimizer
 from shared.algorithms.a2c import A2CParams
 from shared.payloads.spaces import Spaces
 from shared.policy.manifest import Behaviour
@@ -25,7 +25,8 @@ class A2C(ActorCritic):
                  device: torch.device = CPU) -> None:
         super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
-        self.optimizer = RMSprop(self.params, lr=cfg.learning_rate, alpha=cfg.rmsprop_alpha, eps=cfg.rmsprop_eps)
+        self.optimizer = BackgroundOptimizer(torch.optim.RMSprop, self.params, lr=cfg.learning_rate,
+                                             alpha=cfg.rmsprop_alpha, eps=cfg.rmsprop_eps)
 
     def update(self, chunks: list[dict[str, np.ndarray]]) -> dict[str, float]:
         cfg = self.cfg

@@ -14,7 +14,7 @@ import torch
 from learner_worker.actor_critic import CPU
 from learner_worker.device import to_device
 from learner_worker.distributions import log_prob_entropy
-from learner_worker.optim import Adam
+from learner_worker.optimizers import BackgroundOptimizer
 from shared.algorithms.bc import BCParams
 from shared.payloads.spaces import MultiDiscreteActions, Spaces
 from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
@@ -33,8 +33,8 @@ class BC:
         self._manifest = PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=cfg.net,
                                         head=behaviour.head)
         self.net = PolicyNet(self._manifest).to(device)
-        self.optimizer = Adam(self.net.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
-                              decoupled=True)
+        self.optimizer = BackgroundOptimizer(torch.optim.AdamW, self.net.parameters(), lr=cfg.learning_rate,
+                                             weight_decay=cfg.weight_decay)
 
     def _outputs(self, batch: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(network outputs, actions, log-likelihood per row)."""

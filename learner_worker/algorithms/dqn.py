@@ -19,7 +19,7 @@ from torch import nn
 
 from learner_worker.device import to_device
 from learner_worker.distributions import legal, masked
-from learner_worker.optim import Adam
+from learner_worker.optimizers import BackgroundOptimizer
 from learner_worker.value_transform import ValueCodec
 from shared.algorithms.dqn import DQNParams
 from shared.payloads.spaces import Spaces
@@ -44,7 +44,7 @@ class DQN:
         self.target.load_state_dict(self.online.state_dict())
         self.target.requires_grad_(False)
         self.train_online: nn.Module = self.online  # its DistributedDataParallel wrapper in a learner group
-        self.optimizer = Adam(self.online.parameters(), lr=cfg.learning_rate)
+        self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.online.parameters(), lr=cfg.learning_rate)
         self.codec = ValueCodec(cfg.value)
         self.updates = 0
         self.td_abs: np.ndarray | None = np.zeros(0, np.float32)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from learner_worker.actor_critic import CPU
-from learner_worker.optim import SGD, Adam, Optimizer
+from learner_worker.optimizers import BackgroundOptimizer
 from shared.algorithms.es import ESParams
 from shared.payloads.spaces import Spaces
 from shared.policy.flat_params import flatten, policy_shapes, unflatten
@@ -57,10 +57,11 @@ class ES:
         self.shapes = policy_shapes(self._manifest)
         initial = {name: t.numpy() for name, t in PolicyNet(self._manifest).state_dict().items()}
         self.theta = torch.nn.Parameter(torch.from_numpy(flatten(initial, self.shapes)))  # small: on the CPU
-        self.optimizer: Optimizer = (
-            Adam([self.theta], lr=cfg.learning_rate, weight_decay=cfg.weight_decay, decoupled=True)
+        self.optimizer = (
+            BackgroundOptimizer(torch.optim.AdamW, [self.theta], lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
             if cfg.optimizer == "adam" else
-            SGD([self.theta], lr=cfg.learning_rate, momentum=cfg.momentum, weight_decay=cfg.weight_decay))
+            BackgroundOptimizer(torch.optim.SGD, [self.theta], lr=cfg.learning_rate, momentum=cfg.momentum,
+                                weight_decay=cfg.weight_decay))
         self.table = noise_table(cfg.noise_seed, cfg.noise_table_size)
         self.updates = 0
 

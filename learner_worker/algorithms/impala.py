@@ -26,7 +26,7 @@ import torch
 
 from learner_worker.actor_critic import CPU, LOG_RATIO_LIMIT, ActorCritic, Steps, clean
 from learner_worker.device import to_device
-from learner_worker.optim import Adam
+from learner_worker.optimizers import BackgroundOptimizer
 from learner_worker.vtrace import vtrace
 from shared.algorithms.impala import ImpalaParams
 from shared.payloads.spaces import Spaces
@@ -38,7 +38,7 @@ class Impala(ActorCritic):
                  device: torch.device = CPU) -> None:
         super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
-        self.optimizer = Adam(self.params, lr=cfg.learning_rate, eps=1e-5)
+        self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.params, lr=cfg.learning_rate, eps=1e-5)
 
     def vtrace_targets(self, steps: list[Steps], target_logp: np.ndarray, values: np.ndarray,
                        next_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

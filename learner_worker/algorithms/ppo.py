@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from learner_worker.actor_critic import CPU, LOG_RATIO_LIMIT, ActorCritic, explained_variance
-from learner_worker.optim import Adam
+from learner_worker.optimizers import BackgroundOptimizer
 from shared.algorithms.ppo import PPOParams
 from shared.payloads.spaces import Spaces
 from shared.policy.manifest import Behaviour
@@ -41,7 +41,7 @@ class PPO(ActorCritic):
                  device: torch.device = CPU) -> None:
         super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
-        self.optimizer = Adam(self.params, lr=cfg.learning_rate, eps=1e-5)
+        self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.params, lr=cfg.learning_rate, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
 
     def _minibatches(self, rows: int) -> list[torch.Tensor]:

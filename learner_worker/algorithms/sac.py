@@ -25,7 +25,7 @@ from torch import nn
 
 from learner_worker.device import to_device
 from learner_worker.distributions import tanh_gaussian_sample
-from learner_worker.optim import Adam
+from learner_worker.optimizers import BackgroundOptimizer
 from shared.algorithms.sac import SACParams
 from shared.payloads.spaces import BoxActions, Spaces
 from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
@@ -53,9 +53,10 @@ class SAC:
         self.log_alpha = nn.Parameter(torch.tensor([math.log(cfg.ent_coef_init)], device=device))
         self.target_entropy = -float(dim) if cfg.target_entropy == "auto" else float(cfg.target_entropy)
         self.actor_params = list(self.actor.parameters())
-        self.actor_optimizer = Adam(self.actor_params, lr=cfg.learning_rate)
-        self.critic_optimizer = Adam(self.critics.parameters(), lr=cfg.learning_rate)
-        self.alpha_optimizer = Adam([self.log_alpha], lr=cfg.learning_rate)
+        self.actor_optimizer = BackgroundOptimizer(torch.optim.Adam, self.actor_params, lr=cfg.learning_rate)
+        self.critic_optimizer = BackgroundOptimizer(torch.optim.Adam, self.critics.parameters(),
+                                                   lr=cfg.learning_rate)
+        self.alpha_optimizer = BackgroundOptimizer(torch.optim.Adam, [self.log_alpha], lr=cfg.learning_rate)
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0
         self.td_abs: np.ndarray | None = np.zeros(0, np.float32)

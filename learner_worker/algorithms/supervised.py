@@ -18,7 +18,7 @@ from torch import nn
 
 from learner_worker.actor_critic import CPU
 from learner_worker.device import to_device
-from learner_worker.optim import Adam
+from learner_worker.optimizers import BackgroundOptimizer
 from shared.algorithms.supervised import SupervisedParams
 from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces
 from shared.policy.manifest import Behaviour
@@ -40,8 +40,8 @@ class Supervised:
         self.in_dim = sum(self._width(c) for c in cfg.inputs)
         self.out_dim = self.classes or self._width(cfg.target)
         self.model = mlp(self.in_dim, self.out_dim, cfg.net).to(device)
-        self.optimizer = Adam(self.model.parameters(), lr=cfg.learning_rate, weight_decay=cfg.weight_decay,
-                              decoupled=True)
+        self.optimizer = BackgroundOptimizer(torch.optim.AdamW, self.model.parameters(), lr=cfg.learning_rate,
+                                             weight_decay=cfg.weight_decay)
 
     # ----- features -----------------------------------------------------------------------------------------
     def _width(self, column: str) -> int:

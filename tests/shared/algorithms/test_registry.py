@@ -75,9 +75,8 @@ def test_a_run_config_names_its_algorithm_in_one_section() -> None:
 
 
 # Modules that may decide by a sampler's name: the table of facts and the registry of classes built on it.
-SAMPLER_REGISTRY = {REPO / "shared" / "config" / "samplers.py", *(REPO / "coordinator" / "replay" / "samplers").glob("*.py")}
-# coordinator/run.py belongs to the Run rework of issue 28; it is to ask `DataPlane.check_priorities_apply()`.
-# Listed exactly: once its comparison is gone this test fails until the entry is removed too.
+SAMPLER_REGISTRY = {REPO / "shared" / "config" / "samplers.py",
+                    *(REPO / "coordinator" / "replay" / "samplers").glob("*.py")}
 
 
 def _sampler_comparisons(source: str) -> list[tuple[int, str]]:
