@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from coordinator.journal.component import Component
+from coordinator.journal.component import Component, Stored
 from coordinator.journal.database import Journal
 from coordinator.journal.unit import UnitOfWork
 from shared.config import RunConfig
@@ -34,17 +34,21 @@ class JournalFor:
         """Journal what the component changed since the last commit, and wait until it is durable."""
         self.unit.commit().result(timeout=10)
 
-    def restore(self, fresh: C, now: float) -> C:
-        """`fresh` (a newly built component of the same kind) loaded from the journal file, reopened as a
-        restarted coordinator reopens it."""
+    def stored(self) -> Stored:
+        """What a restarted coordinator reads back for the component: the journal file closed and reopened."""
         self.journal.close()
         reopened = Journal(self.path)
         try:
-            loaded = reopened.load([fresh.key], fresh.tables)
+            loaded = reopened.load([self.component.key], self.component.tables)
         finally:
             reopened.close()
         assert loaded is not None, "nothing was committed to the journal"
-        fresh.load_state_dict(loaded[1][fresh.key], now)
+        return loaded[1][self.component.key]
+
+    def restore(self, fresh: C, now: float) -> C:
+        """`fresh` (a newly built component of the same kind) loaded from the journal file, reopened as a
+        restarted coordinator reopens it."""
+        fresh.load_state_dict(self.stored(), now)
         return fresh
 
 
