@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from coordinator.journal.component import Table
 from coordinator.journal.database import Journal
@@ -18,7 +19,7 @@ def journal_with(tables: Iterable[Table], path: Path | None = None) -> Journal:
     return journal
 
 
-def rows(journal: Journal, sql: str) -> list[tuple[object, ...]]:
+def rows(journal: Journal, sql: str) -> list[tuple[Any, ...]]:
     """What `sql` reads from the journal once everything submitted so far is committed."""
     journal.committer.drain()
     with journal._lock:
