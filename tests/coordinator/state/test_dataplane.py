@@ -117,6 +117,13 @@ def test_a_draw_with_max_use_logs_the_use_and_frees_no_file(prioritized: RunConf
     assert data.pending.freed == []  # a drawn-up chunk's file outlives the draw: the learner reads it next
 
 
+def test_a_draw_marks_the_sampled_count_and_lags_even_with_nothing_to_log(run_config: RunConfig) -> None:
+    data = filled(run_config)  # uniform, no max_use: no replay-log record
+    data.pending.clear()
+    data.sample(request(), latest_version=2)
+    assert data.pending.dirty and data.state_dict()["sampled"] == 8 and data.lag.sampled_max == 2
+
+
 def test_priority_updates_are_logged(prioritized: RunConfig) -> None:
     data = filled(prioritized)
     data.pending.clear()

@@ -172,3 +172,13 @@ def test_restored_ids_keep_counting() -> None:
     assert worker.task_id == "collector-4"  # the pending restored task comes first
     fresh = restored.claim(restored.register("collector", "d", 0, None, now=0.0), now=0.0)
     assert fresh is not None and fresh.task_id == "collector-5"
+
+
+def test_a_journal_from_before_corrupt_counts_loads_with_none_flagged() -> None:
+    rows = {"tasks": [("collector-0", "collector", 0, 1)],
+            "workers": [("collector-1-abcdef", "collector", "box", "collector-0", 0, None)]}
+    restored = Fleet(LEASE, 100, 60.0)
+    restored.load_state_dict(Stored({"worker_counter": 1}, rows), now=0.0)
+    worker = restored.registry.workers["collector-1-abcdef"]
+    assert worker.corrupt_chunks == 0 and not restored.flagged(worker)
+    assert restored.tasks.tasks["collector-0"].worker_id == "collector-1-abcdef"

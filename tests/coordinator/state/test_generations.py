@@ -182,3 +182,13 @@ def test_a_journal_from_before_generations_loads_with_none() -> None:
     g.load_state_dict(Stored(), now=0.0)
     assert (g.current, g.closed, g.last_number) == (None, None, 0)
     assert g.open(_open_request(), POLICY, lambda n: n).number == 1
+
+
+@pytest.mark.xfail(strict=True, reason="Generations.claim counts a re-offered member (members_reoffered, part of its "
+                                      "journalled state) without marking pending: the count is journalled only "
+                                      "with a later change, and lost if the coordinator restarts before one")
+def test_a_reoffered_member_marks_its_count(gens: Generations) -> None:
+    gens.claim("c1", now=0.0)
+    gens.pending.clear()
+    gens.claim("c2", now=PERTURBATION.lease_seconds)  # member 0's lease ran out: offered again
+    assert gens.members_reoffered == 1 and gens.pending.dirty
