@@ -4,6 +4,7 @@ workers, claims, expiry, what each change marks, and its workers and tasks throu
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,8 +176,9 @@ def test_restored_ids_keep_counting() -> None:
 
 
 def test_a_journal_from_before_corrupt_counts_loads_with_none_flagged() -> None:
-    rows = {"tasks": [("collector-0", "collector", 0, 1)],
-            "workers": [("collector-1-abcdef", "collector", "box", "collector-0", 0, None)]}
+    rows: dict[str, list[tuple[Any, ...]]] = {
+        "tasks": [("collector-0", "collector", 0, 1)],
+        "workers": [("collector-1-abcdef", "collector", "box", "collector-0", 0, None)]}
     restored = Fleet(LEASE, 100, 60.0)
     restored.load_state_dict(Stored({"worker_counter": 1}, rows), now=0.0)
     worker = restored.registry.workers["collector-1-abcdef"]
