@@ -154,6 +154,7 @@ class Generations:
                 continue
             if holder is not None:
                 self.members_reoffered += 1
+                self.pending.mark()
             current.holders[member] = (worker_id, now + current.perturbation.lease_seconds)
             return current, member
         return None

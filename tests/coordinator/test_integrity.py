@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.journal.database import Journal
 from shared.payloads.codec import encode_chunk
 from shared.storage.layout import chunk_path, policy_path
 from shared.storage.local import LocalStore
 from tests.support.api import auth, make_settings, running_client, store_for
 from tests.support.configs import small_run_config
+from tests.support.journal import fill_journal, free_journal
 
 CONFIG = small_run_config()
 ROWS = CONFIG.collector.num_envs * CONFIG.collector.chunk_steps
@@ -82,24 +82,6 @@ def fleet(settings_tokens: tuple[Any, dict[str, str]]) -> Iterator[Fleet]:
     settings, tokens = settings_tokens
     with running_client(settings) as client:
         yield Fleet(client, tokens, store_for(settings))
-
-
-def fill_journal(journal: Journal) -> None:
-    """From now on every write to the journal's database fails inside SQLite, as on a full disk (SQLite refuses
-    the statement; the coordinator sees the same OperationalError path as for SQLITE_FULL)."""
-    import sqlite3
-
-    def deny_writes(action: int, *_: object) -> int:
-        return sqlite3.SQLITE_DENY if action in (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE,
-                                                 sqlite3.SQLITE_DELETE) else sqlite3.SQLITE_OK
-
-    with journal._lock:
-        journal._db.set_authorizer(deny_writes)
-
-
-def free_journal(journal: Journal) -> None:
-    with journal._lock:
-        journal._db.set_authorizer(None)
 
 
 # ----- commit before acknowledge ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from shared.config.run_config import RunConfig, dump_run_config
 from shared.storage.local import LocalStore
 from shared.wire import EpisodeStat, PolicyRef
 from tests.support.api import assert_error_body, auth, make_settings, running_client
+from tests.support.components import JournalFor
 from tests.support.run import chunk, collector, learner, publish, settle_files
 
 SELF_PLAY = {"every_versions": 3, "pool_size": 2}
@@ -123,3 +124,43 @@ def test_the_opponents_route(tmp_path: Path, run_config: RunConfig) -> None:
     settings, tokens = make_settings(tmp_path / "plain")
     with running_client(settings) as client:
         assert_error_body(client.get("/v1/policies/opponents", headers=auth(tokens["read"])), 409, "conflict")
+
+
+def test_joining_and_forgetting_mark_the_pool_and_versions_not_due_and_reads_do_not() -> None:
+    pool = Opponents(SelfPlayConfig(every_versions=3, pool_size=2))
+    pool.published(ref(1))
+    pool.holds(1)
+    pool.unpinned(dropped=[ref(1)], left=[], book={2})
+    pool.reply(ref(1))
+    pool.status({}, None, None)
+    assert not pool.pending.dirty
+    pool.published(ref(3))
+    assert pool.pending.dirty and pool.pending.rows == []
+    pool.pending.clear()
+    pool.forget([ref(3)])
+    assert pool.pending.dirty and pool.pool == [] and pool.missing == 1
+
+
+def test_the_pool_survives_a_round_trip(tmp_path: Path) -> None:
+    config = SelfPlayConfig(every_versions=3, pool_size=2)
+    pool = Opponents(config)
+    journal = JournalFor(tmp_path / "journal.sqlite", pool)
+    for version in range(1, 10):
+        pool.published(ref(version))
+    pool.forget([ref(6)])
+    journal.commit()
+    restored = journal.restore(Opponents(config), now=0.0)
+    assert (restored.pool, restored.missing) == ([ref(9)], 1)
+    assert restored.state_dict() == pool.state_dict()
+
+
+def test_a_run_without_self_play_journals_no_pool_and_loads_an_empty_one(tmp_path: Path) -> None:
+    pool = Opponents(None)
+    journal = JournalFor(tmp_path / "journal.sqlite", pool)
+    pool.pending.mark()  # a new run journals every component's state
+    journal.commit()
+    stored = journal.stored()
+    assert stored.meta is None  # nothing written under `pool`
+    restored = Opponents(SelfPlayConfig())  # a journal from before self-play, resumed with it
+    restored.load_state_dict(stored, now=0.0)
+    assert (restored.pool, restored.missing) == ([], 0)

@@ -1,5 +1,5 @@
 """The dataset server: every train transition once per epoch, a fresh order each epoch, retries answered alike,
-and its position kept across a restart."""
+what it marks for the journal, and its position kept across a restart (through a real journal too)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from coordinator.journal.component import Stored
 from coordinator.state.datasets import DatasetServer
 from shared.payloads.recordings import DatasetManifest
 from shared.storage.local import LocalStore
+from tests.support.components import JournalFor
 from tests.support.datasets import write_demo_dataset
 
 
@@ -77,3 +78,35 @@ def test_each_epochs_scores_are_kept_once(manifest: DatasetManifest) -> None:
     restored.load_state_dict(Stored(server.state_dict()), now=0.0)
     assert [(s.epoch, s.scores) for s in restored.status().epoch_scores] == [
         (1, {"valid_nll": 0.4, "valid_accuracy": 0.9}), (2, {"valid_nll": 0.2, "valid_accuracy": 0.95})]
+
+
+def test_serving_and_new_scores_mark_the_state_and_retries_and_reads_do_not(manifest: DatasetManifest) -> None:
+    server = DatasetServer(manifest, seed=0, epochs=1)
+    server.next_batch(8, "r1")
+    assert server.pending.dirty and server.pending.rows == []
+    server.pending.clear()
+    server.next_batch(8, "r1")  # a retry
+    server.record_scores({"nll": 0.3})  # no epoch's scores in it
+    server.status()
+    assert not server.pending.dirty
+    server.record_scores({"valid_nll": 0.3, "epoch": 1.0})
+    assert server.pending.dirty
+
+
+def test_position_and_scores_survive_a_round_trip(manifest: DatasetManifest, tmp_path: Path) -> None:
+    server = DatasetServer(manifest, seed=3, epochs=2)
+    journal = JournalFor(tmp_path / "journal.sqlite", server)
+    total = manifest.splits["train"].transitions
+    server.next_batch(total - 5, None)
+    server.next_batch(10, None)  # crosses into epoch 2
+    server.record_scores({"valid_nll": 0.5, "epoch": 1.0})
+    journal.commit()
+    restored = journal.restore(DatasetServer(manifest, seed=3, epochs=2), now=0.0)
+    assert restored.state_dict() == server.state_dict() and (restored.epoch, restored.cursor) == (2, 0)
+    assert restored.next_batch(7, None) == server.next_batch(7, None)
+
+
+def test_a_journal_without_the_servers_state_starts_at_the_first_batch(manifest: DatasetManifest) -> None:
+    server = DatasetServer(manifest, seed=0, epochs=1)
+    server.load_state_dict(Stored(), now=0.0)
+    assert (server.epoch, server.cursor, server.batches, server.scores) == (1, 0, 0, [])

@@ -1,4 +1,6 @@
-"""Held-out confirmation: validations nominate, one test at a time decides, rejections are counted."""
+"""Held-out confirmation: validations nominate, one test at a time decides, rejections are counted. Through a Run
+first (the evaluations operations over the judge), then the Judge component alone: what it marks, and its
+validations, tests and pending request through a real journal."""
 
 from __future__ import annotations
 
@@ -8,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from coordinator.errors import Conflict, Invalid
+from coordinator.journal.component import Stored
 from coordinator.journal.database import Journal
 from coordinator.run import Run
+from coordinator.state.judge import Judge
 from shared.config.run_config import RunConfig
 from shared.storage.local import LocalStore
-from shared.wire import BattleRecord, EvaluationReport
+from shared.wire import BattleRecord, EvaluationReport, HoldoutReport
+from tests.support.components import JournalFor
 from tests.support.run import FakeClock, evaluate, holdout, learner, publish, register
 
 PASS, FAIL = [480.0] * 4, [400.0] * 100  # small_run_config: 4 validation episodes, threshold 475
@@ -156,3 +161,93 @@ def test_a_battle_rule_needs_a_two_player_game() -> None:
     with pytest.raises(ValueError, match="the baselines are"):
         RunConfig.model_validate({"env": {"id": "rlfleet/TicTacToe-v0"}, "evaluation": {"against": {"greedy": {
             "min_win": 0.5}}}})
+
+
+# ----- the judge alone ---------------------------------------------------------------------------------------
+EVALUATOR = "evaluator-1-abcdef"
+
+
+def lone_judge(config: RunConfig) -> Judge:
+    return Judge(config.env, config.evaluation)
+
+
+def validation(version: int, returns: list[float], request_id: str | None = None) -> EvaluationReport:
+    return EvaluationReport(worker_id=EVALUATOR, policy_version=version, returns=returns, lengths=[10] * len(returns),
+                            request_id=request_id)
+
+
+def held_out(version: int, returns: list[float], request_id: str | None = None) -> HoldoutReport:
+    return HoldoutReport(worker_id=EVALUATOR, policy_version=version, returns=returns, lengths=[10] * len(returns),
+                         request_id=request_id)
+
+
+def judged(judge: Judge, version: int, returns: list[float], request_id: str | None = None,
+           alive: Callable[[str], bool] = lambda _: True) -> bool:
+    """Whether the validation asked for a held-out test."""
+    return judge.judge(validation(version, returns, request_id), latest_version=5, env_steps=100, wall_seconds=1.0,
+                       iteration=2, alive=alive).test_requested
+
+
+def test_a_validation_marks_one_row_and_a_test_marks_the_judges_state(run_config: RunConfig) -> None:
+    judge = lone_judge(run_config)
+    assert judged(judge, 1, PASS, request_id="r1")
+    assert judge.pending.dirty and [args[1] for _, args in judge.pending.rows] == ["r1"]
+    judge.pending.clear()
+    judge.test(held_out(1, FAIL), env_steps=200, wall_seconds=2.0, iteration=3)
+    assert judge.pending.dirty and judge.pending.rows == []
+
+
+def test_refusals_and_reads_mark_nothing(run_config: RunConfig) -> None:
+    judge = lone_judge(run_config)
+    with pytest.raises(Invalid, match="evaluation.episodes=4"):
+        judged(judge, 1, PASS[:3])
+    with pytest.raises(Invalid, match="never published"):
+        judged(judge, 6, PASS)
+    with pytest.raises(Conflict, match="no held-out test of policy v1 was requested"):
+        judge.test(held_out(1, FAIL), env_steps=0, wall_seconds=0.0, iteration=0)
+    judge.retried("r1")
+    judge.retried_test("t1")
+    judge.elo_range()
+    assert (judge.latest, judge.confirmed, judge.rejected) == (None, None, 0)
+    assert not judge.pending.dirty and judge.pending.rows == []
+
+
+def test_a_candidate_whose_evaluator_died_may_be_nominated_again(run_config: RunConfig) -> None:
+    judge = lone_judge(run_config)
+    assert judged(judge, 1, PASS)
+    assert not judged(judge, 2, PASS)  # one test at a time
+    assert judged(judge, 3, PASS, alive=lambda worker: worker != EVALUATOR)
+
+
+def test_an_operators_request_tests_the_next_version_whatever_its_score(run_config: RunConfig) -> None:
+    judge = lone_judge(run_config)
+    judge.force()
+    assert judge.pending.dirty
+    assert judged(judge, 1, [0.0] * 4) and not judge.force_test
+
+
+def test_validations_tests_and_the_pending_request_survive_a_round_trip(run_config: RunConfig,
+                                                                        tmp_path: Path) -> None:
+    judge = lone_judge(run_config)
+    journal = JournalFor(tmp_path / "journal.sqlite", judge)
+    judged(judge, 1, PASS, request_id="r1")
+    judge.test(held_out(1, FAIL, request_id="t1"), env_steps=200, wall_seconds=2.0, iteration=3)
+    judged(judge, 2, [300.0] * 4)
+    judged(judge, 3, [490.0] * 4, request_id="r3")  # nominated: its test is pending
+    judge.force()
+    journal.commit()
+    restored = journal.restore(lone_judge(run_config), now=0.0)
+    assert restored.results == judge.results and restored.best == judge.best and restored.tests == judge.tests
+    assert (restored.under_test, restored.force_test) == ((3, 490.0, EVALUATOR), True)
+    assert restored.retried("r3") == judge.retried("r3") and restored.retried_test("t1") == judge.tests[0]
+    assert restored.test(held_out(3, [480.0] * 100), env_steps=300, wall_seconds=3.0, iteration=4).confirmed
+
+
+def test_a_journal_from_before_held_out_tests_keeps_its_validations(run_config: RunConfig) -> None:
+    old = lone_judge(run_config)
+    judged(old, 1, PASS, request_id="r1")
+    rows = [args for _, args in old.pending.rows]
+    judge = lone_judge(run_config)
+    judge.load_state_dict(Stored(None, {"evaluations": rows}), now=0.0)
+    assert judge.results == old.results and judge.retried("r1") == old.results[0]
+    assert (judge.tests, judge.under_test, judge.force_test) == ([], None, False)

@@ -3,12 +3,15 @@ never applied, closing by fraction or by force, retries, and its journal state."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from coordinator.errors import Conflict, Invalid, NotFound
 from coordinator.journal.component import Stored
 from coordinator.state.generations import Generations
 from shared.wire import GenerationOpen, MemberResult, MemberSpec, Perturbation, PolicyRef
+from tests.support.components import JournalFor
 
 POLICY = PolicyRef(version=3, path="policies/v0000000003.safetensors", sha256="a" * 64)
 PERTURBATION = Perturbation(noise_seed=1, noise_size=4096, sigma=0.1, episodes=1, lease_seconds=10.0)
@@ -133,3 +136,55 @@ def test_the_journal_state_keeps_acknowledged_results_and_counters(gens: Generat
     # claims are not journalled: every unreported member is offered again after a restart
     assert [restored.claim("c2", 0.0)[1] for _ in range(3)] == [1, 2, 3]  # type: ignore[index]
     Generations().load_state_dict(Stored(), now=0.0)  # a journal from before generations existed
+
+
+def test_opening_reporting_and_closing_mark_the_state_and_claims_do_not() -> None:
+    g = Generations()
+    g.open(_open_request(), POLICY, lambda n: n)
+    assert g.pending.dirty
+    g.pending.clear()
+    g.claim("c1", 0.0)  # claims are not journalled
+    g.claimable(0.0)
+    g.ready(1, 0.5)
+    g.find(1)
+    g.status(0.0)
+    g.open(_open_request(), POLICY, lambda n: n)  # a retried open
+    assert not g.pending.dirty
+    g.report(1, _result(0))
+    assert g.pending.dirty
+    g.pending.clear()
+    assert g.close(1, 1.0, force=False) is None and not g.pending.dirty  # stays open: nothing changed
+    g.close(1, 1.0, force=True)
+    assert g.pending.dirty and g.pending.rows == []
+
+
+def test_the_open_and_the_last_closed_generation_survive_a_round_trip(tmp_path: Path) -> None:
+    g = Generations()
+    journal = JournalFor(tmp_path / "journal.sqlite", g)
+    g.open(_open_request("r1"), POLICY, lambda n: 1000 + n)
+    g.report(1, _result(0, 5.0))
+    g.close(1, 0.25, force=False)
+    g.report(1, _result(1))  # late
+    g.open(_open_request("r2"), POLICY, lambda n: 1000 + n)
+    g.report(2, _result(3, 7.0))
+    journal.commit()
+    restored = journal.restore(Generations(), now=0.0)
+    assert restored.state_dict() == g.state_dict()
+    assert restored.open(_open_request("r2"), POLICY, lambda n: n).seed == 1002  # a retried open, same one
+    assert restored.report(1, _result(1)) == "duplicate"  # the late member is recognised
+    closed = restored.close(2, 0.25, force=False)
+    assert closed is not None and closed.results[3].mean_return == 7.0
+
+
+def test_a_journal_from_before_generations_loads_with_none() -> None:
+    g = Generations()
+    g.load_state_dict(Stored(), now=0.0)
+    assert (g.current, g.closed, g.last_number) == (None, None, 0)
+    assert g.open(_open_request(), POLICY, lambda n: n).number == 1
+
+
+def test_a_reoffered_member_marks_its_count(gens: Generations) -> None:
+    gens.claim("c1", now=0.0)
+    gens.pending.clear()
+    gens.claim("c2", now=PERTURBATION.lease_seconds)  # member 0's lease ran out: offered again
+    assert gens.members_reoffered == 1 and gens.pending.dirty

@@ -74,3 +74,17 @@ def test_claim_only_considers_the_requested_kind() -> None:
 def test_release_unknown_task_raises() -> None:
     with pytest.raises(KeyError):
         TaskQueue().release("collector-7")
+
+
+def test_pending_collector_tasks_idle_past_the_cutoff_are_pruned_and_indices_never_reused() -> None:
+    tasks = TaskQueue()
+    held = [tasks.claim("collector", f"w{i}", create_if_empty=True, now=0.0) for i in range(3)]
+    for task in held:
+        assert task is not None
+    tasks.release("collector-1", now=5.0)
+    tasks.release("collector-2", now=50.0)
+    assert tasks.prune("collector", idle_before=20.0) == ["collector-1"]
+    again = tasks.claim("collector", "w9", create_if_empty=True, now=60.0)
+    assert again is not None and again.task_id == "collector-2"  # the remaining pending one, lowest index first
+    fresh = tasks.claim("collector", "w10", create_if_empty=True, now=60.0)
+    assert fresh is not None and fresh.task_id == "collector-3"  # index 1 is gone for good: seeds never repeat

@@ -7,14 +7,14 @@ A deliberate change to a route or a wire model updates the file in the same comm
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coordinator.openapi_file import write_openapi
+from tests.support.repo import REPO
 
-SNAPSHOT = Path(__file__).resolve().parents[2] / "docs" / "reference" / "openapi.json"
+SNAPSHOT = REPO / "docs" / "reference" / "openapi.json"
 
 
 @pytest.fixture(scope="module")

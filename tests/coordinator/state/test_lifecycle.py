@@ -1,0 +1,89 @@
+"""coordinator.state.lifecycle.Lifecycle: running until solved, out of budget or stopped (the first reason
+stands), a stopped run reopened without counting its stop, and wall-clock time carried across a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from coordinator.state.lifecycle import Lifecycle
+from shared.config.run_config import BudgetConfig
+from tests.support.components import JournalFor
+from tests.support.run import FakeClock
+
+BUDGET = BudgetConfig(max_env_steps=1_000, max_wall_seconds=600)
+
+
+def test_the_first_reason_to_end_stands() -> None:
+    clock = FakeClock()
+    life = Lifecycle(BUDGET, clock)
+    assert life.running and life.end("solved", "confirmed", clock())
+    assert not life.end("stopped", "operator", clock()) and (life.state, life.message) == ("solved", "confirmed")
+
+
+def test_each_budget_ends_the_run_naming_itself() -> None:
+    clock = FakeClock()
+    steps, wall = Lifecycle(BUDGET, clock), Lifecycle(BUDGET, clock)
+    assert not steps.check_budget(999, clock())
+    assert steps.check_budget(1_000, clock()) and "env-step budget of 1000" in steps.message
+    clock.advance(600)
+    assert wall.check_budget(0, clock()) and "wall-clock budget of 600s" in wall.message
+    assert steps.state == wall.state == "budget_exhausted"
+
+
+def test_only_a_stopped_run_reopens_and_its_stop_does_not_count() -> None:
+    clock = FakeClock()
+    life = Lifecycle(BUDGET, clock)
+    clock.advance(100)
+    life.end("stopped", "for today", clock())
+    clock.advance(5_000)
+    assert life.wall_seconds(clock()) == 100
+    assert life.resumed(reopen=True) and life.running and life.resumes == 1
+    assert life.wall_seconds(clock()) == 100
+    solved = Lifecycle(BUDGET, clock)
+    solved.end("solved", "confirmed", clock())
+    assert not solved.resumed(reopen=True) and solved.state == "solved" and solved.resumes == 1
+    assert not Lifecycle(BUDGET, clock).reopen(clock())  # a running run has nothing to reopen
+
+
+def test_every_change_and_every_budget_check_marks_the_state() -> None:
+    clock = FakeClock()
+    life = Lifecycle(BUDGET, clock)
+    assert not life.pending.dirty
+    life.check_budget(0, clock())  # time passed: the elapsed time is journalled with the operation
+    assert life.pending.dirty
+    life.pending.clear()
+    life.end("stopped", "x", clock())
+    assert life.pending.dirty
+    life.pending.clear()
+    life.end("solved", "too late", clock())
+    assert not life.pending.dirty  # nothing changed
+    life.wall_seconds(clock())
+    assert not life.pending.dirty and life.pending.rows == []
+
+
+def test_state_and_elapsed_time_survive_a_round_trip_and_downtime_does_not_count(tmp_path: Path) -> None:
+    clock = FakeClock()
+    life = Lifecycle(BUDGET, clock)
+    journal = JournalFor(tmp_path / "journal.sqlite", life)
+    clock.advance(40)
+    life.resumed(reopen=False)
+    life.check_budget(10, clock())
+    journal.commit()
+    later = FakeClock(clock() + 3_600)  # a restart an hour later
+    restored = journal.restore(Lifecycle(BUDGET, later), now=later())
+    assert restored.wall_seconds(later()) == 40 and (restored.state, restored.resumes) == ("running", 1)
+    assert restored.state_dict() == life.state_dict()
+
+
+def test_an_ended_run_keeps_its_end_across_a_round_trip(tmp_path: Path) -> None:
+    clock = FakeClock()
+    life = Lifecycle(BUDGET, clock)
+    journal = JournalFor(tmp_path / "journal.sqlite", life)
+    clock.advance(30)
+    life.end("stopped", "done for today", clock())
+    clock.advance(30)
+    journal.commit()
+    restored = journal.restore(Lifecycle(BUDGET, clock), now=clock() + 100)
+    assert (restored.state, restored.message, restored.wall_seconds(clock() + 500)) == ("stopped", "done for today",
+                                                                                        30)
+    assert restored.reopen(clock()) and restored.wall_seconds(clock()) == 30
