@@ -22,13 +22,12 @@ from coordinator.journal.committer import JournalFailed
 from coordinator.journal.component import Component
 from coordinator.journal.database import Journal
 from coordinator.journal.unit import UnitOfWork
+from coordinator.operations.workload import Workload, workload_of
 from coordinator.signals import Signal
 from coordinator.state.config import LiveConfig
 from coordinator.state.control import Control
 from coordinator.state.dataplane import DataPlane
-from coordinator.state.datasets import DatasetServer, dataset_server
 from coordinator.state.fleet import Fleet
-from coordinator.state.generations import Generations
 from coordinator.state.judge import Judge
 from coordinator.state.lifecycle import Lifecycle
 from coordinator.state.opponents import Opponents
@@ -38,6 +37,7 @@ from coordinator.state.progress import LearnerProgress
 from coordinator.telemetry import Telemetry
 from shared.config.plan import RunPlan
 from shared.config.run_config import RunConfig
+from shared.loops import loop_of
 from shared.storage.protocol import PayloadStore
 from shared.wire import Directive, JournalStatus, RunState, WorkerKind
 
@@ -104,13 +104,12 @@ class RunContext:
         self.judge = Judge(config.env, config.evaluation)
         self.lifecycle = Lifecycle(config.budget, self.clock)
         self.learner = LearnerProgress()
-        self.generations = Generations()
-        self.dataset: DatasetServer | None = dataset_server(config, self.plan.spaces, self.dataset_store)
         self.control = Control(self.plan.spec.live)
+        # The loop kind's workload adds its own components (generations, a dataset server) and operations.
+        self.workload: Workload = workload_of(loop_of(self.plan.spec.loop))(self)
         components: list[Component] = [self.settings, self.lifecycle, self.fleet, self.data, self.policies,
-                                       self.judge, self.learner, self.generations, self.opponents, self.control]
-        if self.dataset is not None:
-            components.append(self.dataset)
+                                       self.judge, self.learner, self.opponents, self.control,
+                                       *self.workload.components]
         self.work = UnitOfWork(self.journal, components, self.payloads.delete)
 
     @property
