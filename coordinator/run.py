@@ -41,7 +41,7 @@ class Run:
 
     @property
     def workload(self) -> Workload:
-        """The loop kind's part of the run (rebuilt with the components when a failed commit is recovered)."""
+        """The loop kind's part of the run (its components are rebuilt with the others after a failed commit)."""
         return self.ctx.workload
 
     def tick(self) -> None:

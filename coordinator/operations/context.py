@@ -35,6 +35,7 @@ from coordinator.state.payloads import PayloadLifetime
 from coordinator.state.policybook import PolicyBook
 from coordinator.state.progress import LearnerProgress
 from coordinator.telemetry import Telemetry
+from shared.algorithms import spec_of
 from shared.config.plan import RunPlan
 from shared.config.run_config import RunConfig
 from shared.loops import loop_of
@@ -83,6 +84,8 @@ class RunContext:
                 log.warning("run %s resumes with the config it started with; the config file's changes are "
                             "ignored (start a run under a new name to use them)", stored.name)
             config = stored
+        # The loop kind's part of the run: it lives as long as the run, its components are rebuilt with the rest.
+        self.workload: Workload = workload_of(loop_of(spec_of(config.algo).loop))(self)
         self._build(config)
         self.journal.create(t for c in self.work.components for t in c.tables)
         if not meta:
@@ -105,11 +108,9 @@ class RunContext:
         self.lifecycle = Lifecycle(config.budget, self.clock)
         self.learner = LearnerProgress()
         self.control = Control(self.plan.spec.live)
-        # The loop kind's workload adds its own components (generations, a dataset server) and operations.
-        self.workload: Workload = workload_of(loop_of(self.plan.spec.loop))(self)
         components: list[Component] = [self.settings, self.lifecycle, self.fleet, self.data, self.policies,
                                        self.judge, self.learner, self.opponents, self.control,
-                                       *self.workload.components]
+                                       *self.workload.build()]  # the loop kind's: generations, a dataset server
         self.work = UnitOfWork(self.journal, components, self.payloads.delete)
 
     @property

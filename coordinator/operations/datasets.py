@@ -8,18 +8,31 @@ then ends (budget_exhausted) unless that verdict solved it.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from coordinator.errors import NotFound
 from coordinator.operations.context import RunContext
 from coordinator.state.datasets import DatasetServer
 from shared.wire import DatasetBatch, DatasetSampleRequest
 
 
-class DatasetFeed:
-    """The dataset loop's operations (its workload, coordinator/workloads/dataset.py, builds them)."""
+class ServerOwner(Protocol):
+    """Who holds the run's current dataset server: the dataset workload (coordinator/workloads/dataset.py), which
+    builds it anew when the run reloads its components from the journal."""
 
-    def __init__(self, ctx: RunContext, server: DatasetServer) -> None:
+    server: DatasetServer
+
+
+class DatasetFeed:
+    """The dataset loop's operations, over the server its workload holds."""
+
+    def __init__(self, ctx: RunContext, owner: ServerOwner) -> None:
         self.ctx = ctx
-        self.server = server
+        self.owner = owner
+
+    @property
+    def server(self) -> DatasetServer:
+        return self.owner.server
 
     async def sample(self, name: str, request: DatasetSampleRequest, scope: str) -> DatasetBatch:
         ctx, server = self.ctx, self.server

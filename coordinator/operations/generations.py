@@ -9,6 +9,7 @@ run's generation signal.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Protocol
 
 from coordinator.errors import Conflict, Invalid
 from coordinator.operations.context import RunContext
@@ -29,12 +30,23 @@ from shared.wire import (
 )
 
 
-class Population:
-    """The population loop's operations (its workload, coordinator/workloads/population.py, builds them)."""
+class GenerationsOwner(Protocol):
+    """Who holds the run's current generations: the population workload (coordinator/workloads/population.py),
+    which builds them anew when the run reloads its components from the journal."""
 
-    def __init__(self, ctx: RunContext, generations: Generations) -> None:
+    generations: Generations
+
+
+class Population:
+    """The population loop's operations, over the generations its workload holds."""
+
+    def __init__(self, ctx: RunContext, owner: GenerationsOwner) -> None:
         self.ctx = ctx
-        self.generations = generations
+        self.owner = owner
+
+    @property
+    def generations(self) -> Generations:
+        return self.owner.generations
 
     @cached_property
     def policy_parameters(self) -> int:

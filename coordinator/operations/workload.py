@@ -4,7 +4,9 @@ A workload owns the loop kind's extra components (journalled with the core ones,
 operations object (what its routes call), its status section, its counters for the Prometheus scrape, its work on
 the housekeeping tick and its hook on learn reports. `RunContext` builds the run's workload from the kind's
 `module:Class` path, so the core operations here know only this protocol, never a kind (the implementations live
-in coordinator/workloads/, a layer above this one).
+in coordinator/workloads/, a layer above this one). The workload lives as long as the run; its components are
+built afresh, like the core ones, whenever the run reloads them from the journal (after a failed commit), and its
+operations reach them through it, so a request waiting across that reload acts on the reloaded state.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ class Workload(Protocol):
     # (name, help) of the counters the kind adds to the scrape; every run emits every kind's, 0 where its kind has
     # none, so a dashboard keeps its series whatever the run trains.
     counters: ClassVar[tuple[tuple[str, str], ...]]
-    components: tuple[Component, ...]
     operations: object | None  # what the kind's routes call (coordinator/api/deps.py `loop_operations`)
 
     def __init__(self, ctx: RunContext) -> None: ...
+
+    def build(self) -> tuple[Component, ...]:
+        """The kind's components, new (the run restores their state from the journal next)."""
+        ...
 
     def tick(self) -> None:
         """Work on the coordinator's clock, after the housekeeping."""

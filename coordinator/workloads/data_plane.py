@@ -15,8 +15,10 @@ class DataPlaneWorkload:
     counters: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def __init__(self, ctx: RunContext) -> None:
-        self.components: tuple[Component, ...] = ()
         self.operations: object | None = None
+
+    def build(self) -> tuple[Component, ...]:
+        return ()
 
     def tick(self) -> None:
         pass

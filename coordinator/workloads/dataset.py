@@ -10,7 +10,7 @@ from coordinator.journal.component import Component
 from coordinator.operations.context import RunContext
 from coordinator.operations.datasets import DatasetFeed
 from coordinator.operations.workload import StatusSections
-from coordinator.state.datasets import dataset_server
+from coordinator.state.datasets import DatasetServer, dataset_server
 from shared.algorithms.base import DatasetParams
 from shared.wire import LearnReport
 
@@ -19,12 +19,18 @@ class DatasetWorkload:
     counters: ClassVar[tuple[tuple[str, str], ...]] = ()
 
     def __init__(self, ctx: RunContext) -> None:
-        algo = ctx.config.algo
-        if not isinstance(algo, DatasetParams):
-            raise TypeError(f"{algo.name} runs on the dataset loop: its parameters must derive from DatasetParams")
-        self.server = dataset_server(algo, ctx.config.seed, ctx.plan.spaces, ctx.dataset_store)
-        self.components: tuple[Component, ...] = (self.server,)
-        self.operations = DatasetFeed(ctx, self.server)
+        self.ctx = ctx
+        self.server: DatasetServer  # by build(), which the run calls before anything else
+        self.operations = DatasetFeed(ctx, self)
+
+    def build(self) -> tuple[Component, ...]:
+        """A server of the run's recording, refused (DatasetError) if the recording cannot be used."""
+        config = self.ctx.config
+        if not isinstance(config.algo, DatasetParams):
+            raise TypeError(f"{config.algo.name} runs on the dataset loop: its parameters must derive from "
+                            "DatasetParams")
+        self.server = dataset_server(config.algo, config.seed, self.ctx.plan.spaces, self.ctx.dataset_store)
+        return (self.server,)
 
     def tick(self) -> None:
         self.operations.end_when_trained()

@@ -25,9 +25,12 @@ class PopulationWorkload:
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        self.generations: Generations  # by build(), which the run calls before anything else
+        self.operations = Population(ctx, self)
+
+    def build(self) -> tuple[Component, ...]:
         self.generations = Generations()
-        self.components: tuple[Component, ...] = (self.generations,)
-        self.operations = Population(ctx, self.generations)
+        return (self.generations,)
 
     def tick(self) -> None:
         ctx = self.ctx
