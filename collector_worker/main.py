@@ -9,11 +9,13 @@ limiter) idles the envs cheaply. With force_sync the collector works in lockstep
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from collector_worker.members import evaluate_members
 from collector_worker.opponents import OpponentDraw
 from collector_worker.rollout import Rollout
 from collector_worker.uploader import Pending, Uploader
+from shared.loops.kind import CollectorWork
 from shared.policy.actors import PolicyError
 from shared.policy.files import load_policy
 from shared.policy.manifest import ManifestError
@@ -89,10 +91,11 @@ def run_collector(settings: WorkerSettings) -> int:
 def _claim_and_collect(session: WorkerSession, layout: RunLayout) -> None:
     store = open_store(layout, "store")
     for task in session.tasks(CollectorTask):
-        if task.work == "none":
+        work = WORK[task.work]
+        if work is None:
             log.info("this run trains on a recorded dataset: nothing to collect, the collector exits")
             return
-        (evaluate_members if task.work == "members" else _collect)(session, store, task)
+        work(session, store, task)
 
 
 def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -> None:
@@ -142,3 +145,9 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
     finally:
         uploader.close()
         rollout.close()
+
+
+# What a collector does for the work its task names (CollectorTask.work: the run's loop kind decides it,
+# shared/loops/); None: the run needs no collector, which exits.
+WORK: dict[CollectorWork, Callable[[WorkerSession, PayloadStore, CollectorTask], None] | None] = {
+    "chunks": _collect, "members": evaluate_members, "none": None}

@@ -22,9 +22,7 @@ from coordinator.api.routes import (
     control,
     dashboard,
     data,
-    datasets,
     evaluations,
-    generations,
     health,
     policies,
     run,
@@ -45,6 +43,8 @@ from coordinator.telemetry import RequestTimer, Telemetry
 from coordinator.webui import DashboardPages
 from shared.config.preflight import preflight
 from shared.config.run_config import RunConfig, dump_run_config, load_run_config
+from shared.loops import LOOPS
+from shared.loops.kind import resolve
 from shared.storage.factory import check_store, open_datasets, open_store
 from shared.storage.layout import RunLayout
 from shared.tokens import load_tokens_file
@@ -176,9 +176,11 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     app.add_middleware(TokenGate, tokens=tokens, open_reads=settings.open_reads)
     app.add_middleware(DashboardPages)  # GET / and its assets
     app.add_middleware(RequestTimer, telemetry=telemetry)  # outermost: times everything behind it
-    for module in (workers, data, datasets, generations, policies, evaluations, tests, run, control, schemas,
-                   dashboard, health):
+    for module in (workers, data, policies, evaluations, tests, run, control, schemas, dashboard, health):
         app.include_router(module.router)
+    for kind in LOOPS.values():  # every kind's routes in every run: the REST contract does not depend on the run
+        if kind.router is not None:
+            app.include_router(resolve(kind.router))
     build_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:

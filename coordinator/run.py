@@ -1,8 +1,10 @@
 """The run: the composition root of the coordinator's domain.
 
 `RunContext` (coordinator/operations/context.py) owns the components and their persistence; each group of
-operations (coordinator/operations/*) works over it; the routes call the groups. Nothing here inherits from
-anything: a new kind of work adds its operations module and one line below.
+operations (coordinator/operations/*) works over it; the routes call the groups. What the run's loop kind adds
+(coordinator/workloads/*: components, operations, status section, tick work) is its `workload`, built by the
+context from the loop-kind registry (shared/loops/). Nothing here inherits from anything: a new group of core
+operations adds its module and one line below; a new loop kind adds nothing here.
 """
 
 from __future__ import annotations
@@ -14,13 +16,12 @@ from coordinator.observe.status import build_status
 from coordinator.operations.chunks import Chunks
 from coordinator.operations.context import RunContext
 from coordinator.operations.control import Controls
-from coordinator.operations.datasets import DatasetFeed
 from coordinator.operations.evaluations import Evaluations
-from coordinator.operations.generations import Population
 from coordinator.operations.housekeeping import Housekeeping
 from coordinator.operations.learning import Learning
 from coordinator.operations.publishing import Publishing
 from coordinator.operations.workers import Workers
+from coordinator.operations.workload import Workload
 from shared.config.run_config import RunConfig
 from shared.storage.protocol import PayloadStore
 from shared.wire import Status
@@ -36,13 +37,16 @@ class Run:
         self.publishing = Publishing(ctx)
         self.evaluations = Evaluations(ctx)
         self.controls = Controls(ctx)
-        self.population = Population(ctx)
-        self.dataset_feed = DatasetFeed(ctx)
         self.housekeeping = Housekeeping(ctx)
+
+    @property
+    def workload(self) -> Workload:
+        """The loop kind's part of the run (its components are rebuilt with the others after a failed commit)."""
+        return self.ctx.workload
 
     def tick(self) -> None:
         self.housekeeping.tick()
-        self.dataset_feed.end_when_trained()
+        self.ctx.workload.tick()
 
     def status(self) -> Status:
         return build_status(self.ctx, self.housekeeping.steps_per_second())

@@ -1,4 +1,4 @@
-"""The two learner loops every algorithm runs on (its registry entry names one).
+"""The trainers of the replay and chunk loop kinds (shared/loops/replay.py and chunks.py name them).
 
 Replay loop (off-policy): batch from the prefetch queue -> update -> (prioritized replay: TD errors back as
 priorities, sent by the prefetch thread) -> every `publish_every` updates a new immutable policy version.
@@ -16,10 +16,8 @@ from collections.abc import Callable
 import numpy as np
 
 from learner_worker.cache import ChunkCache, PayloadReader
-from learner_worker.dataset_loop import DatasetTrainer
 from learner_worker.distributed import next_step
 from learner_worker.lockstep import LockstepFetcher, batches_allowed
-from learner_worker.population import PopulationTrainer
 from learner_worker.prefetch import Prefetcher, report_corrupt
 from learner_worker.trainer import Trainer, check_finite
 from shared.algorithms.base import ReplayParams
@@ -147,6 +145,3 @@ class ChunkTrainer(Trainer):
             check_finite(self.iteration + 1, losses)
             self.after_update(losses, sum(int(c["rewards"].size) for c in taken), publish=True)
 
-
-TRAINERS: dict[str, type[Trainer]] = {"replay": ReplayTrainer, "chunks": ChunkTrainer, "population": PopulationTrainer,
-                                      "dataset": DatasetTrainer}

@@ -1,7 +1,7 @@
 """The learner process: claim the learner task, resume from the newest checkpoint, then train.
 
-Which loop runs and which learner it drives come from the algorithm's registry entry (shared/algorithms);
-this module knows no algorithm.
+Which learner it drives comes from the algorithm's registry entry (shared/algorithms), which trainer runs it
+from the entry of the algorithm's loop kind (shared/loops); this module knows no algorithm and no loop kind.
 """
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ import logging
 import torch
 
 from learner_worker.elastic import is_rank, rank_registration, run_agent, run_config
-from learner_worker.loops import TRAINERS
+from learner_worker.trainer import Trainer
 from shared.algorithms import spec_of
+from shared.loops import loop_of
+from shared.loops.kind import resolve
 from shared.storage.layout import RunLayout
 from shared.wire import LearnerTask
 from shared.worker.lifecycle import exit_code, run_worker
@@ -39,4 +41,5 @@ def run_learner(settings: WorkerSettings) -> int:
 
 def _claim_and_train(session: WorkerSession, layout: RunLayout) -> None:
     for task in session.tasks(LearnerTask):
-        TRAINERS[spec_of(task.algo).loop](session, layout, task).train()
+        trainer: type[Trainer] = resolve(loop_of(spec_of(task.algo).loop).trainer)
+        trainer(session, layout, task).train()

@@ -10,6 +10,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from coordinator.operations.context import RunContext
+from coordinator.operations.workload import every_counter
 from coordinator.state.lag import TAIL
 
 
@@ -36,19 +37,12 @@ class RunCollector(Collector):
                 ("rlfleet_corrupt_chunks", "chunks a learner found unusable", data.corrupt_chunks),
                 ("rlfleet_env_errors", "environment exceptions contained by collectors", data.env_errors),
                 ("rlfleet_journal_commits", "SQLite transactions since the coordinator started", committer.commits),
-                ("rlfleet_member_results", "population member results applied to their generation",
-                 run.generations.results_accepted),
-                ("rlfleet_member_results_late", "member results for closed generations: acknowledged, never applied",
-                 run.generations.late_results),
-                ("rlfleet_member_results_duplicate", "repeated member reports recognised and counted once",
-                 run.generations.duplicate_results),
-                ("rlfleet_members_reoffered", "population members offered again after their lease ran out",
-                 run.generations.members_reoffered),
-                ("rlfleet_generations_closed", "generations a population-based learner closed",
-                 run.generations.generations_closed),
                 ("rlfleet_journal_submissions", "journalled mutations since the coordinator started",
                  committer.submissions)):
             yield CounterMetricFamily(name, help_, value=count)
+        counts = run.workload.counts()
+        for name, help_ in every_counter():  # every kind's counters in every run: dashboards keep their series
+            yield CounterMetricFamily(name, help_, value=counts.get(name, 0))
         workers = run.fleet.registry.workers.values()
         gauges: tuple[tuple[str, str, float], ...] = (
                 ("rlfleet_env_steps_per_second", "env steps per second over the last few seconds",

@@ -7,7 +7,8 @@ from collections import Counter
 import numpy as np
 
 from coordinator.operations.context import RunContext
-from shared.envs.seeds import base_seed, population_seed
+from shared.envs.seeds import base_seed
+from shared.loops import loop_of
 from shared.wire import LearnerStatus, SeedsUsed, Status
 
 
@@ -41,24 +42,23 @@ def build_status(run: RunContext, steps_per_second: float) -> Status:
         tests_rejected=run.judge.rejected,
         test_in_flight=run.judge.under_test[0] if run.judge.under_test else None,
         seeds=_seeds(run), control=run.control.status(),
-        population=run.generations.status(now) if run.plan.spec.loop == "population" else None,
-        dataset=run.dataset.status() if run.dataset is not None else None,
         self_play=run.opponents.status(run.data.games, *run.judge.elo_range()),
         workers=run.fleet.worker_status(now, Counter(data.producers.values())),
         tasks=run.fleet.task_status(),
         buffers=[data.status()],
         journal=run.journal_status(),
+        **run.workload.status(now),  # the loop kind's section (population, dataset); the others stay null
     )
 
 
 def _seeds(run: RunContext) -> SeedsUsed:
-    """Collector blocks follow from each task's index and claims, population members' from the generations
-    opened; evaluations and tests report theirs."""
+    """Collector blocks follow from each task's index and claims (where collectors collect chunks), the loop
+    kind's own (population members') from its workload; evaluations and tests report theirs."""
     cfg = run.config
-    chunks = run.plan.spec.loop != "population"  # population collectors play their generations' seeds only
+    chunks = loop_of(run.plan.spec.loop).collects
     train = [base_seed(cfg.seed, "train", t.index, claim) for t in run.fleet.tasks.tasks.values()
              if t.kind == "collector" and chunks for claim in range(1, t.claims + 1)]
-    train += [population_seed(cfg.seed, g) for g in range(1, run.generations.last_number + 1)]
+    train += run.workload.train_seeds()
     return SeedsUsed(train=sorted(train), valid=[r.seed for r in run.judge.results if r.seed is not None],
                      test=[t.seed for t in run.judge.tests if t.seed is not None],
                      envs={"train": cfg.collector.num_envs, "valid": cfg.evaluation.num_envs,

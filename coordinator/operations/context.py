@@ -22,13 +22,12 @@ from coordinator.journal.committer import JournalFailed
 from coordinator.journal.component import Component
 from coordinator.journal.database import Journal
 from coordinator.journal.unit import UnitOfWork
+from coordinator.operations.workload import Workload, workload_of
 from coordinator.signals import Signal
 from coordinator.state.config import LiveConfig
 from coordinator.state.control import Control
 from coordinator.state.dataplane import DataPlane
-from coordinator.state.datasets import DatasetServer, dataset_server
 from coordinator.state.fleet import Fleet
-from coordinator.state.generations import Generations
 from coordinator.state.judge import Judge
 from coordinator.state.lifecycle import Lifecycle
 from coordinator.state.opponents import Opponents
@@ -36,8 +35,10 @@ from coordinator.state.payloads import PayloadLifetime
 from coordinator.state.policybook import PolicyBook
 from coordinator.state.progress import LearnerProgress
 from coordinator.telemetry import Telemetry
+from shared.algorithms import spec_of
 from shared.config.plan import RunPlan
 from shared.config.run_config import RunConfig
+from shared.loops import loop_of
 from shared.storage.protocol import PayloadStore
 from shared.wire import Directive, JournalStatus, RunState, WorkerKind
 
@@ -83,6 +84,8 @@ class RunContext:
                 log.warning("run %s resumes with the config it started with; the config file's changes are "
                             "ignored (start a run under a new name to use them)", stored.name)
             config = stored
+        # The loop kind's part of the run: it lives as long as the run, its components are rebuilt with the rest.
+        self.workload: Workload = workload_of(loop_of(spec_of(config.algo).loop))(self)
         self._build(config)
         self.journal.create(t for c in self.work.components for t in c.tables)
         if not meta:
@@ -104,13 +107,10 @@ class RunContext:
         self.judge = Judge(config.env, config.evaluation)
         self.lifecycle = Lifecycle(config.budget, self.clock)
         self.learner = LearnerProgress()
-        self.generations = Generations()
-        self.dataset: DatasetServer | None = dataset_server(config, self.plan.spaces, self.dataset_store)
         self.control = Control(self.plan.spec.live)
         components: list[Component] = [self.settings, self.lifecycle, self.fleet, self.data, self.policies,
-                                       self.judge, self.learner, self.generations, self.opponents, self.control]
-        if self.dataset is not None:
-            components.append(self.dataset)
+                                       self.judge, self.learner, self.opponents, self.control,
+                                       *self.workload.build()]  # the loop kind's: generations, a dataset server
         self.work = UnitOfWork(self.journal, components, self.payloads.delete)
 
     @property

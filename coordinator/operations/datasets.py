@@ -8,20 +8,34 @@ then ends (budget_exhausted) unless that verdict solved it.
 
 from __future__ import annotations
 
-from coordinator.errors import Conflict, NotFound
+from typing import Protocol
+
+from coordinator.errors import NotFound
 from coordinator.operations.context import RunContext
+from coordinator.state.datasets import DatasetServer
 from shared.wire import DatasetBatch, DatasetSampleRequest
 
 
+class ServerOwner(Protocol):
+    """Who holds the run's current dataset server: the dataset workload (coordinator/workloads/dataset.py), which
+    builds it anew when the run reloads its components from the journal."""
+
+    server: DatasetServer
+
+
 class DatasetFeed:
-    def __init__(self, ctx: RunContext) -> None:
+    """The dataset loop's operations, over the server its workload holds."""
+
+    def __init__(self, ctx: RunContext, owner: ServerOwner) -> None:
         self.ctx = ctx
+        self.owner = owner
+
+    @property
+    def server(self) -> DatasetServer:
+        return self.owner.server
 
     async def sample(self, name: str, request: DatasetSampleRequest, scope: str) -> DatasetBatch:
-        ctx = self.ctx
-        server = ctx.dataset
-        if server is None:
-            raise Conflict(f"this run's algorithm ({ctx.plan.spec.name}) does not train on a recorded dataset")
+        ctx, server = self.ctx, self.server
         if name != server.manifest.name:
             raise NotFound(f"dataset {name!r}: this run trains on {server.manifest.name!r}")
         ctx.fleet.worker(request.worker_id, ctx.clock(), "learner", scope)
@@ -35,8 +49,8 @@ class DatasetFeed:
         last published policy has been validated with no test under way (a run that publishes no policy: once
         the last epoch is reported)."""
         ctx = self.ctx
-        server, judged = ctx.dataset, ctx.judge.latest
-        if server is None or not server.done or not ctx.lifecycle.running or ctx.judge.under_test is not None:
+        server, judged = self.server, ctx.judge.latest
+        if not server.done or not ctx.lifecycle.running or ctx.judge.under_test is not None:
             return
         if not server.scores or server.scores[-1].epoch < server.epochs:
             return  # the learner has not reported its last epoch yet (its policy is published before that)

@@ -9,9 +9,11 @@ run's generation signal.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Protocol
 
 from coordinator.errors import Conflict, Invalid
 from coordinator.operations.context import RunContext
+from coordinator.state.generations import Generations
 from shared.envs.seeds import population_seed
 from shared.policy.flat_params import parameter_count, policy_shapes
 from shared.policy.manifest import PolicyManifest, default_encoder
@@ -28,15 +30,23 @@ from shared.wire import (
 )
 
 
-class Population:
-    def __init__(self, ctx: RunContext) -> None:
-        self.ctx = ctx
+class GenerationsOwner(Protocol):
+    """Who holds the run's current generations: the population workload (coordinator/workloads/population.py),
+    which builds them anew when the run reloads its components from the journal."""
 
-    def _population(self, what: str) -> None:
-        ctx = self.ctx
-        if ctx.plan.spec.loop != "population":
-            raise Conflict(f"cannot {what}: this run's algorithm ({ctx.plan.spec.name}) trains from chunks, not "
-                           "from generations of perturbed policies")
+    generations: Generations
+
+
+class Population:
+    """The population loop's operations, over the generations its workload holds."""
+
+    def __init__(self, ctx: RunContext, owner: GenerationsOwner) -> None:
+        self.ctx = ctx
+        self.owner = owner
+
+    @property
+    def generations(self) -> Generations:
+        return self.owner.generations
 
     @cached_property
     def policy_parameters(self) -> int:
@@ -49,7 +59,6 @@ class Population:
 
     async def open_generation(self, request: GenerationOpen, scope: str) -> GenerationOpened:
         ctx = self.ctx
-        self._population("open a generation")
         worker = ctx.fleet.worker(request.worker_id, ctx.clock(), "learner", scope)
         if worker.task_id is None:
             raise Conflict(f"worker {request.worker_id!r} holds no learner task; claim one first")
@@ -59,7 +68,7 @@ class Population:
             raise Invalid(f"members[{bad}].noise_index {request.members[bad].noise_index} leaves no room for the "
                           f"policy's {self.policy_parameters} parameters in a noise table of "
                           f"{request.perturbation.noise_size}")
-        generation = ctx.generations.open(request, ctx.policies.committed,
+        generation = self.generations.open(request, ctx.policies.committed,
                                            lambda number: population_seed(ctx.config.seed, number))
         ctx.commit(after=ctx.on_loop(ctx.generation_signal.fire))
         await ctx.settle()
@@ -70,12 +79,11 @@ class Population:
         """The next member to evaluate, waiting up to `wait_seconds` for one (a member whose lease ran out, or
         the next generation)."""
         ctx = self.ctx
-        self._population("claim a member")
         ctx.fleet.worker(request.worker_id, ctx.clock(), "collector", scope)
-        await ctx.wait_until(lambda: ctx.generations.claimable(ctx.clock()), ctx.generation_signal,
+        await ctx.wait_until(lambda: self.generations.claimable(ctx.clock()), ctx.generation_signal,
                              min(request.wait_seconds, ctx.max_wait_seconds))
         ctx.fleet.worker(request.worker_id, ctx.clock(), "collector", scope)  # renewed after the wait
-        claimed = ctx.generations.claim(request.worker_id, ctx.clock()) if ctx.lifecycle.running else None
+        claimed = self.generations.claim(request.worker_id, ctx.clock()) if ctx.lifecycle.running else None
         member = None
         if claimed is not None:
             generation, index = claimed
@@ -89,9 +97,8 @@ class Population:
     async def report_member(self, number: int, result: MemberResult, scope: str) -> ResultAck:
         """Take a member's result once; a late one is acknowledged and counted, its env steps spent all the same."""
         ctx = self.ctx
-        self._population("report a member")
         ctx.fleet.worker(result.worker_id, ctx.clock(), "collector", scope)
-        verdict = ctx.generations.report(number, result)
+        verdict = self.generations.report(number, result)
         if verdict != "duplicate":
             ctx.data.count_rollouts(result.env_steps, result.episodes, result.mean_return)
             ctx.lifecycle.check_budget(ctx.data.env_steps, ctx.clock())
@@ -108,18 +115,17 @@ class Population:
         """Wait up to `wait_seconds` for `min_fraction` of the results, then close the generation (or say that it
         is still open); a retried close gets the same results."""
         ctx = self.ctx
-        self._population("close a generation")
         ctx.fleet.worker(request.worker_id, ctx.clock(), "learner", scope)
-        ctx.generations.find(number)  # refuses a number never issued before waiting
-        await ctx.wait_until(lambda: ctx.generations.ready(number, request.min_fraction), ctx.generation_signal,
+        self.generations.find(number)  # refuses a number never issued before waiting
+        await ctx.wait_until(lambda: self.generations.ready(number, request.min_fraction), ctx.generation_signal,
                              min(request.wait_seconds, ctx.max_wait_seconds))
-        generation = ctx.generations.close(number, request.min_fraction, request.force)
+        generation = self.generations.close(number, request.min_fraction, request.force)
         ctx.commit()
         await ctx.settle()
-        shown = generation or ctx.generations.current
+        shown = generation or self.generations.current
         assert shown is not None  # find() and close() refused everything else
         return GenerationResults(generation=number, closed=generation is not None, population=len(shown.members),
                                  received=len(shown.results),
                                  results=sorted(generation.results.values(), key=lambda r: r.member)
                                  if generation is not None else [],
-                                 late_results=ctx.generations.late_results, directive=ctx.directive("learner"))
+                                 late_results=self.generations.late_results, directive=ctx.directive("learner"))

@@ -19,8 +19,6 @@ class Housekeeping:
         if ctx.lifecycle.check_budget(ctx.data.env_steps, now):
             ctx.policy_signal.fire()
             ctx.generation_signal.fire()
-        if ctx.generation_signal.waiters and ctx.generations.claimable(now):
-            ctx.generation_signal.fire()  # a member's lease ran out: waiting collectors may take it
         self._rate = [*self._rate[-15:], (now, ctx.data.env_steps)]
         ctx.payloads.expire_consumed(now)
         ctx.data.expire_ids(ctx.wall_clock())

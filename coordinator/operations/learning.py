@@ -61,7 +61,6 @@ class Learning:
         ctx = self.ctx
         ctx.fleet.worker(report.worker_id, ctx.clock(), "learner")
         ctx.learner.report(report)
-        if ctx.dataset is not None:
-            ctx.dataset.record_scores(report.losses)
+        ctx.workload.learned(report)
         ctx.commit()
         return Ack(directive=ctx.directive("learner"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from coordinator.operations.context import RunContext
 from coordinator.state.dataplane import BUFFER_ID
 from coordinator.state.tasks import TaskRecord
-from shared.algorithms.base import COLLECTOR_WORK
 from shared.envs.seeds import base_seed
+from shared.loops import loop_of
 from shared.wire import (
     ClaimResponse,
     CollectorTask,
@@ -71,7 +71,7 @@ class Workers:
                                  collector=cfg.collector, sampling=cfg.sampling,
                                  seed=base_seed(cfg.seed, "train", task.index, task.claims),
                                  policy=self.ctx.policies.committed, lockstep=cfg.deterministic,
-                                 work=COLLECTOR_WORK[plan.spec.loop], self_play=cfg.self_play)
+                                 work=loop_of(plan.spec.loop).collector_work, self_play=cfg.self_play)
         if task.kind == "learner":
             return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env,
                                spaces=plan.spaces, behaviour=plan.behaviour, learner=cfg.learner,

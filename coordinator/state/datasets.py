@@ -15,7 +15,6 @@ import numpy as np
 
 from coordinator.journal.component import Pending, Stored, Table
 from shared.algorithms.base import DatasetParams
-from shared.config.run_config import RunConfig
 from shared.payloads.recordings import DatasetError, DatasetManifest, check_usable, load_manifest
 from shared.payloads.spaces import Spaces
 from shared.storage.protocol import PayloadStore
@@ -98,14 +97,11 @@ class DatasetServer:
                              batches_served=self.batches, epoch_scores=list(self.scores))
 
 
-def dataset_server(config: RunConfig, spaces: Spaces, store: PayloadStore | None) -> DatasetServer | None:
-    """A dataset run's server of its recording (None for other runs), refused at start if the recording is
-    missing, unreadable, of other spaces than the run's env, or has an empty split."""
-    algo = config.algo
-    if not isinstance(algo, DatasetParams):
-        return None
+def dataset_server(algo: DatasetParams, seed: int, spaces: Spaces, store: PayloadStore | None) -> DatasetServer:
+    """A dataset run's server of its recording, refused at start if the recording is missing, unreadable, of other
+    spaces than the run's env, or has an empty split."""
     if store is None:
         raise DatasetError(f"algo.dataset {algo.dataset!r}: this coordinator has no dataset store")
     manifest = load_manifest(store, algo.dataset)
     check_usable(manifest, spaces)
-    return DatasetServer(manifest, config.seed, algo.epochs)
+    return DatasetServer(manifest, seed, algo.epochs)

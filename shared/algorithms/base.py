@@ -5,36 +5,28 @@ run configs and wire models carry it as one discriminated union), the action hea
 spaces, how its collectors act (`Behaviour`), what it needs from the buffer, and where its learner lives
 (a `module:Class` path, imported only by learner processes, so the registry itself stays torch-free).
 
-Four learner loops exist (learner_worker/loops.py, population.py, dataset_loop.py) and every algorithm runs
-on one of them:
-* replay: batches of transitions with n-step targets, from a replay buffer (`ReplayParams`);
-* chunks: whole fresh chunks from an on-policy queue, consumed once (`ChunkParams`);
-* population: generations of perturbed policies that collectors evaluate, no buffer (`PopulationParams`);
-* dataset: epochs over a recorded dataset's train split, served by the coordinator; no collectors
-  (`DatasetParams`).
+Every algorithm runs on one of the loop kinds registered in shared/loops/ (replay, chunks, population,
+dataset), named by `AlgorithmSpec.loop`; the kind's parameter model here (`ReplayParams`, `ChunkParams`,
+`PopulationParams`, `DatasetParams`) is the base of the algorithm's, and the kind's entry refuses buffer settings
+it cannot train on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
 from shared.config.base import NetConfig, Strict
-from shared.config.samplers import samplers_where
+from shared.loops import loop_of
 from shared.payloads.recordings import NAME_PATTERN
 from shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
 from shared.policy.manifest import Behaviour, Head
 
 if TYPE_CHECKING:
     from shared.config.run_config import RunConfig
-
-Loop = Literal["replay", "chunks", "population", "dataset"]
-# What a collector does in a run of each loop: a dataset run needs no collector (it exits at once).
-COLLECTOR_WORK: dict[str, Literal["chunks", "members", "none"]] = {
-    "replay": "chunks", "chunks": "chunks", "population": "members", "dataset": "none"}
 
 # Settings an operator may change while the run trains (`PATCH /v1/run/settings`), as dotted config paths. Each
 # registry entry lists its own: nothing outside the registry decides by an algorithm's name what is live.
@@ -127,7 +119,7 @@ class AlgorithmSpec:
     """The wrapper's name in the env's wrappers list."""
     summary: str
     params: type[AlgoParams]
-    loop: Loop
+    loop: str  # the name of its loop kind in shared/loops/ (LOOPS)
     learner: str  # "module:Class", imported by learner processes only
     head: Callable[[Spaces], Head]  # the published action head; raises ValueError for spaces it cannot act in
     behaviour: Callable[[RunConfig, Spaces], Behaviour]
@@ -158,21 +150,7 @@ class AlgorithmSpec:
                                  f"every rank of the learner group takes an equal share")
 
     def check(self, config: RunConfig) -> None:
-        """Refuse buffer settings this algorithm's loop cannot train on, naming the fields to change."""
-        unit, sampler, queue = config.sampling.unit, config.replay.sampler, config.replay.traits.queue
+        """Refuse a learner group this algorithm cannot split, and buffer settings its loop kind cannot train on,
+        naming the fields to change."""
         self._splits(config)
-        if self.loop in ("population", "dataset"):
-            return  # no replay buffer: member results, or a recorded dataset
-        if self.loop == "replay":
-            if unit != "transition":
-                raise ValueError(f"{self.name} trains on transitions: set sampling.unit=transition (got {unit})")
-            if queue:
-                raise ValueError(f"{self.name} samples a replay buffer: set replay.sampler to "
-                                 f"{' or '.join(samplers_where(queue=False))} (got {sampler})")
-        else:
-            if unit != "chunk":
-                raise ValueError(f"{self.name} trains on whole chunks: set sampling.unit=chunk (got {unit})")
-            if not queue or config.replay.max_use != 1:
-                raise ValueError(f"{self.name} consumes each chunk once: set replay.sampler="
-                                 f"{samplers_where(queue=True)[0]} and replay.max_use=1 (got {sampler}, "
-                                 f"max_use={config.replay.max_use})")
+        loop_of(self.loop).check(config)

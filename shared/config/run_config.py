@@ -21,6 +21,7 @@ from shared.config.hooks import MAX_HOOKS, HookConfig
 from shared.config.samplers import SAMPLERS, SamplerKind, SamplerTraits
 from shared.envs.seeds import MAX_RUN_SEED
 from shared.ids import ID_PATTERN
+from shared.loops import loop_of
 
 
 def chunk_rows_limit() -> int:
@@ -275,9 +276,10 @@ class RunConfig(Strict):
         if self.self_play is not None:
             if "opponent" in self.env.kwargs:
                 raise ValueError("self_play.weights decide each game's opponent: drop env.kwargs.opponent")
-            if spec_of(self.algo).loop in ("population", "dataset"):
+            loop = loop_of(spec_of(self.algo).loop)
+            if not loop.collects:
                 raise ValueError(f"self_play needs collectors playing games; {self.algo.name} trains on "
-                                 f"{spec_of(self.algo).loop} results")
+                                 f"{loop.name} results")
         return self
 
     def _chunks_fit(self) -> None:

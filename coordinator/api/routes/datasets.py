@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Depends, Path
 
 from coordinator.api import examples as ex
 from coordinator.api.apidoc import BODY, route_doc
-from coordinator.api.deps import LearnerScope, RunDep
+from coordinator.api.deps import LearnerScope, loop_operations
+from coordinator.operations.datasets import DatasetFeed
 from shared.payloads.recordings import NAME_PATTERN
 from shared.wire import DatasetBatch, DatasetSampleRequest
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 DatasetName = Annotated[str, Path(pattern=f"^{NAME_PATTERN}$", examples=["cartpole-expert"],
                                   description="the dataset's name (algo.dataset)")]
+Feed = Annotated[DatasetFeed, Depends(loop_operations(
+    DatasetFeed, "this run's algorithm ({algorithm}) does not train on a recorded dataset"))]
 
 
 @router.post("/{name}/sample", response_model=DatasetBatch, summary="The next batch of the dataset's train split",
@@ -27,6 +30,6 @@ DatasetName = Annotated[str, Path(pattern=f"^{NAME_PATTERN}$", examples=["cartpo
                          "that does not train on a dataset.",
                          ("unknown_worker", "not_found", "conflict", *BODY, "journal_unavailable"),
                          ex.DATASET_SAMPLE, ex.DATASET_BATCH))
-async def sample_dataset(name: DatasetName, body: DatasetSampleRequest, run: RunDep,
-                         scope: LearnerScope) -> DatasetBatch:
-    return await run.dataset_feed.sample(name, body, scope)
+async def sample_dataset(name: DatasetName, body: DatasetSampleRequest, scope: LearnerScope,
+                         feed: Feed) -> DatasetBatch:
+    return await feed.sample(name, body, scope)

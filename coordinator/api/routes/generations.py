@@ -6,13 +6,14 @@ endpoint, and members are leased per generation, apart from the collectors' long
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Depends, Path
 
 from coordinator.api import examples as ex
 from coordinator.api.apidoc import BODY, route_doc
-from coordinator.api.deps import CollectorScope, LearnerScope, RunDep
+from coordinator.api.deps import CollectorScope, LearnerScope, loop_operations
+from coordinator.operations.generations import Population
 from shared.wire import (
     GenerationClose,
     GenerationOpen,
@@ -30,6 +31,12 @@ GenerationNumber = Annotated[int, Path(ge=1, le=2**53, examples=[7], description
 _NOT_POPULATION = "`conflict` also when the run's algorithm does not train from generations."
 
 
+def _population(what: str) -> Any:
+    """The run's population operations; a 409 naming `what` in a run of another loop kind."""
+    return Depends(loop_operations(Population, f"cannot {what}: this run's algorithm ({{algorithm}}) trains from "
+                                   "chunks, not from generations of perturbed policies"))
+
+
 @router.post("", response_model=GenerationOpened, summary="Open the next generation of perturbed policies",
              **route_doc("learner", "Opens the next generation: `members` (noise offset, antithetic sign) perturb the "
                          "latest published policy (`policy_version`) as `perturbation` says. The coordinator issues "
@@ -37,8 +44,9 @@ _NOT_POPULATION = "`conflict` also when the run's algorithm does not train from 
                          "A generation left open (the learner restarted) is closed as it stands. "
                          + _NOT_POPULATION, ("unknown_worker", "conflict", *BODY, "journal_unavailable"),
                          ex.GENERATION_OPEN, ex.GENERATION_OPENED))
-async def open_generation(body: GenerationOpen, run: RunDep, scope: LearnerScope) -> GenerationOpened:
-    return await run.population.open_generation(body, scope)
+async def open_generation(body: GenerationOpen, scope: LearnerScope,
+                          population: Annotated[Population, _population("open a generation")]) -> GenerationOpened:
+    return await population.open_generation(body, scope)
 
 
 @router.post("/claim", response_model=MemberClaim, summary="Claim a member to evaluate (long poll)",
@@ -49,8 +57,9 @@ async def open_generation(body: GenerationOpen, run: RunDep, scope: LearnerScope
                          "(one episode per env) with theta + sign * sigma * table[noise_index : noise_index + dim]. "
                          + _NOT_POPULATION, ("unknown_worker", "conflict", *BODY), ex.MEMBER_CLAIM,
                          ex.MEMBER_CLAIMED))
-async def claim_member(body: MemberClaimRequest, run: RunDep, scope: CollectorScope) -> MemberClaim:
-    return await run.population.claim_member(body, scope)
+async def claim_member(body: MemberClaimRequest, scope: CollectorScope,
+                       population: Annotated[Population, _population("claim a member")]) -> MemberClaim:
+    return await population.claim_member(body, scope)
 
 
 @router.post("/{generation}/results", response_model=ResultAck, summary="Report a member's result",
@@ -61,9 +70,9 @@ async def claim_member(body: MemberClaimRequest, run: RunDep, scope: CollectorSc
                          "issued yet, or a member it does not have, is `invalid`. " + _NOT_POPULATION,
                          ("unknown_worker", "conflict", *BODY, "journal_unavailable"), ex.MEMBER_RESULT,
                          ex.MEMBER_ACK))
-async def report_member(generation: GenerationNumber, body: MemberResult, run: RunDep,
-                        scope: CollectorScope) -> ResultAck:
-    return await run.population.report_member(generation, body, scope)
+async def report_member(generation: GenerationNumber, body: MemberResult, scope: CollectorScope,
+                        population: Annotated[Population, _population("report a member")]) -> ResultAck:
+    return await population.report_member(generation, body, scope)
 
 
 @router.post("/{generation}/close", response_model=GenerationResults,
@@ -76,6 +85,7 @@ async def report_member(generation: GenerationNumber, body: MemberResult, run: R
                          "issued yet `invalid`. " + _NOT_POPULATION,
                          ("unknown_worker", "not_found", "conflict", *BODY, "journal_unavailable"),
                          ex.GENERATION_CLOSE, ex.GENERATION_RESULTS))
-async def close_generation(generation: GenerationNumber, body: GenerationClose, run: RunDep,
-                           scope: LearnerScope) -> GenerationResults:
-    return await run.population.close_generation(generation, body, scope)
+async def close_generation(generation: GenerationNumber, body: GenerationClose, scope: LearnerScope,
+                           population: Annotated[Population, _population("close a generation")],
+                           ) -> GenerationResults:
+    return await population.close_generation(generation, body, scope)

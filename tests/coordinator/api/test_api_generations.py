@@ -100,6 +100,8 @@ def test_a_generation_from_open_to_results(world: World) -> None:
     population = status["population"]
     assert population["generation"] == 1 and not population["open"] and population["late_results"] == 1
     assert population["results_accepted"] == 3 and population["last_fraction"] == 0.75
+    metrics = world.client.get("/metrics").text
+    assert "rlfleet_member_results_total 3.0" in metrics and "rlfleet_member_results_late_total 1.0" in metrics
 
 
 def test_a_repeated_report_is_a_duplicate_that_changes_nothing(world: World) -> None:
@@ -157,6 +159,8 @@ def test_generation_routes_in_a_run_of_another_algorithm_are_conflicts(tmp_path:
             resp = client.post(path, json=body, headers=auth(tokens[scope]))
             assert_error_body(resp, 409, "conflict", hint="not from generations")
         assert get_status(client, tokens["read"])["population"] is None
+        metrics = client.get("/metrics").text  # the population's series, at 0: dashboards keep them in every run
+        assert "rlfleet_member_results_total 0.0" in metrics and "rlfleet_generations_closed_total 0.0" in metrics
 
 
 def test_an_acknowledged_result_survives_a_coordinator_restart(tmp_path: Path) -> None:

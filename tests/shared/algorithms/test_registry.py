@@ -1,19 +1,27 @@
-"""The registry: every algorithm module is found, its entry is complete, and nothing else names it; nothing
-compares sampler names outside the samplers' registry either."""
+"""The registries: every algorithm module is found, its entry is complete, and nothing else names it; every loop
+kind is used, its parts resolve, and nothing outside its own modules compares its name; nothing compares sampler
+names outside the samplers' registry either."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
+from fastapi import APIRouter
+from pydantic import BaseModel
 
+from learner_worker.trainer import Trainer
+from shared import wire
 from shared.algorithms import DEFAULT, REGISTRY, default_params
 from shared.algorithms.base import AlgoParams, ChunkParams, DatasetParams, PopulationParams, ReplayParams
 from shared.config.run_config import RunConfig
 from shared.config.samplers import SAMPLERS
+from shared.loops import LOOPS, loop_of
+from shared.loops.kind import LoopKind, resolve
 from tests.support.policies import CARTPOLE, PENDULUM
 from tests.support.repo import REPO
 
@@ -79,14 +87,14 @@ SAMPLER_REGISTRY = {REPO / "shared" / "config" / "samplers.py",
                     *(REPO / "coordinator" / "replay" / "samplers").glob("*.py")}
 
 
-def _sampler_comparisons(source: str) -> list[tuple[int, str]]:
-    """(line, name) of every sampler name used as an operand of a comparison (`==`, `!=`, `in`, `not in`, also
-    inside a tuple, list or set operand) or as a `case` pattern."""
+def _name_comparisons(source: str, known: Collection[str] = tuple(SAMPLERS)) -> list[tuple[int, str]]:
+    """(line, name) of every name in `known` (sampler names unless told) used as an operand of a comparison (`==`,
+    `!=`, `in`, `not in`, also inside a tuple, list or set operand) or as a `case` pattern."""
     found = []
 
     def names(node: ast.expr) -> list[str]:
         elements = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
-        return [e.value for e in elements if isinstance(e, ast.Constant) and e.value in SAMPLERS]
+        return [e.value for e in elements if isinstance(e, ast.Constant) and e.value in known]
 
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare):
@@ -99,15 +107,74 @@ def _sampler_comparisons(source: str) -> list[tuple[int, str]]:
 def test_no_module_outside_the_samplers_registry_compares_a_sampler_name() -> None:
     """Adding a sampler touches only its class and the two registries: everyone else asks `replay.traits`."""
     offenders = [f"{path.relative_to(REPO)}:{line} {name}" for path in _python_files() if path not in SAMPLER_REGISTRY
-                 for line, name in _sampler_comparisons(path.read_text())]
+                 for line, name in _name_comparisons(path.read_text())]
     assert offenders == []
 
 
 @pytest.mark.parametrize("source", ['sampler == "fifo"', 'kind != "prioritized"', 'x in ("fifo", "lifo")',
                                     '"uniform" not in {a, b}', 'match s:\n    case "lifo":\n        pass'])
 def test_the_sampler_name_check_finds_each_form_of_comparison(source: str) -> None:
-    assert len(_sampler_comparisons(source)) >= 1
+    assert len(_name_comparisons(source)) >= 1
 
 
 def test_the_sampler_name_check_leaves_other_uses_of_the_names_alone() -> None:
-    assert _sampler_comparisons('SAMPLERS = {"fifo": 1}\nf(sampler="uniform")\nrng.uniform(0, 1) == 3') == []
+    assert _name_comparisons('SAMPLERS = {"fifo": 1}\nf(sampler="uniform")\nrng.uniform(0, 1) == 3') == []
+
+
+# ----- loop kinds ----------------------------------------------------------------------------------------------
+# Wire modules every run uses; each other one belongs to exactly one loop kind, which declares it.
+CORE_WIRE = {"base", "battles", "chunks", "common", "control_plane", "evaluations", "status", "tasks"}
+
+
+def _module_file(path: str) -> Path:
+    return REPO / (path.partition(":")[0].replace(".", "/") + ".py")
+
+
+def _own_modules(kind: LoopKind) -> set[Path]:
+    """The modules a loop kind's entry names (workload, trainer, router, wire) and the registry's own package."""
+    named = [kind.workload, kind.trainer, *(p for p in (kind.router, kind.wire) if p is not None)]
+    return {*(REPO / "shared" / "loops").glob("*.py"), *(_module_file(p) for p in named)}
+
+
+def test_every_algorithm_names_a_registered_loop_kind_and_every_kind_is_used() -> None:
+    assert {spec.loop for spec in REGISTRY.values()} == set(LOOPS)
+    assert all(name == kind.name for name, kind in LOOPS.items())
+
+
+@pytest.mark.parametrize("name", sorted(LOOPS))
+def test_each_loop_kinds_parts_resolve(name: str) -> None:
+    kind = loop_of(name)
+    assert issubclass(resolve(kind.trainer), Trainer)
+    workload = resolve(kind.workload)
+    assert isinstance(workload, type) and all(n.startswith("rlfleet_") for n, _ in workload.counters)
+    if kind.router is not None:
+        assert isinstance(resolve(kind.router), APIRouter)
+    if kind.wire is not None:
+        assert importlib.import_module(kind.wire).__name__.startswith("shared.wire.")
+
+
+def test_an_unregistered_loop_kind_is_refused_naming_the_registered_ones() -> None:
+    with pytest.raises(KeyError, match="replay, chunks, population, dataset"):
+        loop_of("sequence")
+
+
+def test_every_wire_model_is_core_or_declared_by_exactly_one_loop_kind() -> None:
+    modules = {m.__module__ for m in vars(wire).values() if isinstance(m, type) and issubclass(m, BaseModel)}
+    for module in sorted(modules):
+        declared = [kind.name for kind in LOOPS.values() if kind.wire == module]
+        core = module.removeprefix("shared.wire.") in CORE_WIRE
+        assert (core and not declared) or (not core and len(declared) == 1), (module, declared)
+
+
+def test_no_module_outside_a_loop_kinds_own_compares_its_name() -> None:
+    """Adding a loop kind touches only its own modules and one registry line: everyone else asks its entry."""
+    offenders = [f"{path.relative_to(REPO)}:{line} {name}" for path in _python_files()
+                 for line, name in _name_comparisons(path.read_text(), LOOPS)
+                 if path not in _own_modules(LOOPS[name])]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("source", ['spec.loop == "population"', 'loop in ("population", "dataset")',
+                                    'match kind:\n    case "replay":\n        pass'])
+def test_the_loop_name_check_finds_each_form_of_comparison(source: str) -> None:
+    assert len(_name_comparisons(source, LOOPS)) >= 1

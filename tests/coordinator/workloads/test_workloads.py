@@ -1,0 +1,59 @@
+"""The run's workload comes from its loop kind: only a population run has generations, and the operations its
+routes hold keep acting on the run's current components after a failed commit reloads them from the journal."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from coordinator.errors import JournalUnavailable
+from coordinator.journal.database import Journal
+from coordinator.operations.generations import Population
+from coordinator.run import Run
+from coordinator.workloads.data_plane import DataPlaneWorkload
+from coordinator.workloads.population import PopulationWorkload
+from shared.config.run_config import RunConfig
+
+ES_RUN = RunConfig.model_validate({"name": "es-workload", "env": {"id": "CartPole-v1"},
+                                   "algo": {"name": "es", "population": 4, "noise_table_size": 4096}})
+
+
+def _keys(run: Run) -> set[str]:
+    return {c.key for c in run.ctx.work.components}
+
+
+def test_a_replay_run_has_no_generations_and_a_population_run_journals_them(make_run: Callable[..., Run]) -> None:
+    replay = make_run()
+    assert isinstance(replay.workload, DataPlaneWorkload) and replay.workload.operations is None
+    assert "generations" not in _keys(replay) and replay.status().population is None
+    population = make_run(ES_RUN)
+    assert isinstance(population.workload, PopulationWorkload)
+    assert isinstance(population.workload.operations, Population) and "generations" in _keys(population)
+    assert population.status().population is not None
+
+
+def test_operations_held_across_a_reload_act_on_the_reloaded_generations(make_run: Callable[..., Run],
+                                                                         tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal.db")
+    run = make_run(ES_RUN, journal=journal)
+    operations = run.workload.operations
+    assert isinstance(operations, Population)
+    before = operations.generations
+    run.ctx.flush()  # the run's creation is durable
+    with journal._lock:  # every write fails inside SQLite from now on, as on a full disk
+        journal._db.set_authorizer(lambda action, *_: sqlite3.SQLITE_DENY if action in (
+            sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE) else sqlite3.SQLITE_OK)
+    run.ctx.lifecycle.pending.mark()
+    run.ctx.commit()
+    with pytest.raises(JournalUnavailable):
+        asyncio.run(run.ctx.settle())  # the failed commit reloads every component from the journal
+    assert run.workload.operations is operations and operations.generations is not before
+    assert any(c is operations.generations for c in run.ctx.work.components)
+    with journal._lock:
+        journal._db.set_authorizer(None)
+    run.ctx.close()
+    journal.close()
