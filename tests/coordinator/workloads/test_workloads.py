@@ -4,7 +4,6 @@ routes hold keep acting on the run's current components after a failed commit re
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,16 +43,13 @@ def test_operations_held_across_a_reload_act_on_the_reloaded_generations(make_ru
     assert isinstance(operations, Population)
     before = operations.generations
     run.ctx.flush()  # the run's creation is durable
-    with journal._lock:  # every write fails inside SQLite from now on, as on a full disk
-        journal._db.set_authorizer(lambda action, *_: sqlite3.SQLITE_DENY if action in (
-            sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE) else sqlite3.SQLITE_OK)
+    fill_journal(journal)  # every write fails inside SQLite from now on, as on a full disk
     run.ctx.lifecycle.pending.mark()
     run.ctx.commit()
     with pytest.raises(JournalUnavailable):
         asyncio.run(run.ctx.settle())  # the failed commit reloads every component from the journal
     assert run.workload.operations is operations and operations.generations is not before
     assert any(c is operations.generations for c in run.ctx.work.components)
-    with journal._lock:
-        journal._db.set_authorizer(None)
+    free_journal(journal)
     run.ctx.close()
     journal.close()
