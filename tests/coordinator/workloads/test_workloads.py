@@ -16,6 +16,7 @@ from coordinator.run import Run
 from coordinator.workloads.data_plane import DataPlaneWorkload
 from coordinator.workloads.population import PopulationWorkload
 from shared.config.run_config import RunConfig
+from tests.support.journal import fill_journal, free_journal
 
 ES_RUN = RunConfig.model_validate({"name": "es-workload", "env": {"id": "CartPole-v1"},
                                    "algo": {"name": "es", "population": 4, "noise_table_size": 4096}})
