@@ -52,8 +52,3 @@ class UnitOfWork:
                 after()
 
         return self.journal.submit(statements, meta, durable)
-
-    def discard(self) -> None:
-        """Forget uncommitted changes (the components are about to be rebuilt from the journal)."""
-        for component in self.components:
-            component.pending.clear()

@@ -117,13 +117,3 @@ def test_nothing_touched_with_something_to_run_after_still_runs_it(parts: Parts)
     parts.unit.commit(after=lambda: ran.append(True)).result(timeout=10)
     assert ran == [True]
 
-
-def test_discard_forgets_what_was_not_committed(parts: Parts) -> None:
-    parts.control.pause(True)
-    parts.book.publish(POLICY)
-    parts.unit.discard()
-    assert parts.unit.touched() == []
-    before = parts.journal.committer.submissions
-    parts.unit.commit().result(timeout=10)
-    assert parts.journal.committer.submissions == before
-    assert rows(parts.journal, "SELECT * FROM policies") == []
