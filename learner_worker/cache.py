@@ -4,7 +4,8 @@ Each payload is read once (sha256 verified, decoded without pickle); afterwards 
 numpy gather. Least recently used chunks are dropped beyond `max_chunks`.
 
 A payload that is gone (FileNotFoundError: evicted since the sample) is skipped quietly. One that is there but
-unusable (hash mismatch, undecodable, wrong shapes or dtypes, unreadable) is skipped and queued for a report:
+unusable (hash mismatch, undecodable, wrong shapes or dtypes, content that disagrees with its report, unreadable)
+is skipped and queued for a report:
 otherwise the coordinator would keep serving it and the learner keep skipping it, unseen. The reader does no
 HTTP; the thread that already talks to the coordinator for it sends the reports (`take_corrupt`). An object
 store that stays unreachable (StoreUnavailable) is no payload's fault: it propagates and ends the learner.
@@ -50,11 +51,13 @@ class PayloadReader:
         self._unreported: list[tuple[str, str]] = []
 
     def read(self, ref: SampledChunk) -> dict[str, np.ndarray] | None:
-        """A chunk's arrays, verified (sha256, shapes, dtypes); None when it is gone or unusable (counted, and
-        unusable ones queued for `take_corrupt`)."""
+        """A chunk's arrays, verified (sha256, shapes, dtypes, then rows against the report, action range and
+        finiteness: ChunkSchema.check_values); None when it is gone or unusable (counted, and unusable ones queued
+        for `take_corrupt`)."""
         try:
             arrays, _ = decode_chunk(self.store.get(ref.payload_path, ref.sha256))
             self.schema.check(arrays, ref.num_envs)
+            self.schema.check_values(arrays, ref.env_steps)
         except FileNotFoundError:
             self.missing += 1  # evicted between the sample and the load: skip its references
             return None

@@ -8,7 +8,6 @@ acting with an old policy is exactly the lag being bounded.
 
 from __future__ import annotations
 
-import logging
 import math
 import uuid
 from collections.abc import Callable
@@ -26,7 +25,6 @@ from shared.wire import LearnerTask, SampleRequest, SampleResponse
 from shared.worker.client import CoordinatorRejected
 from shared.worker.session import WorkerSession
 
-log = logging.getLogger("rlfleet.learner")
 MAX_CHUNKS_PER_TAKE = 256  # chunk loop: an upper bound on chunks per sample; max_batch_size is the real limit
 
 
@@ -135,13 +133,7 @@ class ChunkTrainer(Trainer):
             chunks, taken = [], chunks
             if self.obs_stats is not None:
                 self.observe(np.concatenate([c["obs"][c["valid"]] for c in taken]))
-            try:
-                losses = self.learner.update(taken)
-            except ValueError as exc:  # a batch the learner cannot train on (actions outside the space)
-                if self.group is not None:
-                    raise  # the other ranks are in this update's collectives: skipping alone would desync them
-                log.warning("skipping batch: %s", exc)
-                continue
+            losses = self.learner.update(taken)  # the reader refused chunks it could not train on
             check_finite(self.iteration + 1, losses)
             self.after_update(losses, sum(int(c["rewards"].size) for c in taken), publish=True)
 

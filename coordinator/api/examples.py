@@ -100,7 +100,7 @@ BATCH_ACK = ChunkBatchAck(results=[ChunkVerdict(chunk_id=CHUNK_ID, duplicate=Fal
 SAMPLE = SampleRequest(worker_id=LEARNER, request_id="c4ca4238a0b923820dcc509a6f75849b", batch_size=2)
 SAMPLED = SampleResponse(
     unit="transition", chunks=[SampledChunk(chunk_id=CHUNK_ID, payload_path=CHUNK_PATH, sha256="3a" * 32,
-                                            policy_version=3, num_envs=8)],
+                                            policy_version=3, num_envs=8, env_steps=2048)],
     chunk_index=[0, 0], offsets=[17, 905], lengths=[1, 1], ids=[4113, 5001], weights=[1.0, 1.0], batch_size=2,
     buffer_transitions=24576, directive=RUNNING)
 PRIORITIES = PriorityUpdate(worker_id=LEARNER, ids=[4113, 5001], priorities=[0.7, 0.02])

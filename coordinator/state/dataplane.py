@@ -240,7 +240,8 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
         if ref is None:
             ref = self._refs[entry.chunk_id] = SampledChunk(
                 chunk_id=entry.chunk_id, payload_path=entry.payload_path, sha256=entry.sha256,
-                policy_version=entry.policy_version, num_envs=entry.num_envs)
+                policy_version=entry.policy_version, num_envs=entry.num_envs,
+                env_steps=entry.transitions)
         return ref
 
     def beta(self) -> float:

@@ -13,7 +13,7 @@ import itertools
 from typing import Any
 
 from shared.payloads.codec import DTYPES, FORMAT, VERSION
-from shared.payloads.schema import COLUMN_DOCS, SCHEMA_VERSION, ChunkSchema
+from shared.payloads.schema import COLUMN_DOCS, MAX_MAGNITUDE, SCHEMA_VERSION, ChunkSchema
 from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
 from shared.policy.manifest import MANIFEST_FORMAT, MANIFEST_KEY, MANIFEST_VERSION, PolicyManifest
 
@@ -61,7 +61,9 @@ def chunk_schema() -> dict[str, Any]:
             "chunks/<task_id>/<chunk_id>.msgpack before the chunk is reported. Every column is [T, N, ...]: "
             "step t of env column i is flat row t*N+i, and every column has the same T and N. The per-step "
             "shapes and dtypes follow the task's `spaces` and `behaviour` (see each column). "
-            f"Column layout version {SCHEMA_VERSION}."),
+            "A learner refuses, as corrupt, a payload whose rows differ from the report's env_steps, or one "
+            "with, on any row whose `valid` is true, a discrete action outside the space or a float that is not "
+            f"finite or beyond ±{MAX_MAGNITUDE:g}. Column layout version {SCHEMA_VERSION}."),
         "type": "object", "required": ["format", "version", "meta", "arrays"], "additionalProperties": False,
         "properties": {
             "format": {"const": FORMAT, "description": "identifies the file as an rlfleet chunk"},

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
+from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces
 
 SCHEMA_VERSION = 1
 # What each column holds, published in the chunk JSON Schema: a column without a line here fails its build.
@@ -33,6 +33,12 @@ COLUMN_DOCS = {
 }
 
 
+# The largest magnitude a float value on a valid row may have. Squared in a loss, 1e9 stays far inside float32
+# (1e18 of 3.4e38), and so do discounted sums of it; a larger reward or observation is no env's honest output
+# but a value that turns the next update into inf and ends the learner (TrainingDiverged) at every restart.
+MAX_MAGNITUDE = 1e9
+
+
 class SchemaError(ValueError):
     """Arrays that do not match the run's chunk schema."""
 
@@ -46,6 +52,8 @@ class Column:
 @dataclass(frozen=True)
 class ChunkSchema:
     columns: Mapping[str, Column]
+    # Discrete action spaces: each action component's count (Discrete n: one; MultiDiscrete: nvec); Box: None.
+    action_counts: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, spaces: Spaces, behaviour_logp: bool) -> ChunkSchema:
@@ -57,11 +65,13 @@ class ChunkSchema:
             actions = Column("int64", (len(action.nvec),))
         else:
             actions = Column("int64", ())
+        counts = None if isinstance(action, BoxActions) else (
+            (action.n,) if isinstance(action, DiscreteActions) else tuple(action.nvec))
         columns = {"obs": obs, "next_obs": obs, "actions": actions, "rewards": Column("float32", ()),
                    "terminated": Column("bool", ()), "truncated": Column("bool", ()), "valid": Column("bool", ())}
         if behaviour_logp:
             columns["logp"] = Column("float32", ())
-        return cls(columns)
+        return cls(columns, counts)
 
     def allocate(self, steps: int, num_envs: int) -> dict[str, np.ndarray]:
         """Empty arrays for a chunk (valid starts all True: a step is valid unless the env failed)."""
@@ -83,3 +93,34 @@ class ChunkSchema:
             if arr.dtype.name != col.dtype or arr.shape != (*lead, *col.shape):
                 raise SchemaError(f"column {name!r} is {arr.dtype.name}{list(arr.shape)}, the schema says "
                                   f"{col.dtype}{[*lead, *col.shape]}")
+
+    def check_values(self, arrays: Mapping[str, np.ndarray], rows: int) -> None:
+        """Raise SchemaError when the content disagrees with the chunk's report; call it after `check`.
+
+        `check` only proves the shapes. A payload whose hash and shapes are right can still hold fewer rows than
+        its report (the sampled offsets then index past its end), a discrete action outside the space (an
+        out-of-range gather), or a NaN or huge reward or observation (a non-finite loss): each stopped a learner at
+        every restart, since the chunk stayed in the buffer. So on every valid row the discrete actions must lie
+        in the space and every float value be finite and within ±MAX_MAGNITUDE. Rows where the env failed
+        (valid = false) are not checked: every learner already treats them as padding whatever they hold
+        (tests/support/learner_data.py's `garbage`)."""
+        got = int(arrays["rewards"].size)
+        if got != rows:
+            raise SchemaError(f"the payload holds {got} rows, its report said {rows}")
+        valid = arrays["valid"].reshape(-1)
+        for name, col in self.columns.items():
+            flat = arrays[name].reshape(rows, -1)
+            if name == "actions" and self.action_counts is not None:
+                bad = ((flat < 0) | (flat >= np.asarray(self.action_counts))).any(axis=1)
+                what = f"outside the action space {list(self.action_counts)}"
+            elif col.dtype.startswith("float"):
+                with np.errstate(invalid="ignore"):
+                    bad = ~(np.abs(flat) <= MAX_MAGNITUDE).all(axis=1)  # NaN fails the comparison too
+                what = f"non-finite or beyond ±{MAX_MAGNITUDE:g}"
+            else:
+                continue
+            bad &= valid
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise SchemaError(f"column {name!r} is {what} on {int(bad.sum())} valid row(s), first row {row}: "
+                                  f"{flat[row].tolist()[:8]}")

@@ -115,6 +115,9 @@ class SampledChunk(Wire):
     """The policy version that collected it."""
     num_envs: Annotated[int, Field(ge=1)]
     """Env columns of the payload."""
+    env_steps: Annotated[int, Field(ge=1)]
+    """Rows the collector reported (steps x num_envs): a learner refuses a payload that holds any other number,
+    since the reply's offsets index these rows."""
 
 
 class SampleResponse(Wire):

@@ -111,13 +111,13 @@ def test_undecodable_file_with_matching_sha_is_dropped(fx: StoredChunks):
     """A sha that matches garbage (a hostile collector) still cannot get past decoding."""
     bad_path = chunk_path("task1", "bad")
     bad = SampledChunk(chunk_id="bad", payload_path=bad_path, sha256=fx.store.put(bad_path, b"\x93not msgpack"),
-                       policy_version=0, num_envs=N)
+                       policy_version=0, num_envs=N, env_steps=T * N)
     arrays = numbered_arrays(9)
     arrays["next_obs"] = arrays["next_obs"][:-1]  # inconsistent shapes
     shape_path = chunk_path("task1", "shape")
     shape = SampledChunk(chunk_id="shape", payload_path=shape_path,
                          sha256=fx.store.put(shape_path, encode_chunk(arrays)), policy_version=0,
-                         num_envs=N)
+                         num_envs=N, env_steps=T * N)
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     reply = transition_reply(chunks=[bad, fx.refs[0], shape], chunk_index=[0, 1, 2, 1], offsets=[0, 3, 0, 4],
                            batch_size=2, buffer_transitions=10, directive=Directive(run_state="running"))
@@ -183,7 +183,8 @@ def test_rows_where_the_env_raised_are_never_trained_on(tmp_path: Path) -> None:
     arrays["truncated"][3, 0] = True
     sha = store.put("chunks/t/c.msgpack", encode_chunk(arrays))
     cache = ChunkCache(store, ChunkSchema.of(flat_spaces(2, 2), False), gamma=0.5, n_step=3, max_chunks=4)
-    ref = SampledChunk(chunk_id="c", payload_path="chunks/t/c.msgpack", sha256=sha, policy_version=0, num_envs=1)
+    ref = SampledChunk(chunk_id="c", payload_path="chunks/t/c.msgpack", sha256=sha, policy_version=0, num_envs=1,
+                       env_steps=steps)
     reply = transition_reply(chunks=[ref], chunk_index=[0] * steps, offsets=list(range(steps)), batch_size=1,
                            buffer_transitions=steps, directive=Directive(run_state="running"))
     rows = {int(b["obs"][0, 0]): b for b in cache.batches(reply)}
@@ -233,6 +234,30 @@ def _missing_array(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch
     _rewrite(fx, arrays)
 
 
+def _short_rows(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer steps than reported: right columns and env count, but the reply's offsets index past its end."""
+    _rewrite(fx, {k: v[:-2] for k, v in numbered_arrays(0).items()})
+
+
+def _action_outside(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arrays = numbered_arrays(0)
+    arrays["actions"] = arrays["actions"].copy()
+    arrays["actions"][5, 1] = 3  # the space has 3 actions: 0..2
+    _rewrite(fx, arrays)
+
+
+def _nan_reward(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arrays = numbered_arrays(0)
+    arrays["rewards"][2, 0] = np.nan  # on a valid row
+    _rewrite(fx, arrays)
+
+
+def _huge_obs(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    arrays = numbered_arrays(0)
+    arrays["next_obs"][0, 0, 2] = 3e38  # finite, but inf once squared in a loss
+    _rewrite(fx, arrays)
+
+
 def _directory(fx: StoredChunks, path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path.unlink()
     path.mkdir()  # IsADirectoryError on open
@@ -262,6 +287,11 @@ CORRUPTIONS = {
     "inconsistent-shapes": (_shapes, "rewards has shape (8, 1), expected [steps, 2]"),
     "float-flags": (_float_flags, "column 'terminated' is float32"),
     "missing-array": (_missing_array, "missing ['next_obs']"),
+    "short-rows": (_short_rows, "the payload holds 12 rows, its report said 16"),
+    "action-outside-space": (_action_outside, "column 'actions' is outside the action space [3] on 1 valid row(s), "
+                                              "first row 11"),
+    "nan-reward": (_nan_reward, "column 'rewards' is non-finite or beyond ±1e+09 on 1 valid row(s), first row 4"),
+    "huge-observation": (_huge_obs, "column 'next_obs' is non-finite or beyond ±1e+09"),
     "directory": (_directory, "IsADirectoryError"),
     "permission": (_unreadable, "PermissionError"),
     "symlink-outside": (_outside_link, "StorePathError"),

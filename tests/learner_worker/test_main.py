@@ -4,6 +4,7 @@ reports when training diverges, its prefetch thread crashes, or a payload is unu
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from learner_worker.trainer import TrainingDiverged, check_finite
 from shared.storage.layout import RunLayout
 from shared.wire import SampleResponse
 from shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK
-from tests.support.configs import small_run_config
+from tests.support.configs import make_config, small_run_config
 from tests.support.fake_coordinator import FakeCoordinator, make_session
 from tests.support.learner import Payloads, learn, ppo_config, prioritized
 from tests.support.policies import learner_task
@@ -27,15 +28,18 @@ pytestmark = pytest.mark.timeout(120)
 
 def test_nan_td_errors_end_the_learner_naming_the_iteration(tmp_path: Path,
                                                             caplog: pytest.LogCaptureFixture) -> None:
-    payloads = Payloads(tmp_path, rewards=float("nan"))
-    fake = FakeCoordinator(learner_task(prioritized()))
+    """Divergence from the learner's own settings ends it loudly (a payload cannot cause one: the reader refuses
+    non-finite and huge values, tests/learner_worker/test_cache.py)."""
+    payloads = Payloads(tmp_path)
+    fake = FakeCoordinator(learner_task(make_config(prioritized(), algo={"learning_rate": 1e38})))
     payloads.serve(fake)
     with caplog.at_level(logging.INFO):
         assert learn(fake, tmp_path) == EXIT_CRASHED
     last = caplog.records[-1].getMessage()
-    assert last.startswith("learner exits with status 4: main thread: TrainingDiverged: training diverged at "
-                           "iteration 1: non-finite td_loss=nan"), last
-    assert fake.of("priorities") == []  # NaN never sent as priorities
+    assert re.match(r"learner exits with status 4: main thread: TrainingDiverged: training diverged at "
+                    r"iteration \d+: non-finite td_loss=nan", last), last
+    sent = [p.body["priorities"] for p in fake.of("priorities")]
+    assert all(np.isfinite(p).all() for p in sent)  # NaN never sent as priorities
     assert not RunLayout(tmp_path, "test-run").checkpoints.exists() or not any(
         RunLayout(tmp_path, "test-run").checkpoints.iterdir())  # the broken model is not checkpointed
 

@@ -59,7 +59,7 @@ class Payloads:
             path = chunk_path("collect-0", f"chunk{k}")
             self.refs.append(SampledChunk(chunk_id=f"chunk{k}", payload_path=path,
                                           sha256=self.store.put(path, encode_chunk(arrays)), policy_version=0,
-                                          num_envs=N))
+                                          num_envs=N, env_steps=T * N))
         self.calls = 0
 
     def serve(self, fake: FakeCoordinator, solve_after: int = 10**9) -> None:

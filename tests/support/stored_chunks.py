@@ -52,7 +52,7 @@ class StoredChunks:
             path = chunk_path("task1", chunk_id)
             sha = self.store.put(path, encode_chunk(arrays, {"chunk_id": chunk_id}))
             self.refs.append(SampledChunk(chunk_id=chunk_id, payload_path=path, sha256=sha, policy_version=0,
-                                          num_envs=N))
+                                          num_envs=N, env_steps=T * N))
 
     def sample(self, pairs: list[tuple[int, int]], batch_size: int, chunks: list[int] | None = None) -> SampleResponse:
         """pairs of (chunk number, offset); the reply lists `chunks` (default: all) in that order."""
