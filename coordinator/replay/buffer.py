@@ -146,7 +146,8 @@ class ReplayBuffer:
 
     def remove_stale(self, latest_version: int, max_staleness: int | None) -> list[Entry]:
         """Drop chunks collected by a policy more than `max_staleness` versions behind `latest_version`."""
-        stale = self.staleness.stale(list(self.storage.chunks.values()), latest_version, max_staleness)
+        # a view, not a copy: this runs on every ingest, and returns at once without a limit
+        stale = self.staleness.stale(self.storage.chunks.values(), latest_version, max_staleness)
         return [self.drop(c) for c in stale]
 
     def expire_below(self, row_id: int) -> list[Entry]:

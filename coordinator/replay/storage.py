@@ -104,11 +104,12 @@ class RingStorage:
         self.ids[slots] = self.head + np.arange(total)
         self.length[slots] = 0
         chunks, starts, offset = [], [], 0
+        keys = np.empty(total, self.chunk_key.dtype)  # one scatter into the ring for the whole batch
         for e in entries:
             rows = e.transitions
             chunk = Chunk(e, self._next_key, self.head + offset, leaf, rows, 0)
             self._next_key += 1
-            self.chunk_key[slots[offset:offset + rows]] = chunk.key
+            keys[offset:offset + rows] = chunk.key
             first, lengths = chunk_items(self.sampling.unit, rows // e.num_envs, e.num_envs, list(e.ends),
                                          list(e.fresh_columns), self.sampling)
             self.length[slots[offset + first]] = lengths
@@ -120,6 +121,7 @@ class RingStorage:
             self.by_id[e.chunk_id] = chunk
             chunks.append(chunk)
             offset += rows
+        self.chunk_key[slots] = keys
         self.transitions += total
         self.head += total
         self.unservable += sum(c.live_items == 0 for c in chunks)
