@@ -92,6 +92,11 @@ class Judge:
         return next((t for t in self.tests if t.confirmed), None)
 
     @property
+    def rule(self) -> SolveRule:
+        """The rule this run's held-out tests are judged by."""
+        return "against" if self.against else solve_rule.RULE
+
+    @property
     def rejected(self) -> int:
         return sum(not t.confirmed for t in self.tests)
 
@@ -149,17 +154,16 @@ class Judge:
         found = estimate(report.returns)
         interval = found.ci95
         assert interval is not None  # evaluation.test_episodes >= 2
-        rule: SolveRule
         if self.against:
-            confirmed, rule, bound = rule_met(self.against, battles), "against", None
+            confirmed, bound = rule_met(self.against, battles), None
         else:
             verdict = solve_rule.judge(report.returns, self.threshold)
-            confirmed, rule, bound = verdict.confirmed, solve_rule.RULE, verdict.bound
+            confirmed, bound = verdict.confirmed, verdict.bound
         result = HoldoutResult(
             policy_version=report.policy_version, mean=found.mean, std=found.std, ci95=interval,
             episodes=found.episodes, validation_mean=self.under_test[1], env_steps=env_steps,
             wall_seconds=wall_seconds, iteration=iteration, seed=report.seed, battles=battles,
-            confirmed=confirmed, rule=rule, bound=bound)
+            confirmed=confirmed, rule=self.rule, bound=bound)
         self.under_test = None
         self.tests.append(result)
         if report.request_id:
