@@ -33,6 +33,7 @@ from shared.envs.seeds import base_seed, operator_task
 from shared.policy.actors import PolicyError, build_actor
 from shared.policy.files import MAX_POLICY_BYTES, decode_policy
 from shared.policy.manifest import ManifestError
+from shared.stats import estimate
 from shared.storage.factory import open_store
 from shared.storage.layout import BEST_POLICY, BEST_SCORE, RunLayout
 from shared.storage.protocol import IntegrityError, PayloadStore, sha256_hex
@@ -116,16 +117,16 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             seed = base_seed(task.seed, "test", block, ref.version)
             returns, lengths = _games(actor.greedy, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
             against = evaluation.against
-            verdict = solve_rule.judge(returns, task.env.solve_threshold)
+            verdict = None if against else solve_rule.judge(returns, task.env.solve_threshold)
             # The judge's rule, applied here too: the best file is written before reporting, since a confirmed
             # run ends at once and the evaluator may be stopped before the reply.
-            if rule_met(against, rule_records(against, returns)) if against else verdict.confirmed:
-                found = verdict.estimate
+            if rule_met(against, rule_records(against, returns)) if verdict is None else verdict.confirmed:
+                found = estimate(returns)
                 _keep_best(best_store, data, {
                     "validation": result.model_dump(mode="json"),
                     "test": {"policy_version": ref.version, "mean": found.mean, "std": found.std,
-                             "ci95": found.ci95, "rule": "against" if against else solve_rule.RULE,
-                             "bound": None if against else verdict.bound, "episodes": found.episodes,
+                             "ci95": found.ci95, "rule": "against" if verdict is None else solve_rule.RULE,
+                             "bound": None if verdict is None else verdict.bound, "episodes": found.episodes,
                              "seed": seed}})
             test = report(session, "/v1/tests", HoldoutResult, HoldoutReport, ref.version, returns, lengths, seed)
             log.info("policy v%d: held-out test %.1f ± %.1f over %d episodes (95%% t interval %.1f .. %.1f%s): %s",

@@ -37,6 +37,7 @@ from shared.policy.actors import Actor, PolicyError, build_actor
 from shared.policy.files import MAX_POLICY_BYTES, decode_policy
 from shared.policy.manifest import ManifestError
 from shared.solve_rule import RULE, RULE_TEXT, judge
+from shared.stats import estimate
 from shared.storage.factory import StoreTarget, open_store
 from shared.storage.layout import BEST_POLICY, RunLayout, policy_path
 from shared.storage.local import LocalStore
@@ -185,8 +186,7 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
         check_video_path(video)
     base = held_out_base(subject, counter)
     returns, lengths = evaluate(subject.actor.greedy, subject.config.env, num_envs, episodes, base)
-    verdict = judge(returns, subject.config.env.solve_threshold)
-    stats = verdict.estimate
+    stats = estimate(returns)
     run_seed, mode, task, block = decode(base)
     threshold = subject.config.env.solve_threshold
     recording = None if video is None else record_episode(subject.actor.greedy, subject.config.env,
@@ -194,14 +194,15 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
     battles = [] if not is_two_player(subject.config.env.id) else [  # the same games, one baseline at a time
         against(subject.actor.greedy, subject.config.env, opponent, episodes, num_envs, base) for opponent in BASELINES]
     rule = subject.config.evaluation.against  # a battle rule decides "solved" instead of the threshold
+    verdict = None if rule else judge(returns, threshold)
     met = {b.opponent: rule[b.opponent].met(b.wins, b.draws, b.games) for b in battles if b.opponent in rule}
     return {
         "policy": str(subject.policy_path), "config": str(subject.config_path), "env": subject.config.env.id,
         "episodes": len(returns), "num_envs": num_envs,
         "mean": stats.mean, "std": stats.std if stats.episodes > 1 else None, "ci95": stats.ci95,
         "ci_method": CI_METHOD, "solve_threshold": threshold,
-        "solve_rule": "against" if rule else RULE, "retest_lower_bound": None if rule else verdict.bound,
-        "solved": all(met.values()) if rule else verdict.confirmed, "reaches_threshold": stats.mean >= threshold,
+        "solve_rule": RULE if verdict else "against", "retest_lower_bound": verdict.bound if verdict else None,
+        "solved": verdict.confirmed if verdict else all(met.values()), "reaches_threshold": stats.mean >= threshold,
         "rule": {name: {"bar": str(bar), "met": met[name]} for name, bar in rule.items()},
         "seeds": {"run_seed": run_seed, "mode": mode, "task": task, "counter": block, "base": base,
                   "env_seeds": [base, base + num_envs - 1]},
