@@ -5,8 +5,10 @@
 
 Each run is a whole process timed from launch until it reports "solved", by the same rule on both sides: the
 mean return of 10 greedy validation episodes (evaluator/episodes.py for both) reaches the env's
-threshold (475 on CartPole-v1 for dqn and ppo, -200 on Pendulum-v1 for sac) and beats every candidate tested
-so far, and then 100 held-out test episodes on test seeds (shared/envs/seeds.py) confirm it. rlfleet validates
+threshold (475 on CartPole-v1 for dqn and ppo, -200 on Pendulum-v1 for sac) and beats the test mean of every
+candidate tested so far, and then 100 held-out test episodes on test seeds (shared/envs/seeds.py) confirm it by
+rlfleet's solve rule (shared/solve_rule.py: the 95% lower prediction bound of an independent re-test's mean
+reaches the threshold; the same function on both sides). rlfleet validates
 every published policy version in its evaluator process; SB3 validates in-process every --sb3-eval-every env
 steps (default: each algorithm's own, see CASES). Each plays its episodes the way its users would: rlfleet's
 evaluator on gymnasium's own vectorized implementation of the env where one is registered (CartPole's: one env
@@ -18,7 +20,8 @@ rlfleet's IMPALA (asynchronous collectors) is measured against rlfleet's synchro
 run instead, and the script prints that ratio whenever both are run.
 
 Every solved rlfleet run is then re-tested independently with `rlfleet test` (100 more greedy episodes on a
-seed block none of the run used); both sides report how many validation passes their test rejected.
+seed block none of the run used); a solve holds when the re-test's mean reaches the threshold. Both sides report
+how many validation passes their test rejected. bench/hold_rate.py measures the hold rate over more envs.
 
 Policy propagation (rlfleet): for each version N the learner publishes, the time from its "publishing policy
 vN" log line until every collector has logged "acting with policy vM", M >= N (all on one machine clock).
@@ -180,8 +183,14 @@ def run_rlfleet(seed: int, algo: str, timeout: float) -> dict:
         summary = json.loads((run_dir / "summary.json").read_text()) if solved else {}
         return {"system": "rlfleet", "algo": algo, "seed": seed, "solved": solved,
                 "seconds": seconds, "env_steps": steps, "peak_pss_mib": peak,
-                "rejected": summary.get("tests_rejected"), "retest": retest(run_dir) if solved else None,
+                "rejected": summary.get("tests_rejected"), "confirmed_by": confirmed(summary.get("confirmed_by")),
+                "retest": retest(run_dir) if solved else None,
                 "propagation_ms": propagation_ms(run_dir / "logs"), "tail": "".join(lines[-3:])}
+
+
+def confirmed(test: dict | None) -> dict | None:
+    """The test that confirmed a solve, with its interval and the bound the rule compared (HoldoutResult)."""
+    return None if test is None else {k: test.get(k) for k in ("mean", "ci95", "bound", "rule", "episodes")}
 
 
 def retest(run_dir: Path) -> dict:
@@ -192,7 +201,7 @@ def retest(run_dir: Path) -> dict:
                    check=True, capture_output=True, stdin=subprocess.DEVNULL)
     report = json.loads(out.read_text())
     return {"mean": report["mean"], "ci95": report["ci95"], "episodes": report["episodes"],
-            "solved": report["solved"]}
+            "holds": report["reaches_threshold"]}
 
 
 def sb3_worker(algo: str, seed: int, eval_every: int, launched: float, native_eval: bool) -> None:
@@ -204,6 +213,7 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float, native_ev
     from stable_baselines3.common.env_util import make_vec_env
 
     from evaluator.episodes import evaluate
+    from shared import solve_rule
     from shared.config.run_config import EnvConfig
     from shared.envs.seeds import Mode, base_seed
 
@@ -211,34 +221,40 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float, native_ev
     case = CASES[algo]
 
     class SolveCheck(BaseCallback):
-        """rlfleet's rule (coordinator/state/judge.py): a validation pass that beats every candidate tested so far is
-        tested on held-out seeds, and only a confirming test solves."""
+        """rlfleet's rule (coordinator/state/judge.py): a validation pass that beats the test mean of every
+        candidate tested so far is tested on held-out seeds, and only a test that meets the solve rule solves."""
 
         def __init__(self) -> None:
             super().__init__()
             self.solved_at: tuple[float, int] | None = None
+            self.confirmed_by: dict | None = None
             self.next_eval = eval_every
             self.best_tested = float("-inf")
             self.rejected = 0
 
-        def _mean(self, mode: Mode, counter: int, episodes: int) -> float:
+        def _returns(self, mode: Mode, counter: int, episodes: int) -> list[float]:
             model = self.model
             # native=False: copies of the env, as SB3's DummyVecEnv steps them (SB3's VecEnv API cannot take
             # gymnasium's own vectorized CartPole, which rlfleet's evaluator plays on) unless --sb3-native-eval
             returns, _ = evaluate(lambda obs: model.predict(obs, deterministic=True)[0], EnvConfig(id=case.env_id),
                                   10, episodes, base_seed(seed, mode, 0, counter), native=native_eval)
-            return sum(returns) / len(returns)
+            return returns
 
         def _on_step(self) -> bool:
             if self.num_timesteps < self.next_eval:
                 return True
             self.next_eval += eval_every
-            validation = self._mean("valid", self.num_timesteps, 10)
+            returns = self._returns("valid", self.num_timesteps, 10)
+            validation = sum(returns) / len(returns)
             if validation < case.threshold or validation <= self.best_tested:
                 return True
-            self.best_tested = validation
-            if self._mean("test", self.num_timesteps, 100) >= case.threshold:
+            verdict = solve_rule.judge(self._returns("test", self.num_timesteps, 100), case.threshold)
+            self.best_tested = verdict.estimate.mean
+            if verdict.confirmed:
                 self.solved_at = (time.time() - launched, self.num_timesteps)
+                self.confirmed_by = {"mean": verdict.estimate.mean, "ci95": verdict.estimate.ci95,
+                                     "bound": verdict.bound, "rule": solve_rule.RULE,
+                                     "episodes": verdict.estimate.episodes}
                 return False
             self.rejected += 1
             return True
@@ -256,7 +272,8 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float, native_ev
         model = SAC("MlpPolicy", case.env_id, seed=seed, device="cpu", **SB3_SAC)
     model.learn(case.sb3_timesteps, callback=check)
     seconds, steps = check.solved_at if check.solved_at else (None, case.sb3_timesteps)
-    print(json.dumps({"seconds": seconds, "env_steps": steps, "rejected": check.rejected}))
+    print(json.dumps({"seconds": seconds, "env_steps": steps, "rejected": check.rejected,
+                      "confirmed_by": check.confirmed_by}))
 
 
 def run_sb3(seed: int, algo: str, eval_every: int | None, timeout: float, native_eval: bool) -> dict:
@@ -269,10 +286,12 @@ def run_sb3(seed: int, algo: str, eval_every: int | None, timeout: float, native
     memory.start()
     out, err = proc.communicate(timeout=timeout)
     lines = out.strip().splitlines()
-    result = json.loads(lines[-1]) if lines else {"seconds": None, "env_steps": None, "rejected": None}
+    result = json.loads(lines[-1]) if lines else {"seconds": None, "env_steps": None, "rejected": None,
+                                                  "confirmed_by": None}
     solved = result["seconds"] is not None
     return {"system": "sb3", "algo": algo, "seed": seed, "solved": solved, "seconds": result["seconds"],
-            "env_steps": result["env_steps"], "rejected": result["rejected"], "peak_pss_mib": memory.stop(),
+            "env_steps": result["env_steps"], "rejected": result["rejected"],
+            "confirmed_by": result["confirmed_by"], "peak_pss_mib": memory.stop(),
             "tail": "" if solved else err[-300:]}
 
 
@@ -302,7 +321,10 @@ def main() -> None:
     if args.sb3_worker:
         sb3_worker(args.algo, args.seed, args.sb3_eval_every, args.launched, args.sb3_native_eval)
         return
+    from shared.solve_rule import RULE, RULE_TEXT
+
     results = []
+    print(f"solve rule, both sides: {RULE_TEXT} ({RULE})", flush=True)
     for algo in args.algos:
         for seed in args.seeds:  # interleaved: A B A B, so drifts in machine load hit both alike
             for system in ("rlfleet", "sb3") if CASES[algo].sb3 else ("rlfleet",):
@@ -310,10 +332,14 @@ def main() -> None:
                      else run_sb3(seed, algo, args.sb3_eval_every, args.timeout, args.sb3_native_eval))
                 results.append(r)
                 shown = f"{r['seconds']:.1f}s" if r["solved"] else "NOT SOLVED"
+                test = r.get("confirmed_by")
+                if test is not None:
+                    shown += (f" (test {test['mean']:.1f} [{test['ci95'][0]:.1f}, {test['ci95'][1]:.1f}], re-test "
+                              f"bound {test['bound']:.1f} >= {CASES[algo].threshold:g}: {test['rule']})")
                 again = r.get("retest")
                 held = "" if again is None else (
                     f", re-test {again['mean']:.1f} [{again['ci95'][0]:.1f}, {again['ci95'][1]:.1f}] over "
-                    f"{again['episodes']} episodes: {'holds' if again['solved'] else 'DOES NOT HOLD'}")
+                    f"{again['episodes']} episodes: {'holds' if again['holds'] else 'DOES NOT HOLD'}")
                 print(f"seed {seed} {r['system']:7} {algo}: {shown}, {r['env_steps']} env steps, "
                       f"{r['rejected']} validation passes rejected by the test{held}, "
                       f"peak PSS {r['peak_pss_mib']:.0f} MiB", flush=True)
@@ -329,7 +355,7 @@ def main() -> None:
             retests = [r["retest"] for r in runs if r.get("retest")]
             row[system] = {"solved": len(times), "runs": len(runs), "median_seconds": _median(ranked),
                            "rejected": [r["rejected"] for r in runs],
-                           "retests_holding": sum(t["solved"] for t in retests) if system == "rlfleet" else None,
+                           "retests_holding": sum(t["holds"] for t in retests) if system == "rlfleet" else None,
                            "median_env_steps": _median([r["env_steps"] for r in runs if r["solved"]]),
                            "max_peak_pss_mib": max((r["peak_pss_mib"] for r in runs), default=float("nan"))}
             print(f"{system:7} {algo}: solved {len(times)}/{len(runs)}, median {row[system]['median_seconds']:.1f}s, "

@@ -7,6 +7,15 @@ evaluated within a fraction of a second; versions published while an evaluation 
 of the newest. When a validation reply asks for it, the evaluator runs the held-out test of that version (on
 test seeds, shared/envs/seeds.py) before validating the next. The coordinator, not the evaluator, decides
 whether the run is solved.
+
+`best/` only ever moves to a better validation, across evaluator restarts too: an evaluator starts from the
+score stored with best/ (score.json, which names the sha256 of the policy it scores), not from -inf, since
+`rlfleet test` tests best/ and a restart must not replace a good policy by the first poor validation after it.
+best/ is the durable record of itself: it lives in the run's store (a shared directory or an object store), so
+it survives a restart of the evaluator, of the coordinator, and of the host that ran either. Only when its score
+does not describe its policy (a crash between the two writes: the policy, newer and better than the score, went
+first; or a best/ from before scores named their policy) does the evaluator take the coordinator's best
+validation instead, which no policy ever written to best/ exceeds, since each is validated before it is kept.
 """
 
 from __future__ import annotations
@@ -17,17 +26,17 @@ import os
 import uuid
 from typing import TypeVar
 
-import numpy as np
-
 from evaluator.battles import baseline_games, pool_records
 from evaluator.episodes import Act, evaluate
+from shared import solve_rule
 from shared.envs.seeds import base_seed, operator_task
 from shared.policy.actors import PolicyError, build_actor
 from shared.policy.files import MAX_POLICY_BYTES, decode_policy
 from shared.policy.manifest import ManifestError
+from shared.stats import estimate
 from shared.storage.factory import open_store
 from shared.storage.layout import BEST_POLICY, BEST_SCORE, RunLayout
-from shared.storage.protocol import IntegrityError, PayloadStore
+from shared.storage.protocol import IntegrityError, PayloadStore, sha256_hex
 from shared.wire import (
     BattleRecord,
     EvaluationReport,
@@ -37,6 +46,7 @@ from shared.wire import (
     HoldoutResult,
     OpponentPool,
     PolicyRef,
+    Status,
     rule_met,
     rule_records,
 )
@@ -60,7 +70,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
     if not isinstance(task, EvaluatorTask):
         return  # the run ended before a task was free
     store, best_store = open_store(layout, "store"), open_store(layout, "best")
-    best = float("-inf")
+    best = saved_best(best_store, session)
     evaluated, latest, etag = 0, None, ""
     asked, settings = session.directive.evaluations, session.directive.settings  # earlier requests: done
     while session.running:
@@ -106,18 +116,23 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
         if result.test_requested:
             seed = base_seed(task.seed, "test", block, ref.version)
             returns, lengths = _games(actor.greedy, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
-            mean = float(np.mean(returns))
             against = evaluation.against
+            verdict = None if against else solve_rule.judge(returns, task.env.solve_threshold)
             # The judge's rule, applied here too: the best file is written before reporting, since a confirmed
             # run ends at once and the evaluator may be stopped before the reply.
-            if rule_met(against, rule_records(against, returns)) if against else mean >= task.env.solve_threshold:
+            if rule_met(against, rule_records(against, returns)) if verdict is None else verdict.confirmed:
+                found = estimate(returns)
                 _keep_best(best_store, data, {
                     "validation": result.model_dump(mode="json"),
-                    "test": {"policy_version": ref.version, "mean": mean, "std": float(np.std(returns)),
-                             "episodes": len(returns), "seed": seed}})
+                    "test": {"policy_version": ref.version, "mean": found.mean, "std": found.std,
+                             "ci95": found.ci95, "rule": "against" if verdict is None else solve_rule.RULE,
+                             "bound": None if verdict is None else verdict.bound, "episodes": found.episodes,
+                             "seed": seed}})
             test = report(session, "/v1/tests", HoldoutResult, HoldoutReport, ref.version, returns, lengths, seed)
-            log.info("policy v%d: held-out test %.1f ± %.1f over %d episodes (95%% CI %.1f .. %.1f): %s", ref.version,
-                     test.mean, test.std, test.episodes, *test.ci95, "confirmed" if test.confirmed else "rejected")
+            log.info("policy v%d: held-out test %.1f ± %.1f over %d episodes (95%% t interval %.1f .. %.1f%s): %s",
+                     ref.version, test.mean, test.std, test.episodes, *test.ci95,
+                     "" if test.bound is None else f"; re-test lower bound {test.bound:.1f}",
+                     "confirmed" if test.confirmed else "rejected")
             if test.confirmed:
                 return  # the run is solved: a later, luckier validation must not replace the confirmed best/
 
@@ -152,8 +167,31 @@ def report(session: WorkerSession, path: str, reply: type[R], model: type[Evalua
         lengths=lengths, seed=seed, **extra))
 
 
+def saved_best(best: PayloadStore, session: WorkerSession) -> float:
+    """The validation mean that a policy must beat to replace best/: the one stored with best/ when its score
+    names the policy there, else the coordinator's best validation (see the module docstring); -inf when best/
+    is empty."""
+    if best.size(BEST_POLICY) is None:
+        return float("-inf")
+    policy_sha = sha256_hex(best.get(BEST_POLICY, max_bytes=MAX_POLICY_BYTES))
+    try:
+        scores = json.loads(best.get(BEST_SCORE))
+        if scores.get("policy_sha256") == policy_sha:
+            mean = float(scores["validation"]["mean"])
+            log.info("best/ holds a policy validated at %.3f: only a better validation replaces it", mean)
+            return mean
+    except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # no score, or one that describes nothing: the coordinator's record decides
+    coordinator_best = session.client.call("GET", "/v1/status", Status).best_evaluation
+    mean = float("-inf") if coordinator_best is None else coordinator_best.mean
+    log.warning("best/%s does not score the policy in best/ (the evaluator stopped between writing the two?); "
+                "starting from the run's best validation, %.3f", BEST_SCORE, mean)
+    return mean
+
+
 def _keep_best(best: PayloadStore, policy: bytes, scores: dict) -> None:
     """The `best` store: the policy file (weights and manifest) and its scores (validation, and the test once
-    confirmed). Each write is atomic; the policy goes first, so a score never names a policy not yet there."""
-    best.put(BEST_POLICY, policy)
-    best.put(BEST_SCORE, json.dumps(scores, indent=2).encode())
+    confirmed), which name the policy's sha256. Each write is atomic; the policy goes first, so a score never
+    names a policy not yet there, and a restart reads a score only when it names the policy it finds."""
+    sha256 = best.put(BEST_POLICY, policy)
+    best.put(BEST_SCORE, json.dumps({"policy_sha256": sha256, **scores}, indent=2).encode())

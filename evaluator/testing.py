@@ -9,9 +9,11 @@ implementation where one is registered (CartPole's: evaluator/episodes.py) from 
 `--video` episode starts from base + num_envs, still inside the block. `env_seeds` in the report is the range
 the copies would take.
 
-The 95% confidence interval of the mean is the normal approximation that the run's own held-out tests use
-(shared/stats.py: mean ± 1.96 · std / √n, std with ddof=0; with few episodes it is too narrow). "Solved" is
-the coordinator's rule too: mean >= env.solve_threshold.
+The 95% confidence interval of the mean is the Student's t interval that the run's own held-out tests use
+(shared/stats.py: mean ± t_{0.975, n-1} · s / √n, s the sample standard deviation). "Solved" is the
+coordinator's rule too (shared/solve_rule.py): the 95% lower prediction bound of an independent re-test's mean
+(of as many episodes) reaches env.solve_threshold; the report also says whether this test's own mean reaches
+it, which is what a re-test of a confirmed solve is measured by (bench/hold_rate.py).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 from pydantic import ValidationError
 
@@ -35,14 +36,15 @@ from shared.payloads.spaces import Spaces
 from shared.policy.actors import Actor, PolicyError, build_actor
 from shared.policy.files import MAX_POLICY_BYTES, decode_policy
 from shared.policy.manifest import ManifestError
-from shared.stats import ci95
+from shared.solve_rule import RULE, RULE_TEXT, judge
+from shared.stats import estimate
 from shared.storage.factory import StoreTarget, open_store
 from shared.storage.layout import BEST_POLICY, RunLayout, policy_path
 from shared.storage.local import LocalStore
 from shared.storage.protocol import IntegrityError, PayloadStore, StorePathError
 from shared.wire import BattleRecord
 
-CI_METHOD = "normal approximation: mean ± 1.96·std/√n (std with ddof=0)"
+CI_METHOD = "Student's t: mean ± t(0.975, n-1)·std/√n, std the sample standard deviation (ddof=1)"
 
 
 class UsageError(ValueError):
@@ -57,22 +59,6 @@ class Subject:
     config_path: Path
     config: RunConfig
     actor: Actor
-
-
-@dataclass(frozen=True)
-class Stats:
-    mean: float
-    std: float | None  # None for one episode, which says nothing about the spread
-    ci95: tuple[float, float] | None
-
-
-def summarize(returns: list[float]) -> Stats:
-    values = np.asarray(returns, dtype=np.float64)
-    mean = float(values.mean())
-    if len(values) < 2:
-        return Stats(mean, None, None)
-    std = float(values.std())
-    return Stats(mean, std, ci95(mean, std, len(values)))
 
 
 @dataclass(frozen=True)
@@ -200,7 +186,7 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
         check_video_path(video)
     base = held_out_base(subject, counter)
     returns, lengths = evaluate(subject.actor.greedy, subject.config.env, num_envs, episodes, base)
-    stats = summarize(returns)
+    stats = estimate(returns)
     run_seed, mode, task, block = decode(base)
     threshold = subject.config.env.solve_threshold
     recording = None if video is None else record_episode(subject.actor.greedy, subject.config.env,
@@ -208,12 +194,15 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
     battles = [] if not is_two_player(subject.config.env.id) else [  # the same games, one baseline at a time
         against(subject.actor.greedy, subject.config.env, opponent, episodes, num_envs, base) for opponent in BASELINES]
     rule = subject.config.evaluation.against  # a battle rule decides "solved" instead of the threshold
+    verdict = None if rule else judge(returns, threshold)
     met = {b.opponent: rule[b.opponent].met(b.wins, b.draws, b.games) for b in battles if b.opponent in rule}
     return {
         "policy": str(subject.policy_path), "config": str(subject.config_path), "env": subject.config.env.id,
         "episodes": len(returns), "num_envs": num_envs,
-        "mean": stats.mean, "std": stats.std, "ci95": stats.ci95, "ci_method": CI_METHOD,
-        "solve_threshold": threshold, "solved": all(met.values()) if rule else stats.mean >= threshold,
+        "mean": stats.mean, "std": stats.std if stats.episodes > 1 else None, "ci95": stats.ci95,
+        "ci_method": CI_METHOD, "solve_threshold": threshold,
+        "solve_rule": RULE if verdict else "against", "retest_lower_bound": verdict.bound if verdict else None,
+        "solved": verdict.confirmed if verdict else all(met.values()), "reaches_threshold": stats.mean >= threshold,
         "rule": {name: {"bar": str(bar), "met": met[name]} for name, bar in rule.items()},
         "seeds": {"run_seed": run_seed, "mode": mode, "task": task, "counter": block, "base": base,
                   "env_seeds": [base, base + num_envs - 1]},
@@ -222,6 +211,16 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
         "battles": [{"opponent": b.opponent, "games": b.games, "wins": b.wins, "draws": b.draws, "losses": b.losses}
                     for b in battles],
     }
+
+
+def _threshold_rule(report: dict[str, Any]) -> str:
+    """Why the threshold rule said yes or no, and where the mean itself stands."""
+    threshold, bound = report["solve_threshold"], report["retest_lower_bound"]
+    reaches = f"the mean {report['mean']:.2f} {'reaches' if report['reaches_threshold'] else 'is below'} it"
+    if bound is None:
+        return f"one episode bounds no re-test ({RULE_TEXT}); {reaches}"
+    return (f"re-test lower bound {bound:.2f} {'>=' if report['solved'] else '<'} env.solve_threshold {threshold:g} "
+            f"({RULE_TEXT}); {reaches}")
 
 
 def _video_entry(recording: Recording) -> dict[str, Any]:
@@ -233,11 +232,10 @@ def describe(report: dict[str, Any]) -> str:
     """The report for a terminal, one line per question."""
     seeds, ci = report["seeds"], report["ci95"]
     spread = "one episode: no spread" if ci is None else (
-        f"std {report['std']:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}] (normal approximation)")
-    verdict = ">=" if report["solved"] else "<"
+        f"std {report['std']:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}] (Student's t, {report['episodes'] - 1} df)")
     rule = report.get("rule") or {}
     why = (", ".join(f"vs {name} {r['bar']}: {'met' if r['met'] else 'not met'}" for name, r in rule.items()) if rule
-           else f"mean {report['mean']:.2f} {verdict} env.solve_threshold {report['solve_threshold']:g}")
+           else _threshold_rule(report))
     lines = [
         f"policy   {report['policy']}",
         f"env      {report['env']}: {report['episodes']} greedy episodes on {report['num_envs']} envs",

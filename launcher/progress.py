@@ -31,11 +31,15 @@ def describe(st: Status) -> str:
 
 
 def _tests(st: Status) -> str:
-    """The held-out tests: which one is running, the last result, and how many passes they rejected."""
+    """The held-out tests: which one is running, the last result (mean, 95% t interval and, under the threshold
+    rule, the re-test lower bound that decided it), and how many passes they rejected."""
     last = st.latest_test
     parts = [f"testing v{st.test_in_flight}"] if st.test_in_flight is not None else []
     if last is not None:
-        parts.append(f"test v{last.policy_version} {last.mean:.1f} {'confirmed' if last.confirmed else 'rejected'}")
+        low, high = last.ci95
+        bound = "" if last.bound is None else f", re-test bound {last.bound:.1f}"
+        parts.append(f"test v{last.policy_version} {last.mean:.1f} [{low:.1f}, {high:.1f}]{bound} "
+                     f"{'confirmed' if last.confirmed else 'rejected'}")
     if st.tests_rejected:
         parts.append(f"{st.tests_rejected} rejected")
     return "tests: " + (", ".join(parts) if parts else "-")

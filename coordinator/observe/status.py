@@ -39,6 +39,7 @@ def build_status(run: RunContext, steps_per_second: float) -> Status:
         best_evaluation=run.judge.best,
         latest_test=run.judge.tests[-1] if run.judge.tests else None,
         confirmed_by=run.judge.confirmed,
+        solve_rule=run.judge.rule,
         tests_rejected=run.judge.rejected,
         test_in_flight=run.judge.under_test[0] if run.judge.under_test else None,
         seeds=_seeds(run), control=run.control.status(),

@@ -98,7 +98,7 @@ class Timeline:
                 "run_name", "run_state", "run_message", "coordinator_resumes", "wall_seconds", "env_steps",
                 "env_steps_per_second", "episodes", "chunks", "env_errors", "corrupt_chunks", "recent_return_mean",
                 "policy_version", "policy_lag", "learner", "best_evaluation", "latest_test", "confirmed_by",
-                "tests_rejected", "buffers", "self_play"})
+                "solve_rule", "tests_rejected", "buffers", "self_play"})
             doc["worker_columns"] = WORKER_COLUMNS
             doc["workers"] = [[getattr(w, c, None) for c in WORKER_COLUMNS] for w in status.workers]
             self._snapshot = (seq, json.dumps(doc, separators=(",", ":")).encode())

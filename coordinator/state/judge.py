@@ -3,10 +3,28 @@
 A validation (every policy version, `evaluation.episodes` episodes on validation seeds) only nominates: when
 it reaches the threshold, beats the test score of every candidate tested so far, and no test is in flight,
 the reply asks the evaluator to run the held-out test of that version (`evaluation.test_episodes` on test
-seeds, disjoint from every training and validation seed). The run is solved only when such a test's mean
-reaches the threshold; a test that falls short is counted as a rejected validation pass and training goes on.
-So a lucky 10-episode validation can no longer end a run, and at most one test runs at a time (in the
+seeds, disjoint from every training and validation seed). The run is solved only when such a test meets the
+solve rule (shared/solve_rule.py); a test that falls short is counted as a rejected validation pass and training
+goes on. So a lucky 10-episode validation can no longer end a run, and at most one test runs at a time (in the
 evaluator's process, never the learner's): tests never starve training.
+
+The solve rule. A user reads "solved" as "this policy reaches the threshold": when they play it again on fresh
+seeds (`rlfleet test`, as many episodes), its mean should clear the threshold nearly always. "Test mean >=
+threshold" did not make that true: a run tests candidate after candidate and stops at the first that clears,
+and the winner of several noisy tests is biased upward (a policy whose true mean sits at the threshold passed
+half its tests, and then failed half its re-tests). So a test confirms when the one-sided 95% lower prediction
+bound of an independent re-test's mean clears the threshold:
+
+    mean - t_{0.95, n-1} · s · √(2/n) >= threshold
+
+(s the sample standard deviation, n the test's episodes). The re-test mean minus the test mean is normal with
+variance 2σ²/n whatever the true mean is, so it falls below the bound in 5% of pairs. For what selection does:
+a policy whose true mean is at or below the threshold now confirms with probability at most P(Z >= 1.645·√2),
+about 1% per test instead of 50%, so even a run that tests several such candidates rarely confirms one, while a
+policy clearly above the threshold (or with no spread: CartPole's 500 every episode, whose bound is its mean)
+confirms at once. A correction for the number of candidates (a stricter quantile per test) would make every
+long run pay for a risk the 1% already keeps small; bench/hold_rate.py measures the rule's hold rate under
+independent re-tests and its cost in time to solve against the old rule.
 
 Reports must hold exactly the configured number of episodes, of a published version (a test: of the version
 asked for); a retried report (same request id) gets the first result and is counted once. Validations are
@@ -30,14 +48,16 @@ import numpy as np
 from coordinator.errors import Conflict, Invalid
 from coordinator.journal.component import Pending, Stored, Table
 from coordinator.state.ratings import elo_ratings
+from shared import solve_rule
 from shared.config.run_config import EnvConfig, EvalConfig
-from shared.stats import ci95
+from shared.stats import estimate
 from shared.wire import (
     BattleRecord,
     EvaluationReport,
     EvaluationResult,
     HoldoutReport,
     HoldoutResult,
+    SolveRule,
     rule_met,
     rule_records,
 )
@@ -70,6 +90,11 @@ class Judge:
     @property
     def confirmed(self) -> HoldoutResult | None:
         return next((t for t in self.tests if t.confirmed), None)
+
+    @property
+    def rule(self) -> SolveRule:
+        """The rule this run's held-out tests are judged by."""
+        return "against" if self.against else solve_rule.RULE
 
     @property
     def rejected(self) -> int:
@@ -124,13 +149,21 @@ class Judge:
         if self.under_test is None or self.under_test[0] != report.policy_version:
             asked = f"v{self.under_test[0]}" if self.under_test else "none"
             raise Conflict(f"no held-out test of policy v{report.policy_version} was requested (requested: {asked})")
-        mean, std = self._check(report.returns, report.lengths, self.test_episodes, "evaluation.test_episodes")
+        self._check(report.returns, report.lengths, self.test_episodes, "evaluation.test_episodes")
         battles = self._records(report.returns)
+        found = estimate(report.returns)
+        interval = found.ci95
+        assert interval is not None  # evaluation.test_episodes >= 2
+        if self.against:
+            confirmed, bound = rule_met(self.against, battles), None
+        else:
+            verdict = solve_rule.judge(report.returns, self.threshold)
+            confirmed, bound = verdict.confirmed, verdict.bound
         result = HoldoutResult(
-            policy_version=report.policy_version, mean=mean, std=std, ci95=ci95(mean, std, len(report.returns)),
-            episodes=len(report.returns), validation_mean=self.under_test[1], env_steps=env_steps,
+            policy_version=report.policy_version, mean=found.mean, std=found.std, ci95=interval,
+            episodes=found.episodes, validation_mean=self.under_test[1], env_steps=env_steps,
             wall_seconds=wall_seconds, iteration=iteration, seed=report.seed, battles=battles,
-            confirmed=rule_met(self.against, battles) if self.against else mean >= self.threshold)
+            confirmed=confirmed, rule=self.rule, bound=bound)
         self.under_test = None
         self.tests.append(result)
         if report.request_id:
@@ -145,8 +178,9 @@ class Judge:
             return f"policy v{test.policy_version} confirmed by a held-out test: {rule}"
         low, high = test.ci95
         return (f"policy v{test.policy_version} confirmed by a held-out test: {test.mean:.1f} ± {test.std:.1f} over "
-                f"{test.episodes} episodes (95% CI {low:.1f} .. {high:.1f}; validation {test.validation_mean:.1f}; "
-                f"threshold {self.threshold:g})")
+                f"{test.episodes} episodes (95% t interval {low:.1f} .. {high:.1f}; re-test lower bound "
+                f"{test.bound:.1f} >= threshold {self.threshold:g}: {solve_rule.RULE_TEXT}; validation "
+                f"{test.validation_mean:.1f})")
 
     def _records(self, returns: list[float]) -> list[BattleRecord]:
         """Won / drawn / lost against each baseline of the rule, from its block of the returns."""

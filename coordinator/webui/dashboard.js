@@ -165,13 +165,26 @@ function renderNumbers(snap) {
     number("policy version", fmt(snap.policy_version, 0)),
     number("learner iteration", fmt(snap.learner.iteration, 0)),
     number("best validation", best ? fmt(best.mean) + " (v" + best.policy_version + ")" : "–"),
-    number("confirmed by test", confirmed ? fmt(confirmed.mean) + " (v" + confirmed.policy_version + ")" : "–"),
+    number("solve rule", ruleText(snap.solve_rule, state.threshold)),
+    number("latest test", snap.latest_test ? testText(snap.latest_test) : "–"),
+    number("confirmed by test", confirmed ? testText(confirmed) : "–"),
     number("buffer", fmt(buffer.transitions, 0) + " / " + fmt(buffer.capacity_transitions, 0)),
     number("samples per insert", fmt(snap.learner.samples_per_insert, 2) + " (target "
            + fmt(buffer.samples_per_insert, 2) + ")"),
     number("wall time (s)", fmt(snap.wall_seconds, 0)),
     number("coordinator resumes", fmt(snap.coordinator_resumes, 0)),
     ...selfPlayNumbers(snap.self_play));
+}
+
+function ruleText(rule, threshold) {  // how a held-out test confirms a solve (shared/solve_rule.py)
+  if (rule === "against") return "every bar of evaluation.against";
+  return "95% lower bound of a re-test's mean ≥ " + fmt(threshold);
+}
+
+function testText(test) {  // mean [95% t interval], and the re-test bound the rule compared with the threshold
+  const bound = test.bound === null || test.bound === undefined ? "" : ", bound " + fmt(test.bound);
+  return fmt(test.mean) + " [" + fmt(test.ci95[0]) + ", " + fmt(test.ci95[1]) + "]" + bound
+         + " (v" + test.policy_version + (test.confirmed ? "" : ", rejected") + ")";
 }
 
 function selfPlayNumbers(play) {  // a self-play run: ratings and the opponent pool (null for other runs)

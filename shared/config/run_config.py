@@ -126,8 +126,9 @@ class EvalConfig(Strict):
     num_envs: Annotated[int, Field(ge=1, le=256)] = 10
     """Copies of the env per validation; an env with its own vectorized implementation registered in gymnasium
     (CartPole) plays one env per episode on it instead (evaluator/episodes.py)."""
-    test_episodes: Annotated[int, Field(ge=1, le=100_000, description=(
-        "held-out test episodes that must confirm a validation pass before the run counts as solved"))] = 100
+    test_episodes: Annotated[int, Field(ge=2, le=100_000, description=(
+        "held-out test episodes that must confirm a validation pass before the run counts as solved; at least 2, "
+        "since the solve rule bounds a re-test by the test's spread, which one episode cannot show"))] = 100
     test_num_envs: Annotated[int, Field(ge=1, le=256)] = 10
     """Copies of the env per held-out test (as num_envs)."""
     every_versions: Annotated[int, Field(ge=1, le=100_000)] = 1

@@ -55,7 +55,14 @@ from shared.wire.chunks import (
 from shared.wire.common import Ack, ErrorBody, LearnReport, PolicyPublish, RunResponse, SchemaInfo, StopRequest
 from shared.wire.control_plane import ControlStatus, EvaluateRequest, SettingChange, SettingsRequest
 from shared.wire.dataset_batches import DatasetBatch, DatasetFile, DatasetSampleRequest, DatasetStatus, EpochScore
-from shared.wire.evaluations import EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult, Seed
+from shared.wire.evaluations import (
+    EvaluationReport,
+    EvaluationResult,
+    HoldoutReport,
+    HoldoutResult,
+    Seed,
+    SolveRule,
+)
 from shared.wire.generations import (
     Fraction,
     Generation,
@@ -175,6 +182,7 @@ __all__ = [
     "SettingChange",
     "SettingsRequest",
     "Sha256",
+    "SolveRule",
     "Status",
     "StopRequest",
     "Tally",

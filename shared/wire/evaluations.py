@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from shared.wire.base import Count, Id, RequestId, Return, Wire
 from shared.wire.battles import BattleRecord
@@ -74,14 +74,20 @@ class HoldoutReport(Wire):
     """Base seed of the test envs."""
 
 
+SolveRule = Literal["retest_lower_bound_95", "mean_at_threshold", "against"]
+"""How a held-out test decided: `retest_lower_bound_95` (shared/solve_rule.py), `mean_at_threshold` (the rule before
+it: results journalled by earlier versions of rlfleet) or `against` (the battle rule of two-player games)."""
+
+
 class HoldoutResult(Wire):
     policy_version: int
     """The version tested."""
     mean: float
     """Mean return over the episodes."""
     std: float
-    """Standard deviation of the returns."""
-    ci95: tuple[float, float] = Field(description="95% confidence interval of the mean (normal approximation)")
+    """Sample standard deviation of the returns (ddof=1; results from before the t intervals: ddof=0)."""
+    ci95: tuple[float, float] = Field(description=(
+        "two-sided 95% Student's t interval of the mean (results from before: the normal approximation)"))
     episodes: int
     """Number of episodes."""
     validation_mean: float = Field(description="the validation that made this version a candidate")
@@ -93,6 +99,19 @@ class HoldoutResult(Wire):
     """Learner updates when the test was reported."""
     seed: Seed | None = None
     """Base seed of the test envs."""
-    confirmed: bool = Field(description="the test's mean reached the threshold (two-player games: it met every "
-                                        "bar of evaluation.against): the run is solved")
+    confirmed: bool = Field(description="the test met the run's solve rule (`rule`): the run is solved")
+    rule: SolveRule = Field("mean_at_threshold", description=(
+        "the rule that decided `confirmed`; results journalled before rlfleet recorded it read as "
+        "`mean_at_threshold`, or `against` when they carry battles"))
+    bound: float | None = Field(None, description=(
+        "rule `retest_lower_bound_95`: the one-sided 95% lower prediction bound of the mean of an independent "
+        "re-test of as many episodes, mean - t(0.95, n-1)·std·sqrt(2/n), that had to reach the threshold"))
     battles: list[BattleRecord] = Field([], description="two-player games: won / drawn / lost per baseline")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rule_of_old_results(cls, data: Any) -> Any:
+        """A result journalled before `rule` existed decided by the battle rule if it has battles."""
+        if isinstance(data, dict) and "rule" not in data and data.get("battles"):
+            return {**data, "rule": "against"}
+        return data

@@ -14,7 +14,7 @@ from shared.wire.base import Id, RunState, Wire, WorkerKind
 from shared.wire.battles import SelfPlayStatus
 from shared.wire.control_plane import ControlStatus
 from shared.wire.dataset_batches import DatasetStatus
-from shared.wire.evaluations import EvaluationResult, HoldoutResult
+from shared.wire.evaluations import EvaluationResult, HoldoutResult, SolveRule
 from shared.wire.generations import PopulationStatus
 
 
@@ -171,6 +171,10 @@ class Status(Wire):
     latest_test: HoldoutResult | None = None
     """The latest held-out test."""
     confirmed_by: HoldoutResult | None = Field(None, description="the held-out test that confirmed the solve")
+    solve_rule: SolveRule = Field("retest_lower_bound_95", description=(
+        "how a held-out test confirms a solve in this run: `retest_lower_bound_95` (the 95% lower prediction bound "
+        "of an independent re-test's mean reaches env.solve_threshold) or `against` (two-player games: every bar "
+        "of evaluation.against)"))
     tests_rejected: int = Field(0, description="validation passes a held-out test did not confirm")
     test_in_flight: int | None = Field(None, description="policy version whose held-out test is running")
     seeds: SeedsUsed | None = None

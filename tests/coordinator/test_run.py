@@ -575,11 +575,12 @@ def test_evaluation_at_threshold_solves_the_run(run: Run, store: LocalStore, clo
     result = evaluate(run, ev, 1, [475.0, 475.0, 470.0, 480.0])  # mean == 475.0 == solve_threshold
     assert result.solved is True and result.test_requested is True and result.env_steps == 32
     assert run.ctx.lifecycle.state == "running"  # a validation pass only nominates: the held-out test decides
-    test = holdout(run, ev, 1, [470.0, 480.0] * 50)
-    assert test.confirmed and test.mean == 475.0 and test.validation_mean == 475.0 and test.episodes == 100
-    assert test.ci95 == (pytest.approx(475.0 - 1.959964 * 5 / 10), pytest.approx(475.0 + 1.959964 * 5 / 10))
+    test = holdout(run, ev, 1, [475.0, 485.0] * 50)  # re-test bound 480 - 1.66039·5.025·√0.02 = 478.8 >= 475
+    assert test.confirmed and test.mean == 480.0 and test.validation_mean == 475.0 and test.episodes == 100
+    half = 1.98422 * 5.02519 / 10  # Student's t with the sample std
+    assert test.ci95 == (pytest.approx(480.0 - half, abs=1e-4), pytest.approx(480.0 + half, abs=1e-4))
     assert run.ctx.lifecycle.state == "solved"
-    assert "confirmed by a held-out test: 475.0" in run.ctx.lifecycle.message and "v1" in run.ctx.lifecycle.message
+    assert "confirmed by a held-out test: 480.0" in run.ctx.lifecycle.message and "v1" in run.ctx.lifecycle.message
     assert run.status().confirmed_by == test
     # every directive now says so, and no more work is handed out
     assert run.workers.heartbeat(w).directive.run_state == "solved"

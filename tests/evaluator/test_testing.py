@@ -9,7 +9,7 @@ import imageio.v3 as iio
 import pytest
 import torch
 
-from evaluator.testing import Subject, UsageError, load_subject, resolve_inputs, run_test, summarize
+from evaluator.testing import Subject, UsageError, describe, load_subject, resolve_inputs, run_test
 from evaluator.video import VideoError
 from shared.config.run_config import RunConfig
 from shared.envs.seeds import ENVS_PER_BLOCK, base_seed, decode
@@ -43,18 +43,25 @@ def seed_log() -> list[int]:
     return SeedLogEnv.seeds
 
 
-def test_statistics_match_hand_computed_values() -> None:
-    stats = summarize([1.0, 2.0, 3.0, 4.0])
-    # mean 2.5; std = sqrt((2.25 + 0.25 + 0.25 + 2.25) / 4) = 1.1180340; half-width 1.959964 * std / 2 = 1.0956532
-    assert stats.mean == 2.5
-    assert stats.std == pytest.approx(1.1180340, abs=1e-7)
-    assert stats.ci95 == pytest.approx((1.4043468, 3.5956532), abs=1e-7)
+def test_the_report_says_the_solve_rule_the_t_interval_and_where_the_mean_stands(tmp_path: Path) -> None:
+    sub = subject({"id": "tests.support.userenv:CountEnv", "kwargs": {"length": 3}}, tmp_path)
+    report = run_test(sub, episodes=4, num_envs=2, counter=0, video=None)
+    assert (report["std"], report["ci95"], report["retest_lower_bound"]) == (0.0, (3.0, 3.0), 3.0)
+    assert (report["solve_rule"], report["solved"], report["reaches_threshold"]) == ("retest_lower_bound_95", True,
+                                                                                    True)
+    # the same shape of report for a spread test whose mean clears 3 but whose re-test bound does not
+    spread = {**report, "mean": 3.5, "std": 1.2, "ci95": (1.59, 5.41), "retest_lower_bound": 1.51, "solved": False}
+    lines = describe(spread).splitlines()
+    assert "std 1.20, 95% CI [1.59, 5.41] (Student's t, 3 df)" in lines[3]
+    assert lines[4] == ("solved   no: re-test lower bound 1.51 < env.solve_threshold 3 (95% lower prediction bound "
+                        "of an independent re-test's mean >= threshold); the mean 3.50 reaches it")
 
 
-def test_equal_returns_have_a_zero_width_interval_and_one_episode_none() -> None:
-    assert summarize([5.0, 5.0, 5.0]).ci95 == (5.0, 5.0)
-    one = summarize([9.0])
-    assert (one.mean, one.std, one.ci95) == (9.0, None, None)
+def test_one_episode_has_no_spread_and_confirms_nothing(tmp_path: Path) -> None:
+    report = run_test(subject({"id": "tests.support.userenv:CountEnv", "kwargs": {"length": 3}}, tmp_path),
+                      episodes=1, num_envs=1, counter=0, video=None)
+    assert (report["std"], report["ci95"], report["retest_lower_bound"], report["solved"]) == (None, None, None, False)
+    assert "solved   no: one episode bounds no re-test" in describe(report)
 
 
 def test_envs_play_exactly_the_test_block(tmp_path: Path, seed_log: list[int]) -> None:
@@ -72,7 +79,7 @@ def test_envs_play_exactly_the_test_block(tmp_path: Path, seed_log: list[int]) -
                                "env_seeds": [base, base + 2]}
     assert report["video"]["seed"] == base + 3
     assert report["returns"] == [3.0] * 6 and report["lengths"] == [3] * 6
-    assert (report["mean"], report["solved"]) == (3.0, True)  # mean >= threshold, the coordinator's rule
+    assert (report["mean"], report["solved"]) == (3.0, True)  # no spread: the re-test bound is the mean, 3 >= 3
 
 
 @pytest.mark.parametrize("suffix", [".mp4", ".gif"])

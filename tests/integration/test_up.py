@@ -56,6 +56,7 @@ def _solved(data_dir: Path, *args: str, config: str = "configs/cartpole_dqn.yaml
     assert summary["best_evaluation"]["mean"] >= 475
     test = summary["confirmed_by"]  # confirmed on 100 held-out episodes, not by a lucky validation
     assert test["confirmed"] and test["episodes"] == 100 and test["mean"] >= 475
+    assert test["rule"] == "retest_lower_bound_95" and test["bound"] >= 475
     score = json.loads((_run_dir(data_dir) / "best" / "score.json").read_text())
     assert score["test"]["policy_version"] == score["validation"]["policy_version"] == test["policy_version"]
     assert score["test"]["mean"] == pytest.approx(test["mean"]) and score["test"]["episodes"] == 100

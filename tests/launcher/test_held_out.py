@@ -63,10 +63,13 @@ def test_a_run_is_tested_on_its_test_block_and_its_video_is_one_episode(run_dir:
     returns, lengths = evaluate(actor.greedy, RunConfig().env, 10, 20, base)
     assert (report["returns"], report["lengths"]) == (returns, lengths)  # the same episodes, played here
     assert report["mean"] == pytest.approx(np.mean(returns))
-    assert report["std"] == pytest.approx(np.std(returns))
-    assert report["ci95"] == pytest.approx([report["mean"] - 1.959964 * report["std"] / np.sqrt(20),
-                                            report["mean"] + 1.959964 * report["std"] / np.sqrt(20)])
-    assert report["solve_threshold"] == 475.0 and report["solved"] is (report["mean"] >= 475.0)
+    assert report["std"] == pytest.approx(np.std(returns, ddof=1))
+    half = 2.09302 * report["std"] / np.sqrt(20)  # t(0.975, 19), from the tables
+    assert report["ci95"] == pytest.approx([report["mean"] - half, report["mean"] + half], abs=1e-4)
+    bound = report["mean"] - 1.72913 * report["std"] * np.sqrt(2 / 20)  # t(0.95, 19)
+    assert report["retest_lower_bound"] == pytest.approx(bound, abs=1e-4)
+    assert report["solve_threshold"] == 475.0 and report["solve_rule"] == "retest_lower_bound_95"
+    assert report["solved"] is bool(bound >= 475.0) and report["reaches_threshold"] is bool(report["mean"] >= 475.0)
 
     video = report["video"]
     assert video["seed"] == base + 10
@@ -74,7 +77,8 @@ def test_a_run_is_tested_on_its_test_block_and_its_video_is_one_episode(run_dir:
     assert video["frames"] == video["length"] + 1
     assert sum(1 for _ in iio.imiter(tmp_path / "out.mp4")) == video["length"] + 1
     assert f"seeds    {base}..{base + 9}: run seed 4, test block of task 1, counter 0" in done.stdout
-    assert f"solved   {'yes' if report['solved'] else 'no'}: mean {report['mean']:.2f}" in done.stdout
+    assert (f"solved   {'yes' if report['solved'] else 'no'}: re-test lower bound {report['retest_lower_bound']:.2f}"
+            in done.stdout)
 
 
 def test_a_gif_plays_the_episode_and_the_json_goes_to_the_run_dir(run_dir: Path, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from coordinator.journal.database import Journal
 from launcher.cli import app
+from launcher.runs import confirmation
 from shared.storage.layout import RunLayout
 
 
@@ -18,7 +19,10 @@ def test_runs_lists_each_run_with_its_state_steps_and_best_test(tmp_path: Path) 
         journal = Journal(RunLayout(tmp_path, name).journal)
         journal.submit([], {"lifecycle": {"state": state, "message": "", "elapsed": 1.0, "ended_elapsed": 1.0,
                                           "resumes": 0},
-                            "data": {"env_steps": steps}, "judge": {"tests": [{"mean": m} for m in tests]}}).result()
+                            "data": {"env_steps": steps}, "judge": {"tests": [
+                                {"policy_version": v, "mean": m, "ci95": [m - 2, m + 2], "confirmed": m > 475,
+                                 "rule": "retest_lower_bound_95", "bound": m - 3} for v, m in enumerate(tests, 1)]},
+                            }).result()
         journal.close()
     (tmp_path / "runs" / "c__s0__3").mkdir()  # started, nothing journalled yet
     result = CliRunner().invoke(app, ["runs", str(tmp_path)])
@@ -27,3 +31,11 @@ def test_runs_lists_each_run_with_its_state_steps_and_best_test(tmp_path: Path) 
     assert lines["a__s0__1"][:3] == ["solved", "12,288", "480.5"]
     assert lines["b__s1__2"][:3] == ["stopped", "64", "-"]
     assert lines["c__s0__3"][:3] == ["no", "journal", "-"]
+    solved = next(line for line in result.output.splitlines() if line.startswith("a__s0__1"))
+    assert solved.endswith("v1 480.5 [478.5, 482.5], re-test bound 477.5 (retest_lower_bound_95)")
+    assert " ".join(lines["b__s1__2"][3:]) == "0 0 -"
+
+
+def test_a_confirmation_journalled_before_the_rule_was_recorded_names_the_old_rule() -> None:
+    old = {"policy_version": 4, "mean": 480.0, "ci95": [478.0, 482.0], "confirmed": True}
+    assert confirmation(old) == "v4 480.0 [478.0, 482.0] (mean_at_threshold)"

@@ -38,6 +38,7 @@ def test_a_poll_needs_a_token_and_returns_only_what_the_page_lacks(tmp_path: Pat
         assert [row[0] for row in first["rows"]] == [1, 2, 3] and first["seq"] == 3
         snapshot = first["snapshot"]
         assert snapshot["run_state"] == "running" and len(snapshot["workers"]) == 1
+        assert snapshot["solve_rule"] == "retest_lower_bound_95"  # the page shows the rule beside the tests
         assert snapshot["worker_columns"][snapshot["worker_columns"].index("kind")] == "kind"
         timeline.record(run.status())
         params = {"since": first["seq"], "boot": first["boot"]}

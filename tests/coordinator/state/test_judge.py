@@ -16,7 +16,7 @@ from coordinator.run import Run
 from coordinator.state.judge import Judge
 from shared.config.run_config import RunConfig
 from shared.storage.local import LocalStore
-from shared.wire import BattleRecord, EvaluationReport, HoldoutReport
+from shared.wire import BattleRecord, EvaluationReport, HoldoutReport, HoldoutResult
 from tests.support.components import JournalFor
 from tests.support.run import FakeClock, evaluate, holdout, learner, publish, register
 
@@ -48,6 +48,31 @@ def test_a_rejected_candidate_keeps_the_run_going_and_only_a_better_one_is_teste
     status = run.status()
     assert status.run_state == "solved" and status.confirmed_by is not None
     assert (status.confirmed_by.policy_version, status.tests_rejected) == (3, 2)
+
+
+def test_a_test_above_the_threshold_confirms_only_when_a_retest_would_hold_too(run: Run, store: LocalStore) -> None:
+    ev = setup(run, store)
+    assert evaluate(run, ev, 1, PASS).test_requested
+    # mean 480, sample std 50.25: 480 - 1.66039·50.25·√(2/100) = 468.2 < 475, though the mean clears 475
+    spread = holdout(run, ev, 1, [430.0, 530.0] * 50)
+    assert spread.mean == 480.0 and not spread.confirmed and run.ctx.lifecycle.state == "running"
+    assert (spread.rule, spread.bound) == ("retest_lower_bound_95", pytest.approx(468.2, abs=0.05))
+    assert spread.std == pytest.approx(50.2519, abs=1e-4)  # ddof=1
+    assert spread.ci95 == pytest.approx((480 - 1.98422 * 5.02519, 480 + 1.98422 * 5.02519), abs=1e-4)  # Student's t
+    assert evaluate(run, ev, 2, [490.0] * 4).test_requested
+    tight = holdout(run, ev, 2, [485.0, 495.0] * 50)  # std 5.03: bound 488.8
+    assert tight.confirmed and tight.bound == pytest.approx(490 - 1.66039 * 5.02519 * 0.141421, abs=1e-3)
+    message = run.status().run_message
+    assert "re-test lower bound 488.8 >= threshold 475" in message and "95% t interval 489.0 .. 491.0" in message
+
+
+def test_results_journalled_before_the_rule_was_recorded_load_with_the_rule_they_used() -> None:
+    old = {"policy_version": 3, "mean": 480.0, "std": 1.0, "ci95": [479.8, 480.2], "episodes": 100,
+           "validation_mean": 490.0, "env_steps": 1000, "wall_seconds": 5.0, "confirmed": True}
+    assert (HoldoutResult.model_validate(old).rule, HoldoutResult.model_validate(old).bound) == (
+        "mean_at_threshold", None)
+    battle = {**old, "battles": [{"opponent": "random", "wins": 1, "draws": 0, "losses": 0}]}
+    assert HoldoutResult.model_validate(battle).rule == "against"
 
 
 def test_at_most_one_test_is_in_flight(run: Run, store: LocalStore) -> None:
@@ -124,6 +149,7 @@ def test_the_battle_rule_counts_each_baselines_games_and_needs_every_bar(battle_
     assert evaluate(battle_run, ev, 3, games(4, 0, 0) + games(4, 0, 0)).test_requested
     confirmed = holdout(battle_run, ev, 3, games(90, 5, 5) + games(60, 10, 30))  # both bars exactly met
     assert confirmed.confirmed and battle_run.ctx.lifecycle.state == "solved"
+    assert (confirmed.rule, confirmed.bound) == ("against", None)
     assert "vs lookahead: 60 won, 10 drawn, 30 lost of 100" in battle_run.status().run_message
     assert "needs win >= 0.6" in battle_run.status().run_message
 

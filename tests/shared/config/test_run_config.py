@@ -272,6 +272,12 @@ def test_evaluation_uneven_split_rejected(episodes: int, num_envs: int) -> None:
         EvalConfig(episodes=episodes, num_envs=num_envs)
 
 
+def test_a_held_out_test_needs_two_episodes_to_show_a_spread() -> None:
+    with pytest.raises(ValidationError, match="test_episodes"):
+        EvalConfig(test_episodes=1, test_num_envs=1)
+    assert EvalConfig(test_episodes=2, test_num_envs=1).test_episodes == 2
+
+
 # ----- chunk size against the wire and the buffer -------------------------------------------------------------
 
 
