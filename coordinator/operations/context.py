@@ -162,6 +162,7 @@ class RunContext:
         log.error("journal commit failed (%s): reloading the run's state from the journal",
                   self.journal.committer.failure)
         self.journal.committer.clear()
+        self.payloads.undone()  # the files of draws that were not kept are the reloaded buffer's again
         self._build(RunConfig.model_validate(self.journal.meta()["config"]))
         self._restore(resumed=False)
         self.policy_signal.fire()
