@@ -72,6 +72,11 @@ ERRORS: dict[str, tuple[int, str, str]] = {
                  "chunk 'c0ffee' was already acknowledged with different content"),
     "task_not_held": (409, "the worker no longer holds the chunk's task (its lease expired): claim again",
                       "worker 'collector-1-a1b2c3' does not hold task 'collector-0'"),
+    "member_not_held": (409, "the worker does not hold the population member (never claimed by it, or its lease ran "
+                             "out and another worker claimed it), or its generation closed before the last: drop "
+                             "the result and claim a new member",
+                        "worker 'collector-1-a1b2c3' does not hold member 3 of generation 7: its lease ran out and "
+                        "another worker claimed it; drop this result and claim a member"),
     "group_full": (409, "every rank of the learner group (learner.replicas) is held: a learner beyond them is "
                         "refused, never a silent extra rank",
                    "learner.replicas is 2 and both learner tasks are held (learner-0 by learner-1-a1b2c3, "
