@@ -128,9 +128,16 @@ def _evaluate_one(session: WorkerSession, evaluator: MemberEvaluator) -> None:
         log.warning("member %d of generation %d: policy v%d unusable: %s", member.member, member.generation,
                     member.policy.version, exc)
         return
-    ack = session.client.call("POST", f"/v1/generations/{member.generation}/results", ResultAck, MemberResult(
-        worker_id=session.worker_id, member=member.member, mean_return=outcome.mean_return,
-        mean_length=outcome.mean_length, episodes=outcome.episodes, env_steps=outcome.env_steps))
+    try:
+        ack = session.client.call("POST", f"/v1/generations/{member.generation}/results", ResultAck, MemberResult(
+            worker_id=session.worker_id, member=member.member, mean_return=outcome.mean_return,
+            mean_length=outcome.mean_length, episodes=outcome.episodes, env_steps=outcome.env_steps))
+    except CoordinatorRejected as exc:
+        if exc.error != "member_not_held":
+            raise
+        # Slower than the member's lease (another worker took it over) or than two closes: the result is dropped.
+        log.warning("member %d of generation %d: result refused (%s)", member.member, member.generation, exc)
+        return
     session.update(ack.directive)
     if ack.late:
         log.info("generation %d closed before member %d's result came", member.generation, member.member)

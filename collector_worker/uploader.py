@@ -8,7 +8,9 @@ that does not validate, the coordinator gone), the whole collector ends with a n
 With `collector.report_batch` K > 1 each chunk is still written at once, but its report is held until K are
 held or the oldest has waited `report_delay_seconds`, then all go in one `POST /v1/chunk-batches`: a fleet of
 hundreds of collectors costs the coordinator a fraction of the CPU per chunk (README, "The coordinator under a
-fleet"). A flush (lockstep collection) and a clean stop report whatever is held.
+fleet"). A batch whose body would pass the coordinator's `max_body_bytes` (served in the task: reports grow with
+their chunk's episodes) goes in as many requests as it takes to stay below it. A flush (lockstep collection) and
+a clean stop report whatever is held.
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ from collector_worker.rollout import Chunk
 from shared.payloads.codec import encode_chunk
 from shared.storage.layout import chunk_path
 from shared.storage.protocol import PayloadStore
-from shared.wire import ChunkAck, ChunkBatch, ChunkBatchAck, ChunkReport, ChunkVerdict, EpisodeStat
+from shared.wire import (
+    MAX_BODY_BYTES,
+    ChunkAck,
+    ChunkBatch,
+    ChunkBatchAck,
+    ChunkReport,
+    ChunkVerdict,
+    EpisodeStat,
+    batch_bytes,
+)
 from shared.worker.client import CoordinatorRejected, Stopped
 from shared.worker.session import WorkerSession
 
@@ -41,11 +52,12 @@ _FLUSH = object()  # in the queue: report what is held now
 
 class Uploader:
     def __init__(self, session: WorkerSession, store: PayloadStore, depth: int = 2, report_batch: int = 1,
-                 report_delay_seconds: float = 2.0) -> None:
+                 report_delay_seconds: float = 2.0, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self.session = session
         self.store = store
         self.queue: queue.Queue[Pending | object | None] = queue.Queue(maxsize=depth)
         self.report_batch, self.report_delay_seconds = report_batch, report_delay_seconds
+        self.max_body_bytes = max_body_bytes
         self.acked = 0
         self.rejected = 0
         self.requests = 0
@@ -112,7 +124,8 @@ class Uploader:
                     continue
             if held:
                 try:
-                    self._report(held)
+                    for request in self._requests(held):
+                        self._report(request)
                 finally:
                     for _ in held:
                         self.queue.task_done()
@@ -135,6 +148,21 @@ class Uploader:
             episodes=[EpisodeStat(ret=r, length=n, opponent=o) for r, n, o in item.chunk.episodes],
             policy_version=item.chunk.policy_version, env_errors=item.chunk.env_errors,
         )
+
+    def _requests(self, reports: list[ChunkReport]) -> list[list[ChunkReport]]:
+        """`reports` in order, cut into requests whose bodies stay within the coordinator's limit. A report too
+        large on its own still goes (alone): the coordinator's 413 refuses it like any other report."""
+        requests: list[list[ChunkReport]] = []
+        sizes: list[int] = []
+        for report in reports:
+            size = len(report.model_dump_json())  # the client sends the same JSON
+            if sizes and batch_bytes([*sizes, size]) > self.max_body_bytes:
+                sizes = []
+            if not sizes:
+                requests.append([])
+            requests[-1].append(report)
+            sizes.append(size)
+        return requests
 
     def _report(self, reports: list[ChunkReport]) -> None:
         """One request for all of `reports`; a report the coordinator will never accept (its task is gone, say)

@@ -69,3 +69,7 @@ class WorkerFlagged(Forbidden):
 
 class TaskNotHeld(Conflict):
     code = "task_not_held"
+
+
+class MemberNotHeld(Conflict):
+    code = "member_not_held"

@@ -135,6 +135,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
             journal=journal, max_workers=settings.max_workers, idempotency_seconds=settings.idempotency_seconds,
             reopen_stopped=named, telemetry=telemetry, dataset_store=open_datasets(settings.data_dir, request_target),
+            max_body_bytes=settings.max_body_bytes,
         )
         telemetry.watch(app.state.run.metrics())
         app.state.timeline.resume(layout.metrics_csv, app.state.run.ctx.data.buffer.capacity)

@@ -9,6 +9,7 @@ from pydantic_settings import SettingsConfigDict
 
 from shared.ids import ID_PATTERN
 from shared.storage.factory import StoreSettings
+from shared.wire import MAX_BODY_BYTES
 
 
 class CoordinatorSettings(StoreSettings):
@@ -32,7 +33,8 @@ class CoordinatorSettings(StoreSettings):
     idempotency_seconds: float = Field(900.0, gt=0, description=(
         "acknowledged chunk ids are remembered this long, so a retried report is never counted twice; "
         "must exceed the workers' max_unavailable_seconds"))
-    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="larger request bodies get 413")
+    max_body_bytes: int = Field(MAX_BODY_BYTES, ge=1024, description=(
+        "larger request bodies get 413; served to collectors, which split their batches of chunk reports below it"))
     sample_wait_seconds: float = Field(1.0, ge=0, description="how long a sample call waits for data")
     status_wait_seconds: float = Field(5.0, ge=0, description="the longest a GET /v1/status?wait= is held")
     keep_policies: int = Field(8, ge=2, description="policy files kept in the store; older ones deleted")

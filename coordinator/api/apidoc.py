@@ -23,7 +23,8 @@ shared payload store, and only their metadata passes through this API.
 **Authentication.** Every `/v1` route but `/v1/schemas` needs `Authorization: Bearer <token>`, one token per
 scope: `collector`, `learner`, `evaluator`, `admin` (may do everything) and `read` (any valid token may read).
 Each operation names the scope it needs; its security requirement lists the token scopes it accepts. A
-missing or unknown token is `401 unauthorized`, a token of another scope `403 forbidden`. Public routes
+missing or unknown token is `401 unauthorized`, a token of another scope `403 forbidden`, and a request with
+more than one `Authorization` header `400 duplicate_authorization`. Public routes
 (`/healthz`, `/readyz`, `/metrics`, `/v1/schemas`) need none.
 
 **Errors** are JSON `{"error": "<code>", "message": "<what to change>"}`; each operation lists its codes.
@@ -53,6 +54,9 @@ BEARER = "HTTPBearer"  # the security scheme coordinator/api/auth.py's HTTPBeare
 
 # code -> (status, meaning, an example message)
 ERRORS: dict[str, tuple[int, str, str]] = {
+    "duplicate_authorization": (400, "the Authorization header was sent more than once: send exactly one",
+                                "Authorization was sent more than once: send exactly one 'Authorization: Bearer "
+                                "<token>' header"),
     "unauthorized": (401, "missing or unknown bearer token",
                      "missing bearer token: set RLFLEET_TOKEN or RLFLEET_TOKENS_FILE"),
     "forbidden": (403, "a token of another scope, or a worker id of another kind than the token's",
@@ -68,6 +72,11 @@ ERRORS: dict[str, tuple[int, str, str]] = {
                  "chunk 'c0ffee' was already acknowledged with different content"),
     "task_not_held": (409, "the worker no longer holds the chunk's task (its lease expired): claim again",
                       "worker 'collector-1-a1b2c3' does not hold task 'collector-0'"),
+    "member_not_held": (409, "the worker does not hold the population member (never claimed by it, or its lease ran "
+                             "out and another worker claimed it), or its generation closed before the last: drop "
+                             "the result and claim a new member",
+                        "worker 'collector-1-a1b2c3' does not hold member 3 of generation 7: its lease ran out and "
+                        "another worker claimed it; drop this result and claim a member"),
     "group_full": (409, "every rank of the learner group (learner.replicas) is held: a learner beyond them is "
                         "refused, never a silent extra rank",
                    "learner.replicas is 2 and both learner tasks are held (learner-0 by learner-1-a1b2c3, "
@@ -126,7 +135,7 @@ def route_doc(scope: RouteScope | None, description: str, errors: tuple[str, ...
         who = "**Public**: no token needed."
     else:
         who = f"**Scope:** `{scope}` (accepts tokens of scope {', '.join(f'`{s}`' for s in ACCEPTS[scope])})."
-        errors = ("unauthorized", *(() if scope == "read" else ("forbidden",)), *errors)
+        errors = ("duplicate_authorization", "unauthorized", *(() if scope == "read" else ("forbidden",)), *errors)
     merged = _error_responses(errors)
     ok: dict[str, Any] = {"description": "success"}
     if response is not None:

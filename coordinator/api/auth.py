@@ -8,7 +8,7 @@ both messages name the setting to fix.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -19,6 +19,24 @@ from shared.tokens import Scope
 MISSING_TOKEN = "missing bearer token: set RLFLEET_TOKEN or RLFLEET_TOKENS_FILE"
 UNKNOWN_TOKEN = ("unknown bearer token: check RLFLEET_TOKEN / RLFLEET_TOKENS_FILE match the coordinator's "
                  "tokens file")
+
+DUPLICATE_AUTHORIZATION = ("Authorization was sent more than once: send exactly one 'Authorization: Bearer <token>' "
+                           "header (a proxy that adds its own must replace the client's, not add a second)")
+
+
+class DuplicateAuthorization(ValueError):
+    """A request carried more than one Authorization header."""
+
+
+def authorization(headers: Iterable[tuple[bytes, bytes]]) -> str:
+    """The request's Authorization header ("" when absent), from raw ASGI headers. Sent twice, it is refused
+    (DuplicateAuthorization): which one the client meant cannot be known, and the gate in front and the route
+    behind must not read different ones (a dict of the headers keeps the last, Starlette's `get` the first)."""
+    found = [value for name, value in headers if name == b"authorization"]
+    if len(found) > 1:
+        raise DuplicateAuthorization(DUPLICATE_AUTHORIZATION)
+    return found[0].decode("latin-1") if found else ""
+
 
 bearer = HTTPBearer(auto_error=False, description="per-scope token from the tokens file (`rlfleet secrets`)")
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from coordinator.api.auth import MISSING_TOKEN, UNKNOWN_TOKEN, token_scope
+from coordinator.api.auth import MISSING_TOKEN, UNKNOWN_TOKEN, DuplicateAuthorization, authorization, token_scope
 from coordinator.api.middleware import send_error
 from coordinator.errors import CoordinatorError, Forbidden, Invalid
 
@@ -59,11 +59,12 @@ class FastPath:
 
     async def _heartbeat(self, scope: Scope, receive: Receive, send: Send, worker_id: str) -> int:
         """Answer one heartbeat; the status it was answered with."""
-        header = b""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                header = value
-        scheme, _, token = header.decode("latin-1").partition(" ")
+        try:
+            header = authorization(scope["headers"])
+        except DuplicateAuthorization as exc:
+            await send_error(send, 400, "duplicate_authorization", str(exc))
+            return 400
+        scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
             await send_error(send, 401, "unauthorized", MISSING_TOKEN, _BEARER)
             return 401

@@ -1,4 +1,5 @@
-"""ASGI middleware that refuses requests before their body is read: no token (401), too large (413)."""
+"""ASGI middleware that refuses requests before their body is read: Authorization sent twice (400), no token
+(401), too large (413)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from coordinator.api.auth import MISSING_TOKEN, UNKNOWN_TOKEN, token_scope
+from coordinator.api.auth import MISSING_TOKEN, UNKNOWN_TOKEN, DuplicateAuthorization, authorization, token_scope
 
 PUBLIC = "/v1/schemas"  # the file contracts: formats only, public like /openapi.json
 
@@ -27,7 +28,9 @@ def _public(path: str) -> bool:
 
 class TokenGate:
     """401 for /v1 requests without a known bearer token, before the body is parsed (an anonymous caller
-    learns nothing about the schema). Which scope may call which route is checked by the route itself."""
+    learns nothing about the schema). Which scope may call which route is checked by the route itself. A /v1
+    request with more than one Authorization header is a 400, whatever its route: the route reads the header
+    again, and both must read the same one."""
 
     def __init__(self, app: ASGIApp, tokens: dict[str, str], open_reads: bool) -> None:
         self.app = app
@@ -35,9 +38,15 @@ class TokenGate:
         self.open_reads = open_reads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/") and not (
-                self.open_reads and scope["method"] in ("GET", "HEAD")) and not _public(scope["path"]):
-            header = dict(scope.get("headers", [])).get(b"authorization", b"").decode("latin-1")
+        if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        try:
+            header = authorization(scope.get("headers", []))
+        except DuplicateAuthorization as exc:
+            await send_error(send, 400, "duplicate_authorization", str(exc))
+            return
+        if not (self.open_reads and scope["method"] in ("GET", "HEAD")) and not _public(scope["path"]):
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token:
                 await send_error(send, 401, "unauthorized", MISSING_TOKEN, ((b"www-authenticate", b"Bearer"),))

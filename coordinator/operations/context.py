@@ -40,7 +40,7 @@ from shared.config.plan import RunPlan
 from shared.config.run_config import RunConfig
 from shared.loops import loop_of
 from shared.storage.protocol import PayloadStore
-from shared.wire import Directive, JournalStatus, RunState, WorkerKind
+from shared.wire import MAX_BODY_BYTES, Directive, JournalStatus, RunState, WorkerKind
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -65,8 +65,10 @@ class RunContext:
         reopen_stopped: bool = False,
         telemetry: Telemetry | None = None,
         dataset_store: PayloadStore | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.journal = journal or Journal(None)
+        self.max_body_bytes = max_body_bytes  # the server's request body limit, served to collectors
         self.dataset_store = dataset_store  # the dataset store, read by runs that train on a recording
         self.telemetry = telemetry or Telemetry()
         self.store = store
@@ -162,6 +164,7 @@ class RunContext:
         log.error("journal commit failed (%s): reloading the run's state from the journal",
                   self.journal.committer.failure)
         self.journal.committer.clear()
+        self.payloads.undone()  # the files of draws that were not kept are the reloaded buffer's again
         self._build(RunConfig.model_validate(self.journal.meta()["config"]))
         self._restore(resumed=False)
         self.policy_signal.fire()

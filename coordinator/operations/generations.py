@@ -91,11 +91,13 @@ class Population:
             member = MemberTask(generation=generation.number, member=index, policy=generation.policy,
                                 perturbation=generation.perturbation, noise_index=spec.noise_index, sign=spec.sign,
                                 seed=generation.seed)
-        await ctx.settle()  # the generation it names is durable
+            ctx.commit()  # who holds the member: only its result is taken
+        await ctx.settle()  # the generation it names, and the claim, are durable
         return MemberClaim(member=member, directive=ctx.directive("collector"))
 
     async def report_member(self, number: int, result: MemberResult, scope: str) -> ResultAck:
-        """Take a member's result once; a late one is acknowledged and counted, its env steps spent all the same."""
+        """Take a member's result once, from its claimant; a late one is acknowledged and counted once, its env
+        steps spent all the same."""
         ctx = self.ctx
         ctx.fleet.worker(result.worker_id, ctx.clock(), "collector", scope)
         verdict = self.generations.report(number, result)

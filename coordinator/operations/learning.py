@@ -28,11 +28,12 @@ class Learning:
         if retried is not None:
             return retried
         drawn = ctx.data.sample(request, ctx.policies.latest_version)
-        # Files of chunks the draw used up outlive it by a grace period: the learner is about to read them.
-        ctx.payloads.consumed(ctx.clock(), [e.payload_path for e in drawn.gone])
+        # Files of chunks the draw used up outlive it by a grace period (the learner is about to read them), which
+        # starts once the draw is durable: a draw whose commit fails is undone, and its files stay.
+        durable = ctx.payloads.consumed(ctx.clock(), [e.payload_path for e in drawn.gone])
         body = ctx.data.response(drawn, request.batch_size, ctx.directive("learner")).model_dump_json()
         ctx.data.remember_reply(worker.worker_id, request.request_id, body)
-        ctx.commit()
+        ctx.commit(after=durable)
         return body
 
     async def sample_waiting(self, request: SampleRequest) -> str:

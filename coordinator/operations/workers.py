@@ -71,7 +71,8 @@ class Workers:
                                  collector=cfg.collector, sampling=cfg.sampling,
                                  seed=base_seed(cfg.seed, "train", task.index, task.claims),
                                  policy=self.ctx.policies.committed, lockstep=cfg.deterministic,
-                                 work=loop_of(plan.spec.loop).collector_work, self_play=cfg.self_play)
+                                 work=loop_of(plan.spec.loop).collector_work, self_play=cfg.self_play,
+                                 max_body_bytes=self.ctx.max_body_bytes)
         if task.kind == "learner":
             return LearnerTask(task_id=task.task_id, buffer_id=BUFFER_ID, algo=cfg.algo, env=cfg.env,
                                spaces=plan.spaces, behaviour=plan.behaviour, learner=cfg.learner,

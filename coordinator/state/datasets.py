@@ -2,7 +2,9 @@
 
 The coordinator owns the order (a permutation per epoch, drawn from the run seed and the epoch number, so it
 is rebuilt rather than stored) and the position in it, journalled with each batch: a restarted coordinator
-goes on where it stopped, and a retried request gets the batch it was given before. The dataset's files are
+goes on where it stopped. The last request id is journalled with the batch it was given (its epoch, start and
+size: the batch is rebuilt from them), so a request retried after a restart between the commit and the reply
+gets that batch again instead of skipping to the next. The dataset's files are
 never touched here: they belong to the dataset store (shared/payloads/recordings.py), read-only for every run.
 """
 
@@ -34,7 +36,7 @@ class DatasetServer:
         self.total = int(self.starts[-1])
         self.epoch, self.cursor, self.batches = 1, 0, 0
         self.scores: list[EpochScore] = []  # the learner's valid-split scores after each epoch
-        self.last: tuple[str, dict[str, Any]] | None = None  # (request id, batch) for a retried request
+        self.last: tuple[str, int, int, int] | None = None  # (request id, epoch, start, size) of the last batch
 
     @property
     def done(self) -> bool:
@@ -46,26 +48,29 @@ class DatasetServer:
 
     def next_batch(self, size: int, request_id: str | None) -> dict[str, Any]:
         """The next `size` transitions of this epoch's order (fewer at the epoch's end) as the fields of a
-        DatasetBatch; nothing once every epoch was served."""
+        DatasetBatch; nothing once every epoch was served. A retry of the last request id gets its batch again."""
         if request_id is not None and self.last is not None and self.last[0] == request_id:
-            return self.last[1]
+            return self._batch(*self.last[1:])
         self.pending.mark()
         if self.done:
             return {"epoch": 0, "epoch_complete": False, "files": [], "file_index": [], "rows": []}
-        epoch = self.epoch
-        flat = self._order(epoch)[self.cursor:self.cursor + size]
-        self.cursor += len(flat)
-        complete = self.cursor >= self.total
-        if complete:
+        epoch, start = self.epoch, self.cursor
+        self.cursor = min(start + size, self.total)
+        if self.cursor == self.total:
             self.epoch, self.cursor = self.epoch + 1, 0
         self.batches += 1
+        if request_id is not None:
+            self.last = (request_id, epoch, start, size)
+        return self._batch(epoch, start, size)
+
+    def _batch(self, epoch: int, start: int, size: int) -> dict[str, Any]:
+        """The fields of the DatasetBatch of `size` transitions from `start` in `epoch`'s order."""
+        flat = self._order(epoch)[start:start + size]
         file_of = np.searchsorted(self.starts, flat, side="right") - 1
         used, index = np.unique(file_of, return_inverse=True)
-        batch = {"epoch": epoch, "epoch_complete": complete, "files": [self.files[i] for i in used.tolist()],
-                 "file_index": index.tolist(), "rows": (flat - self.starts[file_of]).tolist()}
-        if request_id is not None:
-            self.last = (request_id, batch)
-        return batch
+        return {"epoch": epoch, "epoch_complete": start + len(flat) >= self.total,
+                "files": [self.files[i] for i in used.tolist()], "file_index": index.tolist(),
+                "rows": (flat - self.starts[file_of]).tolist()}
 
     def record_scores(self, losses: dict[str, float]) -> bool:
         """Keep an epoch's valid-split scores the first time a learn report carries them (`epoch` and `valid_*`
@@ -80,13 +85,15 @@ class DatasetServer:
 
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "cursor": self.cursor, "batches": self.batches,
-                "scores": [s.model_dump() for s in self.scores]}
+                "scores": [s.model_dump() for s in self.scores], "last": self.last}
 
     def load_state_dict(self, stored: Stored, now: float) -> None:
         state = stored.meta
         if state is not None:
             self.epoch, self.cursor, self.batches = int(state["epoch"]), int(state["cursor"]), int(state["batches"])
             self.scores = [EpochScore.model_validate(s) for s in state["scores"]]
+            last = state.get("last")  # absent in journals written before retries were kept across restarts
+            self.last = None if last is None else (str(last[0]), int(last[1]), int(last[2]), int(last[3]))
 
     def status(self) -> DatasetStatus:
         m = self.manifest

@@ -2,15 +2,18 @@
 
 The learner opens a generation (a published policy, its perturbation settings and members); collectors claim
 members one at a time, each under a lease: a collector that dies loses only that member, which is offered
-again once its lease runs out. A result is applied once (a repeated report of a member is a duplicate); a
-result for a generation that has closed is acknowledged and counted as late, never applied. The learner
-closes a generation once enough members have reported (or its own timeout passed) and takes the results.
+again once its lease runs out. A result is taken from the member's claimant only: a worker that never claimed
+the member, or whose lapsed lease took the member to another worker, is refused (409 member_not_held). A result
+is applied once (a repeated report of a member is a duplicate); a result for the last closed generation is
+acknowledged and counted as late, once, never applied. A result for a generation closed before that is refused
+as well: nothing is left to tell a retry from a first report by, so it could not be counted only once. The
+learner closes a generation once enough members have reported (or its own timeout passed) and takes the
+results.
 
-Journalled with its own state (`state_dict`): the open generation with its results so far and the last
-closed one (a retried close gets the same results; a late repeat is recognised). Claims are not journalled:
-after a coordinator restart every unreported member is offered again, and a result from a collector that
-claimed before the restart is still taken. Generation numbers are issued here, so they keep increasing
-across learner restarts.
+Journalled with its own state (`state_dict`): the open generation with its results so far and who holds each
+member, and the last closed one (a retried close gets the same results; a late repeat is recognised). A
+coordinator restart gives every held member a fresh lease, so a collector that claimed before the restart
+still reports it. Generation numbers are issued here, so they keep increasing across learner restarts.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from coordinator.errors import Conflict, Invalid, NotFound
+from coordinator.errors import Conflict, Invalid, MemberNotHeld, NotFound
 from coordinator.journal.component import Pending, Stored, Table
 from shared.wire import (
     GenerationOpen,
@@ -44,7 +47,9 @@ class Generation:
     members: list[MemberSpec]
     seed: int
     results: dict[int, MemberOutcome] = field(default_factory=dict)
-    holders: dict[int, tuple[str, float]] = field(default_factory=dict)  # member -> (worker, lease deadline)
+    # member -> (worker, lease deadline): its last claimant, kept (a lapsed lease included) until it reports or
+    # the member goes to another worker, and after the close (a late result is taken from it alone)
+    holders: dict[int, tuple[str, float]] = field(default_factory=dict)
     late: set[int] = field(default_factory=set)  # members reported after the close (last closed one only)
 
     def needed(self, min_fraction: float) -> int:
@@ -54,15 +59,19 @@ class Generation:
         return {"number": self.number, "request_id": self.request_id, "policy": self.policy.model_dump(),
                 "perturbation": self.perturbation.model_dump(), "seed": self.seed,
                 "members": [[m.noise_index, m.sign] for m in self.members],
-                "results": [r.model_dump() for r in self.results.values()], "late": sorted(self.late)}
+                "results": [r.model_dump() for r in self.results.values()], "late": sorted(self.late),
+                "holders": [[member, worker] for member, (worker, _) in sorted(self.holders.items())]}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> Generation:
+    def from_state(cls, state: dict[str, Any], now: float) -> Generation:
+        """The generation as journalled; each held member under a fresh lease from `now` (lease deadlines are on
+        the clock of the process that wrote them)."""
         results = [MemberOutcome.model_validate(r) for r in state["results"]]
+        perturbation = Perturbation.model_validate(state["perturbation"])
+        holders = {int(m): (str(w), now + perturbation.lease_seconds) for m, w in state.get("holders", [])}
         return cls(int(state["number"]), state["request_id"], PolicyRef.model_validate(state["policy"]),
-                   Perturbation.model_validate(state["perturbation"]),
-                   [MemberSpec(noise_index=i, sign=s) for i, s in state["members"]], int(state["seed"]),
-                   {r.member: r for r in results}, late=set(state["late"]))
+                   perturbation, [MemberSpec(noise_index=i, sign=s) for i, s in state["members"]],
+                   int(state["seed"]), {r.member: r for r in results}, holders, set(state["late"]))
 
 
 class Generations:
@@ -123,7 +132,6 @@ class Generations:
         return current
 
     def _close(self, generation: Generation) -> None:
-        generation.holders.clear()
         self.closed, self.current = generation, None
         self.generations_closed += 1
         self.last_fraction = len(generation.results) / len(generation.members)
@@ -154,8 +162,8 @@ class Generations:
                 continue
             if holder is not None:
                 self.members_reoffered += 1
-                self.pending.mark()
             current.holders[member] = (worker_id, now + current.perturbation.lease_seconds)
+            self.pending.mark()  # the claimant is journalled: only its result is taken, after a restart too
             return current, member
         return None
 
@@ -166,17 +174,29 @@ class Generations:
             for m in range(len(current.members)))
 
     def report(self, number: int, result: MemberResult) -> Verdict:
+        """The verdict on a member's result (each counted): accepted, a duplicate of one taken before, or late.
+        Refuses (MemberNotHeld) a result from a worker that does not hold the member, and one for a generation
+        closed before the last: it could not be told from a retry, so counting it would count retries again."""
         generation = self.find(number)
-        if generation is not None and result.member >= len(generation.members):
+        if generation is None:
+            raise MemberNotHeld(f"generation {number} closed before the last one (generation "
+                                f"{self.closed.number if self.closed else 0}): its results are no longer kept, so "
+                                "this one can be neither applied nor told from a retry; drop it and claim a new "
+                                "member")
+        if result.member >= len(generation.members):
             raise Invalid(f"member {result.member} does not exist: generation {number} has "
                           f"{len(generation.members)} members")
-        self.pending.mark()  # every verdict is counted
-        if generation is None:  # closed before the last one: nothing left to recognise a repeat by
-            self.late_results += 1
-            return "late"
         if result.member in generation.results or result.member in generation.late:
             self.duplicate_results += 1
+            self.pending.mark()
             return "duplicate"
+        holder = generation.holders.get(result.member)
+        if holder is None or holder[0] != result.worker_id:
+            raise MemberNotHeld(
+                f"worker {result.worker_id!r} does not hold member {result.member} of generation {number}: "
+                + ("nobody claimed it" if holder is None else "its lease ran out and another worker claimed it")
+                + "; drop this result and claim a member (POST /v1/generations/claim)")
+        self.pending.mark()  # every verdict is counted
         if generation is not self.current:
             generation.late.add(result.member)
             self.late_results += 1
@@ -203,8 +223,8 @@ class Generations:
         state = stored.meta
         if state is None:
             return
-        self.current = None if state["current"] is None else Generation.from_state(state["current"])
-        self.closed = None if state["closed"] is None else Generation.from_state(state["closed"])
+        self.current = None if state["current"] is None else Generation.from_state(state["current"], now)
+        self.closed = None if state["closed"] is None else Generation.from_state(state["closed"], now)
         self.last_number = int(state["last_number"])
         for key in ("generations_closed", "results_accepted", "late_results", "duplicate_results",
                     "members_reoffered"):

@@ -1,9 +1,11 @@
 """Payload lifetime: the coordinator decides when a payload file may go, and a thread of its own deletes it.
 
 Files of chunks that left the buffer go once that is committed; files of chunks consumed by a draw
-(`max_use`) go after a grace period, since the learner reads them just after sampling; files nobody
-references (a collector killed between writing and reporting) go after `orphan_grace`. Deleting never
-runs on a request's path: store I/O (a local disk, or an object store's round trips) happens here alone.
+(`max_use`) go after a grace period, since the learner reads them just after sampling, and that grace starts
+only once the draw is durable: a draw whose commit failed is undone (its chunks are back in the buffer, and the
+learner's retry may draw them again), so its files must stay. Files nobody references (a collector killed
+between writing and reporting) go after `orphan_grace`. Deleting never runs on a request's path: store I/O (a
+local disk, or an object store's round trips) happens here alone.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 from shared.storage.protocol import PayloadStore
 
@@ -24,7 +27,11 @@ class PayloadLifetime:
     def __init__(self, store: PayloadStore) -> None:
         self.store = store
         self.deleted = 0
+        # Consumed files: those of durable draws, counting down (the event loop expires them, while the journal's
+        # writer thread adds to them), and those of draws not yet durable, kept whatever happens.
+        self._lock = threading.Lock()
         self._consumed: deque[tuple[float, str]] = deque()
+        self._drawn: set[str] = set()  # used up by a draw not yet durable (a used-up chunk is drawn no more)
         self._doomed: queue.Queue[str | None] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="payload-deleter", daemon=True)
         self._thread.start()
@@ -34,16 +41,35 @@ class PayloadLifetime:
         for path in paths:
             self._doomed.put(path)
 
-    def consumed(self, now: float, paths: list[str]) -> None:
-        self._consumed.extend((now, path) for path in paths)
+    def consumed(self, now: float, paths: list[str]) -> Callable[[], None]:
+        """Files a draw used up (at `now`): kept from here on. The action returned starts their grace; it is to
+        run once the draw is durable (thread-safe: the journal's writer runs it). A draw never made durable
+        leaves them kept until `undone`."""
+        with self._lock:
+            self._drawn.update(paths)
+
+        def durable() -> None:
+            with self._lock:
+                self._drawn.difference_update(paths)
+                self._consumed.extend((now, path) for path in paths)
+
+        return durable
+
+    def undone(self) -> None:
+        """Every draw not yet durable failed (the run reloaded its state from the journal): their chunks are back
+        in the buffer, which keeps their files now."""
+        with self._lock:
+            self._drawn.clear()
 
     def expire_consumed(self, now: float) -> None:
-        while self._consumed and now - self._consumed[0][0] >= CONSUMED_GRACE_SECONDS:
-            self._doomed.put(self._consumed.popleft()[1])
+        with self._lock:
+            while self._consumed and now - self._consumed[0][0] >= CONSUMED_GRACE_SECONDS:
+                self._doomed.put(self._consumed.popleft()[1])
 
     def in_grace(self) -> set[str]:
-        """Consumed files the learner may still be reading."""
-        return {path for _, path in self._consumed}
+        """Consumed files the learner may still be reading, or that a draw not yet durable used up."""
+        with self._lock:
+            return {path for _, path in self._consumed} | self._drawn
 
     def collect_garbage(self, referenced: set[str], grace_seconds: float) -> int:
         """(blocking: run in a thread) Delete payload files nothing references, once older than the grace."""

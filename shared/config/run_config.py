@@ -6,6 +6,7 @@ described in exactly one place and a scaled-out collector cannot disagree with t
 
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 from typing import Annotated, Literal, cast
 
@@ -284,15 +285,28 @@ class RunConfig(Strict):
         return self
 
     def _chunks_fit(self) -> None:
-        """A chunk (num_envs x chunk_steps rows) must fit in one chunk report and in the buffer; otherwise every
-        collector's first report is refused, or evicts itself, long after the run started."""
+        """A chunk (num_envs x chunk_steps rows) must fit in one chunk report, its report in one request, and the
+        chunk in the buffer; otherwise every collector's first report is refused (422 or 413), or evicts itself,
+        long after the run started."""
+        from shared.wire import MAX_BODY_BYTES, report_bytes_bound  # imported when called: shared.wire imports this
+
         envs, steps = self.collector.num_envs, self.collector.chunk_steps
         rows = envs * steps
         chunk = f"a chunk of collector.num_envs x collector.chunk_steps = {envs} x {steps} = {rows:,} rows"
         wire = chunk_rows_limit()
-        if rows > wire:
-            raise ValueError(f"{chunk} exceeds the {wire:,} rows one chunk report may carry: set "
-                             f"collector.chunk_steps <= {wire // envs}")
+
+        def fits(s: int) -> bool:
+            return envs * s <= wire and report_bytes_bound(envs, envs * s) <= MAX_BODY_BYTES
+
+        if not fits(steps):
+            # Both bounds grow with the steps: the longest chunk within them, found by bisection.
+            longest = bisect.bisect_right(range(1, steps), False, key=lambda s: not fits(s))
+            fix = f"collector.chunk_steps <= {longest}" if longest else f"collector.num_envs < {envs}"
+            if rows > wire:
+                raise ValueError(f"{chunk} exceeds the {wire:,} rows one chunk report may carry: set {fix}")
+            raise ValueError(f"{chunk}: its report may take {report_bytes_bound(envs, rows):,} bytes (every row "
+                             f"ending an episode), above the coordinator's {MAX_BODY_BYTES:,}-byte request limit, "
+                             f"and would be refused (413): set {fix}")
         capacity = self.replay.capacity_transitions
         if rows > capacity:
             smaller = (f"collector.chunk_steps <= {capacity // envs}" if capacity >= envs

@@ -16,6 +16,13 @@ import numpy as np
 FORMAT = "rlfleet.chunk"
 VERSION = 1
 MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
+# A payload holds a handful of maps and short lists (columns, their specs and shapes, a few meta values); its bulk
+# is in raw bytes, which decode at their own size. Small objects do not: a nil is one byte on disk and a pointer
+# (eight) in a Python list, so a 20 MB array of nils would become 160 MB before any check could refuse it. No one
+# map or list may hold more than MAX_CONTAINER_LEN entries, and all of them together no more than MAX_ENTRIES:
+# decoding stops at the first container past either bound.
+MAX_CONTAINER_LEN = 1024
+MAX_ENTRIES = 16_384
 DTYPES = {"float32", "float64", "int64", "int32", "uint8", "bool"}
 
 
@@ -56,12 +63,39 @@ def _check_plain(obj: Any, depth: int = 0) -> None:
         raise PayloadError(f"payload holds a {type(obj).__name__}; only plain msgpack types are allowed")
 
 
+class _EntryBudget:
+    """Counts the entries of every map and list as msgpack completes it, and stops the decode once they pass
+    MAX_ENTRIES. msgpack refuses a single container over MAX_CONTAINER_LEN from its header, before building it;
+    this bounds their sum, so what is built before a refusal stays small."""
+
+    def __init__(self) -> None:
+        self.left = MAX_ENTRIES
+
+    def _spend(self, entries: int) -> None:
+        self.left -= entries
+        if self.left < 0:
+            raise PayloadError(f"payload holds more than {MAX_ENTRIES} map and list entries; an rlfleet chunk keeps "
+                               "its data in raw bytes")
+
+    def map(self, value: dict[Any, Any]) -> dict[Any, Any]:
+        self._spend(len(value))
+        return value
+
+    def list(self, value: list[Any]) -> list[Any]:
+        self._spend(len(value))
+        return value
+
+
 def decode_chunk(raw: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Decode and validate; raises PayloadError on anything unexpected (truncation, bad dtype, bad shape)."""
+    """Decode and validate; raises PayloadError on anything unexpected (truncation, bad dtype, bad shape, more
+    maps and lists than a chunk has)."""
     if len(raw) > MAX_PAYLOAD_BYTES:
         raise PayloadError(f"payload of {len(raw)} bytes exceeds the {MAX_PAYLOAD_BYTES}-byte limit")
+    budget = _EntryBudget()
     try:
-        doc = msgpack.unpackb(raw, raw=False, strict_map_key=True, ext_hook=_no_ext)
+        doc = msgpack.unpackb(raw, raw=False, strict_map_key=True, ext_hook=_no_ext, object_hook=budget.map,
+                              list_hook=budget.list, max_array_len=MAX_CONTAINER_LEN,
+                              max_map_len=MAX_CONTAINER_LEN)
     except PayloadError:
         raise
     except Exception as exc:  # msgpack raises several unrelated types for corrupt input

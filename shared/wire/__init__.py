@@ -81,6 +81,7 @@ from shared.wire.generations import (
     PopulationStatus,
     ResultAck,
 )
+from shared.wire.limits import MAX_BODY_BYTES, batch_bytes, report_bytes_bound
 from shared.wire.status import (
     BufferStatus,
     JournalStatus,
@@ -147,6 +148,7 @@ __all__ = [
     "LearnerRank",
     "LearnerStatus",
     "LearnerTask",
+    "MAX_BODY_BYTES",
     "MemberClaim",
     "MemberClaimRequest",
     "MemberIndex",
@@ -191,6 +193,8 @@ __all__ = [
     "Wire",
     "WorkerKind",
     "WorkerStatus",
+    "batch_bytes",
+    "report_bytes_bound",
     "rule_met",
     "rule_records",
 ]

@@ -15,6 +15,7 @@ from shared.ids import ID_PATTERN
 from shared.payloads.spaces import Spaces
 from shared.policy.manifest import Behaviour
 from shared.wire.base import Count, Directive, Id, PolicyRef, RequestId, Wire, WorkerKind
+from shared.wire.limits import MAX_BODY_BYTES
 
 
 class RegisterRequest(Wire):
@@ -73,6 +74,9 @@ class CollectorTask(Wire):
         "/v1/generations/claim) instead; none: the run trains on a recorded dataset, the collector may exit"))
     self_play: SelfPlayConfig | None = Field(None, description=(
         "two-player games: each game's opponent is drawn from the coordinator's pool (GET /v1/policies/opponents)"))
+    max_body_bytes: Annotated[int, Field(ge=1024, description=(
+        "the coordinator's request body limit (larger bodies get 413): a batch of chunk reports is split into "
+        "requests below it"))] = MAX_BODY_BYTES
 
 
 class LearnerTask(Wire):

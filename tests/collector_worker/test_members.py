@@ -7,9 +7,10 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
-from collector_worker.members import MemberEvaluator
+from collector_worker.members import MemberEvaluator, _evaluate_one
 from shared.algorithms.base import sampled_head
 from shared.config.base import NetConfig
 from shared.config.run_config import EnvConfig
@@ -20,7 +21,9 @@ from shared.policy.manifest import PolicyManifest, default_encoder
 from shared.policy.nets import PolicyNet
 from shared.policy.noise_table import noise_table
 from shared.storage.local import LocalStore
-from shared.wire import MemberTask, Perturbation
+from shared.wire import MemberClaim, MemberTask, Perturbation
+from shared.worker.client import CoordinatorRejected
+from tests.support.fake_coordinator import FakeCoordinator, error, make_session, reply
 from tests.support.policies import CARTPOLE
 
 PERTURBATION = Perturbation(noise_seed=11, noise_size=8192, sigma=0.5, episodes=3)
@@ -86,3 +89,26 @@ def test_max_steps_caps_the_members_episodes_together(tmp_path: Path) -> None:
         evaluator.close()
     assert 20 <= outcome.env_steps < 20 + 3  # the step that crosses the cap finishes its round of envs
     assert outcome.episodes <= 3
+
+
+@pytest.mark.parametrize(("code", "dropped"), [("member_not_held", True), ("conflict", False)])
+def test_a_result_refused_as_not_held_is_dropped_and_the_collector_goes_on(tmp_path: Path, code: str,
+                                                                          dropped: bool) -> None:
+    """Too slow for the member's lease (another collector took it over) or for two closes: the coordinator
+    refuses the result, and the collector drops it instead of exiting. Any other refusal still ends it."""
+    member, store = _member(tmp_path)
+    fake = FakeCoordinator()
+    fake.handlers["member-claim"] = lambda _: reply(MemberClaim(member=member, directive=fake.directive()))
+    fake.handlers["member-results"] = lambda _: error(409, code, "refused")
+    session = make_session(fake, "collector")
+    session.register()
+    evaluator = MemberEvaluator(EnvConfig(id="CartPole-v1"), store)
+    try:
+        if dropped:
+            _evaluate_one(session, evaluator)
+        else:
+            with pytest.raises(CoordinatorRejected):
+                _evaluate_one(session, evaluator)
+    finally:
+        evaluator.close()
+    assert len(fake.of("member-results")) == 1  # refused for good: never retried

@@ -24,7 +24,16 @@ from shared.storage.layout import chunk_path
 from shared.storage.local import LocalStore
 from shared.storage.protocol import PayloadStore, StoreUnavailable, sha256_hex
 from shared.storage.s3 import S3Store
-from shared.wire import ChunkAck, ChunkBatch, ChunkBatchAck, ChunkReport, ChunkVerdict, Directive, PolicyRef
+from shared.wire import (
+    MAX_BODY_BYTES,
+    ChunkAck,
+    ChunkBatch,
+    ChunkBatchAck,
+    ChunkReport,
+    ChunkVerdict,
+    Directive,
+    PolicyRef,
+)
 from shared.worker.client import CoordinatorClient, Stopped
 from shared.worker.lifecycle import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
 from shared.worker.session import WorkerSession
@@ -261,16 +270,23 @@ def test_through_the_object_store_the_chunk_is_there_before_its_report(store: Lo
 
 class BatchCoordinator:
     """Answers POST /v1/chunk-batches (and a lone report's POST /v1/chunks), refusing the chunk ids in
-    `refuse`; records each request's reports as a batch, and what the store held for them at that moment."""
+    `refuse` and, like the real one, any body above `max_body_bytes` (413); records each request's reports as a
+    batch, and what the store held for them at that moment."""
 
-    def __init__(self, store: PayloadStore, refuse: frozenset[str] = frozenset()) -> None:
-        self.store, self.refuse = store, refuse
+    def __init__(self, store: PayloadStore, refuse: frozenset[str] = frozenset(),
+                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        self.store, self.refuse, self.max_body_bytes = store, refuse, max_body_bytes
         self.batches: list[ChunkBatch] = []
         self.paths: list[str] = []
+        self.body_sizes: list[int] = []
         self.missing_at_report = 0
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.paths.append(request.url.path)
+        self.body_sizes.append(len(request.content))
+        if len(request.content) > self.max_body_bytes:
+            return httpx.Response(413, json={"error": "payload_too_large",
+                                             "message": f"request body exceeds {self.max_body_bytes} bytes"})
         lone = request.url.path == "/v1/chunks"
         batch = (ChunkBatch(reports=[ChunkReport.model_validate_json(request.content)]) if lone
                  else ChunkBatch.model_validate_json(request.content))
@@ -308,6 +324,26 @@ def test_a_full_batch_goes_in_one_request(store: LocalStore):
     assert session.directive.env_steps_total == 99  # the batch's directive was applied
     uploader.close(timeout=5)
     session.client.close()
+
+
+def test_a_batch_larger_than_the_body_limit_goes_in_requests_below_it(store: LocalStore):
+    """Reports grow with their chunk's episodes: a full batch of them would pass the coordinator's limit (every
+    request 413 and every payload deleted). Split below the limit, every chunk is acknowledged, in order."""
+    limit = 20_000
+    coordinator = BatchCoordinator(store, max_body_bytes=limit)
+    session = batch_session(coordinator)
+    uploader = Uploader(session, store, depth=2, report_batch=8, report_delay_seconds=30, max_body_bytes=limit)
+    for k in range(8):
+        chunk = make_chunk(k, version=k)
+        chunk.episodes = [(-1234.56789 - i, 1 + i, None) for i in range(150)]  # ~6 kB of JSON per report
+        uploader.submit(Pending(chunk, TASK))
+    uploader.flush()
+    uploader.close(timeout=5)
+    session.client.close()
+    assert (uploader.acked, uploader.rejected) == (8, 0) and session.fatal is None
+    assert max(coordinator.body_sizes) <= limit and len(coordinator.paths) == uploader.requests > 1
+    assert [r.policy_version for b in coordinator.batches for r in b.reports] == list(range(8))
+    assert sum(len(b.reports) for b in coordinator.batches) == 8 and coordinator.missing_at_report == 0
 
 
 def test_held_reports_go_out_after_the_delay_without_a_full_batch(store: LocalStore):

@@ -21,6 +21,7 @@ from shared.config.run_config import RunConfig
 from shared.storage.local import LocalStore
 from shared.wire import HeartbeatResponse, PriorityUpdate, SampleRequest, SampleResponse
 from tests.support.configs import layout, make_config, queue_config
+from tests.support.journal import fill_journal, free_journal
 from tests.support.replay import tree_of
 from tests.support.run import (
     FakeClock,
@@ -331,6 +332,34 @@ def test_consumed_payloads_are_deleted_by_tick_after_the_grace_period(
     assert store.size(reports[1].payload_path) is None
     assert store.size(reports[2].payload_path) is not None  # still queued
     assert "c2" in run.ctx.data.buffer
+
+
+def test_payloads_of_a_draw_whose_commit_failed_are_kept_for_its_retry(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore, clock: FakeClock) -> None:
+    run = make_run(queue_config(run_config))
+    w, t = collector(run)
+    lrn = learner(run)
+    reports = [chunk(run, w, t, f"c{i}") for i in range(2)]
+    for report in reports:
+        run.chunks.ingest(report)
+    request = SampleRequest(worker_id=lrn, request_id="r" * 32, batch_size=8)
+    run.ctx.journal.committer.drain()  # the chunks are durable
+    fill_journal(run.ctx.journal)
+    run.learning.sample(request)  # its commit fails: the learner gets a 503 and retries
+    run.ctx.journal.committer.drain()
+    run.ctx.recover()
+    free_journal(run.ctx.journal)
+    assert [e.chunk_id for e in run.ctx.data.buffer.entries()] == ["c0", "c1"]  # the draw was undone
+    clock.advance(CONSUMED_GRACE_SECONDS)
+    for worker in (w, lrn):
+        run.workers.heartbeat(worker)
+    run.tick()
+    settle_files(run)
+    assert all(store.size(r.payload_path) is not None for r in reports)
+    retried = run.learning.sample(request)  # the retry draws the same chunks, and can read them
+    assert served_chunk_ids(retried) == ["c0", "c1"]
+    for report in reports:
+        assert store.get(report.payload_path, sha256=report.sha256)
 
 
 def test_orphan_gc_spares_consumed_payloads_within_their_grace_period(

@@ -47,6 +47,8 @@ ROUTES = [  # (name, method, path pattern)
     ("policies", "POST", r"/v1/policies"),
     ("evaluations", "POST", r"/v1/evaluations"),
     ("opponents", "GET", r"/v1/policies/opponents"),
+    ("member-claim", "POST", r"/v1/generations/claim"),
+    ("member-results", "POST", r"/v1/generations/\d+/results"),
 ]
 
 

@@ -65,10 +65,15 @@ async def claim_member(body: MemberClaimRequest, scope: CollectorScope,
 @router.post("/{generation}/results", response_model=ResultAck, summary="Report a member's result",
              **route_doc("collector", "Reports member `member` of `generation`: its mean return, mean length, "
                          "episodes and env steps (which count in the run's env steps). Idempotent: the same member "
-                         "reported again is acknowledged as a `duplicate` and changes nothing. A result for a "
-                         "generation that has closed is acknowledged as `late` and never applied. A generation not "
-                         "issued yet, or a member it does not have, is `invalid`. " + _NOT_POPULATION,
-                         ("unknown_worker", "conflict", *BODY, "journal_unavailable"), ex.MEMBER_RESULT,
+                         "reported again is acknowledged as a `duplicate` and changes nothing. A result for the last "
+                         "closed generation is acknowledged as `late` (counted once) and never applied. Only the "
+                         "member's claimant may report it: from another worker (the member was never claimed by it, "
+                         "or its lease ran out and another worker claimed it), and for a generation closed before "
+                         "the last (nothing is left to tell a retry by), the result is `member_not_held`: drop it "
+                         "and claim a new member. A generation not issued yet, or a member it does not have, is "
+                         "`invalid`. " + _NOT_POPULATION,
+                         ("unknown_worker", "conflict", "member_not_held", *BODY, "journal_unavailable"),
+                         ex.MEMBER_RESULT,
                          ex.MEMBER_ACK))
 async def report_member(generation: GenerationNumber, body: MemberResult, scope: CollectorScope,
                         population: Annotated[Population, _population("report a member")]) -> ResultAck:

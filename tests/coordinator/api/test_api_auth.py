@@ -77,8 +77,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         yield World(client, tokens, settings)
 
 
-def _request(world: World, method: str, path: str, cred: str) -> Any:
-    """A request to `path` that is valid for `cred` in every respect but (possibly) its authorization."""
+def _request(world: World, method: str, path: str, cred: str,
+             headers: list[tuple[str, str]] | None = None) -> Any:
+    """A request to `path` that is valid for `cred` in every respect but (possibly) its authorization (`cred`'s
+    token, or `headers` where given)."""
     kind = cred if cred in ("collector", "learner", "evaluator") else "collector"
     worker_id = world.worker_for(cred)
     bodies: dict[str, Callable[[], dict[str, Any] | None]] = {
@@ -120,7 +122,7 @@ def _request(world: World, method: str, path: str, cred: str) -> Any:
     url = path.replace("{worker_id}", worker_id).replace("{buffer_id}", "replay-0").replace(
         "{generation}", "1").replace("{name}", "demo")
     body = bodies[path]() if method in ("POST", "PATCH") else None
-    return world.client.request(method, url, json=body, headers=world.headers(cred))
+    return world.client.request(method, url, json=body, headers=world.headers(cred) if headers is None else headers)
 
 
 def test_auth_table_covers_exactly_the_apps_routes() -> None:
@@ -141,6 +143,20 @@ def test_auth_matrix(world: World, method: str, path: str, cred: str) -> None:
         assert resp.status_code < 500, resp.text
     else:
         assert_error_body(resp, 403, "forbidden", hint=cred)
+
+
+MUTATING_ROUTES = [r for r in PROTECTED_ROUTES if r[0] != "GET"]
+
+
+@pytest.mark.parametrize("entitled_first", [True, False], ids=["entitled-first", "entitled-last"])
+@pytest.mark.parametrize(("method", "path"), MUTATING_ROUTES, ids=[f"{m} {p}" for m, p in MUTATING_ROUTES])
+def test_authorization_sent_twice_is_refused(world: World, method: str, path: str, entitled_first: bool) -> None:
+    """The gate and the route must never read different headers: neither order gets through, and both are told
+    what to change."""
+    entitled = sorted(EXPECTED[(method, path)])[0]
+    pair = [("Authorization", f"Bearer {world.tokens[entitled]}"), ("Authorization", f"Bearer {WRONG_TOKEN}")]
+    resp = _request(world, method, path, entitled, pair if entitled_first else pair[::-1])
+    assert_error_body(resp, 400, "duplicate_authorization", hint="exactly one")
 
 
 @pytest.mark.parametrize("path", sorted(PUBLIC_PATHS - {"/docs/oauth2-redirect"}))

@@ -482,6 +482,15 @@ def test_body_exactly_at_the_limit_is_not_413(coordinator_settings: CoordinatorS
         assert_error_body(resp, 413, "payload_too_large")
 
 
+def test_a_collectors_task_carries_the_body_limit(coordinator_settings: CoordinatorSettings,
+                                                  tokens: dict[str, str]) -> None:
+    """The uploader splits its batches of chunk reports below this: it must be the limit the server applies."""
+    settings = coordinator_settings.model_copy(update={"max_body_bytes": 65_536})
+    with running_client(settings) as limited:
+        collector = register(limited, tokens["collector"], "collector")
+        assert claim(limited, tokens["collector"], collector)["task"]["max_body_bytes"] == 65_536
+
+
 def test_huge_episode_returns_do_not_break_status(coordinator_settings: CoordinatorSettings, tokens: dict[str, str],
                                                   store: Any) -> None:
     with running_client(coordinator_settings, tolerate_shutdown_errors=True) as fresh:

@@ -115,6 +115,33 @@ def test_a_repeated_report_is_a_duplicate_that_changes_nothing(world: World) -> 
     assert after["env_steps"] == before["env_steps"] == 30
 
 
+def test_a_result_from_a_worker_not_holding_the_member_is_refused_and_changes_nothing(world: World) -> None:
+    world.open()
+    world.claim_member()  # member 0, held by the world's collector
+    other = register(world.client, world.tokens["collector"], "collector")
+    claim(world.client, world.tokens["collector"], other)
+    for member in (0, 1):  # held by another worker; claimed by nobody
+        resp = world.post("/v1/generations/1/results", {
+            "worker_id": other, "member": member, "mean_return": 500.0, "mean_length": 250.0, "episodes": 2,
+            "env_steps": 500}, "collector")
+        assert_error_body(resp, 409, "member_not_held", hint="claim a member")
+    status = get_status(world.client, world.tokens["read"])
+    assert status["env_steps"] == 0 and status["population"]["received"] == 0
+    assert world.report(1, 0, 30.0).json()["accepted"]  # the claimant's result is taken
+
+
+def test_a_result_for_a_generation_closed_before_the_last_is_refused_every_time(world: World) -> None:
+    world.open()
+    assert world.claim_member().json()["member"]["member"] == 0
+    for generation in (1, 2):  # generation 1 closes when 2 opens, 2 when 3 opens
+        world.close(generation, force=True)
+        world.open(request_id=str(generation + 1) * 32)
+    for _ in range(2):  # a retry must not count again: neither try is counted
+        assert_error_body(world.report(1, 0, 40.0), 409, "member_not_held", hint="closed before the last")
+    status = get_status(world.client, world.tokens["read"])
+    assert status["env_steps"] == 0 and status["population"]["late_results"] == 0
+
+
 def test_a_retried_open_gets_the_same_generation(world: World) -> None:
     assert world.open().json()["generation"] == 1
     assert world.open().json()["generation"] == 1
@@ -175,8 +202,9 @@ def test_an_acknowledged_result_survives_a_coordinator_restart(tmp_path: Path) -
         status = get_status(client, world.tokens["read"])
         assert status["env_steps"] == 60 and status["population"]["received"] == 1
         assert world.report(1, 0, 60.0).json()["duplicate"]
-        # claims are not journalled: member 1, leased before the restart and never reported, is offered again
-        assert world.claim_member().json()["member"]["member"] == 1
+        # claims are journalled: member 1, leased before the restart, stays with its claimant, which reports it
+        assert world.claim_member().json()["member"]["member"] == 2
+        assert world.report(1, 1, 30.0).json()["accepted"]
 
 
 def test_the_last_offset_that_leaves_room_for_the_policy_is_taken(world: World) -> None:

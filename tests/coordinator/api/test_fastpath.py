@@ -46,6 +46,10 @@ def heartbeat_cases(tokens: dict[str, str], collector: str, learner: str) -> lis
         (base, {"headers": {"Authorization": "Bearer not-a-token-of-this-run"}}),  # 401 unknown
         (base, {"headers": {"Authorization": "Basic abc"}}),  # 401: not a bearer token
         (base, {"headers": auth(tokens["read"])}),  # 403: read scope
+        (base, {"headers": [("Authorization", f"Bearer {tokens['collector']}"),  # 400: sent twice
+                            ("Authorization", "Bearer not-a-token-of-this-run")]}),
+        (base, {"headers": [("Authorization", "Bearer not-a-token-of-this-run"),
+                            ("Authorization", f"Bearer {tokens['collector']}")]}),
         (base, {"headers": auth(tokens["admin"])}),  # admin may act for anyone
         (base + "?newer_than=-1", {"headers": c}),
         (base + "?newer_than=abc", {"headers": c}),
@@ -65,6 +69,14 @@ def test_heartbeats_match_the_fastapi_route(tmp_path: Path) -> None:
         for url, kwargs in heartbeat_cases(tokens, collector, learner):
             got, want = answer(fast.post(url, **kwargs)), answer(plain.post(url, **kwargs))
             assert got == want, (url, kwargs.get("headers"), got, want)
+
+
+def test_authorization_sent_twice_is_refused_by_the_fast_path(tmp_path: Path) -> None:
+    with clients(tmp_path) as (fast, _, tokens):
+        collector = register(fast, tokens["collector"], "collector")
+        twice = [("Authorization", f"Bearer {tokens['collector']}")] * 2
+        resp = fast.post(f"/v1/workers/{collector}/heartbeat", headers=twice)
+        assert resp.status_code == 400 and resp.json()["error"] == "duplicate_authorization"
 
 
 def test_healthz_matches_and_other_routes_pass_through(tmp_path: Path) -> None:

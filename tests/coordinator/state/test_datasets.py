@@ -68,6 +68,24 @@ def test_the_position_survives_a_restart(manifest: DatasetManifest) -> None:
     assert status.recorded_return_mean == np.mean(range(10, 20))
 
 
+@pytest.mark.parametrize("ends_the_run", [False, True], ids=["within-the-epoch", "ending-the-run"])
+def test_a_request_retried_after_a_restart_gets_the_same_batch(manifest: DatasetManifest, tmp_path: Path,
+                                                                ends_the_run: bool) -> None:
+    """The coordinator restarts between the commit of a batch and its reply: the learner's retry must get that
+    batch, not the next (which would skip a batch of the epoch, or end the run without its last one)."""
+    server = DatasetServer(manifest, seed=0, epochs=1)
+    journal = JournalFor(tmp_path / "journal.sqlite", server)
+    size = 8
+    server.next_batch(manifest.splits["train"].transitions - 5 if ends_the_run else size, "r0")
+    sent = server.next_batch(size, "r1")
+    assert sent["epoch_complete"] is ends_the_run and len(sent["rows"]) == (5 if ends_the_run else size)
+    journal.commit()
+    restored = journal.restore(DatasetServer(manifest, seed=0, epochs=1), now=0.0)
+    assert restored.next_batch(size, "r1") == sent
+    assert restored.batches == server.batches and restored.state_dict() == server.state_dict()
+    assert restored.next_batch(size, "r2") == server.next_batch(size, "r2")
+
+
 def test_each_epochs_scores_are_kept_once(manifest: DatasetManifest) -> None:
     server = DatasetServer(manifest, seed=0, epochs=3)
     assert not server.record_scores({"nll": 0.3})  # an update's report without an epoch's scores

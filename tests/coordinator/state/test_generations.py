@@ -1,5 +1,6 @@
-"""The generations component: members leased and offered again, results applied once, late ones counted and
-never applied, closing by fraction or by force, retries, and its journal state."""
+"""The generations component: members leased and offered again, results applied once and taken from the
+member's claimant only, late ones counted once and never applied, closing by fraction or by force, retries,
+and its journal state."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.errors import Conflict, Invalid, NotFound
+from coordinator.errors import Conflict, Invalid, MemberNotHeld, NotFound
 from coordinator.journal.component import Stored
 from coordinator.state.generations import Generations
 from shared.wire import GenerationOpen, MemberResult, MemberSpec, Perturbation, PolicyRef
@@ -23,15 +24,22 @@ def _open_request(request_id: str = "r1", version: int = 3, pairs: int = 2) -> G
                           perturbation=PERTURBATION, members=members)
 
 
-def _result(member: int, ret: float = 10.0) -> MemberResult:
-    return MemberResult(worker_id="collector-1", member=member, mean_return=ret, mean_length=ret, episodes=1,
+def _result(member: int, ret: float = 10.0, worker: str = "collector-1") -> MemberResult:
+    return MemberResult(worker_id=worker, member=member, mean_return=ret, mean_length=ret, episodes=1,
                         env_steps=int(ret))
+
+
+def _claim_all(g: Generations, worker: str = "collector-1", now: float = 0.0) -> None:
+    """`worker` claims every member of the open generation."""
+    while g.claim(worker, now) is not None:
+        pass
 
 
 @pytest.fixture
 def gens() -> Generations:
     g = Generations()
     g.open(_open_request(), POLICY, lambda n: 1000 + n)
+    _claim_all(g)
     return g
 
 
@@ -54,7 +62,9 @@ def test_a_retried_open_gets_the_same_generation_and_a_reused_id_with_other_memb
         gens.open(_open_request(pairs=3), POLICY, lambda n: n)
 
 
-def test_members_are_claimed_once_until_their_lease_runs_out(gens: Generations) -> None:
+def test_members_are_claimed_once_until_their_lease_runs_out() -> None:
+    gens = Generations()
+    gens.open(_open_request(), POLICY, lambda n: 1000 + n)
     claims = [gens.claim("c1", now=0.0) for _ in range(4)]
     assert [index for _, index in claims] == [0, 1, 2, 3]  # type: ignore[misc]
     assert gens.claim("c2", now=5.0) is None and not gens.claimable(5.0)
@@ -65,12 +75,24 @@ def test_members_are_claimed_once_until_their_lease_runs_out(gens: Generations) 
 
 
 def test_a_result_is_applied_once(gens: Generations) -> None:
-    gens.claim("c1", 0.0)
     assert gens.report(1, _result(0, 50.0)) == "accepted"
     assert gens.report(1, _result(0, 99.0)) == "duplicate"
     assert gens.current is not None and gens.current.results[0].mean_return == 50.0
     assert gens.results_accepted == 1 and gens.duplicate_results == 1
     assert gens.claim("c2", 100.0) == (gens.current, 1)  # a reported member is never offered again
+
+
+def test_a_result_is_taken_from_the_members_claimant_only(gens: Generations) -> None:
+    assert gens.claim("collector-2", PERTURBATION.lease_seconds) == (gens.current, 0)  # lapsed: taken over
+    with pytest.raises(MemberNotHeld, match="another worker claimed it"):
+        gens.report(1, _result(0, worker="collector-1"))  # the first claimant, too slow
+    assert gens.report(1, _result(1, worker="collector-1")) == "accepted"  # its lapsed lease: still its member
+    fresh = Generations()
+    fresh.open(_open_request(), POLICY, lambda n: n)
+    with pytest.raises(MemberNotHeld, match="nobody claimed it"):
+        fresh.report(1, _result(0))
+    assert gens.report(1, _result(0, worker="collector-2")) == "accepted"
+    assert gens.results_accepted == 2 and gens.duplicate_results == 0 and gens.late_results == 0
 
 
 def test_closing_waits_for_the_fraction_unless_forced(gens: Generations) -> None:
@@ -96,12 +118,16 @@ def test_results_after_the_close_are_late_counted_and_never_applied(gens: Genera
     gens.close(1, 0.25, force=False)
     assert gens.report(1, _result(1)) == "late"
     assert gens.report(1, _result(1)) == "duplicate"  # the same late member again
+    with pytest.raises(MemberNotHeld):
+        gens.report(1, _result(2, worker="collector-2"))  # late, and not from its claimant
     assert gens.closed is not None and list(gens.closed.results) == [0]
     gens.open(_open_request("r2"), POLICY, lambda n: n)
     gens.close(2, 1.0, force=True)
     gens.open(_open_request("r3"), POLICY, lambda n: n)
-    assert gens.report(1, _result(2)) == "late"  # two generations back: nothing left to compare with
-    assert gens.late_results == 2
+    for _ in range(2):  # two generations back: nothing left to tell a retry by, so never counted
+        with pytest.raises(MemberNotHeld, match="closed before the last one"):
+            gens.report(1, _result(2))
+    assert gens.late_results == 1 and gens.duplicate_results == 1
 
 
 def test_a_new_open_closes_a_generation_left_open(gens: Generations) -> None:
@@ -124,26 +150,29 @@ def test_unknown_numbers_and_members_are_refused(gens: Generations) -> None:
         gens.close(1, 1.0, force=True)
 
 
-def test_the_journal_state_keeps_acknowledged_results_and_counters(gens: Generations) -> None:
-    gens.claim("c1", 0.0)
+def test_the_journal_state_keeps_acknowledged_results_counters_and_claims(gens: Generations) -> None:
     gens.report(1, _result(0, 42.0))
     gens.report(1, _result(0, 42.0))
     restored = Generations()
-    restored.load_state_dict(Stored(gens.state_dict()), now=0.0)
+    restored.load_state_dict(Stored(gens.state_dict()), now=500.0)
     assert restored.current is not None and restored.current.results[0].mean_return == 42.0
     assert restored.last_number == 1 and restored.duplicate_results == 1 and restored.results_accepted == 1
     assert restored.report(1, _result(0)) == "duplicate"
-    # claims are not journalled: every unreported member is offered again after a restart
-    assert [restored.claim("c2", 0.0)[1] for _ in range(3)] == [1, 2, 3]  # type: ignore[index]
+    # claims are journalled: the members held before the restart stay with their claimant, under a fresh lease
+    assert restored.claim("c2", 500.0) is None
+    assert restored.report(1, _result(1)) == "accepted"
+    assert restored.claim("c2", 500.0 + PERTURBATION.lease_seconds) is not None  # lapsed: offered again
     Generations().load_state_dict(Stored(), now=0.0)  # a journal from before generations existed
 
 
-def test_opening_reporting_and_closing_mark_the_state_and_claims_do_not() -> None:
+def test_opening_claiming_reporting_and_closing_mark_the_state_and_reads_do_not() -> None:
     g = Generations()
     g.open(_open_request(), POLICY, lambda n: n)
     assert g.pending.dirty
     g.pending.clear()
-    g.claim("c1", 0.0)  # claims are not journalled
+    _claim_all(g, "collector-1")
+    assert g.pending.dirty  # the claimant is journalled
+    g.pending.clear()
     g.claimable(0.0)
     g.ready(1, 0.5)
     g.find(1)
@@ -162,10 +191,12 @@ def test_the_open_and_the_last_closed_generation_survive_a_round_trip(tmp_path: 
     g = Generations()
     journal = JournalFor(tmp_path / "journal.sqlite", g)
     g.open(_open_request("r1"), POLICY, lambda n: 1000 + n)
+    _claim_all(g)
     g.report(1, _result(0, 5.0))
     g.close(1, 0.25, force=False)
     g.report(1, _result(1))  # late
     g.open(_open_request("r2"), POLICY, lambda n: 1000 + n)
+    _claim_all(g)
     g.report(2, _result(3, 7.0))
     journal.commit()
     restored = journal.restore(Generations(), now=0.0)
@@ -184,7 +215,6 @@ def test_a_journal_from_before_generations_loads_with_none() -> None:
 
 
 def test_a_reoffered_member_marks_its_count(gens: Generations) -> None:
-    gens.claim("c1", now=0.0)
     gens.pending.clear()
     gens.claim("c2", now=PERTURBATION.lease_seconds)  # member 0's lease ran out: offered again
     assert gens.members_reoffered == 1 and gens.pending.dirty

@@ -21,7 +21,7 @@ from shared.config.run_config import (
     dump_run_config,
     load_run_config,
 )
-from shared.wire import ChunkReport
+from shared.wire import MAX_BODY_BYTES, ChunkReport, report_bytes_bound
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -308,9 +308,22 @@ def test_chunk_larger_than_a_chunk_report_is_refused_at_load(tmp_path: Path) -> 
     message = str(info.value)
     assert "collector.num_envs x collector.chunk_steps = 256 x 4096 = 1,048,576 rows" in message
     assert "1,000,000 rows one chunk report may carry" in message
-    assert "collector.chunk_steps <= 3906" in message
-    fixed = load_run_config(_write(tmp_path, doc), {"collector.chunk_steps": 3906})  # what the message said
+    assert "collector.chunk_steps <= 181" in message  # within the rows (3906) and a report's bytes (181)
+    fixed = load_run_config(_write(tmp_path, doc), {"collector.chunk_steps": 181})  # what the message said
     assert fixed.collector.num_envs * fixed.collector.chunk_steps <= chunk_rows_limit()
+
+
+def test_chunk_whose_report_may_pass_the_request_limit_is_refused_at_load(tmp_path: Path) -> None:
+    """64 envs x 1024 steps: a report may list 65,536 episode ends and episodes, above the 4 MiB body limit, so
+    every batch, even every lone report of a short-episode env, would be refused (413) and its payload deleted."""
+    doc = {"collector": {"num_envs": 64, "chunk_steps": 1024}, "replay": {"capacity_transitions": 1_000_000}}
+    with pytest.raises(ValidationError) as info:
+        load_run_config(_write(tmp_path, doc))
+    message = str(info.value)
+    assert "64 x 1024 = 65,536 rows: its report may take 5,900,142 bytes" in message
+    assert "4,194,304-byte request limit" in message and "collector.chunk_steps <= 727" in message
+    load_run_config(_write(tmp_path, doc), {"collector.chunk_steps": 727})  # what the message said
+    assert report_bytes_bound(64, 64 * 727) <= MAX_BODY_BYTES < report_bytes_bound(64, 64 * 728)
 
 
 def test_chunk_larger_than_the_buffer_is_refused_at_load(tmp_path: Path) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import struct
+import tracemalloc
+
 import msgpack
 import numpy as np
 import pytest
@@ -270,6 +273,49 @@ def test_oversized_payload_rejected_before_parsing(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr("shared.payloads.codec.MAX_PAYLOAD_BYTES", 16)
     with pytest.raises(PayloadError, match="limit"):
         decode_chunk(VALID)
+
+
+# ----- bounded decoding: a payload of small objects is refused before it is built ---------------------------
+
+NIL_BYTES = 20 * 1024 * 1024
+
+
+def _column_holding(value: bytes) -> bytes:
+    """A chunk document whose column `a` is the raw msgpack `value`, not the map of a column (so the schema
+    check refuses it once decoded). Built by hand: packing the hostile structure from Python objects would itself
+    take the memory the test is about."""
+    head = msgpack.packb({"format": FORMAT, "version": VERSION, "meta": {}}, use_bin_type=True)
+    return bytes([head[0] + 1]) + head[1:] + msgpack.packb("arrays") + b"\x81" + msgpack.packb("a") + value
+
+
+def _peak_while_refusing(raw: bytes) -> int:
+    tracemalloc.start()
+    try:
+        with pytest.raises(PayloadError):
+            decode_chunk(raw)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_one_long_list_of_nils_is_refused_without_building_it() -> None:
+    # 20 MB of nils in one array: 160 MB of list slots if decoded before the schema check.
+    raw = _column_holding(b"\xdd" + struct.pack(">I", NIL_BYTES) + b"\xc0" * NIL_BYTES)
+    assert _peak_while_refusing(raw) < 1024 * 1024
+
+
+def test_many_short_lists_of_nils_are_refused_without_building_them() -> None:
+    # Each list within the per-container bound, 20 MB of nils in all.
+    inner = b"\xdc" + struct.pack(">H", 1000) + b"\xc0" * 1000
+    count = NIL_BYTES // len(inner)
+    raw = _column_holding(b"\xdd" + struct.pack(">I", count) + inner * count)
+    assert _peak_while_refusing(raw) < 1024 * 1024
+
+
+def test_a_large_image_column_still_decodes() -> None:
+    frames = np.random.default_rng(0).integers(0, 256, (256, 4, 84, 84), dtype=np.uint8)  # 7 MB of pixels
+    arrays, _ = decode_chunk(encode_chunk({"obs": frames, "rewards": np.zeros(256, np.float32)}))
+    assert np.array_equal(arrays["obs"], frames)
 
 
 def test_payload_error_is_a_value_error() -> None:
