@@ -6,7 +6,9 @@ It watches `GET /v1/policies/latest` with an ETag (a 304 costs next to nothing),
 evaluated within a fraction of a second; versions published while an evaluation runs are skipped in favour
 of the newest. When a validation reply asks for it, the evaluator runs the held-out test of that version (on
 test seeds, shared/envs/seeds.py) before validating the next. The coordinator, not the evaluator, decides
-whether the run is solved.
+whether the run is solved. A run with no threshold asks, once its budget is used up, for the test of its best
+validated version (the directive's `final_test`): the evaluator plays it from the copy it kept in the best store
+and the run ends when it reports.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from shared.policy.actors import PolicyError, build_actor
 from shared.policy.files import MAX_POLICY_BYTES, decode_policy
 from shared.policy.manifest import ManifestError
 from shared.storage.factory import open_store
-from shared.storage.layout import BEST_POLICY, BEST_SCORE, RunLayout
+from shared.storage.layout import BEST_POLICY, BEST_SCORE, RunLayout, policy_path
 from shared.storage.protocol import IntegrityError, PayloadStore
 from shared.wire import (
     BattleRecord,
@@ -65,6 +67,9 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
     asked, settings = session.directive.evaluations, session.directive.settings  # earlier requests: done
     while session.running:
         directive = session.directive
+        if directive.final_test is not None:
+            _final_test(session, task, store, best_store, directive.final_test)
+            return  # the run ends with that test's report
         if directive.settings > settings:  # an operator changed a live setting (the cadence): re-read the task
             settings, task = directive.settings, _reread(session, task)
         ref, etag = session.client.poll("/v1/policies/latest", PolicyRef, etag)
@@ -110,7 +115,9 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             against = evaluation.against
             # The judge's rule, applied here too: the best file is written before reporting, since a confirmed
             # run ends at once and the evaluator may be stopped before the reply.
-            if rule_met(against, rule_records(against, returns)) if against else mean >= task.env.solve_threshold:
+            threshold = task.env.threshold
+            if rule_met(against, rule_records(against, returns)) if against else (
+                    threshold is not None and mean >= threshold):
                 _keep_best(best_store, data, {
                     "validation": result.model_dump(mode="json"),
                     "test": {"policy_version": ref.version, "mean": mean, "std": float(np.std(returns)),
@@ -120,6 +127,43 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
                      test.mean, test.std, test.episodes, *test.ci95, "confirmed" if test.confirmed else "rejected")
             if test.confirmed:
                 return  # the run is solved: a later, luckier validation must not replace the confirmed best/
+
+
+def _final_test(session: WorkerSession, task: EvaluatorTask, store: PayloadStore, best_store: PayloadStore,
+                version: int) -> None:
+    """The end-of-budget test of a run with no threshold: `version`, the best validated, from the best store when
+    it holds that version (its copy outlives the policy store's retention of older versions), else from the
+    policy store."""
+    data = _kept(best_store, version)
+    if data is None:
+        try:
+            data = store.get(policy_path(version), max_bytes=MAX_POLICY_BYTES)
+        except FileNotFoundError as exc:
+            raise RuntimeError(f"policy v{version}, the best validated, is neither in {best_store.describe()} nor "
+                               f"in {store.describe()}: the evaluator that validated it stopped before keeping "
+                               f"it, and the policy store dropped it as newer versions came; test the best policy "
+                               f"kept with `rlfleet test RUN_DIR`, or stop the run") from exc
+    manifest, state = decode_policy(data)
+    actor = build_actor(manifest, state)
+    evaluation = task.evaluation
+    seed = base_seed(task.seed, "test", 0, version)
+    log.info("budget used up: testing the best policy, v%d, on %d held-out episodes", version,
+             evaluation.test_episodes)
+    returns, lengths = _games(actor.greedy, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
+    test = report(session, "/v1/tests", HoldoutResult, HoldoutReport, version, returns, lengths, seed)
+    log.info("policy v%d: end-of-budget test %.1f ± %.1f over %d episodes (95%% CI %.1f .. %.1f; no threshold)",
+             version, test.mean, test.std, test.episodes, *test.ci95)
+
+
+def _kept(best: PayloadStore, version: int) -> bytes | None:
+    """The best store's policy if it is `version` (its score names the version), else None."""
+    try:
+        score = json.loads(best.get(BEST_SCORE))
+        if score["validation"]["policy_version"] != version:
+            return None
+        return best.get(BEST_POLICY, max_bytes=MAX_POLICY_BYTES)
+    except FileNotFoundError:
+        return None
 
 
 def _games(act: Act, task: EvaluatorTask, episodes: int, num_envs: int, seed: int) -> tuple[list[float], list[int]]:

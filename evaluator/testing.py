@@ -11,7 +11,9 @@ the copies would take.
 
 The 95% confidence interval of the mean is the normal approximation that the run's own held-out tests use
 (shared/stats.py: mean ± 1.96 · std / √n, std with ddof=0; with few episodes it is too narrow). "Solved" is
-the coordinator's rule too: mean >= env.solve_threshold.
+the coordinator's rule too: mean >= env.solve_threshold (its default resolved as the run resolves it:
+shared/config/threshold.py). A run with no threshold gets no verdict: `solved` is null and the report says "no
+threshold".
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from evaluator.video import Recording, check_video_path, record_episode
 from shared.config.battle import BASELINES, is_two_player
 from shared.config.envcheck import spaces_of
 from shared.config.run_config import RunConfig, load_run_config
+from shared.config.threshold import resolve_threshold
 from shared.envs.seeds import RETEST_TASK, base_seed, decode
 from shared.payloads.spaces import Spaces
 from shared.policy.actors import Actor, PolicyError, build_actor
@@ -153,6 +156,7 @@ def load_subject(policy: PolicySource, config: Path) -> Subject:
         raise UsageError(f"cannot read policy {policy}: {exc}") from exc
     try:
         spaces = spaces_of(run_config.env)
+        run_config = resolve_threshold(run_config)
     except ValueError as exc:
         raise UsageError(f"{config}: {exc}") from exc
     if manifest.spaces != spaces:
@@ -202,7 +206,7 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
     returns, lengths = evaluate(subject.actor.greedy, subject.config.env, num_envs, episodes, base)
     stats = summarize(returns)
     run_seed, mode, task, block = decode(base)
-    threshold = subject.config.env.solve_threshold
+    threshold = subject.config.env.threshold
     recording = None if video is None else record_episode(subject.actor.greedy, subject.config.env,
                                                           base + num_envs, video)
     battles = [] if not is_two_player(subject.config.env.id) else [  # the same games, one baseline at a time
@@ -213,7 +217,8 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
         "policy": str(subject.policy_path), "config": str(subject.config_path), "env": subject.config.env.id,
         "episodes": len(returns), "num_envs": num_envs,
         "mean": stats.mean, "std": stats.std, "ci95": stats.ci95, "ci_method": CI_METHOD,
-        "solve_threshold": threshold, "solved": all(met.values()) if rule else stats.mean >= threshold,
+        "solve_threshold": threshold,
+        "solved": all(met.values()) if rule else None if threshold is None else stats.mean >= threshold,
         "rule": {name: {"bar": str(bar), "met": met[name]} for name, bar in rule.items()},
         "seeds": {"run_seed": run_seed, "mode": mode, "task": task, "counter": block, "base": base,
                   "env_seeds": [base, base + num_envs - 1]},
@@ -234,17 +239,21 @@ def describe(report: dict[str, Any]) -> str:
     seeds, ci = report["seeds"], report["ci95"]
     spread = "one episode: no spread" if ci is None else (
         f"std {report['std']:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}] (normal approximation)")
-    verdict = ">=" if report["solved"] else "<"
     rule = report.get("rule") or {}
-    why = (", ".join(f"vs {name} {r['bar']}: {'met' if r['met'] else 'not met'}" for name, r in rule.items()) if rule
-           else f"mean {report['mean']:.2f} {verdict} env.solve_threshold {report['solve_threshold']:g}")
+    if rule:
+        why = ", ".join(f"vs {name} {r['bar']}: {'met' if r['met'] else 'not met'}" for name, r in rule.items())
+    elif report["solved"] is not None:
+        verdict = ">=" if report["solved"] else "<"
+        why = f"mean {report['mean']:.2f} {verdict} env.solve_threshold {report['solve_threshold']:g}"
+    solved = "no threshold (env.solve_threshold is null): a score, no verdict" if report["solved"] is None else (
+        f"{'yes' if report['solved'] else 'no'}: {why}")
     lines = [
         f"policy   {report['policy']}",
         f"env      {report['env']}: {report['episodes']} greedy episodes on {report['num_envs']} envs",
         f"seeds    {seeds['env_seeds'][0]}..{seeds['env_seeds'][1]}: run seed {seeds['run_seed']}, {seeds['mode']} "
         f"block of task {seeds['task']}, counter {seeds['counter']}",
         f"return   mean {report['mean']:.2f}, {spread}",
-        f"solved   {'yes' if report['solved'] else 'no'}: {why}",
+        f"solved   {solved}",
     ]
     lines += [f"battle   {BattleRecord.model_validate({k: b[k] for k in ('opponent', 'wins', 'draws', 'losses')})}"
               for b in report["battles"]]

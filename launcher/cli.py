@@ -139,7 +139,8 @@ def test(
         "--json", help="where to write the result [RUN_DIR/test.json; none without RUN_DIR]")] = None,
 ) -> None:
     """Play a held-out test of a trained policy on seeds no training or validation env used; print the mean
-    return with its 95% confidence interval and whether it reaches env.solve_threshold (see evaluator/testing.py).
+    return with its 95% confidence interval and whether it reaches env.solve_threshold ("no threshold" for a run
+    without one; see evaluator/testing.py).
     Exits 0 whatever the score, 2 with one line on stderr for input that cannot be tested."""
     from launcher.held_out import held_out_test
 

@@ -35,7 +35,8 @@ def _tests(st: Status) -> str:
     last = st.latest_test
     parts = [f"testing v{st.test_in_flight}"] if st.test_in_flight is not None else []
     if last is not None:
-        parts.append(f"test v{last.policy_version} {last.mean:.1f} {'confirmed' if last.confirmed else 'rejected'}")
+        verdict = "(no threshold)" if st.no_threshold else "confirmed" if last.confirmed else "rejected"
+        parts.append(f"test v{last.policy_version} {last.mean:.1f} {verdict}")
     if st.tests_rejected:
         parts.append(f"{st.tests_rejected} rejected")
     return "tests: " + (", ".join(parts) if parts else "-")

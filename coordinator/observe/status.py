@@ -41,6 +41,7 @@ def build_status(run: RunContext, steps_per_second: float) -> Status:
         confirmed_by=run.judge.confirmed,
         tests_rejected=run.judge.rejected,
         test_in_flight=run.judge.under_test[0] if run.judge.under_test else None,
+        no_threshold=run.judge.no_threshold,
         seeds=_seeds(run), control=run.control.status(),
         self_play=run.opponents.status(run.data.games, *run.judge.elo_range()),
         workers=run.fleet.worker_status(now, Counter(data.producers.values())),

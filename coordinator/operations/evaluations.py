@@ -1,8 +1,9 @@
 """The evaluator's reports: validations (which may nominate a version for a held-out test) and held-out tests
-(one that confirms ends the run, solved)."""
+(one that confirms ends the run, solved; in a run with no threshold, the end-of-budget test ends it)."""
 
 from __future__ import annotations
 
+from coordinator.operations.budget import tested
 from coordinator.operations.context import RunContext
 from shared.wire import EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult
 
@@ -32,6 +33,7 @@ class Evaluations:
                                 ctx.learner.iteration)
         if result.confirmed and ctx.lifecycle.end("solved", ctx.judge.verdict(result), ctx.clock()):
             ctx.policy_signal.fire()
+        tested(ctx, result)  # a run with no threshold ends once its end-of-budget test reports
         ctx.commit()  # the test and the run's end in one transaction
         return result
 

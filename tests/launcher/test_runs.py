@@ -1,5 +1,5 @@
-"""`rlfleet runs`: each run of a data directory with its state, env steps and best held-out test, read from its
-journal (a run with no journal yet is listed as such)."""
+"""`rlfleet runs`: each run of a data directory with its state, env steps, best held-out test and threshold, read
+from its journal (a run with no journal yet is listed as such)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from shared.storage.layout import RunLayout
 
 
 def test_runs_lists_each_run_with_its_state_steps_and_best_test(tmp_path: Path) -> None:
-    for name, state, steps, tests in (("a__s0__1", "solved", 12_288, [480.5, 471.0]), ("b__s1__2", "stopped", 64,
-                                                                                       [])):
+    for name, state, steps, tests, threshold in (("a__s0__1", "solved", 12_288, [480.5, 471.0], 475.0),
+                                                 ("b__s1__2", "stopped", 64, [], 475.0),
+                                                 ("d__s0__4", "budget_exhausted", 9_000, [3100.5], None)):
         journal = Journal(RunLayout(tmp_path, name).journal)
         journal.submit([], {"lifecycle": {"state": state, "message": "", "elapsed": 1.0, "ended_elapsed": 1.0,
                                           "resumes": 0},
-                            "data": {"env_steps": steps}, "judge": {"tests": [{"mean": m} for m in tests]}}).result()
+                            "data": {"env_steps": steps}, "judge": {"tests": [{"mean": m} for m in tests]},
+                            "config": {"env": {"solve_threshold": threshold}, "evaluation": {}}}).result()
         journal.close()
     (tmp_path / "runs" / "c__s0__3").mkdir()  # started, nothing journalled yet
     result = CliRunner().invoke(app, ["runs", str(tmp_path)])
@@ -27,3 +29,5 @@ def test_runs_lists_each_run_with_its_state_steps_and_best_test(tmp_path: Path) 
     assert lines["a__s0__1"][:3] == ["solved", "12,288", "480.5"]
     assert lines["b__s1__2"][:3] == ["stopped", "64", "-"]
     assert lines["c__s0__3"][:3] == ["no", "journal", "-"]
+    # what 'solved' means, last: the threshold, or none for a run that trains to its budget
+    assert (lines["a__s0__1"][-1], lines["d__s0__4"][-2:], lines["c__s0__3"][-1]) == ("475", ["no", "threshold"], "-")
