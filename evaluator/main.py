@@ -140,9 +140,9 @@ def _final_test(session: WorkerSession, task: EvaluatorTask, store: PayloadStore
             data = store.get(policy_path(version), max_bytes=MAX_POLICY_BYTES)
         except FileNotFoundError as exc:
             raise RuntimeError(f"policy v{version}, the best validated, is neither in {best_store.describe()} nor "
-                               f"in {store.describe()}: the evaluator that validated it stopped before keeping "
-                               f"it, and the policy store dropped it as newer versions came; test the best policy "
-                               f"kept with `rlfleet test RUN_DIR`, or stop the run") from exc
+                               f"in {store.describe()}: the policy store dropped it before its validation came "
+                               f"in, and the evaluator that validated it stopped before keeping it; stop the run "
+                               f"(rlfleet ctl stop) and test what it kept with `rlfleet test RUN_DIR`") from exc
     manifest, state = decode_policy(data)
     actor = build_actor(manifest, state)
     evaluation = task.evaluation

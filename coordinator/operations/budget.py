@@ -5,8 +5,8 @@ it did not reach its threshold. A run with no threshold was only ever going to t
 its success: training stops (collectors and learners are told the budget is exhausted and exit), the judge asks
 the evaluator for the held-out test of the best validated version (coordinator/state/judge.py), and the run ends
 once that test reports, its message naming the best policy with its test and the last policy. What the run
-keeps: the best in the `best` store (the evaluator writes it at each better validation), the last in the policy
-store (the book never drops its newest version).
+keeps: the best in the `best` store (the evaluator writes it at each better validation) and in the policy store
+(its file outlives the book: publishing.py), the last in the policy store (the book never drops its newest).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from coordinator.operations.budget import tested
 from coordinator.operations.context import RunContext
+from shared.storage.layout import policy_path
 from shared.wire import EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult
 
 
@@ -18,10 +19,24 @@ class Evaluations:
         retried = ctx.judge.retried(report.request_id)
         if retried is not None:
             return retried
+        former = ctx.judge.best
         result = ctx.judge.judge(report, ctx.policies.latest_version, ctx.data.env_steps,
                                  ctx.lifecycle.wall_seconds(ctx.clock()), ctx.learner.iteration, ctx.fleet.alive)
-        ctx.commit()  # the validation and any test request in one transaction
+        outlived = self._outlived(former)
+        ctx.commit(after=lambda: ctx.payloads.delete(outlived))  # the validation and any test request, at once
         return result
+
+    def _outlived(self, former: EvaluationResult | None) -> list[str]:
+        """The policy file of the former best validated version, once a better one replaced it and neither the
+        book nor the opponent pool holds it any more: the book's retention spares the best's file (publishing.py),
+        so `rlfleet test --version` and a run's end-of-budget test find it however many versions came since."""
+        ctx = self.ctx
+        if former is None or ctx.judge.best is former:
+            return []
+        version = former.policy_version
+        if any(p.version == version for p in ctx.policies.versions) or ctx.opponents.holds(version):
+            return []
+        return [policy_path(version)]
 
     def test(self, report: HoldoutReport) -> HoldoutResult:
         ctx = self.ctx
