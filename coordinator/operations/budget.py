@@ -1,4 +1,5 @@
-"""The end of the budget: every operation that counts env steps, and the clock, check it here.
+"""The end of the budget: every operation that counts env steps, and the clock, check it here; a dataset run
+whose epochs were all trained ends through it too (coordinator/operations/datasets.py).
 
 A run with a solve rule (a threshold, or a battle rule) that uses up its budget ends at once, budget_exhausted:
 it did not reach its threshold. A run with no threshold was only ever going to train to its budget, so its end is
@@ -18,8 +19,13 @@ from shared.wire import HoldoutResult
 def check_budget(ctx: RunContext) -> None:
     """End the run, or stop its training, when a budget is used up; the caller commits."""
     reason = ctx.lifecycle.budget_used(ctx.data.env_steps, ctx.clock())
-    if reason is None:
-        return
+    if reason is not None:
+        training_over(ctx, reason)
+
+
+def training_over(ctx: RunContext, reason: str) -> None:
+    """Training is over for `reason` (a budget used up, a dataset's last epoch trained): a run with a solve rule
+    ends now, unsolved; a run with no threshold first tests its best policy. The caller commits."""
     if ctx.judge.no_threshold and ctx.judge.request_final():
         ctx.lifecycle.finish(reason)
     else:
