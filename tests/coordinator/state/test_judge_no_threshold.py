@@ -3,20 +3,38 @@ validated one is tested once at the end of the budget (any evaluator may run it)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from coordinator.journal.component import Stored
 from coordinator.state.judge import Judge
 from shared.config.run_config import RunConfig
-from tests.coordinator.state.test_judge import EVALUATOR, held_out, judged, lone_judge
+from shared.wire import EvaluationReport, HoldoutReport
 from tests.support.components import JournalFor
 from tests.support.configs import make_config
 
 HIGH, LOW = [1e6] * 4, [-1e6] * 4  # small_run_config: 4 validation episodes
+EVALUATOR = "evaluator-1-abcdef"
+
+
+def lone_judge(config: RunConfig) -> Judge:
+    return Judge(config.env, config.evaluation)
 
 
 def no_threshold(run_config: RunConfig) -> Judge:
     return lone_judge(make_config(run_config, env={"solve_threshold": None}))
+
+
+def judged(judge: Judge, version: int, returns: list[float], alive: Callable[[str], bool] = lambda _: True) -> bool:
+    """Whether the validation asked for a held-out test."""
+    report = EvaluationReport(worker_id=EVALUATOR, policy_version=version, returns=returns,
+                              lengths=[10] * len(returns))
+    return judge.judge(report, latest_version=5, env_steps=100, wall_seconds=1.0, iteration=2,
+                       alive=alive).test_requested
+
+
+def held_out(version: int, returns: list[float]) -> HoldoutReport:
+    return HoldoutReport(worker_id=EVALUATOR, policy_version=version, returns=returns, lengths=[10] * len(returns))
 
 
 def test_no_validation_is_nominated_on_its_score(run_config: RunConfig) -> None:
