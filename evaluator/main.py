@@ -8,7 +8,7 @@ of the newest. When a validation reply asks for it, the evaluator runs the held-
 test seeds, shared/envs/seeds.py) before validating the next. The coordinator, not the evaluator, decides
 whether the run is solved. A run with no threshold asks, once its budget is used up, for the test of its best
 validated version (the directive's `final_test`): the evaluator plays it from the copy it kept in the best store
-and the run ends when it reports.
+and the run ends when it reports (or asks for the next best's, if a validation under way meanwhile found one).
 """
 
 from __future__ import annotations
@@ -65,11 +65,13 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
     best = float("-inf")
     evaluated, latest, etag = 0, None, ""
     asked, settings = session.directive.evaluations, session.directive.settings  # earlier requests: done
+    final = None  # the end-of-budget test played: a directive older than its reply may still name it
     while session.running:
         directive = session.directive
-        if directive.final_test is not None:
-            _final_test(session, task, store, best_store, directive.final_test)
-            return  # the run ends with that test's report
+        if directive.final_test is not None and directive.final_test != final:
+            final = directive.final_test
+            _final_test(session, task, store, best_store, final)
+            continue  # the run ends with that test's report, unless a validation under way found a better best
         if directive.settings > settings:  # an operator changed a live setting (the cadence): re-read the task
             settings, task = directive.settings, _reread(session, task)
         ref, etag = session.client.poll("/v1/policies/latest", PolicyRef, etag)
@@ -131,23 +133,12 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
 
 def _final_test(session: WorkerSession, task: EvaluatorTask, store: PayloadStore, best_store: PayloadStore,
                 version: int) -> None:
-    """The end-of-budget test of a run with no threshold: `version`, the best validated, from the best store when
-    it holds that version (its copy outlives the policy store's retention of older versions), else from the
-    policy store."""
-    data = _kept(best_store, version)
-    if data is None:
-        try:
-            data = store.get(policy_path(version), max_bytes=MAX_POLICY_BYTES)
-        except FileNotFoundError as exc:
-            raise RuntimeError(f"policy v{version}, the best validated, is neither in {best_store.describe()} nor "
-                               f"in {store.describe()}: the policy store dropped it before its validation came "
-                               f"in, and the evaluator that validated it stopped before keeping it; stop the run "
-                               f"(rlfleet ctl stop) and test what it kept with `rlfleet test RUN_DIR`") from exc
-    manifest, state = decode_policy(data)
+    """The end-of-budget test of a run with no threshold: `version`, the best validated."""
+    manifest, state = decode_policy(kept_policy(best_store, store, version))
     actor = build_actor(manifest, state)
     evaluation = task.evaluation
     seed = base_seed(task.seed, "test", 0, version)
-    log.info("budget used up: testing the best policy, v%d, on %d held-out episodes", version,
+    log.info("training is over: testing the best policy, v%d, on %d held-out episodes", version,
              evaluation.test_episodes)
     returns, lengths = _games(actor.greedy, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
     test = report(session, "/v1/tests", HoldoutResult, HoldoutReport, version, returns, lengths, seed)
@@ -155,15 +146,22 @@ def _final_test(session: WorkerSession, task: EvaluatorTask, store: PayloadStore
              version, test.mean, test.std, test.episodes, *test.ci95)
 
 
-def _kept(best: PayloadStore, version: int) -> bytes | None:
-    """The best store's policy if it is `version` (its score names the version), else None."""
+def kept_policy(best: PayloadStore, store: PayloadStore, version: int) -> bytes:
+    """The file of policy `version` as the run kept it: the best store's copy when its score names that version
+    (the evaluator wrote it at the validation), else the policy store's (whose retention spares the best
+    validated version). RuntimeError saying what to do when neither holds it."""
     try:
-        score = json.loads(best.get(BEST_SCORE))
-        if score["validation"]["policy_version"] != version:
-            return None
-        return best.get(BEST_POLICY, max_bytes=MAX_POLICY_BYTES)
+        if json.loads(best.get(BEST_SCORE))["validation"]["policy_version"] == version:
+            return best.get(BEST_POLICY, max_bytes=MAX_POLICY_BYTES)
     except FileNotFoundError:
-        return None
+        pass  # no validation kept yet (a restarted evaluator on another disk): the policy store's copy
+    try:
+        return store.get(policy_path(version), max_bytes=MAX_POLICY_BYTES)
+    except FileNotFoundError as exc:
+        raise RuntimeError(f"policy v{version}, the best validated, is neither in {best.describe()} nor in "
+                           f"{store.describe()}: the policy store dropped it before its validation came in, and "
+                           f"the evaluator that validated it stopped before keeping it; stop the run (rlfleet ctl "
+                           f"stop) and test what it kept with `rlfleet test RUN_DIR`") from exc
 
 
 def _games(act: Act, task: EvaluatorTask, episodes: int, num_envs: int, seed: int) -> tuple[list[float], list[int]]:

@@ -37,12 +37,14 @@ def training_over(ctx: RunContext, reason: str) -> None:
 
 
 def tested(ctx: RunContext, result: HoldoutResult) -> None:
-    """A held-out test reported while the run waits for its end-of-budget test: end the run if it was that test;
-    if it was an operator's, asked before the budget ran out, ask for the end-of-budget test now. The caller
-    commits."""
+    """A held-out test reported while the run waits for its end-of-budget test: end the run if it tested the best
+    validated version. Otherwise ask for the test of the best now: the test was an operator's, asked before the
+    budget ran out, or a validation that was under way when training stopped found a better version meanwhile.
+    The caller commits."""
     if ctx.lifecycle.final is None or not ctx.lifecycle.running:
         return
-    if result.policy_version != ctx.judge.final:
+    best = ctx.judge.best
+    if best is None or result.policy_version != best.policy_version:
         ctx.judge.request_final()
         return
     low, high = result.ci95

@@ -101,3 +101,20 @@ def test_a_run_with_a_threshold_still_ends_unsolved_on_its_budget(
     assert run.ctx.judge.threshold == 475.0 and not status.no_threshold  # CartPole-v1's registered threshold
     assert status.run_state == "budget_exhausted" and not succeeded(status)
     assert status.run_message == f"env-step budget of {BUDGET} used up"
+
+
+def test_a_validation_under_way_when_training_stopped_that_finds_a_better_best_gets_the_test(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run = no_threshold_run(make_run, run_config)
+    lrn, ev = validated(run, store)  # v2 the best
+    publish(run, store, lrn, 4)  # published as the budget ran out, validated after
+    use_up_the_budget(run)
+    assert run.workers.heartbeat(ev).directive.final_test == 2
+    evaluate(run, ev, 4, [70.0] * 4)
+    holdout(run, ev, 2, [48.0] * 100)
+    assert run.status().run_state == "running" and run.workers.heartbeat(ev).directive.final_test == 4
+    holdout(run, ev, 4, [69.0] * 100)
+    status = run.status()
+    assert status.run_state == "budget_exhausted" and "best policy v4 (validation 70.0; held-out test 69.0" in \
+        status.run_message
+    assert status.best_evaluation.policy_version == status.latest_test.policy_version == 4
