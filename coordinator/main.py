@@ -43,6 +43,7 @@ from coordinator.telemetry import RequestTimer, Telemetry
 from coordinator.webui import DashboardPages
 from shared.config.preflight import preflight
 from shared.config.run_config import RunConfig, dump_run_config, load_run_config
+from shared.config.threshold import threshold_note
 from shared.loops import LOOPS
 from shared.loops.kind import resolve
 from shared.storage.factory import check_store, open_datasets, open_store
@@ -105,8 +106,9 @@ def _config_of_run(settings: CoordinatorSettings) -> tuple[RunConfig, bool]:
     if settings.run and named is not None and named != settings.run:
         raise ValueError(f"RLFLEET_RUN={settings.run} and the override name={named} name different runs; "
                          "set one of them")
-    base = load_run_config(settings.config, overrides)
-    preflight(base)  # the env builds and the hooks load, before the app starts
+    given = load_run_config(settings.config, overrides)
+    base = preflight(given).config  # the env builds and the hooks load, before the app starts
+    log.info("%s", threshold_note(given, base))
     choice = choose_run(settings.data_dir, base, settings.run or (base.name if named is not None else None))
     log.info("%s", choice.why)
     return base.model_copy(update={"name": choice.name}), choice.explicit

@@ -37,7 +37,9 @@ class CoordinatorSettings(StoreSettings):
         "larger request bodies get 413; served to collectors, which split their batches of chunk reports below it"))
     sample_wait_seconds: float = Field(1.0, ge=0, description="how long a sample call waits for data")
     status_wait_seconds: float = Field(5.0, ge=0, description="the longest a GET /v1/status?wait= is held")
-    keep_policies: int = Field(8, ge=2, description="policy files kept in the store; older ones deleted")
+    keep_policies: int = Field(8, ge=2, description=(
+        "the newest policy files kept in the store, older ones deleted; the best validated version's file is kept "
+        "too until a better validation replaces it"))
     tick_seconds: float = Field(1.0, gt=0, description="lease sweep and metrics interval")
     db_path: Path | None = Field(None, description="SQLite journal of the run (default: <run dir>/coordinator.sqlite)")
     db_synchronous: str = Field("NORMAL", description="NORMAL survives a killed process; FULL also power loss")

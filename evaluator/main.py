@@ -16,6 +16,9 @@ it survives a restart of the evaluator, of the coordinator, and of the host that
 does not describe its policy (a crash between the two writes: the policy, newer and better than the score, went
 first; or a best/ from before scores named their policy) does the evaluator take the coordinator's best
 validation instead, which no policy ever written to best/ exceeds, since each is validated before it is kept.
+whether the run is solved. A run with no threshold asks, once its budget is used up, for the test of its best
+validated version (the directive's `final_test`): the evaluator plays it from the copy it kept in the best store
+and the run ends when it reports (or asks for the next best's, if a validation under way meanwhile found one).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from shared.policy.files import MAX_POLICY_BYTES, decode_policy
 from shared.policy.manifest import ManifestError
 from shared.stats import estimate
 from shared.storage.factory import open_store
-from shared.storage.layout import BEST_POLICY, BEST_SCORE, RunLayout
+from shared.storage.layout import BEST_POLICY, BEST_SCORE, RunLayout, policy_path
 from shared.storage.protocol import IntegrityError, PayloadStore, sha256_hex
 from shared.wire import (
     BattleRecord,
@@ -73,8 +76,13 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
     best = saved_best(best_store, session)
     evaluated, latest, etag = 0, None, ""
     asked, settings = session.directive.evaluations, session.directive.settings  # earlier requests: done
+    final = None  # the end-of-budget test played: a directive older than its reply may still name it
     while session.running:
         directive = session.directive
+        if directive.final_test is not None and directive.final_test != final:
+            final = directive.final_test
+            _final_test(session, task, store, best_store, final)
+            continue  # the run ends with that test's report, unless a validation under way found a better best
         if directive.settings > settings:  # an operator changed a live setting (the cadence): re-read the task
             settings, task = directive.settings, _reread(session, task)
         ref, etag = session.client.poll("/v1/policies/latest", PolicyRef, etag)
@@ -117,7 +125,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             seed = base_seed(task.seed, "test", block, ref.version)
             returns, lengths = _games(actor.greedy, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
             against = evaluation.against
-            verdict = None if against else solve_rule.judge(returns, task.env.solve_threshold)
+            verdict = None if against else solve_rule.judge(returns, task.env.threshold)
             # The judge's rule, applied here too: the best file is written before reporting, since a confirmed
             # run ends at once and the evaluator may be stopped before the reply.
             if rule_met(against, rule_records(against, returns)) if verdict is None else verdict.confirmed:
@@ -135,6 +143,42 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
                      "confirmed" if test.confirmed else "rejected")
             if test.confirmed:
                 return  # the run is solved: a later, luckier validation must not replace the confirmed best/
+
+
+def _final_test(session: WorkerSession, task: EvaluatorTask, store: PayloadStore, best_store: PayloadStore,
+                version: int) -> None:
+    """The end-of-budget test of a run with no threshold: `version`, the best validated."""
+    manifest, state = decode_policy(kept_policy(best_store, store, version))
+    actor = build_actor(manifest, state)
+    evaluation = task.evaluation
+    seed = base_seed(task.seed, "test", 0, version)
+    log.info("training is over: testing the best policy, v%d, on %d held-out episodes", version,
+             evaluation.test_episodes)
+    returns, lengths = _games(actor.greedy, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
+    test = report(session, "/v1/tests", HoldoutResult, HoldoutReport, version, returns, lengths, seed)
+    log.info("policy v%d: end-of-budget test %.1f ± %.1f over %d episodes (95%% CI %.1f .. %.1f; no threshold)",
+             version, test.mean, test.std, test.episodes, *test.ci95)
+
+
+def kept_policy(best: PayloadStore, store: PayloadStore, version: int) -> bytes:
+    """The file of policy `version` as the run kept it: the best store's copy when its score names that version
+    (the evaluator wrote it at the validation), else the policy store's (whose retention spares the best
+    validated version). RuntimeError saying what to do when neither holds it."""
+    try:
+        scores = json.loads(best.get(BEST_SCORE))
+        policy = best.get(BEST_POLICY, max_bytes=MAX_POLICY_BYTES)
+        # the score must name this policy too: a crash between the two writes leaves a newer policy in best/
+        if scores["validation"]["policy_version"] == version and scores.get("policy_sha256") == sha256_hex(policy):
+            return policy
+    except FileNotFoundError:
+        pass  # no validation kept yet (a restarted evaluator on another disk): the policy store's copy
+    try:
+        return store.get(policy_path(version), max_bytes=MAX_POLICY_BYTES)
+    except FileNotFoundError as exc:
+        raise RuntimeError(f"policy v{version}, the best validated, is neither in {best.describe()} nor in "
+                           f"{store.describe()}: the policy store dropped it before its validation came in, and "
+                           f"the evaluator that validated it stopped before keeping it; stop the run (rlfleet ctl "
+                           f"stop) and test what it kept with `rlfleet test RUN_DIR`") from exc
 
 
 def _games(act: Act, task: EvaluatorTask, episodes: int, num_envs: int, seed: int) -> tuple[list[float], list[int]]:

@@ -12,8 +12,10 @@ the copies would take.
 The 95% confidence interval of the mean is the Student's t interval that the run's own held-out tests use
 (shared/stats.py: mean ± t_{0.975, n-1} · s / √n, s the sample standard deviation). "Solved" is the
 coordinator's rule too (shared/solve_rule.py): the 95% lower prediction bound of an independent re-test's mean
-(of as many episodes) reaches env.solve_threshold; the report also says whether this test's own mean reaches
-it, which is what a re-test of a confirmed solve is measured by (bench/hold_rate.py).
+(of as many episodes) reaches env.solve_threshold (its default resolved as the run resolves it:
+shared/config/threshold.py); the report also says whether this test's own mean reaches it, which is what a
+re-test of a confirmed solve is measured by (bench/hold_rate.py). A run with no threshold gets no verdict:
+`solved` and `reaches_threshold` are null and the report says "no threshold".
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from evaluator.video import Recording, check_video_path, record_episode
 from shared.config.battle import BASELINES, is_two_player
 from shared.config.envcheck import spaces_of
 from shared.config.run_config import RunConfig, load_run_config
+from shared.config.threshold import resolve_threshold
 from shared.envs.seeds import RETEST_TASK, base_seed, decode
 from shared.payloads.spaces import Spaces
 from shared.policy.actors import Actor, PolicyError, build_actor
@@ -139,6 +142,7 @@ def load_subject(policy: PolicySource, config: Path) -> Subject:
         raise UsageError(f"cannot read policy {policy}: {exc}") from exc
     try:
         spaces = spaces_of(run_config.env)
+        run_config = resolve_threshold(run_config)
     except ValueError as exc:
         raise UsageError(f"{config}: {exc}") from exc
     if manifest.spaces != spaces:
@@ -188,7 +192,7 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
     returns, lengths = evaluate(subject.actor.greedy, subject.config.env, num_envs, episodes, base)
     stats = estimate(returns)
     run_seed, mode, task, block = decode(base)
-    threshold = subject.config.env.solve_threshold
+    threshold = subject.config.env.threshold
     recording = None if video is None else record_episode(subject.actor.greedy, subject.config.env,
                                                           base + num_envs, video)
     battles = [] if not is_two_player(subject.config.env.id) else [  # the same games, one baseline at a time
@@ -202,7 +206,8 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
         "mean": stats.mean, "std": stats.std if stats.episodes > 1 else None, "ci95": stats.ci95,
         "ci_method": CI_METHOD, "solve_threshold": threshold,
         "solve_rule": RULE if verdict else "against", "retest_lower_bound": verdict.bound if verdict else None,
-        "solved": verdict.confirmed if verdict else all(met.values()), "reaches_threshold": stats.mean >= threshold,
+        "solved": all(met.values()) if verdict is None else None if threshold is None else verdict.confirmed,
+        "reaches_threshold": None if rule or threshold is None else stats.mean >= threshold,
         "rule": {name: {"bar": str(bar), "met": met[name]} for name, bar in rule.items()},
         "seeds": {"run_seed": run_seed, "mode": mode, "task": task, "counter": block, "base": base,
                   "env_seeds": [base, base + num_envs - 1]},
@@ -234,15 +239,20 @@ def describe(report: dict[str, Any]) -> str:
     spread = "one episode: no spread" if ci is None else (
         f"std {report['std']:.2f}, 95% CI [{ci[0]:.2f}, {ci[1]:.2f}] (Student's t, {report['episodes'] - 1} df)")
     rule = report.get("rule") or {}
-    why = (", ".join(f"vs {name} {r['bar']}: {'met' if r['met'] else 'not met'}" for name, r in rule.items()) if rule
-           else _threshold_rule(report))
+    if rule:
+        solved = f"{'yes' if report['solved'] else 'no'}: " + ", ".join(
+            f"vs {name} {r['bar']}: {'met' if r['met'] else 'not met'}" for name, r in rule.items())
+    elif report["solved"] is None:
+        solved = "no threshold (env.solve_threshold is null): a score, no verdict"
+    else:
+        solved = f"{'yes' if report['solved'] else 'no'}: {_threshold_rule(report)}"
     lines = [
         f"policy   {report['policy']}",
         f"env      {report['env']}: {report['episodes']} greedy episodes on {report['num_envs']} envs",
         f"seeds    {seeds['env_seeds'][0]}..{seeds['env_seeds'][1]}: run seed {seeds['run_seed']}, {seeds['mode']} "
         f"block of task {seeds['task']}, counter {seeds['counter']}",
         f"return   mean {report['mean']:.2f}, {spread}",
-        f"solved   {'yes' if report['solved'] else 'no'}: {why}",
+        f"solved   {solved}",
     ]
     lines += [f"battle   {BattleRecord.model_validate({k: b[k] for k in ('opponent', 'wins', 'draws', 'losses')})}"
               for b in report["battles"]]

@@ -140,7 +140,8 @@ def test(
 ) -> None:
     """Play a held-out test of a trained policy on seeds no training or validation env used; print the mean
     return with its 95% Student's t interval and whether it is solved by the run's rule (the 95% lower bound of
-    an independent re-test's mean reaches env.solve_threshold) and its mean reaches it (see evaluator/testing.py).
+    an independent re-test's mean reaches env.solve_threshold) and its mean reaches it ("no threshold" for a run
+    without one; see evaluator/testing.py).
     Exits 0 whatever the score, 2 with one line on stderr for input that cannot be tested."""
     from launcher.held_out import held_out_test
 

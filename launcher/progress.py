@@ -38,8 +38,8 @@ def _tests(st: Status) -> str:
     if last is not None:
         low, high = last.ci95
         bound = "" if last.bound is None else f", re-test bound {last.bound:.1f}"
-        parts.append(f"test v{last.policy_version} {last.mean:.1f} [{low:.1f}, {high:.1f}]{bound} "
-                     f"{'confirmed' if last.confirmed else 'rejected'}")
+        verdict = "(no threshold)" if st.no_threshold else "confirmed" if last.confirmed else "rejected"
+        parts.append(f"test v{last.policy_version} {last.mean:.1f} [{low:.1f}, {high:.1f}]{bound} {verdict}")
     if st.tests_rejected:
         parts.append(f"{st.tests_rejected} rejected")
     return "tests: " + (", ".join(parts) if parts else "-")

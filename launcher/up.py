@@ -1,6 +1,7 @@
 """`rlfleet up`: start the services of the service table (launcher/services.py) as local processes in dependency
-order, watch the run, and exit 0 when it is solved, 1 when its budget runs out or it is stopped, 3 when a service
-fails.
+order, watch the run, and exit 0 when it is solved (a run with no threshold: when it trained to its budget and
+tested its best policy), 1 when its budget runs out before its threshold was reached or it is stopped, 3 when a
+service fails.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from launcher.restarts import CrashRecord, RestartPolicy
 from launcher.services import Service, fleet
 from shared.config.preflight import preflight
 from shared.config.run_config import load_run_config
+from shared.config.threshold import threshold_note
 from shared.storage.layout import RunLayout, new_run_name
 from shared.tokens import load_tokens_file
 
@@ -101,7 +103,8 @@ class Up:
             config = load_run_config(started if started.exists() else opts.config)
         else:
             raise UnknownRun(f"no run {resume!r} to resume in {self.data_dir / 'runs'}")
-        preflight(config)  # the env builds and the hooks load, before any service starts
+        # the env builds and the hooks load, before any service starts; which threshold applies is said at once
+        self.threshold_note = threshold_note(config, preflight(config).config)
         self.port = opts.port or free_port()
         self.layout = RunLayout(self.data_dir, self.run_name)
         # The coordinator is told the run by name, the one mechanism compose users have too (RLFLEET_RUN).
@@ -268,6 +271,7 @@ class Up:
         signal.signal(signal.SIGTERM, _interrupt_once)
         signal.signal(signal.SIGINT, _interrupt_once)
         print(f"rlfleet run {self.run_name}: {self.layout.run_dir}", flush=True)
+        print(self.threshold_note, flush=True)
         try:
             self.start_all()
             print(f"coordinator on http://127.0.0.1:{self.port} (docs at /docs); "
@@ -290,7 +294,13 @@ class Up:
         restarts = f"; restarts: {counts}" if counts else ""
         self.progress.done(f"run {status.run_state}: {status.run_message} after {status.env_steps:,} env steps "
                            f"in {status.wall_seconds:.1f}s{restarts}; curves in {self.layout.run_dir}")
-        return EXIT_SOLVED if status.run_state == "solved" else EXIT_UNSOLVED
+        return EXIT_SOLVED if succeeded(status) else EXIT_UNSOLVED
+
+
+def succeeded(status: Status) -> bool:
+    """Solved; or, with no threshold, trained to its budget (its end-of-budget test reported, whatever its
+    score)."""
+    return status.run_state == "solved" or (status.run_state == "budget_exhausted" and status.no_threshold)
 
 
 def launch(opts: UpOptions, seed: int | None, deterministic: bool) -> int:

@@ -34,8 +34,9 @@ class Verdict:
     confirmed: bool
 
 
-def judge(returns: Sequence[float], threshold: float) -> Verdict:
-    """Apply the rule to the returns of one held-out test."""
+def judge(returns: Sequence[float], threshold: float | None) -> Verdict:
+    """Apply the rule to the returns of one held-out test; a run with no threshold (env.solve_threshold null)
+    gets the bound but never a confirmation."""
     found = estimate(returns)
     bound = retest_lower_bound(found.mean, found.std, found.episodes, CONFIDENCE)
-    return Verdict(found, bound, bound is not None and bound >= threshold)
+    return Verdict(found, bound, threshold is not None and bound is not None and bound >= threshold)

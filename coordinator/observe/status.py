@@ -42,6 +42,7 @@ def build_status(run: RunContext, steps_per_second: float) -> Status:
         solve_rule=run.judge.rule,
         tests_rejected=run.judge.rejected,
         test_in_flight=run.judge.under_test[0] if run.judge.under_test else None,
+        no_threshold=run.judge.no_threshold,
         seeds=_seeds(run), control=run.control.status(),
         self_play=run.opponents.status(run.data.games, *run.judge.elo_range()),
         workers=run.fleet.worker_status(now, Counter(data.producers.values())),

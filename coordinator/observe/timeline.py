@@ -70,7 +70,7 @@ class Timeline:
             self.rows = self.rows[:half:2] + self.rows[half:]
 
     def update(self, since: int, boot: str | None, evaluations: list[EvaluationResult], evaluations_since: int,
-               tests: list[HoldoutResult], tests_since: int, threshold: float) -> bytes:
+               tests: list[HoldoutResult], tests_since: int, threshold: float | None) -> bytes:
         """The reply to one poll, as JSON bytes. A poll from another boot of the coordinator gets everything."""
         if boot != self.boot:
             since = evaluations_since = tests_since = 0

@@ -14,6 +14,7 @@ from coordinator.errors import (
     TaskNotHeld,
     WorkerFlagged,
 )
+from coordinator.operations.budget import check_budget
 from coordinator.operations.context import RunContext
 from coordinator.state.ingest import check_report
 from shared.storage.protocol import StorePathError, StoreUnavailable
@@ -108,7 +109,7 @@ class Chunks:
         """Take admitted chunks in; the caller commits and settles before replying."""
         ctx = self.ctx
         ctx.data.ingest(reports, ctx.policies.latest_version, ctx.wall_clock())
-        ctx.lifecycle.check_budget(ctx.data.env_steps, ctx.clock())
+        check_budget(ctx)
         ctx.data_signal.fire()
 
     def report_corrupt(self, report: CorruptReport) -> CorruptAck:

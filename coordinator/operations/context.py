@@ -38,6 +38,7 @@ from coordinator.telemetry import Telemetry
 from shared.algorithms import spec_of
 from shared.config.plan import RunPlan
 from shared.config.run_config import RunConfig
+from shared.config.threshold import resolve_threshold
 from shared.loops import loop_of
 from shared.storage.protocol import PayloadStore
 from shared.wire import MAX_BODY_BYTES, Directive, JournalStatus, RunState, WorkerKind
@@ -80,6 +81,7 @@ class RunContext:
         self.generation_signal = Signal()  # a generation opened, a member freed, a result in
         self.payloads = PayloadLifetime(store)
         meta = self.journal.meta()
+        config = resolve_threshold(config)  # journalled as it applies: a number or null (shared/config/threshold.py)
         if meta:
             stored = RunConfig.model_validate(meta["config"])
             if stored != config:
@@ -217,10 +219,14 @@ class RunContext:
     def directive(self, kind: WorkerKind | None) -> Directive:
         ahead = self.control.paused or self.data.collectors_ahead()
         pause = PAUSE_SECONDS if kind == "collector" and ahead else 0.0
-        control = self.control
-        return Directive(run_state=self.lifecycle.state, policy=self.policies.committed, pause_seconds=pause,
+        control, lifecycle = self.control, self.lifecycle
+        state = lifecycle.state
+        if lifecycle.running and not lifecycle.training and kind in ("collector", "learner"):
+            state = "budget_exhausted"  # their part is done; the run waits for its end-of-budget test
+        return Directive(run_state=state, policy=self.policies.committed, pause_seconds=pause,
                          env_steps_total=self.data.env_steps, checkpoints=control.checkpoints,
-                         evaluations=control.evaluations, settings=len(control.changes))
+                         evaluations=control.evaluations, settings=len(control.changes),
+                         final_test=self.judge.final_in_flight)
 
     def end(self, state: RunState, message: str) -> None:
         """End the run (the first reason stands) and release every waiter."""

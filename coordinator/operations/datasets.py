@@ -3,7 +3,8 @@ of training.
 
 Like every reply, a batch is given once its position is durable. Once every epoch was served (the batch is
 empty) the run waits for the evaluator's verdict on the last policy, validation and any test it earned, and
-then ends (budget_exhausted) unless that verdict solved it.
+then ends (budget_exhausted) unless that verdict solved it; with no threshold, once the best policy's held-out
+test has reported (coordinator/operations/budget.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from coordinator.errors import NotFound
+from coordinator.operations.budget import training_over
 from coordinator.operations.context import RunContext
 from coordinator.state.datasets import DatasetServer
 from shared.wire import DatasetBatch, DatasetSampleRequest
@@ -58,5 +60,5 @@ class DatasetFeed:
         if ctx.policies.latest_version == 0:  # a learner of models, not policies: nothing to judge
             ctx.end("budget_exhausted", done)
         elif judged is not None and judged.policy_version >= ctx.policies.latest_version:
-            ctx.end("budget_exhausted", f"{done}; the last policy, v{judged.policy_version}, validated at "
-                    f"{judged.mean:.1f}")
+            training_over(ctx, f"{done}; the last policy, v{judged.policy_version}, validated at {judged.mean:.1f}")
+            ctx.commit()

@@ -1,9 +1,11 @@
 """The evaluator's reports: validations (which may nominate a version for a held-out test) and held-out tests
-(one that confirms ends the run, solved)."""
+(one that confirms ends the run, solved; in a run with no threshold, the end-of-budget test ends it)."""
 
 from __future__ import annotations
 
+from coordinator.operations.budget import tested
 from coordinator.operations.context import RunContext
+from shared.storage.layout import policy_path
 from shared.wire import EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult
 
 
@@ -17,10 +19,24 @@ class Evaluations:
         retried = ctx.judge.retried(report.request_id)
         if retried is not None:
             return retried
+        former = ctx.judge.best
         result = ctx.judge.judge(report, ctx.policies.latest_version, ctx.data.env_steps,
                                  ctx.lifecycle.wall_seconds(ctx.clock()), ctx.learner.iteration, ctx.fleet.alive)
-        ctx.commit()  # the validation and any test request in one transaction
+        outlived = self._outlived(former)
+        ctx.commit(after=lambda: ctx.payloads.delete(outlived))  # the validation and any test request, at once
         return result
+
+    def _outlived(self, former: EvaluationResult | None) -> list[str]:
+        """The policy file of the former best validated version, once a better one replaced it and neither the
+        book nor the opponent pool holds it any more: the book's retention spares the best's file (publishing.py),
+        so `rlfleet test --version` and a run's end-of-budget test find it however many versions came since."""
+        ctx = self.ctx
+        if former is None or ctx.judge.best is former:
+            return []
+        version = former.policy_version
+        if any(p.version == version for p in ctx.policies.versions) or ctx.opponents.holds(version):
+            return []
+        return [policy_path(version)]
 
     def test(self, report: HoldoutReport) -> HoldoutResult:
         ctx = self.ctx
@@ -32,6 +48,7 @@ class Evaluations:
                                 ctx.learner.iteration)
         if result.confirmed and ctx.lifecycle.end("solved", ctx.judge.verdict(result), ctx.clock()):
             ctx.policy_signal.fire()
+        tested(ctx, result)  # a run with no threshold ends once its end-of-budget test reports
         ctx.commit()  # the test and the run's end in one transaction
         return result
 

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Protocol
 
 from coordinator.errors import Conflict, Invalid
+from coordinator.operations.budget import check_budget
 from coordinator.operations.context import RunContext
 from coordinator.state.generations import Generations
 from shared.envs.seeds import population_seed
@@ -103,7 +104,7 @@ class Population:
         verdict = self.generations.report(number, result)
         if verdict != "duplicate":
             ctx.data.count_rollouts(result.env_steps, result.episodes, result.mean_return)
-            ctx.lifecycle.check_budget(ctx.data.env_steps, ctx.clock())
+            check_budget(ctx)
         ctx.commit()
         if verdict == "accepted":
             ctx.generation_signal.fire()  # the learner's close re-checks; its reply settles after this commit

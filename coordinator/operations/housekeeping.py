@@ -4,6 +4,7 @@ the idempotency window, and compact the buffer's replay log."""
 
 from __future__ import annotations
 
+from coordinator.operations.budget import check_budget
 from coordinator.operations.context import RunContext
 
 
@@ -16,9 +17,7 @@ class Housekeeping:
         ctx = self.ctx
         now = ctx.clock()
         ctx.data.forget_replies(ctx.fleet.expire(now))
-        if ctx.lifecycle.check_budget(ctx.data.env_steps, now):
-            ctx.policy_signal.fire()
-            ctx.generation_signal.fire()
+        check_budget(ctx)
         self._rate = [*self._rate[-15:], (now, ctx.data.env_steps)]
         ctx.payloads.expire_consumed(now)
         ctx.data.expire_ids(ctx.wall_clock())

@@ -51,6 +51,8 @@ class Publishing:
         if not fresh:
             return
         book = {p.version for p in ctx.policies.versions}
+        best = ctx.judge.best.policy_version if ctx.judge.best else None
+        dropped = [p for p in dropped if p.version != best]  # the best validated outlives the book (evaluations.py)
         unpinned = ctx.opponents.unpinned(dropped, ctx.opponents.published(policy), book)
         ctx.telemetry.published(policy.version, ctx.clock())
         ctx.learner.published(publish.iteration)

@@ -57,8 +57,9 @@ class Workers:
     def claim(self, worker_id: str, scope: str = "admin") -> ClaimResponse:
         ctx = self.ctx
         worker = ctx.fleet.worker(worker_id, ctx.clock(), scope=scope)
-        if not ctx.lifecycle.running:
-            return ClaimResponse(task=None, directive=ctx.directive(worker.kind))
+        directive = ctx.directive(worker.kind)
+        if directive.run_state != "running":  # the run ended, or training did (its end-of-budget test runs)
+            return ClaimResponse(task=None, directive=directive)
         task = ctx.fleet.claim(worker, ctx.clock())
         ctx.commit()
         return ClaimResponse(task=self.task_model(task) if task else None, directive=ctx.directive(worker.kind))

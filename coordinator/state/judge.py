@@ -25,6 +25,10 @@ policy clearly above the threshold (or with no spread: CartPole's 500 every epis
 confirms at once. A correction for the number of candidates (a stricter quantile per test) would make every
 long run pay for a risk the 1% already keeps small; bench/hold_rate.py measures the rule's hold rate under
 independent re-tests and its cost in time to solve against the old rule.
+A run with no threshold (env.solve_threshold null, no battle rule) is never solved: no validation nominates a
+version on its score (an operator may still ask for a test), and when the budget is used up the judge asks for
+the held-out test of the best validated version (`request_final`) before the run ends
+(coordinator/operations/budget.py). That test answers "how good is the policy this run kept", not pass or fail.
 
 Reports must hold exactly the configured number of episodes, of a published version (a test: of the version
 asked for); a retried report (same request id) gets the first result and is counted once. Validations are
@@ -72,7 +76,7 @@ class Judge:
 
     def __init__(self, env: EnvConfig, evaluation: EvalConfig) -> None:
         self.pending = Pending()
-        self.threshold = env.solve_threshold
+        self.threshold = env.threshold  # None: no threshold
         self.against = dict(evaluation.against)
         self.episodes, self.test_episodes = evaluation.episodes, evaluation.test_episodes  # per baseline of a rule
         self.results: list[EvaluationResult] = []
@@ -82,6 +86,7 @@ class Judge:
         self._by_request: dict[str, EvaluationResult] = {}
         self._tests_by_request: dict[str, HoldoutResult] = {}
         self.force_test = False  # an operator asked for a test of the next version validated, whatever its score
+        self.final: int | None = None  # the best version, whose test the run waits for at the end of its budget
 
     @property
     def latest(self) -> EvaluationResult | None:
@@ -98,7 +103,20 @@ class Judge:
 
     @property
     def rejected(self) -> int:
-        return sum(not t.confirmed for t in self.tests)
+        """Validation passes a test did not confirm; a run with no threshold has no pass to reject."""
+        return 0 if self.no_threshold else sum(not t.confirmed for t in self.tests)
+
+    @property
+    def no_threshold(self) -> bool:
+        """The run has no solve rule: it trains to its budget, and its end-of-budget test reports, not judges."""
+        return self.threshold is None and not self.against
+
+    @property
+    def final_in_flight(self) -> int | None:
+        """The version whose end-of-budget test the run waits for, while that test is asked of any evaluator."""
+        if self.final is not None and self.under_test is not None and self.under_test[0] == self.final:
+            return self.final
+        return None
 
     def elo_range(self) -> tuple[float | None, float | None]:
         """(the newest validated version's Elo rating, the highest of any)."""
@@ -117,10 +135,12 @@ class Judge:
         mean, std = self._check(report.returns, report.lengths, self.episodes, "evaluation.episodes")
         if report.policy_version > latest_version:
             raise Invalid(f"policy version {report.policy_version} was never published (latest: {latest_version})")
-        if self.under_test is not None and not alive(self.under_test[2]):
+        if self.under_test is not None and self.under_test[2] and not alive(self.under_test[2]):
             self.under_test = None  # its evaluator died mid-test: the candidate may be nominated again
         battles = self._records(report.returns) + self._pool_records(report, latest_version)
-        passes = rule_met(self.against, battles) if self.against else mean >= self.threshold
+        # No threshold: no score nominates a version (the best is tested once, at the end of the budget).
+        passes = rule_met(self.against, battles) if self.against else (
+            self.threshold is not None and mean >= self.threshold)
         # Measured by their tests, not by the validations that nominated them: a lucky validation must not
         # lock out every later candidate (measured: one -116 validation of a -202 policy kept Pendulum's
         # -170 policies from ever being tested until the budget ran out).
@@ -138,6 +158,18 @@ class Judge:
         self.pending.mark([("INSERT INTO evaluations (body, request_id) VALUES (?, ?)",
                             (result.model_dump_json(), report.request_id))])
         return result
+
+    def request_final(self) -> bool:
+        """The budget of a run with no threshold is used up: ask any evaluator for the held-out test of the best
+        validated version (after the test in flight, if an operator asked for one). False when no version was
+        validated: there is nothing to test."""
+        if self.best is None:
+            return False
+        self.final = self.best.policy_version
+        if self.under_test is None:  # the worker is left empty: any evaluator runs it, one that dies is replaced
+            self.under_test = (self.final, self.best.mean, "")
+        self.pending.mark()
+        return True
 
     def force(self) -> None:
         """An operator asked for a held-out test of the next version validated, whatever its score."""
@@ -232,7 +264,7 @@ class Judge:
 
     def state_dict(self) -> dict:
         return {"tests": [t.model_dump(mode="json") for t in self.tests], "pending": self.under_test,
-                "force_test": self.force_test,
+                "force_test": self.force_test, "final": self.final,
                 "test_requests": {k: i for i, t in enumerate(self.tests) for k, v in self._tests_by_request.items()
                                   if v is t}}
 
@@ -245,4 +277,5 @@ class Judge:
         self.tests = [HoldoutResult.model_validate(t) for t in state["tests"]]
         self.under_test = tuple(state["pending"]) if state["pending"] else None  # type: ignore[assignment]
         self.force_test = bool(state.get("force_test", False))
+        self.final = state.get("final")  # journals from before runs without a threshold hold none
         self._tests_by_request = {k: self.tests[i] for k, i in state["test_requests"].items()}

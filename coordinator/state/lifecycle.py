@@ -1,5 +1,10 @@
 """The run's lifecycle: running until solved, out of budget, stopped; wall-clock time across restarts.
 
+A run with no threshold does not end the moment its budget is used up: it stops training (`training` turns
+False, collectors and learners are told the budget is exhausted) and stays running while its best policy's
+held-out test plays (coordinator/operations/budget.py), then ends budget_exhausted. `final` keeps the budget's
+reason meanwhile.
+
 Persisted under the meta key `lifecycle`, with the time elapsed so far: every budget check marks it changed, so
 a restarted coordinator loses at most the time since the last commit.
 """
@@ -27,6 +32,12 @@ class Lifecycle:
         self.state: RunState = "running"
         self.message = "training"
         self.resumes = 0
+        self.final: str | None = None  # the budget used up, while the run waits for its end-of-budget test
+
+    @property
+    def training(self) -> bool:
+        """Collectors collect and learners learn: the run is running and its budget is not used up."""
+        return self.state == "running" and self.final is None
 
     @property
     def running(self) -> bool:
@@ -56,23 +67,30 @@ class Lifecycle:
         self.pending.mark()
         return True
 
-    def check_budget(self, env_steps: int, now: float) -> bool:
-        """End the run if a budget is used up (True then). Time has passed either way: the elapsed time is
-        journalled with the operation's commit."""
+    def budget_used(self, env_steps: int, now: float) -> str | None:
+        """Why training must stop (a budget is used up), or None while the run trains. Time has passed either way:
+        the elapsed time is journalled with the operation's commit."""
         self.pending.mark()
+        if not self.training:
+            return None
         if env_steps >= self.budget.max_env_steps:
-            return self.end("budget_exhausted", f"env-step budget of {self.budget.max_env_steps} used up", now)
+            return f"env-step budget of {self.budget.max_env_steps} used up"
         if now - self.started >= self.budget.max_wall_seconds:
-            return self.end("budget_exhausted", f"wall-clock budget of {self.budget.max_wall_seconds:g}s used up",
-                            now)
-        return False
+            return f"wall-clock budget of {self.budget.max_wall_seconds:g}s used up"
+        return None
+
+    def finish(self, reason: str) -> None:
+        """Stop training for `reason` (a budget used up) but keep the run running until its last test reports."""
+        self.final, self.message = reason, f"{reason}; testing the best policy before the run ends"
+        self.pending.mark()
 
     def wall_seconds(self, now: float) -> float:
         return (self.ended if self.ended is not None else now) - self.started
 
     def state_dict(self) -> dict[str, Any]:
         return {"state": self.state, "message": self.message, "elapsed": self.clock() - self.started,
-                "ended_elapsed": None if self.ended is None else self.ended - self.started, "resumes": self.resumes}
+                "ended_elapsed": None if self.ended is None else self.ended - self.started, "resumes": self.resumes,
+                "final": self.final}
 
     def load_state_dict(self, stored: Stored, now: float) -> None:
         state = stored.meta
@@ -80,3 +98,4 @@ class Lifecycle:
         self.ended = None if state["ended_elapsed"] is None else self.started + float(state["ended_elapsed"])
         self.state, self.message = state["state"], state["message"]
         self.resumes = int(state["resumes"])
+        self.final = state.get("final")  # journals from before runs without a threshold hold none

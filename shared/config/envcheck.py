@@ -7,6 +7,8 @@ One that has not loaded gymnasium (the coordinator, the launcher) builds it in a
 those processes stay free of gymnasium and of whatever the user's env module imports (torch, say), at the cost
 of one child (about a second) per distinct env section. Verdicts are remembered per process, so a section is
 built once however often it is asked about (the preflight, then the run plan, `rlfleet test`, `rlfleet record`).
+The verdict also carries the reward_threshold of the env's gymnasium registration: the default of
+env.solve_threshold (shared/config/threshold.py).
 
 Run as `python -m shared.config.envcheck` it is that child: the env section as JSON on stdin, the verdict as the
 last line of stdout (JSON: the build problem, and the spaces or why rlfleet cannot train them).
@@ -23,7 +25,8 @@ if TYPE_CHECKING:
     from shared.config.env import EnvConfig
     from shared.payloads.spaces import Spaces
 
-Verdict = dict[str, Any]  # {"problem": str | None, "spaces": dict | None, "spaces_problem": str | None}
+Verdict = dict[str, Any]  # {"problem": str | None, "spaces": dict | None, "spaces_problem": str | None,
+#                             "reward_threshold": float | None}
 _verdicts: dict[str, Verdict] = {}
 
 
@@ -59,6 +62,16 @@ def spaces_of(env: EnvConfig) -> Spaces:
     return Spaces.model_validate(verdict["spaces"])
 
 
+def registered_threshold(env: EnvConfig) -> float | None:
+    """The reward_threshold of the env's gymnasium registration (None: it registers none, or it is the user's own
+    entry point); ValueError naming the field when the section does not build."""
+    verdict = _verdict(env)
+    if verdict["problem"] is not None:
+        raise ValueError(verdict["problem"])
+    threshold = verdict.get("reward_threshold")
+    return None if threshold is None else float(threshold)
+
+
 def _build_here(env: EnvConfig) -> Verdict:
     from shared.envs.build import make_env  # gymnasium: only in processes that already loaded it
     from shared.envs.gymspaces import describe
@@ -67,10 +80,13 @@ def _build_here(env: EnvConfig) -> Verdict:
         made = make_env(env)
     except EnvSectionError as exc:
         return {"problem": str(exc), "spaces": None, "spaces_problem": None}
+    spec = made.spec
+    registered = None if spec is None or spec.reward_threshold is None else float(spec.reward_threshold)
     try:
-        return {"problem": None, "spaces": describe(made).model_dump(mode="json"), "spaces_problem": None}
+        return {"problem": None, "spaces": describe(made).model_dump(mode="json"), "spaces_problem": None,
+                "reward_threshold": registered}
     except ValueError as exc:
-        return {"problem": None, "spaces": None, "spaces_problem": str(exc)}
+        return {"problem": None, "spaces": None, "spaces_problem": str(exc), "reward_threshold": registered}
     finally:
         made.close()
 

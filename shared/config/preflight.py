@@ -23,6 +23,7 @@ from shared.config.envcheck import build_problem, spaces_of
 from shared.config.hookcheck import hooks_problem
 from shared.config.plan import RunPlan
 from shared.config.run_config import RunConfig
+from shared.config.threshold import resolve_threshold
 
 
 def _refused(config: RunConfig, problem: str, field: str | None = None) -> ValidationError:
@@ -33,7 +34,8 @@ def _refused(config: RunConfig, problem: str, field: str | None = None) -> Valid
 
 
 def preflight(config: RunConfig) -> RunPlan:
-    """The run's plan, once the env builds, the algorithm accepts its spaces and every hook loads.
+    """The run's plan, once the env builds, the algorithm accepts its spaces and every hook loads; its config has
+    env.solve_threshold resolved (shared/config/threshold.py: the registration's, where the config left it out).
 
     Raises ValidationError naming the field at fault (the env section, `algo.*` or `learner.hooks[i]`), in the
     order validation checked them; ValueError (RunPlan.of) when the algorithm cannot act in the env's spaces."""
@@ -54,4 +56,4 @@ def preflight(config: RunConfig) -> RunPlan:
     problem = hooks_problem(tuple(hook.call for hook in config.learner.hooks))
     if problem is not None:
         raise _refused(config, problem)
-    return RunPlan.of(config)
+    return RunPlan.of(resolve_threshold(config))

@@ -53,3 +53,6 @@ class Directive(Wire):
     """Operator evaluation requests so far: an evaluator that has handled fewer validates the latest policy now."""
     settings: Count = 0
     """Live setting changes so far: a worker that has seen fewer re-reads its task (claim) to apply them."""
+    final_test: Annotated[int, Field(ge=1)] | None = None
+    """A run with no threshold whose budget is used up: the evaluator runs the held-out test of this version (the
+    best validated) now; the run ends once it reports. Null otherwise."""

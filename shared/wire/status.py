@@ -177,6 +177,10 @@ class Status(Wire):
         "of evaluation.against)"))
     tests_rejected: int = Field(0, description="validation passes a held-out test did not confirm")
     test_in_flight: int | None = Field(None, description="policy version whose held-out test is running")
+    no_threshold: bool = Field(False, description=(
+        "the run has no threshold (env.solve_threshold null, no battle rule): it is never solved, it trains to its "
+        "budget, keeps the best validated policy (best_evaluation, in best/) and the last (policy_version), and "
+        "tests the best before it ends; ending on its budget is its success. Its tests show a score, not a verdict"))
     seeds: SeedsUsed | None = None
     """The seed blocks each mode used."""
     control: ControlStatus | None = None

@@ -1,10 +1,16 @@
-"""The evaluator's report: one request id per evaluation, reused by the client's retries."""
+"""The evaluator's report: one request id per evaluation, reused by the client's retries; the policy its
+end-of-budget test plays."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from evaluator.main import report
+from evaluator.main import kept_policy, report
+from shared.storage.layout import BEST_POLICY, BEST_SCORE, policy_path
+from shared.storage.local import LocalStore
 from shared.wire import EvaluationReport, EvaluationResult
 from tests.support.fake_coordinator import FakeCoordinator, make_session
 
@@ -27,3 +33,16 @@ def test_a_retried_evaluation_reuses_its_request_id() -> None:
     assert attempts[0].body == attempts[1].body  # the very same request
     assert attempts[2].body["policy_version"] == 4 and attempts[2].body["worker_id"] == "worker-1"
     assert (attempts[0].body["seed"], attempts[2].body["seed"]) == (7, 8)
+
+
+def test_the_end_of_budget_test_plays_the_kept_copy_of_the_best_or_the_policy_stores(tmp_path: Path) -> None:
+    best, store = LocalStore(tmp_path / "best"), LocalStore(tmp_path / "store")
+    store.put(policy_path(5), b"v5 in the store")
+    store.put(policy_path(7), b"v7 in the store")
+    assert kept_policy(best, store, 5) == b"v5 in the store"  # nothing kept yet
+    best.put(BEST_POLICY, b"v5 kept")
+    best.put(BEST_SCORE, json.dumps({"validation": {"policy_version": 5}}).encode())
+    assert kept_policy(best, store, 5) == b"v5 kept"
+    assert kept_policy(best, store, 7) == b"v7 in the store"  # best/ holds another version
+    with pytest.raises(RuntimeError, match=r"policy v9, the best validated, is neither in .* \(rlfleet ctl stop\)"):
+        kept_policy(best, store, 9)

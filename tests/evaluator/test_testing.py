@@ -203,3 +203,17 @@ def describe_report(report: dict[str, Any]) -> str:
     from evaluator.testing import describe
 
     return describe(report)
+
+
+def test_a_run_with_no_threshold_gets_a_score_and_no_verdict(tmp_path: Path) -> None:
+    config = RunConfig.model_validate({"seed": RUN_SEED, "env": {"id": "tests.support.userenv:PaintedCountEnv",
+                                                                 "kwargs": {"length": 3}, "solve_threshold": None}})
+    report = run_test(Subject(tmp_path / "p.safetensors", tmp_path / "c.yaml", config, random_actor(flat_spaces(2, 2))),
+                      episodes=2, num_envs=2, counter=0, video=None)
+    assert (report["mean"], report["solve_threshold"], report["solved"]) == (3.0, None, None)
+    assert "solved   no threshold (env.solve_threshold is null): a score, no verdict" in describe(report)
+
+
+def test_a_config_that_leaves_the_threshold_out_is_tested_against_the_registrations(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, RunConfig(name="r"))  # CartPole-v1, env.solve_threshold left out: 475
+    assert load_subject(*resolve_inputs(run_dir, None, None, None)[:2]).config.env.threshold == 475.0

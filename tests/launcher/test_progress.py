@@ -1,7 +1,11 @@
-"""The progress line of `rlfleet up`: what it says of the held-out tests, from a real run's status."""
+"""The progress line of `rlfleet up`: what it says of the held-out tests, from a real run's status, and how a test
+reads where the run has no threshold (a score, no verdict)."""
 
 from __future__ import annotations
 
+import re
+
+from coordinator.api.examples import STATUS, TESTED
 from coordinator.run import Run
 from launcher.progress import describe
 from shared.config.run_config import RunConfig
@@ -18,3 +22,13 @@ def test_the_latest_test_shows_its_interval_and_the_bound_that_decided_it(run_co
     assert evaluate(run, ev, 1, [480.0] * 4).test_requested  # small_run_config: 4 episodes, threshold 475
     holdout(run, ev, 1, [430.0, 530.0] * 50)  # mean 480, but a re-test could well fall short
     assert "tests: test v1 480.0 [470.0, 490.0], re-test bound 468.2 rejected, 1 rejected" in describe(run.status())
+
+
+def test_a_test_reads_as_its_verdict_or_as_a_score_without_a_threshold() -> None:
+    confirmed = STATUS.model_copy(update={"latest_test": TESTED.model_copy(update={"confirmed": True})})
+    assert re.search(r"test v3 498\.5 \[[^]]+\][^|]* confirmed", describe(confirmed))
+    untested = TESTED.model_copy(update={"confirmed": False})
+    assert re.search(r"test v3 498\.5 \[[^]]+\][^|]* rejected", describe(STATUS.model_copy(
+        update={"latest_test": untested})))
+    scored = STATUS.model_copy(update={"latest_test": untested, "no_threshold": True, "test_in_flight": 3})
+    assert re.search(r"tests: testing v3, test v3 498\.5 \[[^]]+\][^|]* \(no threshold\)", describe(scored))

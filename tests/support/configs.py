@@ -8,9 +8,12 @@ from shared.config.run_config import RunConfig
 
 
 def small_run_config() -> RunConfig:
-    """A small, fast config: tiny replay warm-up so tests reach the sampling path quickly."""
+    """A small, fast config: tiny replay warm-up so tests reach the sampling path quickly. Its threshold is set,
+    as the run resolves CartPole-v1's default (shared/config/threshold.py), so it compares equal to what a run
+    journals and hands out in tasks."""
     return RunConfig.model_validate({
         "name": "test-run",
+        "env": {"solve_threshold": 475},
         "collector": {"num_envs": 2, "chunk_steps": 16},
         "replay": {"capacity_transitions": 2_000, "min_transitions": 64, "samples_per_insert": 8,
                    "tolerance_transitions": 512},

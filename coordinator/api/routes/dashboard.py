@@ -32,7 +32,8 @@ class DashboardUpdate(Wire):
     evaluations_next: int = Field(description="send back as `evaluations_since`")
     tests: list[list[Any]] = Field(description="held-out tests from `tests_since` on (evaluation_columns)")
     tests_next: int = Field(description="send back as `tests_since`")
-    solve_threshold: float = Field(description="the mean return that solves the run (the curves' reference line)")
+    solve_threshold: float | None = Field(description=(
+        "the mean return that solves the run (the curves' reference line); null: the run has no threshold"))
     snapshot: dict[str, Any] | None = Field(description=(
         "the run's state at the last tick: status fields, buffers, policy lag, and workers as rows of "
         "`worker_columns`; null before the first tick"))
@@ -59,5 +60,5 @@ _EXAMPLE = DashboardUpdate(
 async def dashboard(request: Request, run: RunDep, _: ReaderScope, since: Since = 0, evaluations_since: Since = 0,
                     tests_since: Since = 0, boot: Boot = None) -> Response:
     body = request.app.state.timeline.update(since, boot, run.ctx.judge.results, evaluations_since, run.ctx.judge.tests,
-                                             tests_since, run.ctx.config.env.solve_threshold)
+                                             tests_since, run.ctx.config.env.threshold)
     return Response(content=body, media_type="application/json")

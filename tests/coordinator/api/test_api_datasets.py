@@ -137,3 +137,37 @@ def test_a_run_whose_model_is_no_policy_ends_when_the_last_epochs_scores_are_in(
         status = get_status(client, tokens["read"])
         assert status["run_state"] == "budget_exhausted" and status["policy_version"] == 0
         assert "all 2 epochs over dataset 'demo' were trained" in status["run_message"]
+
+
+def test_a_dataset_run_with_no_threshold_tests_its_best_policy_before_it_ends(tmp_path: Path) -> None:
+    config = BC_RUN.model_copy(update={"env": BC_RUN.env.model_copy(update={"solve_threshold": None}),
+                                       "algo": BC_RUN.algo.model_copy(update={"epochs": 1})})
+    settings, tokens = _settings(tmp_path, config)
+    with running_client(settings) as client:
+        learner = register(client, tokens["learner"], "learner")
+        claim(client, tokens["learner"], learner)
+        while _sample(client, tokens["learner"], learner, 100).json()["files"]:
+            pass
+        assert client.post("/v1/learn-info", json={
+            "worker_id": learner, "iteration": 10, "transitions_trained": 10, "losses": {"epoch": 1.0}},
+            headers=auth(tokens["learner"])).status_code == 200
+        policy = write_policy(open_store(RunLayout(settings.data_dir, BC_RUN.name), "store"), 1)
+        assert client.post("/v1/policies", json={"worker_id": learner, "policy": policy, "iteration": 10},
+                           headers=auth(tokens["learner"])).status_code == 200
+        evaluator = register(client, tokens["evaluator"], "evaluator")
+        claim(client, tokens["evaluator"], evaluator)
+        assert not client.post("/v1/evaluations", json={"worker_id": evaluator, "policy_version": 1,
+                                                         "returns": [100.0] * 10, "lengths": [100] * 10},
+                               headers=auth(tokens["evaluator"])).json()["test_requested"]
+        deadline = time.monotonic() + 5
+        while get_status(client, tokens["read"])["test_in_flight"] is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = get_status(client, tokens["read"])
+        assert (status["run_state"], status["test_in_flight"], status["no_threshold"]) == ("running", 1, True)
+        tested = client.post("/v1/tests", json={"worker_id": evaluator, "policy_version": 1, "returns": [90.0] * 100,
+                                                 "lengths": [90] * 100}, headers=auth(tokens["evaluator"]))
+        assert tested.status_code == 200, tested.text
+        after = get_status(client, tokens["read"])
+        assert after["run_state"] == "budget_exhausted" and "1 epochs over dataset 'demo' were trained" in \
+            after["run_message"]
+        assert "no threshold: best policy v1 (validation 100.0; held-out test 90.0" in after["run_message"]

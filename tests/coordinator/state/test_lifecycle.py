@@ -20,14 +20,27 @@ def test_the_first_reason_to_end_stands() -> None:
     assert not life.end("stopped", "operator", clock()) and (life.state, life.message) == ("solved", "confirmed")
 
 
-def test_each_budget_ends_the_run_naming_itself() -> None:
+def test_each_budget_names_itself_once_used_up() -> None:
     clock = FakeClock()
-    steps, wall = Lifecycle(BUDGET, clock), Lifecycle(BUDGET, clock)
-    assert not steps.check_budget(999, clock())
-    assert steps.check_budget(1_000, clock()) and "env-step budget of 1000" in steps.message
+    life = Lifecycle(BUDGET, clock)
+    assert life.budget_used(999, clock()) is None
+    assert life.budget_used(1_000, clock()) == "env-step budget of 1000 used up"
     clock.advance(600)
-    assert wall.check_budget(0, clock()) and "wall-clock budget of 600s" in wall.message
-    assert steps.state == wall.state == "budget_exhausted"
+    assert life.budget_used(0, clock()) == "wall-clock budget of 600s used up"
+    assert life.state == "running"  # ending is the caller's (coordinator/operations/budget.py)
+
+
+def test_a_run_waiting_for_its_end_of_budget_test_runs_but_no_longer_trains(tmp_path: Path) -> None:
+    clock = FakeClock()
+    life = Lifecycle(BUDGET, clock)
+    journal = JournalFor(tmp_path / "journal.sqlite", life)
+    life.finish("env-step budget of 1000 used up")
+    assert life.running and not life.training and "testing the best policy" in life.message
+    assert life.budget_used(5_000, clock()) is None  # its budget was found used up once
+    journal.commit()
+    restored = journal.restore(Lifecycle(BUDGET, clock), now=clock())
+    assert (restored.running, restored.training, restored.final) == (True, False, "env-step budget of 1000 used up")
+    assert restored.end("budget_exhausted", "tested", clock()) and not restored.running
 
 
 def test_only_a_stopped_run_reopens_and_its_stop_does_not_count() -> None:
@@ -49,7 +62,7 @@ def test_every_change_and_every_budget_check_marks_the_state() -> None:
     clock = FakeClock()
     life = Lifecycle(BUDGET, clock)
     assert not life.pending.dirty
-    life.check_budget(0, clock())  # time passed: the elapsed time is journalled with the operation
+    life.budget_used(0, clock())  # time passed: the elapsed time is journalled with the operation
     assert life.pending.dirty
     life.pending.clear()
     life.end("stopped", "x", clock())
@@ -67,7 +80,7 @@ def test_state_and_elapsed_time_survive_a_round_trip_and_downtime_does_not_count
     journal = JournalFor(tmp_path / "journal.sqlite", life)
     clock.advance(40)
     life.resumed(reopen=False)
-    life.check_budget(10, clock())
+    life.budget_used(10, clock())
     journal.commit()
     later = FakeClock(clock() + 3_600)  # a restart an hour later
     restored = journal.restore(Lifecycle(BUDGET, later), now=later())

@@ -13,6 +13,7 @@ import yaml
 from pydantic import ValidationError
 
 from shared.config import envcheck
+from shared.config.env import REGISTERED
 from shared.config.preflight import preflight
 from shared.config.run_config import EnvConfig, RunConfig, load_run_config
 from shared.envs.build import make_vector_env
@@ -89,7 +90,8 @@ def test_validating_builds_no_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(envcheck, "_build_here", refuse)
     monkeypatch.setattr(envcheck, "_build_in_child", refuse)
     assert EnvConfig(solve_threshold=10).id == "CartPole-v1"
-    assert EnvConfig.model_validate({"id": "CartPole-v1", "kwargs": {}, "wrappers": []}).solve_threshold == 475
+    # the default threshold is the registration's: left for the preflight to read (shared/config/threshold.py)
+    assert EnvConfig.model_validate({"id": "CartPole-v1", "kwargs": {}, "wrappers": []}).solve_threshold == REGISTERED
     section = {"id": "tests.support.userenv:short_count_env", "kwargs": {"length": 7}, "max_episode_steps": 9}
     assert EnvConfig.model_validate(section).max_episode_steps == 9
     assert RunConfig.model_validate({"env": {"id": "NoSuchEnv-v9"}}).env.id == "NoSuchEnv-v9"

@@ -1,0 +1,120 @@
+"""coordinator.operations.budget: a run with a threshold ends when its budget is used up (unsolved); a run with no
+threshold stops training, tests its best policy and then ends, naming the best and the last policy, as a success
+for `rlfleet up`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from coordinator.run import Run
+from launcher.up import succeeded
+from shared.config.run_config import RunConfig
+from shared.storage.local import LocalStore
+from tests.support.configs import make_config
+from tests.support.run import chunk, collector, evaluate, holdout, learner, publish, register
+
+BUDGET = 96  # three chunks of small_run_config (2 envs x 16 steps)
+
+
+def no_threshold_run(make_run: Callable[..., Run], run_config: RunConfig) -> Run:
+    return make_run(make_config(run_config, env={"solve_threshold": None}, budget={"max_env_steps": BUDGET}))
+
+
+def validated(run: Run, store: LocalStore) -> tuple[str, str]:
+    """Three versions published and validated (v2 the best); (learner, evaluator)."""
+    lrn = learner(run)
+    ev = register(run, "evaluator")
+    run.workers.claim(ev)
+    for version, mean in ((1, 10.0), (2, 50.0), (3, 20.0)):
+        publish(run, store, lrn, version)
+        assert not evaluate(run, ev, version, [mean] * 4).test_requested  # no score nominates a version
+    return lrn, ev
+
+
+def use_up_the_budget(run: Run) -> str:
+    w, t = collector(run)
+    for i in range(BUDGET // 32):
+        ack = run.chunks.ingest(chunk(run, w, t, f"c{i}"))
+    assert ack.directive.run_state == "budget_exhausted"  # the collector's part is done
+    return w
+
+
+def test_a_run_with_no_threshold_tests_its_best_policy_before_it_ends(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run = no_threshold_run(make_run, run_config)
+    lrn, ev = validated(run, store)
+    col = use_up_the_budget(run)
+    status = run.status()
+    assert (status.run_state, status.no_threshold, status.test_in_flight) == ("running", True, 2)
+    assert "testing the best policy" in status.run_message
+    assert run.workers.heartbeat(ev).directive.final_test == 2
+    assert run.workers.heartbeat(ev).directive.run_state == "running"
+    assert run.workers.heartbeat(lrn).directive.run_state == "budget_exhausted"
+    assert run.workers.claim(register(run, "collector")).task is None  # a restarted collector finds no work
+    run.tick()  # the budget, found used up once, is not checked again
+    assert run.status().run_state == "running"
+    test = holdout(run, ev, 2, [48.0] * 100)
+    assert not test.confirmed
+    status = run.status()
+    assert status.run_state == "budget_exhausted" and succeeded(status)
+    assert "best policy v2 (validation 50.0; held-out test 48.0" in status.run_message
+    assert "last policy v3 in policies/v00000003.safetensors" in status.run_message
+    assert (status.best_evaluation.policy_version, status.policy_version, status.tests_rejected) == (2, 3, 0)
+    assert run.workers.heartbeat(col).directive.run_state == "budget_exhausted"
+
+
+def test_with_nothing_validated_it_ends_at_once(make_run: Callable[..., Run], run_config: RunConfig,
+                                               store: LocalStore) -> None:
+    run = no_threshold_run(make_run, run_config)
+    publish(run, store, learner(run), 1)
+    use_up_the_budget(run)
+    status = run.status()
+    assert status.run_state == "budget_exhausted" and succeeded(status)
+    assert "no policy was validated, so none was tested; last policy v1" in status.run_message
+
+
+def test_an_operators_test_in_flight_at_the_budget_is_answered_first(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run = no_threshold_run(make_run, run_config)
+    lrn = learner(run)
+    ev = register(run, "evaluator")
+    run.workers.claim(ev)
+    publish(run, store, lrn, 1)
+    run.controls.evaluate_now(test=True)
+    assert evaluate(run, ev, 1, [10.0] * 4).test_requested
+    publish(run, store, lrn, 2)
+    evaluate(run, ev, 2, [30.0] * 4)
+    use_up_the_budget(run)
+    assert run.workers.heartbeat(ev).directive.final_test is None  # v1's test first
+    holdout(run, ev, 1, [9.0] * 100)
+    assert run.status().run_state == "running" and run.workers.heartbeat(ev).directive.final_test == 2
+    holdout(run, ev, 2, [29.0] * 100)
+    assert run.status().run_state == "budget_exhausted" and "best policy v2" in run.status().run_message
+
+
+def test_a_run_with_a_threshold_still_ends_unsolved_on_its_budget(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run = make_run(make_config(run_config, budget={"max_env_steps": BUDGET}))
+    validated(run, store)
+    use_up_the_budget(run)
+    status = run.status()
+    assert run.ctx.judge.threshold == 475.0 and not status.no_threshold  # CartPole-v1's registered threshold
+    assert status.run_state == "budget_exhausted" and not succeeded(status)
+    assert status.run_message == f"env-step budget of {BUDGET} used up"
+
+
+def test_a_validation_under_way_when_training_stopped_that_finds_a_better_best_gets_the_test(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run = no_threshold_run(make_run, run_config)
+    lrn, ev = validated(run, store)  # v2 the best
+    publish(run, store, lrn, 4)  # published as the budget ran out, validated after
+    use_up_the_budget(run)
+    assert run.workers.heartbeat(ev).directive.final_test == 2
+    evaluate(run, ev, 4, [70.0] * 4)
+    holdout(run, ev, 2, [48.0] * 100)
+    assert run.status().run_state == "running" and run.workers.heartbeat(ev).directive.final_test == 4
+    holdout(run, ev, 4, [69.0] * 100)
+    status = run.status()
+    assert status.run_state == "budget_exhausted" and "best policy v4 (validation 70.0; held-out test 69.0" in \
+        status.run_message
+    assert status.best_evaluation.policy_version == status.latest_test.policy_version == 4
