@@ -40,9 +40,12 @@ def test_the_end_of_budget_test_plays_the_kept_copy_of_the_best_or_the_policy_st
     store.put(policy_path(5), b"v5 in the store")
     store.put(policy_path(7), b"v7 in the store")
     assert kept_policy(best, store, 5) == b"v5 in the store"  # nothing kept yet
-    best.put(BEST_POLICY, b"v5 kept")
-    best.put(BEST_SCORE, json.dumps({"validation": {"policy_version": 5}}).encode())
+    sha = best.put(BEST_POLICY, b"v5 kept")
+    best.put(BEST_SCORE, json.dumps({"policy_sha256": sha, "validation": {"policy_version": 5}}).encode())
     assert kept_policy(best, store, 5) == b"v5 kept"
+    best.put(BEST_POLICY, b"v6, kept before its score (the evaluator stopped between the two writes)")
+    assert kept_policy(best, store, 5) == b"v5 in the store"  # the score no longer names the policy in best/
+    best.put(BEST_POLICY, b"v5 kept")
     assert kept_policy(best, store, 7) == b"v7 in the store"  # best/ holds another version
     with pytest.raises(RuntimeError, match=r"policy v9, the best validated, is neither in .* \(rlfleet ctl stop\)"):
         kept_policy(best, store, 9)

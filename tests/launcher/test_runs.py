@@ -36,7 +36,7 @@ def test_runs_lists_each_run_with_its_state_steps_and_best_test(tmp_path: Path) 
     assert solved.endswith("v1 480.5 [478.5, 482.5], re-test bound 477.5 (retest_lower_bound_95)")
     assert " ".join(lines["b__s1__2"][3:]) == "0 0 475 -"
     # what 'solved' means: the threshold, or none for a run that trains to its budget
-    assert (lines["a__s0__1"][5], lines["d__s0__4"][5:7], lines["c__s0__3"][5]) == ("475", ["no", "threshold"], "-")
+    assert (lines["a__s0__1"][5], lines["d__s0__4"][5:7], lines["c__s0__3"][6]) == ("475", ["no", "threshold"], "-")
 
 
 def test_a_confirmation_journalled_before_the_rule_was_recorded_names_the_old_rule() -> None:
