@@ -67,6 +67,9 @@ CASES = {
     # MuJoCo (the `mujoco` extra), not tuned for it: gymnasium's reward_threshold is 950 of at most 1000
     "invertedpendulum-sac": Case("configs/pendulum_sac.yaml", ("env.id=InvertedPendulum-v5",
                                                                "env.solve_threshold=950"), 300),
+    # MuJoCo, not tuned for it: gymnasium's reward_threshold is 9100 of at most ~9350
+    "inverteddoublependulum-sac": Case("configs/pendulum_sac.yaml", ("env.id=InvertedDoublePendulum-v5",
+                                                                     "env.solve_threshold=9100"), 600),
 }
 
 
