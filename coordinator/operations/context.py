@@ -6,6 +6,9 @@ and call `commit()`: the unit of work journals exactly what they touched. Every 
 (or a test's one thread), so no lock is needed; a route awaits `settle()` before replying, so nothing is
 acknowledged before it is durable. If a commit fails, `recover` reloads every component from what the journal
 holds, undoing the lost mutations.
+
+Waiting workers hear of an end of the run through `commit` too, only once the commit that holds it is durable: a
+worker told `solved` exits for good, so a run rolled back by a failed commit must never have been announced ended.
 """
 
 from __future__ import annotations
@@ -123,8 +126,25 @@ class RunContext:
 
     # ----- persistence -------------------------------------------------------------------------------------
     def commit(self, after: Callable[[], None] | None = None) -> Future[None]:
-        """Journal what the operation changed (the unit of work knows what); `after` runs once it is durable."""
+        """Journal what the operation changed (the unit of work knows what); `after` runs once it is durable.
+
+        Every operation that changes anything ends here, so this is also where a run state it changed is
+        announced to workers: once durable."""
+        state = self.lifecycle.state
+        if state != self.lifecycle.committed_state:
+            announce = self.on_loop(lambda: self._announce(state))
+            after = announce if after is None else _then(after, announce)
         return self.work.commit(after)
+
+    def _announce(self, state: RunState) -> None:
+        """`state` is durable: tell workers (every waiter re-checks, and a run that ended releases them all)."""
+        if self.lifecycle.mark_committed(state):
+            self._wake_all()
+
+    def _wake_all(self) -> None:
+        self.policy_signal.fire()
+        self.data_signal.fire()
+        self.generation_signal.fire()
 
     def _restore(self, resumed: bool) -> None:
         components = self.work.components
@@ -164,9 +184,7 @@ class RunContext:
         self.journal.committer.clear()
         self._build(RunConfig.model_validate(self.journal.meta()["config"]))
         self._restore(resumed=False)
-        self.policy_signal.fire()
-        self.data_signal.fire()
-        self.generation_signal.fire()
+        self._wake_all()
 
     def on_loop(self, action: Callable[[], None]) -> Callable[[], None]:
         """`action`, made safe to call from the journal's writer thread: it runs on the event loop (or at once
@@ -202,32 +220,38 @@ class RunContext:
         return self.fleet.lease_seconds / 2
 
     async def wait_until(self, condition: Callable[[], bool], signal: Signal, timeout: float) -> float:
-        """Wait (no thread held) until `condition` holds, the run ends, or `timeout` seconds pass; the seconds
-        waited."""
+        """Wait (no thread held) until `condition` holds, the run's end is durable, or `timeout` seconds pass; the
+        seconds waited."""
         loop = asyncio.get_running_loop()
         start = loop.time()
         deadline = start + timeout
-        while self.lifecycle.running and not condition() and (remaining := deadline - loop.time()) > 0:
+        while self.lifecycle.committed_running and not condition() and (remaining := deadline - loop.time()) > 0:
             await signal.wait(remaining)
         return loop.time() - start
 
     def directive(self, kind: WorkerKind | None) -> Directive:
+        """What every reply tells a worker: the run state and policy known durable, the pause, the counters."""
         ahead = self.control.paused or self.data.collectors_ahead()
         pause = PAUSE_SECONDS if kind == "collector" and ahead else 0.0
         control = self.control
-        return Directive(run_state=self.lifecycle.state, policy=self.policies.committed, pause_seconds=pause,
-                         env_steps_total=self.data.env_steps, checkpoints=control.checkpoints,
+        return Directive(run_state=self.lifecycle.committed_state, policy=self.policies.committed,
+                         pause_seconds=pause, env_steps_total=self.data.env_steps, checkpoints=control.checkpoints,
                          evaluations=control.evaluations, settings=len(control.changes))
 
     def end(self, state: RunState, message: str) -> None:
-        """End the run (the first reason stands) and release every waiter."""
+        """End the run (the first reason stands); every waiter is released once the end is durable (`commit`)."""
         if self.lifecycle.end(state, message, self.clock()):
             self.commit()
-            self.policy_signal.fire()
-            self.data_signal.fire()
-            self.generation_signal.fire()
 
     def running(self, what: str) -> None:
         """Refuse `what` once the run has ended."""
         if not self.lifecycle.running:
             raise Conflict(f"cannot {what}: the run has ended ({self.lifecycle.state})")
+
+
+def _then(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        second()
+
+    return both

@@ -30,9 +30,9 @@ class Evaluations:
             return retried
         result = ctx.judge.test(report, ctx.data.env_steps, ctx.lifecycle.wall_seconds(ctx.clock()),
                                 ctx.learner.iteration)
-        if result.confirmed and ctx.lifecycle.end("solved", ctx.judge.verdict(result), ctx.clock()):
-            ctx.policy_signal.fire()
-        ctx.commit()  # the test and the run's end in one transaction
+        if result.confirmed:
+            ctx.lifecycle.end("solved", ctx.judge.verdict(result), ctx.clock())
+        ctx.commit()  # the test and the run's end in one transaction; workers hear of the end once it is durable
         return result
 
     def history(self) -> list[EvaluationResult]:

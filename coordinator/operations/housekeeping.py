@@ -16,9 +16,7 @@ class Housekeeping:
         ctx = self.ctx
         now = ctx.clock()
         ctx.data.forget_replies(ctx.fleet.expire(now))
-        if ctx.lifecycle.check_budget(ctx.data.env_steps, now):
-            ctx.policy_signal.fire()
-            ctx.generation_signal.fire()
+        ctx.lifecycle.check_budget(ctx.data.env_steps, now)  # an end reaches waiters once durable (commit)
         self._rate = [*self._rate[-15:], (now, ctx.data.env_steps)]
         ctx.payloads.expire_consumed(now)
         ctx.data.expire_ids(ctx.wall_clock())

@@ -2,6 +2,11 @@
 
 Persisted under the meta key `lifecycle`, with the time elapsed so far: every budget check marks it changed, so
 a restarted coordinator loses at most the time since the last commit.
+
+`committed_state` is the state known durable: the one workers are told of. An end (or a reopening) becomes
+`state` at once, so the operation that made it sees it, but reaches workers only once the commit that holds it
+is durable (`mark_committed`): a worker told `solved` exits for good, and if that commit failed and the run
+rolled back to running, nobody would be left to train it.
 """
 
 from __future__ import annotations
@@ -25,12 +30,25 @@ class Lifecycle:
         self.started = clock()
         self.ended: float | None = None
         self.state: RunState = "running"
+        self.committed_state: RunState = "running"
         self.message = "training"
         self.resumes = 0
 
     @property
     def running(self) -> bool:
         return self.state == "running"
+
+    @property
+    def committed_running(self) -> bool:
+        return self.committed_state == "running"
+
+    def mark_committed(self, state: RunState) -> bool:
+        """`state` is durable; True if workers now have a different state to be told (the caller wakes them).
+        A state this component no longer holds (rebuilt from the journal meanwhile) is left alone."""
+        if state != self.state or state == self.committed_state:
+            return False
+        self.committed_state = state
+        return True
 
     def end(self, state: RunState, message: str, now: float) -> bool:
         """End a running run; False if it had already ended (the first reason stands)."""
@@ -79,4 +97,5 @@ class Lifecycle:
         self.started = now - float(state["elapsed"])
         self.ended = None if state["ended_elapsed"] is None else self.started + float(state["ended_elapsed"])
         self.state, self.message = state["state"], state["message"]
+        self.committed_state = self.state  # read back from the journal: durable
         self.resumes = int(state["resumes"])
