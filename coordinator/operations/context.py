@@ -7,8 +7,9 @@ and call `commit()`: the unit of work journals exactly what they touched. Every 
 acknowledged before it is durable. If a commit fails, `recover` reloads every component from what the journal
 holds, undoing the lost mutations.
 
-Waiting workers hear of an end of the run through `commit` too, only once the commit that holds it is durable: a
-worker told `solved` exits for good, so a run rolled back by a failed commit must never have been announced ended.
+Waiting workers hear of what an operation did through `commit` too: an end of the run only once the commit that
+holds it is durable (a worker told `solved` exits for good, so a run rolled back by a failed commit must never
+have been announced ended), a lifted pause at once (collectors waiting it out get back to work).
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ from shared.wire import Directive, JournalStatus, RunState, WorkerKind
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+# The pause directive's re-check interval, for a collector that does not wait a pause out in a long poll
+# (`while_paused`): one written against the protocol before it had one.
 PAUSE_SECONDS = 0.05
 
 
@@ -79,6 +82,8 @@ class RunContext:
         self._sizes = (lease_seconds, keep_policies, max_workers, idempotency_seconds, max_chunk_ids)
         self.policy_signal, self.data_signal = Signal(), Signal()
         self.generation_signal = Signal()  # a generation opened, a member freed, a result in
+        self.resume_signal = Signal()  # collection may go on: a pause lifted, the rate limiter let collectors go
+        self._collection_paused = False  # as of the last commit: a change to False fires resume_signal
         self.payloads = PayloadLifetime(store)
         meta = self.journal.meta()
         if meta:
@@ -128,8 +133,13 @@ class RunContext:
     def commit(self, after: Callable[[], None] | None = None) -> Future[None]:
         """Journal what the operation changed (the unit of work knows what); `after` runs once it is durable.
 
-        Every operation that changes anything ends here, so this is also where a run state it changed is
-        announced to workers: once durable."""
+        Every operation that changes anything ends here, so this is also where its effect on waiting workers is
+        settled: a pause it lifted releases the collectors waiting it out, a run state it changed is announced
+        once durable."""
+        paused = self.collection_paused
+        if self._collection_paused and not paused:
+            self.resume_signal.fire()
+        self._collection_paused = paused
         state = self.lifecycle.state
         if state != self.lifecycle.committed_state:
             announce = self.on_loop(lambda: self._announce(state))
@@ -145,6 +155,7 @@ class RunContext:
         self.policy_signal.fire()
         self.data_signal.fire()
         self.generation_signal.fire()
+        self.resume_signal.fire()
 
     def _restore(self, resumed: bool) -> None:
         components = self.work.components
@@ -229,10 +240,14 @@ class RunContext:
             await signal.wait(remaining)
         return loop.time() - start
 
+    @property
+    def collection_paused(self) -> bool:
+        """Collectors are told to pause: by the operator, or by the rate limiter (they are ahead of the learner)."""
+        return self.control.paused or self.data.collectors_ahead()
+
     def directive(self, kind: WorkerKind | None) -> Directive:
         """What every reply tells a worker: the run state and policy known durable, the pause, the counters."""
-        ahead = self.control.paused or self.data.collectors_ahead()
-        pause = PAUSE_SECONDS if kind == "collector" and ahead else 0.0
+        pause = PAUSE_SECONDS if kind == "collector" and self.collection_paused else 0.0
         control = self.control
         return Directive(run_state=self.lifecycle.committed_state, policy=self.policies.committed,
                          pause_seconds=pause, env_steps_total=self.data.env_steps, checkpoints=control.checkpoints,
