@@ -164,8 +164,9 @@ class WorkerSession:
         wait = self.long_poll_wait(self.heartbeat_seconds)
         start = time.monotonic()
         self.heartbeat(while_paused=True, wait=wait)
+        held = wait > 0 and time.monotonic() - start >= wait / 2
         pause = self.directive.pause_seconds
-        if pause > 0 and time.monotonic() - start < wait / 2:
+        if pause > 0 and not held:
             self.stop_event.wait(pause)
 
     def _heartbeat_loop(self) -> None:

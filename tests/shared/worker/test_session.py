@@ -112,8 +112,13 @@ def test_a_coordinator_that_does_not_hold_paused_polls_is_re_checked_at_the_dire
     start = time.monotonic()
     session.wait_out_pause()
     assert time.monotonic() - start >= 0.3
+    fake.max_wait_seconds = 0.0  # nor when no long poll may be asked for at all
+    session.register()
+    start = time.monotonic()
+    session.wait_out_pause()
+    assert time.monotonic() - start >= 0.3
     session.close()
-    assert len(fake.of("heartbeat")) == 1
+    assert len(fake.of("heartbeat")) == 2
 
 
 # ----- failing loudly ----------------------------------------------------------------------------------------
