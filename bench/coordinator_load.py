@@ -1,7 +1,7 @@
 """Coordinator load: N simulated collectors and one simulated learner against a real coordinator process.
 
   python bench/coordinator_load.py [--sweep 10 100 400 1000] [--seconds 20] [--warmup 5] [--chunk-interval 0.6]
-                                   [--batch 1] [--publishes 3] [--json out.json]
+                                   [--batch 1] [--publishes 3] [--paused] [--json out.json]
 
 Every N of the sweep gets a fresh coordinator (`python -m launcher coordinator`: uvicorn on 127.0.0.1, a new
 data dir, a run config written here, the tokens file from `rlfleet secrets --out`) and, in this one process,
@@ -23,6 +23,18 @@ on one asyncio loop with a minimal HTTP/1.1 keep-alive client (no rlfleet import
   publishes --publishes new policy versions per point, evenly spread over the window: a small real safetensors
   file written to `<store>/policies/`, then `POST /v1/policies`.
 - A /healthz probe at --healthz-rate requests/s on its own connection (no token).
+
+With --paused the operator pauses collection (`POST /v1/run/pause`, admin token) before the collectors register,
+and resumes it when the window ends: the fleet spends the point paused, as a learner-bound run's collectors
+spend most of theirs (the rate limiter's pause reaches them the same way). A paused collector does what
+rlfleet's does (WorkerSession.wait_out_pause): on its data connection, one heartbeat long poll
+`?while_paused=true&wait=H` at a time (H = the registration's heartbeat_seconds, a quarter of the lease), and
+when one comes back still paused sooner than H/2 (a coordinator that does not hold such polls) it idles the
+directive's pause_seconds before the next. Against such a coordinator the fleet therefore re-checks every
+pause_seconds, as its collectors did. Its heartbeat long polls for new policies go on, and so do the learner's
+calls (409 not_enough_data: nothing was collected) and the publishes. The row's chunk columns are empty; a line
+under it gives the paused collectors' re-checks per second and the resume's propagation (resume request sent
+-> every collector's paused poll answered without a pause).
 
 A point runs a warm-up (--warmup s) after every collector is set up, then the measurement window (--seconds).
 Latencies and errors are those of requests *started* inside the window (each is followed to its end: answer,
@@ -47,8 +59,9 @@ client timeout or broken connection); throughput and CPU are over the window its
   propagation       publish request sent -> EVERY collector's heartbeat long poll answered with that version
                     or newer: median and max over the point's publishes, ms ("-" if one never arrived)
   result            PASS: every collector set up, zero errors (setup and warm-up included), every publish
-                    propagated, acked/s >= 80% of N / --chunk-interval (the fleet kept its pace), coordinator
-                    alive; else FAIL with the reasons below the table
+                    propagated, acked/s >= 80% of N / --chunk-interval (the fleet kept its pace; with --paused:
+                    the resume reached every collector instead), coordinator alive; else FAIL with the reasons
+                    below the table
 
 Coordinator settings: RLFLEET_LEASE_SECONDS=--lease-seconds (default 30). The design lets the heartbeat scale
 with the fleet: a collector long-polls continuously, so its lease is renewed every `wait` seconds, and a dead
@@ -366,6 +379,7 @@ class Recorder:
         self.offered_in_window = 0
         self.duplicates = 0
         self.paused = 0
+        self.pause_polls = 0
         self.not_enough_data = 0
         self.loop_lag: list[float] = []
 
@@ -413,6 +427,23 @@ class Publish:
         return max((self.arrivals[i] for i in self.targets), default=self.sent) - self.sent
 
 
+@dataclass
+class Resume:
+    """The operator's resume at the end of a --paused point, and when each paused collector heard of it."""
+    sent: float
+    targets: set[int]  # collectors set up when it was sent
+    failed: str | None = None
+    arrivals: dict[int, float] = field(default_factory=dict)
+
+    def complete(self) -> bool:
+        return self.failed is None and self.targets.issubset(self.arrivals)
+
+    def propagation(self) -> float | None:
+        if not self.complete():
+            return None
+        return max((self.arrivals[i] for i in self.targets), default=self.sent) - self.sent
+
+
 # ----- the simulated fleet ----------------------------------------------------------------------------------
 @dataclass
 class PointConfig:
@@ -437,6 +468,7 @@ class PointConfig:
     setup_timeout: float
     register_concurrency: int
     coordinator_pid: int
+    paused: bool = False
 
 
 class Fleet:
@@ -447,6 +479,8 @@ class Fleet:
         self.ready: set[int] = set()
         self.publishes: list[Publish] = []
         self.wait = 5.0  # the long poll's wait, from the registration reply
+        self.heartbeat_seconds = 2.5  # a paused collector's long poll wait, from the registration reply
+        self.resume: Resume | None = None
         self.tag = os.urandom(3).hex()
 
     def conn(self, token_scope: str | None) -> HttpConnection:
@@ -454,6 +488,10 @@ class Fleet:
 
     def propagation_pending(self) -> bool:
         return any(p.failed is None and not p.complete() for p in self.publishes)
+
+    def resume_pending(self) -> bool:
+        """A --paused point's resume is still to be sent, or has not reached every collector yet."""
+        return self.cfg.paused and (self.resume is None or (self.resume.failed is None and not self.resume.complete()))
 
     def heard(self, idx: int, version: int, when: float) -> None:
         for p in self.publishes:
@@ -498,19 +536,21 @@ class SimCollector:
         self.seq = 0
         self.relock = asyncio.Lock()
         self.generation = 0
+        self.pause = 0.0  # the latest directive's pause_seconds
 
     def close(self) -> None:
         self.hb.close()
         self.data.close()
 
     def _directive(self, directive: dict[str, Any] | None) -> float:
-        """Take a directive's policy version; return its pause."""
+        """Take a directive's policy version and pause; return the pause."""
         if not directive:
             return 0.0
         policy = directive.get("policy")
         if policy:
             self.known_version = max(self.known_version, int(policy["version"]))
-        return float(directive.get("pause_seconds") or 0.0)
+        self.pause = float(directive.get("pause_seconds") or 0.0)
+        return self.pause
 
     async def setup(self, deadline: float, setup: bool = True) -> bool:
         """Register and claim, retrying until `deadline`; errors count as setup errors (or in-run when not)."""
@@ -524,6 +564,7 @@ class SimCollector:
                 self.worker_id = reply["worker_id"]
                 wait = reply.get("max_wait_seconds", 5.0)
                 fleet.wait = max(0.0, min(float(wait), fleet.cfg.lease_seconds / 2))
+                fleet.heartbeat_seconds = min(fleet.wait, float(reply.get("heartbeat_seconds", fleet.wait)))
                 self._directive(reply.get("directive"))
                 got = await fleet.call(self.data, "claim", "POST", f"/v1/workers/{self.worker_id}/claim", None,
                                        setup=setup)
@@ -602,11 +643,63 @@ class SimCollector:
                 "ends": meta.ends, "fresh_columns": meta.fresh_columns, "episodes": meta.episodes,
                 "policy_version": self.known_version}
 
+    async def wait_out_pause(self) -> bool:
+        """While the directive says pause: long polls `while_paused` on the data connection, as rlfleet's
+        collector waits a pause out. False once there is nothing left to wait for (the window is over and no
+        resume is still on its way, or the run ended)."""
+        fleet = self.fleet
+        while self.pause > 0:
+            if fleet.stopping and not fleet.resume_pending():
+                return False
+            generation = self.generation
+            wait = fleet.heartbeat_seconds
+            target = f"/v1/workers/{self.worker_id}/heartbeat?while_paused=true&wait={wait:g}"
+            start = time.perf_counter()
+            try:
+                status, data = await self.data.request("POST", target, None, wait + fleet.cfg.timeout)
+            except (RequestTimeout, ConnectionFailed) as exc:
+                fleet.rec.error("pause", start, "timeout" if isinstance(exc, RequestTimeout) else "connection",
+                                str(exc))
+                await asyncio.sleep(0.2)
+                continue
+            now = time.perf_counter()
+            if fleet.rec.in_window(start):
+                fleet.rec.pause_polls += 1
+            if status != 200:
+                fleet.rec.error("pause", start, f"http_{status}_{_error_code(data)}", data[:300].decode("latin-1"))
+                if status == 404 and _error_code(data) == "unknown_worker":
+                    await self.reregister(generation)
+                else:
+                    await asyncio.sleep(0.2)
+                continue
+            try:
+                directive = json.loads(data).get("directive") or {}
+            except ValueError:
+                fleet.rec.error("pause", start, "bad_json", data[:300].decode("latin-1"))
+                continue
+            if directive.get("run_state", "running") != "running":
+                fleet.rec.error("pause", start, "run_not_running", str(directive.get("run_state")))
+                return False
+            if self._directive(directive) == 0:
+                if fleet.resume is not None:
+                    fleet.resume.arrivals.setdefault(self.idx, now)
+                return True
+            if now - start < wait / 2:  # not held: a coordinator without these polls; its re-check interval
+                await asyncio.sleep(self.pause)
+        return True
+
     async def chunk_loop(self) -> None:
         fleet, cfg = self.fleet, self.fleet.cfg
         period = cfg.chunk_interval * cfg.batch
         pacer = Pacer(period, time.perf_counter() + random.uniform(0, period))  # spread the fleet over the period
-        while (start := await pacer.tick(lambda: fleet.stopping)) is not None:
+        while True:
+            if self.pause > 0:
+                if not await self.wait_out_pause():
+                    return
+                continue
+            start = await pacer.tick(lambda: fleet.stopping)
+            if start is None:
+                return
             generation = self.generation
             reports = [self._write_chunk() for _ in range(cfg.batch)]
             if fleet.rec.in_window(start):
@@ -644,10 +737,8 @@ class SimCollector:
                 else:
                     accepted += 1
             fleet.rec.acked(accepted, end)
-            pause = self._directive(reply.get("directive"))
-            if pause > 0:
-                fleet.rec.paused += 1
-                pacer.hold_until(time.perf_counter() + pause)
+            if self._directive(reply.get("directive")) > 0:
+                fleet.rec.paused += 1  # the next turn of the loop waits it out
 
 
 class Pacer:
@@ -667,10 +758,6 @@ class Pacer:
         start = time.perf_counter()
         self.next_at = max(self.next_at + self.period, start)
         return start
-
-    def hold_until(self, when: float) -> None:
-        """No tick before `when` (a pause directive)."""
-        self.next_at = max(self.next_at, when)
 
 
 class SimLearner:
@@ -797,7 +884,10 @@ async def run_point(cfg: PointConfig) -> dict[str, Any]:
             tasks.append(asyncio.create_task(c.heartbeat_loop()))
             tasks.append(asyncio.create_task(c.chunk_loop()))
 
+    admin = fleet.conn("admin")
     try:
+        if cfg.paused and await fleet.call(admin, "pause", "POST", "/v1/run/pause", None, setup=True) is None:
+            raise RuntimeError(f"could not pause collection: {rec.examples[-1:]}")
         learner_ok = await learner.setup(setup_deadline)
         if learner_ok:
             tasks.append(asyncio.create_task(learner.sample_loop()))
@@ -817,6 +907,10 @@ async def run_point(cfg: PointConfig) -> dict[str, Any]:
         await asyncio.sleep(max(0.0, rec.t1 - time.perf_counter()))
         mark1 = CpuMark.take(cfg.coordinator_pid)
         fleet.stopping = True
+        if cfg.paused:
+            fleet.resume = Resume(time.perf_counter(), set(fleet.ready))
+            if await fleet.call(admin, "resume", "POST", "/v1/run/resume", None, start=fleet.resume.sent) is None:
+                fleet.resume.failed = "resume request failed"
 
         # Drain: every request started in the window ends (answer or client timeout); heartbeats go on until
         # every publish has reached every collector, at most wait + timeout + 5 s.
@@ -834,6 +928,7 @@ async def run_point(cfg: PointConfig) -> dict[str, Any]:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         learner.close()
+        admin.close()
         for c in collectors:
             c.close()
         await asyncio.sleep(0)
@@ -867,6 +962,13 @@ def summarize(cfg: PointConfig, fleet: Fleet, mark0: CpuMark, mark1: CpuMark, se
         "acked_chunks_total": rec.acked_total,
         "duplicates": rec.duplicates,
         "pause_directives": rec.paused,
+        "paused": cfg.paused,
+        # paused collectors' `while_paused` polls (re-checks, against a coordinator that does not hold them)
+        "pause_polls_per_second": rec.pause_polls / wall,
+        "resume": None if fleet.resume is None else {
+            "complete": fleet.resume.complete(), "reached": len(fleet.resume.arrivals.keys() & fleet.resume.targets),
+            "targets": len(fleet.resume.targets), "failed": fleet.resume.failed,
+            "propagation_ms": None if (t := fleet.resume.propagation()) is None else t * 1e3},
         "chunk_latency": latency(rec.latencies["chunk"]),
         "healthz_latency": latency(rec.latencies["healthz"]),
         "sample_latency": latency(rec.latencies["sample"]),
@@ -927,7 +1029,12 @@ def judge(point: dict[str, Any], expected_publishes: int, batch: int = 1) -> Non
         reasons.append(f"{prop['publishes'] - prop['complete']}/{prop['publishes']} publishes never reached every "
                        f"collector")
     target, acked = point["offered_target_chunks_per_second"], point["acked_chunks_per_second"]
-    if not point["acked_chunks_in_window"]:
+    resume = point.get("resume")
+    if point.get("paused"):
+        if resume is None or not resume["complete"]:
+            reasons.append("the resume never reached every paused collector" if resume is None or not resume["failed"]
+                           else resume["failed"])
+    elif not point["acked_chunks_in_window"]:
         reasons.append("no chunk acknowledged in the window")
     elif acked < KEEP_PACE * target:
         reasons.append(f"{acked:.0f} chunks/s acknowledged of the {target:.0f}/s the fleet should send: the "
@@ -1047,7 +1154,7 @@ def bench_point(n: int, args: argparse.Namespace, tokens: dict[str, str], tokens
             sample_batch_size=args.sample_batch_size, sample_batches=args.sample_batches,
             healthz_rate=args.healthz_rate, publishes=args.publishes, warmup=args.warmup, seconds=args.seconds,
             setup_timeout=args.setup_timeout, register_concurrency=args.register_concurrency,
-            coordinator_pid=proc.pid,
+            coordinator_pid=proc.pid, paused=args.paused,
         )
         point = asyncio.run(run_point(cfg))
         point["coordinator_alive"] = proc.poll() is None
@@ -1118,6 +1225,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=1,
                         help="chunk reports per request: 1 uses POST /v1/chunks, 2-64 POST /v1/chunk-batches")
     parser.add_argument("--publishes", type=int, default=3, help="policy versions the learner publishes per point")
+    parser.add_argument("--paused", action="store_true",
+                        help="collection paused by the operator for the whole point, resumed when the window ends")
     parser.add_argument("--healthz-rate", type=float, default=20.0, help="/healthz probes per second")
     parser.add_argument("--sample-interval", type=float, default=0.05, help="seconds between the learner's samples")
     parser.add_argument("--sample-batch-size", type=int, default=64)
@@ -1173,6 +1282,12 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             point = bench_point(n, args, tokens, tokens_file, templates, scratch)
             doc["points"].append(point)
             print(row(point), flush=True)
+            if point["paused"]:
+                resume = point["resume"]
+                reached = ("-" if resume is None else f"{_ms(resume['propagation_ms'])} ms" if resume["complete"]
+                           else f"- ({resume['reached']}/{resume['targets']})")
+                print(" " * 7 + f"paused: {point['pause_polls_per_second']:.0f} paused polls/s; the resume reached "
+                      f"every collector in {reached}", flush=True)
             if point["other_cpu_cores"] > OTHER_LOAD_NOTE:
                 print(" " * 7 + f"note: other processes used {point['other_cpu_cores']:.2f} of the "
                       f"{os.cpu_count()} cores during this window", flush=True)

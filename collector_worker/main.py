@@ -3,7 +3,8 @@ population-based learner, evaluate the members of its generations: collector_wor
 
 Policy updates arrive in every reply's directive (and at once through the heartbeat's long poll); the
 collector loads a new version (sha256-checked) before the next env step. A pause directive (the rate
-limiter) idles the envs cheaply. With force_sync the collector works in lockstep with the learner.
+limiter, or the operator) idles the envs in a heartbeat long poll that the resume answers. With force_sync
+the collector works in lockstep with the learner.
 """
 
 from __future__ import annotations
@@ -124,8 +125,7 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
                 settings = directive.settings
                 behaviour = _reread(session, task).behaviour
             if directive.pause_seconds > 0:
-                session.stop_event.wait(directive.pause_seconds)
-                session.heartbeat()
+                session.wait_out_pause()
                 refresh()  # resume with the newest policy, already loaded
                 continue
             if sync:

@@ -98,10 +98,8 @@ def evaluate_members(session: WorkerSession, store: PayloadStore, task: Collecto
     log.info("task %s: evaluating population members on %s", task.task_id, task.env.id)
     try:
         while session.running and session.generation == generation:
-            pause = session.directive.pause_seconds
-            if pause > 0:  # an operator paused collection
-                session.stop_event.wait(pause)
-                session.heartbeat()
+            if session.directive.pause_seconds > 0:  # an operator paused collection
+                session.wait_out_pause()
                 continue
             try:
                 _evaluate_one(session, evaluator)

@@ -139,6 +139,9 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             reopen_stopped=named, telemetry=telemetry, dataset_store=open_datasets(settings.data_dir, request_target),
             max_body_bytes=settings.max_body_bytes,
         )
+        # Workers are told a run state once it is durable: the first request must not find a resumed stopped run
+        # still announced as stopped (its workers would exit) while its reopening is being committed.
+        await asyncio.to_thread(journal.committer.drain)
         telemetry.watch(app.state.run.metrics())
         app.state.timeline.resume(layout.metrics_csv, app.state.run.ctx.data.buffer.capacity)
         layout.config_file.write_text(dump_run_config(app.state.run.ctx.config))

@@ -32,6 +32,9 @@ _WORKER_SCOPES = ("collector", "learner", "evaluator", "admin")
 _BEARER = ((b"www-authenticate", b"Bearer"),)
 _HEALTHZ = b'{"status":"ok"}'
 _MAX_NEWER_THAN = 2**53
+# The spellings of a boolean that pydantic (so the FastAPI route) accepts in a query string.
+_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 
 
 class FastPath:
@@ -79,8 +82,8 @@ class FastPath:
             if caller not in _WORKER_SCOPES:
                 raise Forbidden(f"a {caller!r} token cannot call this endpoint; it needs one of "
                                 f"{list(_WORKER_SCOPES[:3])} (set RLFLEET_TOKEN to that scope's token)")
-            newer_than, wait = _query(scope["query_string"])
-            body = await self.state.run.workers.heartbeat_reply(worker_id, caller, newer_than, wait)
+            newer_than, wait, while_paused = _query(scope["query_string"])
+            body = await self.state.run.workers.heartbeat_reply(worker_id, caller, newer_than, wait, while_paused)
         except CoordinatorError as exc:
             await send_error(send, exc.status, exc.code, exc.message)
             return exc.status
@@ -101,9 +104,10 @@ class FastPath:
         return True
 
 
-def _query(raw: bytes) -> tuple[int | None, float]:
-    """`newer_than` and `wait` with the bounds the OpenAPI route declares; the last of repeated keys wins."""
-    params = dict(parse_qsl(raw.decode("latin-1")))
+def _query(raw: bytes) -> tuple[int | None, float, bool]:
+    """`newer_than`, `wait` and `while_paused` read as the OpenAPI route reads them; the last of repeated keys
+    wins."""
+    params = dict(parse_qsl(raw.decode("latin-1"), keep_blank_values=True))  # as Starlette reads them
     newer_than: int | None = None
     if "newer_than" in params:
         try:
@@ -120,7 +124,13 @@ def _query(raw: bytes) -> tuple[int | None, float]:
             raise Invalid("query.wait: Input should be a valid number") from None
         if not (math.isfinite(wait) and 0 <= wait <= 3600):
             raise Invalid("query.wait: Input should be between 0 and 3600")
-    return newer_than, wait
+    while_paused = False
+    if "while_paused" in params:
+        word = params["while_paused"].lower()
+        if word not in _TRUE and word not in _FALSE:
+            raise Invalid("query.while_paused: Input should be a valid boolean, unable to interpret input")
+        while_paused = word in _TRUE
+    return newer_than, wait, while_paused
 
 
 async def _send_json(send: Send, status: int, body: bytes) -> None:

@@ -31,9 +31,7 @@ def training_over(ctx: RunContext, reason: str) -> None:
     else:
         ctx.lifecycle.end("budget_exhausted", _untested(ctx, reason) if ctx.judge.no_threshold else reason,
                           ctx.clock())
-    ctx.policy_signal.fire()  # waiters see the directive change: collectors and learners stop
-    ctx.data_signal.fire()
-    ctx.generation_signal.fire()
+    # waiters hear of it once the caller's commit is durable (RunContext.commit announces it)
 
 
 def tested(ctx: RunContext, result: HoldoutResult) -> None:

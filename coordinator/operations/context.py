@@ -6,6 +6,10 @@ and call `commit()`: the unit of work journals exactly what they touched. Every 
 (or a test's one thread), so no lock is needed; a route awaits `settle()` before replying, so nothing is
 acknowledged before it is durable. If a commit fails, `recover` reloads every component from what the journal
 holds, undoing the lost mutations.
+
+Waiting workers hear of what an operation did through `commit` too: an end of the run only once the commit that
+holds it is durable (a worker told `solved` exits for good, so a run rolled back by a failed commit must never
+have been announced ended), a lifted pause at once (collectors waiting it out get back to work).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ from shared.wire import MAX_BODY_BYTES, Directive, JournalStatus, RunState, Work
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
+# The pause directive's re-check interval, for a collector that does not wait a pause out in a long poll
+# (`while_paused`): one written against the protocol before it had one.
 PAUSE_SECONDS = 0.05
 
 
@@ -79,6 +85,8 @@ class RunContext:
         self._sizes = (lease_seconds, keep_policies, max_workers, idempotency_seconds, max_chunk_ids)
         self.policy_signal, self.data_signal = Signal(), Signal()
         self.generation_signal = Signal()  # a generation opened, a member freed, a result in
+        self.resume_signal = Signal()  # collection may go on: a pause lifted, the rate limiter let collectors go
+        self._collection_paused = False  # as of the last commit: a change to False fires resume_signal
         self.payloads = PayloadLifetime(store)
         meta = self.journal.meta()
         config = resolve_threshold(config)  # journalled as it applies: a number or null (shared/config/threshold.py)
@@ -127,8 +135,33 @@ class RunContext:
 
     # ----- persistence -------------------------------------------------------------------------------------
     def commit(self, after: Callable[[], None] | None = None) -> Future[None]:
-        """Journal what the operation changed (the unit of work knows what); `after` runs once it is durable."""
+        """Journal what the operation changed (the unit of work knows what); `after` runs once it is durable.
+
+        Every operation that changes anything ends here, so this is also where its effect on waiting workers is
+        settled: a pause it lifted releases the collectors waiting it out, a run state it changed is announced
+        once durable."""
+        paused = self.collection_paused
+        if self._collection_paused and not paused:
+            self.resume_signal.fire()
+        self._collection_paused = paused
+        lifecycle = self.lifecycle
+        state, final = lifecycle.state, lifecycle.final
+        if (state, final) != (lifecycle.committed_state, lifecycle.committed_final):
+            announce = self.on_loop(lambda: self._announce(state, final))
+            after = announce if after is None else _then(after, announce)
         return self.work.commit(after)
+
+    def _announce(self, state: RunState, final: str | None) -> None:
+        """`state` (and the end of training, `final`) is durable: tell workers (every waiter re-checks, and a run
+        that ended releases them all)."""
+        if self.lifecycle.mark_committed(state, final):
+            self._wake_all()
+
+    def _wake_all(self) -> None:
+        self.policy_signal.fire()
+        self.data_signal.fire()
+        self.generation_signal.fire()
+        self.resume_signal.fire()
 
     def _restore(self, resumed: bool) -> None:
         components = self.work.components
@@ -169,9 +202,7 @@ class RunContext:
         self.payloads.undone()  # the files of draws that were not kept are the reloaded buffer's again
         self._build(RunConfig.model_validate(self.journal.meta()["config"]))
         self._restore(resumed=False)
-        self.policy_signal.fire()
-        self.data_signal.fire()
-        self.generation_signal.fire()
+        self._wake_all()
 
     def on_loop(self, action: Callable[[], None]) -> Callable[[], None]:
         """`action`, made safe to call from the journal's writer thread: it runs on the event loop (or at once
@@ -207,36 +238,48 @@ class RunContext:
         return self.fleet.lease_seconds / 2
 
     async def wait_until(self, condition: Callable[[], bool], signal: Signal, timeout: float) -> float:
-        """Wait (no thread held) until `condition` holds, the run ends, or `timeout` seconds pass; the seconds
-        waited."""
+        """Wait (no thread held) until `condition` holds, the run's end is durable, or `timeout` seconds pass; the
+        seconds waited."""
         loop = asyncio.get_running_loop()
         start = loop.time()
         deadline = start + timeout
-        while self.lifecycle.running and not condition() and (remaining := deadline - loop.time()) > 0:
+        while self.lifecycle.committed_running and not condition() and (remaining := deadline - loop.time()) > 0:
             await signal.wait(remaining)
         return loop.time() - start
 
+    @property
+    def collection_paused(self) -> bool:
+        """Collectors are told to pause: by the operator, or by the rate limiter (they are ahead of the learner)."""
+        return self.control.paused or self.data.collectors_ahead()
+
     def directive(self, kind: WorkerKind | None) -> Directive:
-        ahead = self.control.paused or self.data.collectors_ahead()
-        pause = PAUSE_SECONDS if kind == "collector" and ahead else 0.0
+        """What every reply tells a worker: the run state and policy known durable, the pause, the counters.
+        Collectors and learners of a run with no threshold whose budget is used up (durably) hear
+        budget_exhausted: their part is done while the run waits for its end-of-budget test."""
+        pause = PAUSE_SECONDS if kind == "collector" and self.collection_paused else 0.0
         control, lifecycle = self.control, self.lifecycle
-        state = lifecycle.state
-        if lifecycle.running and not lifecycle.training and kind in ("collector", "learner"):
-            state = "budget_exhausted"  # their part is done; the run waits for its end-of-budget test
+        state = lifecycle.committed_state
+        if state == "running" and lifecycle.committed_final is not None and kind in ("collector", "learner"):
+            state = "budget_exhausted"
         return Directive(run_state=state, policy=self.policies.committed, pause_seconds=pause,
                          env_steps_total=self.data.env_steps, checkpoints=control.checkpoints,
                          evaluations=control.evaluations, settings=len(control.changes),
                          final_test=self.judge.final_in_flight)
 
     def end(self, state: RunState, message: str) -> None:
-        """End the run (the first reason stands) and release every waiter."""
+        """End the run (the first reason stands); every waiter is released once the end is durable (`commit`)."""
         if self.lifecycle.end(state, message, self.clock()):
             self.commit()
-            self.policy_signal.fire()
-            self.data_signal.fire()
-            self.generation_signal.fire()
 
     def running(self, what: str) -> None:
         """Refuse `what` once the run has ended."""
         if not self.lifecycle.running:
             raise Conflict(f"cannot {what}: the run has ended ({self.lifecycle.state})")
+
+
+def _then(first: Callable[[], None], second: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        second()
+
+    return both

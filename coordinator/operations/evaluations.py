@@ -46,10 +46,10 @@ class Evaluations:
             return retried
         result = ctx.judge.test(report, ctx.data.env_steps, ctx.lifecycle.wall_seconds(ctx.clock()),
                                 ctx.learner.iteration)
-        if result.confirmed and ctx.lifecycle.end("solved", ctx.judge.verdict(result), ctx.clock()):
-            ctx.policy_signal.fire()
+        if result.confirmed:
+            ctx.lifecycle.end("solved", ctx.judge.verdict(result), ctx.clock())
         tested(ctx, result)  # a run with no threshold ends once its end-of-budget test reports
-        ctx.commit()  # the test and the run's end in one transaction
+        ctx.commit()  # the test and the run's end in one transaction; workers hear of the end once it is durable
         return result
 
     def history(self) -> list[EvaluationResult]:

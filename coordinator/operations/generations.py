@@ -108,8 +108,6 @@ class Population:
         ctx.commit()
         if verdict == "accepted":
             ctx.generation_signal.fire()  # the learner's close re-checks; its reply settles after this commit
-        elif not ctx.lifecycle.running:
-            ctx.policy_signal.fire()
         await ctx.settle()
         return ResultAck(accepted=verdict == "accepted", duplicate=verdict == "duplicate", late=verdict == "late",
                          directive=ctx.directive("collector"))

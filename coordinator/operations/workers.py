@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from coordinator.errors import Invalid
 from coordinator.operations.context import RunContext
 from coordinator.state.dataplane import BUFFER_ID
 from coordinator.state.tasks import TaskRecord
@@ -40,13 +41,25 @@ class Workers:
         worker = ctx.fleet.worker(worker_id, ctx.clock(), scope=scope)
         return HeartbeatResponse(lease_seconds=ctx.fleet.lease_seconds, directive=ctx.directive(worker.kind))
 
-    async def heartbeat_reply(self, worker_id: str, scope: str, newer_than: int | None, wait: float) -> bytes:
-        """Renew the lease; with `newer_than`, hold the reply until a newer policy is durable (at most `wait`)."""
+    async def heartbeat_reply(self, worker_id: str, scope: str, newer_than: int | None, wait: float,
+                              while_paused: bool = False) -> bytes:
+        """Renew the lease; with `newer_than`, hold the reply until a newer policy is durable; with `while_paused`,
+        hold a collector's reply while collection is paused (at most `wait` either way).
+
+        A paused collector waits its pause out here instead of re-checking every PAUSE_SECONDS: one request per
+        `wait` instead of twenty a second, and the resume (the operator's, or the rate limiter letting
+        collectors go) answers it at once."""
         ctx = self.ctx
-        if newer_than is not None:
-            ctx.fleet.worker(worker_id, ctx.clock(), scope=scope)  # unknown or foreign: refused before waiting
-            await ctx.wait_until(lambda: ctx.policies.committed_version > newer_than, ctx.policy_signal,
-                                 min(wait, ctx.max_wait_seconds))
+        if newer_than is not None and while_paused:
+            raise Invalid("pass newer_than or while_paused, not both: a collector waits for a new policy on its "
+                          "heartbeat thread and waits out a pause on its collecting one")
+        if newer_than is not None or while_paused:
+            worker = ctx.fleet.worker(worker_id, ctx.clock(), scope=scope)  # unknown or foreign: refused first
+            wait = min(wait, ctx.max_wait_seconds)
+            if newer_than is not None:
+                await ctx.wait_until(lambda: ctx.policies.committed_version > newer_than, ctx.policy_signal, wait)
+            elif worker.kind == "collector":  # only collectors are told to pause
+                await ctx.wait_until(lambda: not ctx.collection_paused, ctx.resume_signal, wait)
         reply = self.heartbeat(worker_id, scope)  # renews the lease again after the wait
         ctx.telemetry.policy_heard(newer_than, reply.directive.policy, ctx.clock())
         key = (reply.directive, reply.lease_seconds)

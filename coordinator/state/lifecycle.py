@@ -7,6 +7,11 @@ reason meanwhile.
 
 Persisted under the meta key `lifecycle`, with the time elapsed so far: every budget check marks it changed, so
 a restarted coordinator loses at most the time since the last commit.
+
+`committed_state` (and `committed_final`) is the state known durable: the one workers are told of. An end (or a reopening) becomes
+`state` at once, so the operation that made it sees it, but reaches workers only once the commit that holds it
+is durable (`mark_committed`): a worker told `solved` exits for good, and if that commit failed and the run
+rolled back to running, nobody would be left to train it.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ class Lifecycle:
         self.started = clock()
         self.ended: float | None = None
         self.state: RunState = "running"
+        self.committed_state: RunState = "running"
         self.message = "training"
         self.resumes = 0
         self.final: str | None = None  # the budget used up, while the run waits for its end-of-budget test
+        self.committed_final: str | None = None  # `final` known durable: collectors and learners are told of it
 
     @property
     def training(self) -> bool:
@@ -42,6 +49,20 @@ class Lifecycle:
     @property
     def running(self) -> bool:
         return self.state == "running"
+
+    @property
+    def committed_running(self) -> bool:
+        return self.committed_state == "running"
+
+    def mark_committed(self, state: RunState, final: str | None = None) -> bool:
+        """`state` and `final` are durable; True if workers now have something new to be told (the caller wakes
+        them). What this component no longer holds (rebuilt from the journal meanwhile) is left alone."""
+        if (state, final) != (self.state, self.final):
+            return False
+        if (state, final) == (self.committed_state, self.committed_final):
+            return False
+        self.committed_state, self.committed_final = state, final
+        return True
 
     def end(self, state: RunState, message: str, now: float) -> bool:
         """End a running run; False if it had already ended (the first reason stands)."""
@@ -97,5 +118,7 @@ class Lifecycle:
         self.started = now - float(state["elapsed"])
         self.ended = None if state["ended_elapsed"] is None else self.started + float(state["ended_elapsed"])
         self.state, self.message = state["state"], state["message"]
+        self.committed_state = self.state  # read back from the journal: durable
         self.resumes = int(state["resumes"])
         self.final = state.get("final")  # journals from before runs without a threshold hold none
+        self.committed_final = self.final

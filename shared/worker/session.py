@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import TypeVar
@@ -135,12 +136,15 @@ class WorkerSession:
         timeout (a longer one would time out and be retried instead of answered)."""
         return max(0.0, min(wait, self.max_wait_seconds, self.client.timeout / 2))
 
-    def heartbeat(self, newer_than: int | None = None, wait: float = 0.0) -> None:
-        """Renew the lease; with `newer_than`, the coordinator replies once a newer policy exists (or after
-        `wait` seconds, clamped by `long_poll_wait`)."""
+    def heartbeat(self, newer_than: int | None = None, wait: float = 0.0, while_paused: bool = False) -> None:
+        """Renew the lease; with `newer_than`, the coordinator replies once a newer policy exists, with
+        `while_paused`, once collection is no longer paused (or after `wait` seconds, clamped by
+        `long_poll_wait`)."""
         path = f"/v1/workers/{self.worker_id}/heartbeat"
         if newer_than is not None:
             path += f"?newer_than={newer_than}&wait={self.long_poll_wait(wait):g}"
+        elif while_paused:
+            path += f"?while_paused=true&wait={self.long_poll_wait(wait):g}"
         try:
             reply = self.client.call("POST", path, HeartbeatResponse)
             self.update(reply.directive)
@@ -149,6 +153,21 @@ class WorkerSession:
                 raise
             log.warning("coordinator no longer knows worker %s (%s); registering again", self.worker_id, exc)
             self.register()
+
+    def wait_out_pause(self) -> None:
+        """The directive says pause (the operator's, or the rate limiter's while collectors are ahead of the
+        learner): wait in a heartbeat long poll the coordinator answers as soon as collection resumes, or after
+        `heartbeat_seconds` (renewing the lease). Then look at the directive again.
+
+        A coordinator that answers sooner while the pause goes on does not hold such polls (one from before
+        them): then idle the directive's `pause_seconds`, its re-check interval, rather than poll in a loop."""
+        wait = self.long_poll_wait(self.heartbeat_seconds)
+        start = time.monotonic()
+        self.heartbeat(while_paused=True, wait=wait)
+        held = wait > 0 and time.monotonic() - start >= wait / 2
+        pause = self.directive.pause_seconds
+        if pause > 0 and not held:
+            self.stop_event.wait(pause)
 
     def _heartbeat_loop(self) -> None:
         """Renew the lease every heartbeat_seconds. A collector makes each renewal a long poll for the next

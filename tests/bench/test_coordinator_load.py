@@ -34,3 +34,18 @@ def test_five_collectors_are_acknowledged_without_errors(tmp_path: Path) -> None
     assert point["propagation"]["complete"] == 2, point["propagation"]
     assert point["coordinator_cpu_ms_per_chunk"] is not None
     assert rc == 0, point["fail_reasons"]
+
+
+def test_paused_collectors_wait_in_long_polls_and_the_resume_reaches_them_all(tmp_path: Path) -> None:
+    bench = _load_bench()
+    out = tmp_path / "paused.json"
+    rc = bench.main(["--paused", "--sweep", "5", "--seconds", "3", "--warmup", "1", "--publishes", "1",
+                     "--workdir", str(tmp_path), "--json", str(out)])
+    (point,) = json.loads(out.read_text())["points"]
+    assert point["paused"] and point["collectors_ready"] == 5
+    assert point["acked_chunks_total"] == 0  # nothing collected while paused
+    # held until the resume, not re-checked every pause_seconds (that would be 5 x 20 polls a second)
+    assert point["pause_polls_per_second"] < 5, point["pause_polls_per_second"]
+    assert point["resume"]["complete"] and point["resume"]["propagation_ms"] < 1000, point["resume"]
+    assert point["errors"] == 0, point["error_examples"]
+    assert rc == 0, point["fail_reasons"]

@@ -148,3 +148,18 @@ def test_failed_hooks_survive_a_restart_and_older_journals_load_without_them(tmp
     del state["hooks_failed"]  # what a coordinator of an earlier release journalled
     after.ctx.learner.load_state_dict(Stored(state), now=0.0)
     assert after.status().learner.hooks_failed == {} and after.status().learner.iteration == 1
+
+
+def test_a_stopped_run_reopened_is_told_to_workers_as_running_once_durable(tmp_path: Path, run_config: RunConfig,
+                                                                            store: LocalStore) -> None:
+    db, clock = tmp_path / "journal.db", FakeClock()
+    run = _reopen(db, run_config, store, clock)
+    run.controls.stop("operator")
+    run.ctx.close()
+    run.ctx.journal.close()
+    again = Run(run_config, store, clock=clock, sample_wait_seconds=0, journal=Journal(db), reopen_stopped=True)
+    assert again.ctx.lifecycle.state == "running"
+    again.ctx.flush()  # the coordinator waits for this before serving (coordinator/main.py)
+    worker = register(again, "collector")
+    assert again.workers.heartbeat(worker).directive.run_state == "running"
+    again.ctx.close()

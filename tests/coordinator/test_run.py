@@ -26,6 +26,7 @@ from shared.wire import (
     SampleRequest,
 )
 from tests.support.configs import layout, make_config
+from tests.support.journal import fill_journal, free_journal
 from tests.support.run import (
     FakeClock,
     chunk,
@@ -582,7 +583,8 @@ def test_evaluation_at_threshold_solves_the_run(run: Run, store: LocalStore, clo
     assert run.ctx.lifecycle.state == "solved"
     assert "confirmed by a held-out test: 480.0" in run.ctx.lifecycle.message and "v1" in run.ctx.lifecycle.message
     assert run.status().confirmed_by == test
-    # every directive now says so, and no more work is handed out
+    # every directive says so once the end is durable, and no more work is handed out
+    run.ctx.flush()
     assert run.workers.heartbeat(w).directive.run_state == "solved"
     assert run.workers.heartbeat(lrn).directive.run_state == "solved"
     claim = run.workers.claim(register(run, "collector"))
@@ -605,9 +607,10 @@ def test_env_step_budget_exhausts_the_run(make_run: Callable[..., Run], run_conf
     run.chunks.ingest(chunk(run, w, t, "c1"))
     run.chunks.ingest(chunk(run, w, t, "c2"))  # 64
     assert run.ctx.lifecycle.state == "running"
-    ack = run.chunks.ingest(chunk(run, w, t, "c3"))  # exactly 96
+    run.chunks.ingest(chunk(run, w, t, "c3"))  # exactly 96
     assert run.ctx.lifecycle.state == "budget_exhausted"
-    assert ack.directive.run_state == "budget_exhausted"
+    run.ctx.flush()  # workers are told once the end is durable
+    assert run.workers.heartbeat(w).directive.run_state == "budget_exhausted"
     assert "96" in run.ctx.lifecycle.message
     assert run.status().env_steps == 96
 
@@ -623,6 +626,7 @@ def test_wall_budget_via_tick(make_run: Callable[..., Run], run_config: RunConfi
     run.tick()
     assert run.ctx.lifecycle.state == "budget_exhausted"
     assert "60s" in run.ctx.lifecycle.message
+    run.ctx.flush()
     assert run.workers.heartbeat(c).directive.run_state == "budget_exhausted"
     clock.advance(500)
     assert run.status().wall_seconds == pytest.approx(60.0)
@@ -636,6 +640,26 @@ def test_stop(run: Run, clock: FakeClock) -> None:
     assert status.wall_seconds == 5.0
     run.controls.stop("again")
     assert run.ctx.lifecycle.message == "operator said so"
+
+
+def test_workers_hear_of_an_end_only_once_it_is_durable(run: Run) -> None:
+    """A worker told the run ended exits for good: told of an end whose commit then failed (the run rolled
+    back to running), every worker would leave a running run."""
+    w, _ = collector(run)
+    run.ctx.flush()
+    fill_journal(run.ctx.journal)
+    run.controls.stop("operator")  # its commit fails on the full disk
+    assert run.ctx.lifecycle.state == "stopped"  # the operation itself sees it...
+    assert run.workers.heartbeat(w).directive.run_state == "running"  # ...workers are not told: it may not hold
+    run.ctx.flush()
+    assert run.workers.heartbeat(w).directive.run_state == "running"
+    free_journal(run.ctx.journal)
+    run.ctx.recover()  # what the stop's reply (a 503) does
+    assert run.ctx.lifecycle.state == "running"
+    assert run.workers.heartbeat(w).directive.run_state == "running"
+    run.controls.stop("operator, again")
+    run.ctx.flush()
+    assert run.workers.heartbeat(w).directive.run_state == "stopped"
 
 
 def test_wall_seconds_frozen_when_run_ended_at_clock_zero(run_config: RunConfig, store: LocalStore) -> None:

@@ -558,9 +558,10 @@ def test_policy_lag_histogram_collects_the_tail(make_run: Callable[..., Run], ru
 # ----- heartbeat long poll ----------------------------------------------------------------------------------
 
 
-async def poll(run: Run, worker_id: str, newer_than: int | None, wait: float) -> HeartbeatResponse:
+async def poll(run: Run, worker_id: str, newer_than: int | None, wait: float,
+               while_paused: bool = False) -> HeartbeatResponse:
     """The heartbeat long poll as the route runs it (on the event loop), its reply parsed."""
-    reply = await run.workers.heartbeat_reply(worker_id, "collector", newer_than, wait)
+    reply = await run.workers.heartbeat_reply(worker_id, "collector", newer_than, wait, while_paused)
     return HeartbeatResponse.model_validate_json(reply)
 
 
@@ -629,6 +630,82 @@ def test_heartbeat_long_poll_ends_when_the_run_ends(run_config: RunConfig, store
     start = time.monotonic()
     reply = asyncio.run(scenario())
     assert time.monotonic() - start < 1.0
+    assert reply.directive.run_state == "stopped"
+
+
+# ----- a pause waited out in a long poll ----------------------------------------------------------------------
+
+
+async def held(run: Run, worker_id: str, wait: float, release: Callable[[], object]) -> tuple[HeartbeatResponse, float]:
+    """A paused collector's `while_paused` poll: held until `release()` is called 0.2 s in; (reply, seconds from
+    the release to the reply)."""
+    waiting = asyncio.create_task(poll(run, worker_id, None, wait, while_paused=True))
+    await asyncio.sleep(0.2)
+    assert not waiting.done(), "a paused collector's poll was answered while collection was still paused"
+    released = time.monotonic()
+    release()
+    reply = await asyncio.wait_for(waiting, wait + 1)
+    return reply, time.monotonic() - released
+
+
+def test_the_operators_resume_answers_a_paused_collectors_poll_at_once(run_config: RunConfig,
+                                                                       store: LocalStore) -> None:
+    run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0)
+    col = register(run, "collector")
+    run.controls.pause(True)
+    reply, delay = asyncio.run(held(run, col, 3.0, lambda: run.controls.pause(False)))
+    assert delay < 0.5  # not the 3 s it may wait
+    assert reply.directive.pause_seconds == 0.0
+
+
+def test_the_rate_limiter_letting_collectors_go_answers_their_polls_at_once(run_config: RunConfig,
+                                                                           store: LocalStore) -> None:
+    """The limiter holds collectors (the normal state of a learner-bound run) until the learner's samples
+    bring the ratio back within its tolerance: that sample releases the waiting collectors."""
+    run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0)
+    w, t = collector(run)
+    lrn = learner(run)
+    for i in range(19):  # min 64, spi 8, tolerance 512: 608 inserted puts collectors ahead by 256 samples
+        run.chunks.ingest(chunk(run, w, t, f"c{i}"))
+    assert run.ctx.directive("collector").pause_seconds == PAUSE_SECONDS
+    sample(run, lrn, 128)  # still ahead: the poll stays held
+    reply, delay = asyncio.run(held(run, w, 3.0, lambda: sample(run, lrn, 129)))
+    assert delay < 0.5
+    assert reply.directive.pause_seconds == 0.0
+
+
+def test_a_paused_collectors_poll_renews_its_lease_and_answers_after_its_wait(run_config: RunConfig,
+                                                                               store: LocalStore) -> None:
+    run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0, lease_seconds=1.0)
+    col = register(run, "collector")
+    run.controls.pause(True)
+    start = time.monotonic()
+    reply = asyncio.run(poll(run, col, None, 3600, while_paused=True))  # capped at half the lease
+    assert 0.45 <= time.monotonic() - start < 1.5
+    assert reply.directive.pause_seconds == PAUSE_SECONDS  # still paused: poll again
+    assert run.ctx.fleet.registry.get(col) is not None
+
+
+def test_while_paused_answers_at_once_when_nothing_is_paused_for_the_caller(run_config: RunConfig,
+                                                                            store: LocalStore) -> None:
+    run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0)
+    col, lrn = register(run, "collector"), learner(run)
+    start = time.monotonic()
+    assert asyncio.run(poll(run, col, None, 2.0, while_paused=True)).directive.pause_seconds == 0.0
+    run.controls.pause(True)
+    reply = asyncio.run(run.workers.heartbeat_reply(lrn, "learner", None, 2.0, while_paused=True))
+    assert HeartbeatResponse.model_validate_json(reply).directive.pause_seconds == 0.0  # a learner never pauses
+    assert time.monotonic() - start < 0.5
+    with pytest.raises(Invalid, match="newer_than or while_paused"):
+        asyncio.run(poll(run, col, 0, 2.0, while_paused=True))
+
+
+def test_a_paused_collectors_poll_ends_when_the_run_ends(run_config: RunConfig, store: LocalStore) -> None:
+    run = Run(run_config, store, clock=time.monotonic, sample_wait_seconds=0)
+    col = register(run, "collector")
+    run.controls.pause(True)
+    reply, delay = asyncio.run(held(run, col, 3.0, lambda: run.controls.stop("done")))
+    assert delay < 0.5
     assert reply.directive.run_state == "stopped"
 
 

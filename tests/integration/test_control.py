@@ -1,13 +1,16 @@
 """The control plane against real processes: `rlfleet ctl` pauses and resumes collection, makes the learner
-checkpoint and the evaluator validate and test now, and changes a live setting the collectors then act on."""
+checkpoint and the evaluator validate and test now, and changes a live setting the collectors then act on; a collector
+the rate limiter holds waits in a long poll until the learner samples."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from shared.config.run_config import RunConfig, dump_run_config
@@ -69,4 +72,48 @@ def test_operator_steers_a_running_run(tmp_path: Path, data_dir: Path, tokens: d
         assert "stopped" in ctl(fleet, "stop", "--reason", "operator test done")
         fleet.wait_for(lambda: fleet.status().run_state == "stopped", 10, "the run to stop")
     finally:
+        fleet.close()
+
+
+def heartbeats(fleet: Fleet) -> float:
+    """Heartbeats the coordinator has answered (200), from its Prometheus metrics."""
+    found = re.search(r'rlfleet_http_request_duration_seconds_count\{method="POST",'
+                      r'route="/v1/workers/\{worker_id\}/heartbeat",status="200"\} (\S+)',
+                      fleet.http.get("/metrics").text)
+    return float(found.group(1)) if found else 0.0
+
+
+@pytest.mark.slow
+def test_a_collector_held_by_the_rate_limiter_waits_in_long_polls_until_the_learner_samples(
+        tmp_path: Path, data_dir: Path, tokens: dict[str, str]) -> None:
+    """Held back (the normal state of a learner-bound run), a collector used to re-check twenty times a second;
+    it waits in a heartbeat long poll that the learner's sample answers."""
+    data = small_run_config().model_dump(mode="json")
+    data["env"]["solve_threshold"] = 1000
+    config_file = tmp_path / "run.yaml"
+    config_file.write_text(dump_run_config(RunConfig.model_validate(data)))
+    fleet = Fleet(tmp_path, data_dir, config_file, tokens)
+    learner = httpx.Client(base_url=fleet.url, timeout=10, headers={"Authorization": f"Bearer {tokens['learner']}"})
+    try:
+        fleet.start_coordinator()
+        fleet.start_worker("collector-a", "collector")
+        # No learner: past min_transitions + tolerance_transitions (64 + 512) the rate limiter holds it back.
+        fleet.wait_for(lambda: fleet.status().env_steps > 576, 60, "the collector to get ahead of the learner")
+        time.sleep(1)  # a chunk in flight lands
+        steps, beats = fleet.status().env_steps, heartbeats(fleet)
+        time.sleep(3)
+        assert fleet.status().env_steps == steps, "the collector collected while the rate limiter held it"
+        assert heartbeats(fleet) - beats <= 10, "the held collector re-checked instead of waiting in a long poll"
+
+        worker = learner.post("/v1/workers", json={"kind": "learner", "name": "test"}).json()["worker_id"]
+        assert learner.post(f"/v1/workers/{worker}/claim").json()["task"] is not None
+        # Collectors are held while (inserted - 64) * 8 - sampled > 8 * 512: with ~600 inserted, 1,024 samples
+        # bring the ratio back within the tolerance.
+        for _ in range(4):
+            resp = learner.post("/v1/buffers/replay-0/sample",
+                                json={"worker_id": worker, "batch_size": 32, "num_batches": 8})
+            assert resp.status_code == 200, resp.text
+        fleet.wait_for(lambda: fleet.status().env_steps > steps, 20, "the collector to collect again")
+    finally:
+        learner.close()
         fleet.close()

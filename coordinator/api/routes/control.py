@@ -15,16 +15,17 @@ _ENDED = ("conflict", "journal_unavailable")  # 409: the run has ended
 
 
 @router.post("/pause", response_model=ControlStatus, summary="Pause collection (collectors idle until resumed)",
-             **route_doc("admin", "Collectors get a pause directive with their next reply and idle (re-checking "
-                         "every `pause_seconds`) until `resume`; the learner trains on what is buffered. "
-                         "Repeating it changes nothing.", _ENDED, response=ex.CONTROL))
+             **route_doc("admin", "Collectors get a pause directive with their next reply and idle until "
+                         "`resume`, waiting in a heartbeat long poll (`while_paused`) that the resume answers; the "
+                         "learner trains on what is buffered. Repeating it changes nothing.", _ENDED,
+                         response=ex.CONTROL))
 async def pause(run: RunDep, _: AdminScope) -> ControlStatus:
     return await run.ctx.settled(run.controls.pause(True))
 
 
 @router.post("/resume", response_model=ControlStatus, summary="Resume collection after a pause",
-             **route_doc("admin", "Collectors stop idling with their next re-check. Repeating it changes nothing.",
-                         _ENDED, response=ex.CONTROL))
+             **route_doc("admin", "Answers the paused collectors' `while_paused` heartbeats at once: they collect "
+                         "again within a round trip. Repeating it changes nothing.", _ENDED, response=ex.CONTROL))
 async def resume(run: RunDep, _: AdminScope) -> ControlStatus:
     return await run.ctx.settled(run.controls.pause(False))
 

@@ -41,13 +41,17 @@ async def register(body: RegisterRequest, run: RunDep, scope: AnyWorkerScope) ->
 
 
 @router.post("/{worker_id}/heartbeat", response_model=HeartbeatResponse,
-             summary="Renew the lease; optionally wait (long poll) for a policy newer than a version",
+             summary="Renew the lease; optionally wait (long poll) for a newer policy or for a pause to end",
              operation_id="heartbeat", **route_doc(
                  "worker",
                  "Renews the worker's lease and returns the current directive (run state, pause, latest policy). "
                  "With `newer_than=V` the reply is held until a policy newer than V is published, or for `wait` "
                  "seconds at most (capped at the registration's `max_wait_seconds`; `newer_than` without `wait` "
-                 "answers at once): a collector long-polls here to switch policies within a round trip. No body. "
+                 "answers at once): a collector long-polls here to switch policies within a round trip. With "
+                 "`while_paused=true` a collector's reply is held while its directive says pause (the operator's "
+                 "pause or the rate limiter), for `wait` seconds at most: a paused collector waits its pause out "
+                 "here and hears of the resume at once (one of `newer_than` and `while_paused` per request). "
+                 "Either way the run's end answers at once. No body. "
                  "`unknown_worker` means the lease expired: register again and claim afresh.",
                  ("unknown_worker", *BODY), response=ex.HEARTBEAT))
 async def heartbeat(
@@ -55,9 +59,12 @@ async def heartbeat(
     newer_than: Annotated[int | None, Query(ge=0, le=2**53, examples=[3], description=(
         "reply once a policy newer than this version exists"))] = None,
     wait: Annotated[float, Query(ge=0, le=3600, examples=[5.0], description=(
-        "longest wait in seconds for `newer_than`; capped at the registration's max_wait_seconds"))] = 0.0,
+        "longest wait in seconds for `newer_than` or `while_paused`; capped at the registration's "
+        "max_wait_seconds"))] = 0.0,
+    while_paused: Annotated[bool, Query(examples=[True], description=(
+        "hold a collector's reply while collection is paused (not with `newer_than`)"))] = False,
 ) -> Response:
-    body = await run.workers.heartbeat_reply(worker_id, scope, newer_than, wait)
+    body = await run.workers.heartbeat_reply(worker_id, scope, newer_than, wait, while_paused)
     return Response(content=body, media_type="application/json")
 
 

@@ -57,6 +57,13 @@ def heartbeat_cases(tokens: dict[str, str], collector: str, learner: str) -> lis
         (base + "?wait=nan", {"headers": c}),
         (base + "?wait=3601", {"headers": c}),
         (base + "?wait=x", {"headers": c}),
+        (base + "?while_paused=true&wait=0.05", {"headers": c}),  # nothing paused: answers at once
+        (base + "?while_paused=Yes&wait=0", {"headers": c}),
+        (base + "?while_paused=0", {"headers": c}),
+        (base + "?while_paused=maybe", {"headers": c}),  # 422
+        (base + "?while_paused=", {"headers": c}),  # a blank value is a value: 422, as for the other two
+        (base + "?newer_than=&wait=", {"headers": c}),
+        (base + "?newer_than=0&while_paused=true", {"headers": c}),  # 422: one or the other
         (base, {"headers": c, "content": b"x" * (LIMIT + 1)}),  # 413
         (base, {"headers": c, "content": b"{}"}),  # a small body is read and ignored
     ]

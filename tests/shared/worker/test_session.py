@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import httpx
 import pytest
 
+from shared.wire import Directive, HeartbeatResponse
 from shared.worker.client import CoordinatorUnavailable, Stopped
 from shared.worker.lifecycle import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
 from shared.worker.session import one_line
-from tests.support.fake_coordinator import FakeCoordinator, make_session
+from tests.support.fake_coordinator import FakeCoordinator, make_session, reply
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("short_backoff")]
@@ -70,6 +72,53 @@ def test_long_lease_heartbeat_loop_never_asks_for_more_than_max_wait() -> None:
     assert {float(b.request.url.params["wait"]) for b in beats} == {0.2}
     assert all(b.status == 200 for b in beats)
     assert session.fatal is None
+
+
+# ----- waiting out a pause -----------------------------------------------------------------------------------
+
+
+def paused_heartbeats(fake: FakeCoordinator, hold: float, pause_seconds: float) -> None:
+    """Heartbeats answered with a pause directive, after `hold` seconds (a coordinator holding the poll)."""
+    def answer(request: httpx.Request) -> httpx.Response:
+        time.sleep(hold)
+        return reply(HeartbeatResponse(lease_seconds=fake.lease_seconds, directive=Directive(
+            run_state="running", pause_seconds=pause_seconds)))
+
+    fake.handlers["heartbeat"] = answer
+
+
+def test_a_pause_is_waited_out_in_one_long_poll_of_a_heartbeat_period() -> None:
+    fake = FakeCoordinator(lease_seconds=2.0, max_wait_seconds=1.0)
+    paused_heartbeats(fake, hold=0.5, pause_seconds=0.3)  # held for the period asked for: lease / 4
+    session = make_session(fake, "collector")
+    session.register()
+    start = time.monotonic()
+    session.wait_out_pause()
+    elapsed = time.monotonic() - start
+    session.close()
+    (beat,) = fake.of("heartbeat")
+    assert beat.request.url.params["while_paused"] == "true" and float(beat.request.url.params["wait"]) == 0.5
+    assert elapsed < 0.5 + 0.25  # held by the coordinator: no re-check interval on top
+    assert session.directive.pause_seconds == 0.3
+
+
+def test_a_coordinator_that_does_not_hold_paused_polls_is_re_checked_at_the_directives_interval() -> None:
+    """One from before `while_paused` ignores it and answers at once: idle `pause_seconds` as collectors did
+    then, instead of polling it in a loop."""
+    fake = FakeCoordinator(lease_seconds=2.0, max_wait_seconds=1.0)
+    paused_heartbeats(fake, hold=0.0, pause_seconds=0.3)
+    session = make_session(fake, "collector")
+    session.register()
+    start = time.monotonic()
+    session.wait_out_pause()
+    assert time.monotonic() - start >= 0.3
+    fake.max_wait_seconds = 0.0  # nor when no long poll may be asked for at all
+    session.register()
+    start = time.monotonic()
+    session.wait_out_pause()
+    assert time.monotonic() - start >= 0.3
+    session.close()
+    assert len(fake.of("heartbeat")) == 2
 
 
 # ----- failing loudly ----------------------------------------------------------------------------------------
