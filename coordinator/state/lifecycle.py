@@ -8,10 +8,10 @@ reason meanwhile.
 Persisted under the meta key `lifecycle`, with the time elapsed so far: every budget check marks it changed, so
 a restarted coordinator loses at most the time since the last commit.
 
-`committed_state` (and `committed_final`) is the state known durable: the one workers are told of. An end (or a reopening) becomes
-`state` at once, so the operation that made it sees it, but reaches workers only once the commit that holds it
-is durable (`mark_committed`): a worker told `solved` exits for good, and if that commit failed and the run
-rolled back to running, nobody would be left to train it.
+`committed_state` (and `committed_final`) is the state known durable: the one workers are told of. An end (or a
+reopening) becomes `state` at once, so the operation that made it sees it, but reaches workers only once the
+commit that holds it is durable (`mark_committed`): a worker told `solved` exits for good, and if that commit
+failed and the run rolled back to running, nobody would be left to train it.
 """
 
 from __future__ import annotations

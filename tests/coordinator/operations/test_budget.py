@@ -34,8 +34,9 @@ def validated(run: Run, store: LocalStore) -> tuple[str, str]:
 def use_up_the_budget(run: Run) -> str:
     w, t = collector(run)
     for i in range(BUDGET // 32):
-        ack = run.chunks.ingest(chunk(run, w, t, f"c{i}"))
-    assert ack.directive.run_state == "budget_exhausted"  # the collector's part is done
+        run.chunks.ingest(chunk(run, w, t, f"c{i}"))
+    run.ctx.flush()  # workers hear of the end of training once it is durable
+    assert run.workers.heartbeat(w).directive.run_state == "budget_exhausted"  # the collector's part is done
     return w
 
 
