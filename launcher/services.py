@@ -118,7 +118,8 @@ def fleet(at: Place) -> list[Service]:
                  "RLFLEET_DATA_DIR": at.path(DATA),
                  "RLFLEET_TOKENS_FILE": at.path(TOKENS, "tokens.json"),
                  "RLFLEET_HOST": at.bind_host,
-                 "RLFLEET_PORT": str(at.port)},
+                 "RLFLEET_PORT": str(at.port),
+                 "RLFLEET_DB_SYNCHRONOUS": at.journal_synchronous},
             mounts=[Mount(DATA), Mount(TOKENS, read_only=True)],
             ports=[f"127.0.0.1:{at.setting('RLFLEET_PORT', '8000', 'the coordinator port on the host')}:"
                    f"{CONTAINER_PORT}"],

@@ -219,6 +219,7 @@ def test_coordinator_is_one_statefulset_with_a_volume_for_its_journal(overlay: l
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert quantity(claim["spec"]["resources"]["requests"]["storage"]) >= 2**30
     assert "RLFLEET_DB_PATH" not in values  # the journal stays under the data directory, on the claim
+    assert values["RLFLEET_DB_SYNCHRONOUS"] == "FULL"  # workers on other nodes outlive a crash of the journal's
 
 
 def test_coordinator_listens_where_its_probes_and_service_look(overlay: list[Obj]) -> None:
