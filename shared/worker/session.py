@@ -135,20 +135,21 @@ class WorkerSession:
         timeout (a longer one would time out and be retried instead of answered)."""
         return max(0.0, min(wait, self.max_wait_seconds, self.client.timeout / 2))
 
-    def heartbeat(self, newer_than: int | None = None, wait: float = 0.0) -> None:
+    def heartbeat(self, newer_than: int | None = None, wait: float = 0.0) -> Directive:
         """Renew the lease; with `newer_than`, the coordinator replies once a newer policy exists (or after
-        `wait` seconds, clamped by `long_poll_wait`)."""
+        `wait` seconds, clamped by `long_poll_wait`). The reply's directive (also the session's from now on)."""
         path = f"/v1/workers/{self.worker_id}/heartbeat"
         if newer_than is not None:
             path += f"?newer_than={newer_than}&wait={self.long_poll_wait(wait):g}"
         try:
             reply = self.client.call("POST", path, HeartbeatResponse)
             self.update(reply.directive)
+            return reply.directive
         except CoordinatorRejected as exc:
             if exc.status != 404:
                 raise
             log.warning("coordinator no longer knows worker %s (%s); registering again", self.worker_id, exc)
-            self.register()
+            return self.register().directive
 
     def _heartbeat_loop(self) -> None:
         """Renew the lease every heartbeat_seconds. A collector makes each renewal a long poll for the next
