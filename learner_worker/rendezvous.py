@@ -20,7 +20,6 @@ Neither store authenticates its peers: a learner group belongs on a trusted netw
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import socket
 from datetime import timedelta
 
@@ -38,15 +37,6 @@ STORE_READ_TIMEOUT = timedelta(seconds=60)  # torch's c10d default for a rendezv
 def resolve(host: str) -> str:
     """The IPv4 address `host` resolves to (the first, as a connecting peer would take it)."""
     return str(socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0])
-
-
-def is_loopback(host: str) -> bool:
-    """Whether every address `host` resolves to is a loopback address (False when it does not resolve)."""
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except socket.gaierror:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
 
 
 def group_address(endpoint: str) -> str:

@@ -3,37 +3,17 @@ reachable on this machine's other addresses, as torch's own TCPStore server (eve
 
 from __future__ import annotations
 
-import socket
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-import pytest
 from torch.distributed import TCPStore
 from torch.distributed.elastic.rendezvous import RendezvousParameters
 
 from launcher.up import free_port
 from learner_worker import rendezvous
+from tests.support.network import non_loopback_address, reachable
 
 TIMEOUT = timedelta(seconds=10)
-
-
-def non_loopback_address() -> str:
-    """An IPv4 address of this machine other than loopback (`ip -4 addr`); skips the test when it has none."""
-    out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=False).stdout
-    for line in out.splitlines():
-        address = line.split()[3].split("/")[0]
-        if not address.startswith("127."):
-            return address
-    pytest.skip("this machine has no non-loopback IPv4 address to try the rendezvous port on")
-
-
-def reachable(address: str, port: int) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=2):
-            return True
-    except OSError:
-        return False
 
 
 def params(port: int) -> RendezvousParameters:
@@ -88,10 +68,3 @@ def test_the_group_address_is_where_this_machine_reaches_the_rendezvous_from() -
     assert rendezvous.group_address("localhost:29400") == "127.0.0.1"
     other = non_loopback_address()
     assert rendezvous.group_address(f"{other}:29400") == other  # this machine's own address: itself
-
-
-def test_loopback_names_and_addresses_are_told_from_the_others() -> None:
-    assert rendezvous.is_loopback("127.0.0.1") and rendezvous.is_loopback("localhost")
-    assert not rendezvous.is_loopback(non_loopback_address())
-    assert not rendezvous.is_loopback("0.0.0.0")  # every interface
-    assert not rendezvous.is_loopback("no-such-host.invalid")
