@@ -159,7 +159,8 @@ def test_every_object_validates_against_the_kubernetes_schemas(
         render: str, version: str, request: pytest.FixtureRequest) -> None:
     objs: list[Obj] = request.getfixturevalue(render)
     kinds = sorted({o["kind"] for o in objs})
-    expected = ["ConfigMap", "Deployment", "Service", "StatefulSet"] + (["Secret"] if render != "base" else [])
+    expected = ["ConfigMap", "Deployment", "NetworkPolicy", "Service", "StatefulSet"] + (
+        ["Secret"] if render != "base" else [])
     assert kinds == sorted(expected)
     for obj in objs:
         # strict: unknown fields fail too. A kind without a schema raises SchemaNotFoundError: a failure here.
