@@ -36,7 +36,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from learner_worker.rendezvous import process_group_store
+from learner_worker.rendezvous import group_address, pin_transport, process_group_store
 from shared.wire import LearnerTask
 
 log = logging.getLogger("rlfleet.learner")
@@ -81,8 +81,9 @@ class Group:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
             device = torch.device("cuda", torch.cuda.current_device())
         rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        store = process_group_store(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), rank, world_size,
-                                    timeout)  # env:// would have rank 0 listen on every interface
+        master, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        pin_transport(group_address(f"{master}:{port}"))
+        store = process_group_store(master, port, rank, world_size, timeout)  # env:// listens on every interface
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
                                 world_size=world_size, timeout=timeout)
         group = Group(device)

@@ -13,6 +13,9 @@ a socket it bound to one address and handed to TCPStore (`master_listen_fd`):
 * the process-group store is bound to MASTER_ADDR, which torchrun's agents take from `--local-addr`: each
   learner's `group_address`, the local address it reaches the rendezvous host from (the same network).
 
+gloo's connections between the ranks (NCCL's bootstrap) carry tensors, not pickles, but they too listen on the
+group's interface (`pin_transport`) rather than on the address the host name resolves to.
+
 Neither store authenticates its peers: a learner group belongs on a trusted network only
 (docs/deployment/learner-groups.md, "Network").
 """
@@ -20,7 +23,10 @@ Neither store authenticates its peers: a learner group belongs on a trusted netw
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import socket
+import struct
 from datetime import timedelta
 
 from torch.distributed import TCPStore
@@ -32,6 +38,7 @@ from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
 
 BACKEND = "rlfleet-c10d"  # torchrun's --rdzv-backend: torch's c10d rendezvous over a store bound to one address
 STORE_READ_TIMEOUT = timedelta(seconds=60)  # torch's c10d default for a rendezvous store operation
+SIOCGIFADDR = 0x8915  # Linux ioctl: an interface's IPv4 address
 
 
 def resolve(host: str) -> str:
@@ -47,6 +54,31 @@ def group_address(endpoint: str) -> str:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.connect((resolve(host), port))
         return str(probe.getsockname()[0])
+
+
+def interface_of(address: str) -> str | None:
+    """The name of the network interface that holds the IPv4 `address` (Linux: SIOCGIFADDR per interface), or
+    None when none does."""
+    wanted = socket.inet_aton(address)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[:15])
+            try:
+                reply = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, request)
+            except OSError:  # no IPv4 address on this interface
+                continue
+            if reply[20:24] == wanted:
+                return name
+    return None
+
+
+def pin_transport(address: str) -> None:
+    """Make gloo (and NCCL's bootstrap) listen on the interface of `address`, this rank's group address, instead
+    of the one the host name resolves to, unless the user named one (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME)."""
+    interface = interface_of(address)
+    if interface is not None:
+        for variable in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+            os.environ.setdefault(variable, interface)
 
 
 def bound_store(address: str, port: int, timeout: timedelta, world_size: int | None = None) -> TCPStore:

@@ -3,9 +3,12 @@ reachable on this machine's other addresses, as torch's own TCPStore server (eve
 
 from __future__ import annotations
 
+import os
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+import pytest
 from torch.distributed import TCPStore
 from torch.distributed.elastic.rendezvous import RendezvousParameters
 
@@ -68,3 +71,17 @@ def test_the_group_address_is_where_this_machine_reaches_the_rendezvous_from() -
     assert rendezvous.group_address("localhost:29400") == "127.0.0.1"
     other = non_loopback_address()
     assert rendezvous.group_address(f"{other}:29400") == other  # this machine's own address: itself
+
+
+def test_gloo_is_pinned_to_the_interface_of_the_group_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert rendezvous.interface_of("127.0.0.1") == "lo"
+    other = non_loopback_address()
+    out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
+    (holder,) = [line.split()[1] for line in out.splitlines() if line.split()[3].split("/")[0] == other]
+    assert rendezvous.interface_of(other) == holder
+    assert rendezvous.interface_of("192.0.2.254") is None or other == "192.0.2.254"  # TEST-NET-1: nobody's
+    for variable in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "mine")  # the user's choice stands
+    rendezvous.pin_transport("127.0.0.1")
+    assert os.environ["GLOO_SOCKET_IFNAME"] == "lo" and os.environ["NCCL_SOCKET_IFNAME"] == "mine"
