@@ -1081,14 +1081,14 @@ def run_config(name: str, capacity: int, seed: int) -> dict[str, Any]:
 
 
 def start_coordinator(point_dir: Path, config_file: Path, run: str, data_dir: Path, tokens_file: Path, port: int,
-                      lease_seconds: float) -> tuple[subprocess.Popen[bytes], Path]:
+                      lease_seconds: float, db_synchronous: str) -> tuple[subprocess.Popen[bytes], Path]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RLFLEET_")}
     env.update({
         "RLFLEET_CONFIG": str(config_file), "RLFLEET_RUN": run, "RLFLEET_DATA_DIR": str(data_dir),
         "RLFLEET_TOKENS_FILE": str(tokens_file),
         "RLFLEET_HOST": "127.0.0.1", "RLFLEET_PORT": str(port), "RLFLEET_LEASE_SECONDS": f"{lease_seconds:g}",
         "RLFLEET_OPEN_READS": "false", "RLFLEET_ORPHAN_GRACE_SECONDS": "3600", "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": str(REPO),
+        "RLFLEET_DB_SYNCHRONOUS": db_synchronous, "PYTHONPATH": str(REPO),
     })
     log_path = point_dir / "coordinator.log"
     with open(log_path, "wb") as log:
@@ -1143,7 +1143,8 @@ def bench_point(n: int, args: argparse.Namespace, tokens: dict[str, str], tokens
 
     config_file.write_text(yaml.safe_dump(run_config(name, args.capacity, args.seed), sort_keys=False))
     port = args.port or free_port()
-    proc, log_path = start_coordinator(point_dir, config_file, name, data_dir, tokens_file, port, args.lease_seconds)
+    proc, log_path = start_coordinator(point_dir, config_file, name, data_dir, tokens_file, port, args.lease_seconds,
+                                       args.db_synchronous)
     try:
         wait_ready(port, proc, log_path)
         store_root.mkdir(parents=True, exist_ok=True)
@@ -1234,6 +1235,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=10.0,
                         help="client timeout of each request (a long poll gets its wait on top); counts as error")
     parser.add_argument("--lease-seconds", type=float, default=30.0, help="RLFLEET_LEASE_SECONDS of the coordinator")
+    parser.add_argument("--db-synchronous", choices=("NORMAL", "FULL"), default="NORMAL",
+                        help="RLFLEET_DB_SYNCHRONOUS of the coordinator: what FULL (compose, Kubernetes) costs")
     parser.add_argument("--capacity", type=int, default=1_000_000, help="replay capacity (transitions)")
     parser.add_argument("--setup-timeout", type=float, default=120.0,
                         help="longest time to register and claim all collectors of a point")
@@ -1276,7 +1279,8 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
         mode = "POST /v1/chunks" if args.batch == 1 else f"POST /v1/chunk-batches x{args.batch}"
         print(f"coordinator load: {args.seconds:g} s window after {args.warmup:g} s warm-up; a chunk every "
               f"{args.chunk_interval:g} s per collector ({mode}, {CHUNK_ROWS} transitions, "
-              f"{len(templates[0].data)} B); lease {args.lease_seconds:g} s; {os.cpu_count()} CPUs", flush=True)
+              f"{len(templates[0].data)} B); lease {args.lease_seconds:g} s; journal synchronous="
+              f"{args.db_synchronous}; {os.cpu_count()} CPUs", flush=True)
         print(header(), flush=True)
         for n in args.sweep:
             point = bench_point(n, args, tokens, tokens_file, templates, scratch)

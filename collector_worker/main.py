@@ -23,7 +23,7 @@ from shared.policy.manifest import ManifestError
 from shared.storage.factory import open_store
 from shared.storage.layout import RunLayout
 from shared.storage.protocol import IntegrityError, PayloadStore
-from shared.wire import CollectorTask
+from shared.wire import CollectorTask, PolicyRef
 from shared.worker.lifecycle import run_worker
 from shared.worker.session import WorkerSession
 from shared.worker.settings import WorkerSettings
@@ -33,33 +33,71 @@ SYNC_WAIT_SECONDS = 2.0
 
 
 class PolicyFollower:
-    """Loads each newer policy version named by the directive into the rollout (sha256-checked), once.
+    """Acts with the policy the coordinator's directives name as the latest (sha256-checked), loading each once.
 
     Checked before every env step: the heartbeat thread long-polls for new versions, so a published policy
     acts within milliseconds. A version that cannot be loaded (deleted as superseded, torn, or not this
-    run's network) is skipped rather than retried every step."""
+    run's network) is skipped rather than retried every step.
+
+    Versions only grow, with one exception: a coordinator whose node crashed can come back with a journal that
+    lost its newest commits, a publish among them (a journal on synchronous=NORMAL survives a killed process,
+    not a lost node). It then refuses every chunk made with the version it no longer knows ("never
+    published"). A directive naming a policy other than the held one and not newer is either that rollback or
+    a stale reply (computed before the held version was published, arriving after a newer one); a fresh
+    heartbeat tells them apart: sent after the held version was loaded, its reply names that version or a newer
+    one unless the coordinator lost it. On a rollback the collector re-syncs to the coordinator's latest."""
 
     def __init__(self, session: WorkerSession, store: PayloadStore, rollout: Rollout) -> None:
         self.session, self.store, self.rollout = session, store, rollout
-        self.refused = 0
+        self.held: PolicyRef | None = None  # the policy the rollout acts with
+        self.refused: PolicyRef | None = None  # the last one that could not be loaded
+
+    @property
+    def version(self) -> int:
+        """The version the rollout acts with (0: none yet)."""
+        return self.rollout.version
 
     def refresh(self) -> None:
         ref = self.session.directive.policy
-        if ref is None or ref.version <= max(self.rollout.version, self.refused):
+        if ref is None or ref in (self.held, self.refused):
             return
+        if self.held is not None and ref.version <= self.held.version:
+            ref = self.rolled_back()
+            if ref is None or ref == self.refused:
+                return
         try:
             self.rollout.load_policy(*load_policy(self.store, ref), version=ref.version)
         except (FileNotFoundError, IntegrityError, ManifestError, PolicyError) as exc:
             log.warning("could not load policy v%d: %s", ref.version, exc)
-            self.refused = ref.version
+            self.refused = ref
             return
+        self.held = ref
         log.info("acting with policy v%d", ref.version)
 
+    def rolled_back(self) -> PolicyRef | None:
+        """The coordinator's latest policy when it lost the held one (see the class doc), confirmed by a fresh
+        heartbeat; None when the directive was only stale, or names the held policy or a newer one."""
+        held, ref = self.held, self.session.directive.policy
+        if held is None or ref is None or ref == held or ref.version > held.version:
+            return None
+        latest = self.session.heartbeat().policy
+        if latest is None or latest == held or latest.version > held.version:
+            return None  # stale; or the coordinator has no policy left at all: the learner publishes one again
+        log.warning("the coordinator's latest policy is v%d, not v%d this collector acts with: it lost v%d "
+                    "(its journal rolled back after a crash) and refuses chunks made with it; acting with v%d",
+                    latest.version, held.version, held.version, latest.version)
+        return latest
 
-def _await_lockstep_policy(session: WorkerSession, version: int) -> None:
+
+def _await_lockstep_policy(session: WorkerSession, follower: PolicyFollower) -> None:
     """Deterministic run: the next chunk must be acted with the policy trained on the last one, however long
-    the learner takes (long polls, each bounded; a stopped run ends the wait)."""
-    while session.running and (session.directive.policy is None or session.directive.policy.version <= version):
+    the learner takes (long polls, each bounded; a stopped run ends the wait), or with the coordinator's latest
+    once it lost the one the last chunk was acted with (`PolicyFollower.rolled_back`)."""
+    version = follower.version
+    while session.running:
+        policy = session.directive.policy
+        if policy is not None and (policy.version > version or follower.rolled_back() is not None):
+            return
         session.heartbeat(newer_than=version, wait=SYNC_WAIT_SECONDS)
 
 
@@ -128,8 +166,10 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
                 session.wait_out_pause()
                 refresh()  # resume with the newest policy, already loaded
                 continue
-            if sync:
-                (_await_lockstep_policy if task.lockstep else _await_newer_policy)(session, rollout.version)
+            if task.lockstep:
+                _await_lockstep_policy(session, follower)
+            elif sync:
+                _await_newer_policy(session, rollout.version)
             refresh()
             if behaviour.sample and rollout.actor is None:
                 session.heartbeat(newer_than=0, wait=SYNC_WAIT_SECONDS)  # log-probs need the learner's policy

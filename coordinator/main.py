@@ -33,6 +33,7 @@ from coordinator.api.routes import (
 from coordinator.errors import CoordinatorError
 from coordinator.gcpacing import GcPacing
 from coordinator.journal.database import Journal
+from coordinator.journal.lock import JournalInUse, JournalLock
 from coordinator.observe.metrics import MetricsRecorder
 from coordinator.observe.timeline import Timeline
 from coordinator.overrides import parse_overrides
@@ -131,39 +132,48 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
         await asyncio.to_thread(check_store, target)
         store = open_store(dataclasses.replace(layout, store=request_target), "store")
         log.info("payload store: %s", store.describe())
-        journal = Journal(settings.db_path or layout.journal, settings.db_synchronous)
-        app.state.run = Run(
-            config, store, lease_seconds=settings.lease_seconds,
-            sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
-            journal=journal, max_workers=settings.max_workers, idempotency_seconds=settings.idempotency_seconds,
-            reopen_stopped=named, telemetry=telemetry, dataset_store=open_datasets(settings.data_dir, request_target),
-            max_body_bytes=settings.max_body_bytes,
-        )
-        # Workers are told a run state once it is durable: the first request must not find a resumed stopped run
-        # still announced as stopped (its workers would exit) while its reopening is being committed.
-        await asyncio.to_thread(journal.committer.drain)
-        telemetry.watch(app.state.run.metrics())
-        app.state.timeline.resume(layout.metrics_csv, app.state.run.ctx.data.buffer.capacity)
-        layout.config_file.write_text(dump_run_config(app.state.run.ctx.config))
-        app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.ctx.judge.results),
-                                             tests_written=len(app.state.run.ctx.judge.tests))
-        ticker = asyncio.create_task(_tick_loop(app))
-        log.info("run %s ready: data in %s", config.name, layout.run_dir)
+        journal_path = settings.db_path or layout.journal
+        try:  # before the journal is opened: a second coordinator must not even read state the first one moves on
+            journal_lock = JournalLock.acquire(journal_path)
+        except JournalInUse as exc:
+            log.error("%s", exc)
+            raise
         try:
-            yield
-        finally:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
+            journal = Journal(journal_path, settings.db_synchronous)
+            app.state.run = Run(
+                config, store, lease_seconds=settings.lease_seconds,
+                sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
+                journal=journal, max_workers=settings.max_workers,
+                idempotency_seconds=settings.idempotency_seconds, reopen_stopped=named, telemetry=telemetry,
+                dataset_store=open_datasets(settings.data_dir, request_target), max_body_bytes=settings.max_body_bytes,
+            )
+            # Workers are told a run state once it is durable: the first request must not find a resumed stopped
+            # run still announced as stopped (its workers would exit) while its reopening is being committed.
+            await asyncio.to_thread(journal.committer.drain)
+            telemetry.watch(app.state.run.metrics())
+            app.state.timeline.resume(layout.metrics_csv, app.state.run.ctx.data.buffer.capacity)
+            layout.config_file.write_text(dump_run_config(app.state.run.ctx.config))
+            app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.ctx.judge.results),
+                                                 tests_written=len(app.state.run.ctx.judge.tests))
+            ticker = asyncio.create_task(_tick_loop(app))
+            log.info("run %s ready: data in %s", config.name, layout.run_dir)
             try:
-                app.state.recorder.record_evaluations(app.state.run.evaluations.history(),
-                                                      list(app.state.run.ctx.judge.tests))
-                app.state.recorder.finish(app.state.run.status())
-            except Exception:  # a failed final plot must not turn a clean shutdown into a crash
-                log.exception("could not write the run's final metrics")
-            app.state.recorder.close()
-            app.state.run.ctx.close()
-            journal.close()
+                yield
+            finally:
+                ticker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ticker
+                try:
+                    app.state.recorder.record_evaluations(app.state.run.evaluations.history(),
+                                                          list(app.state.run.ctx.judge.tests))
+                    app.state.recorder.finish(app.state.run.status())
+                except Exception:  # a failed final plot must not turn a clean shutdown into a crash
+                    log.exception("could not write the run's final metrics")
+                app.state.recorder.close()
+                app.state.run.ctx.close()
+                journal.close()
+        finally:  # however the start or the run ends: the next coordinator may take the journal
+            journal_lock.release()
 
     # Swagger UI and ReDoc from the assets in fastapi-offline's wheel: /docs works with no internet.
     app = FastAPIOffline(

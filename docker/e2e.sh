@@ -96,21 +96,26 @@ cleanup() {
 }
 
 # ----- compose and the coordinator's status ------------------------------------------------------------------
-# docker-compose.yml with docker/compose.hostnet.yml, less the coordinator's published port: compose v1 refuses
-# a published port under host networking, and an override file can add ports but never drop them.
-# `docker-compose config` substitutes the environment (RLFLEET_LEARNERS, RLFLEET_OVERRIDES) when it renders.
+# docker-compose.yml with docker/compose.hostnet.yml, less the coordinator's published port and the services'
+# networks: under host networking compose v1 refuses a published port, and `networks` beside `network_mode`, and
+# an override file can add keys but never drop them. The base file without them is written beside the original
+# (relative paths in it resolve from there). `docker-compose config` substitutes the environment
+# (RLFLEET_LEARNERS, RLFLEET_OVERRIDES) when it renders.
 render_compose() {
-  docker-compose -f docker-compose.yml -f docker/compose.hostnet.yml config >"$COMPOSE_FILE"
-  /usr/bin/python3 - "$COMPOSE_FILE" <<'EOF'
+  local base="$ROOT/.e2e-compose-base.yml"
+  /usr/bin/python3 - docker-compose.yml "$base" <<'EOF'
 import sys, yaml  # PyYAML: docker-compose v1's own dependency, in the interpreter it runs on
-path = sys.argv[1]
-with open(path) as fh:
+with open(sys.argv[1]) as fh:
     doc = yaml.safe_load(fh)
 for spec in doc["services"].values():
     spec.pop("ports", None)
-with open(path, "w") as fh:
+    spec.pop("networks", None)
+doc.pop("networks", None)
+with open(sys.argv[2], "w") as fh:
     yaml.safe_dump(doc, fh, sort_keys=False)
 EOF
+  docker-compose -f "$base" -f docker/compose.hostnet.yml config >"$COMPOSE_FILE"
+  rm -f "$base"
 }
 
 compose() { docker-compose -p "$PROJECT" -f "$COMPOSE_FILE" "$@"; }
@@ -159,8 +164,9 @@ read_token() {
 container_of() { compose ps -q "$1" | head -n1; }
 
 # ----- the run -----------------------------------------------------------------------------------------------
-# A learner group of 2 in containers: the c10d rendezvous on the host network (each rank's agent finds that it
-# is the host; torch lets the first bind the port and the other join it), both ranks training one policy.
+# A learner group of 2 in containers: the c10d rendezvous on the host network's loopback (each rank's agent finds
+# that it is the host; the first binds the port on 127.0.0.1 and the other joins it: learner_worker/rendezvous.py),
+# both ranks training one policy.
 learner_group() {
   say "a learner group of 2: RLFLEET_LEARNERS=2, learner.replicas=2"
   local t rdzv

@@ -35,6 +35,10 @@ def up(
     resume: Annotated[str | None, typer.Option(
         help="continue the run of this name or directory (data/runs/<name>/, with the config it started with) "
              "instead of starting a new one, a stopped run too; as RLFLEET_RUN does for compose")] = None,
+    open_rendezvous: Annotated[bool, typer.Option(
+        "--open-rendezvous", help="let a learner group's learner.rendezvous be an address other than loopback: "
+                                  "its store is unauthenticated and torch's rendezvous unpickles what it reads, "
+                                  "so only on a trusted network")] = False,
 ) -> None:
     """Run every service of docker-compose.yml as a local process and train until solved or out of budget."""
     from launcher.startup import without_field_docs
@@ -44,7 +48,8 @@ def up(
 
     raise typer.Exit(launch(UpOptions(config=config, resume=resume, data_dir=data_dir, port=port,
                                       collectors=collectors, overrides=list(set_ or []),
-                                      max_quick_crashes=max_quick_crashes, stable_seconds=stable_seconds),
+                                      max_quick_crashes=max_quick_crashes, stable_seconds=stable_seconds,
+                                      open_rendezvous=open_rendezvous),
                             seed, deterministic))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from launcher.places import InContainers
-from launcher.services import VOLUMES, Service, fleet
+from launcher.services import NETWORKS, VOLUMES, Service, fleet
 
 WIDTH = 120
 HEADER = """\
@@ -26,6 +26,11 @@ there, not this file.
 
 rlfleet on one host: `docker compose up`, more collectors with `docker compose up --scale collector=4`.
 `rlfleet up` runs the same services, commands and environments as local processes (launcher/up.py)."""
+
+
+NETWORKS_ABOUT = (
+    "`learners`: the learners and the coordinator; every other service is on `default` alone, out of reach of a "
+    "learner group's rendezvous (unauthenticated, it unpickles what it reads).")
 
 
 class _Dumper(yaml.SafeDumper):
@@ -64,6 +69,8 @@ def compose_spec(service: Service, at: InContainers) -> dict[str, Any]:
     spec["command"] = _Command(service.command)
     if service.network_mode:
         spec["network_mode"] = service.network_mode
+    if service.networks:
+        spec["networks"] = _Command(service.networks)
     if service.env:
         spec["environment"] = service.env
     if service.mounts:
@@ -96,10 +103,11 @@ def render() -> str:
                           width=WIDTH - 40)  # PyYAML may overshoot by an item; indented by 2
         body.append(_comment(service.about, "  ") + textwrap.indent(block, "  "))
     volumes = yaml.dump({"volumes": {v.name: None for v in VOLUMES}}, Dumper=_Dumper, sort_keys=False)
+    networks = yaml.dump({"networks": dict.fromkeys(NETWORKS)}, Dumper=_Dumper, sort_keys=False)
     settings = "Settings (environment variables, or an .env file beside this one):\n" + "\n".join(
         f"  {s.name}={s.default}  ({s.why})" for s in at.settings.values())
     return (_comment(HEADER) + "#\n" + _comment(settings) + "\nservices:\n" + "\n".join(body) + "\n"
-            + volumes.replace(": null", ":"))
+            + volumes.replace(": null", ":") + "\n" + _comment(NETWORKS_ABOUT) + networks.replace(": null", ":"))
 
 
 if __name__ == "__main__":

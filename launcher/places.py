@@ -48,6 +48,11 @@ class Place(Protocol):
         """The repository's files (configs/)."""
         ...
 
+    @property
+    def journal_synchronous(self) -> str:
+        """The journal's SQLite `synchronous` (RLFLEET_DB_SYNCHRONOUS)."""
+        ...
+
     def path(self, volume: Volume, *parts: str) -> str:
         """A path inside `volume`."""
         ...
@@ -76,6 +81,9 @@ class InContainers:
     coordinator_url: str = f"http://coordinator:{CONTAINER_PORT}"
     bind_host: str = "0.0.0.0"
     repo: str = "/app"
+    # Containers may outlive their coordinator's node: with NORMAL, a power loss or kernel crash there can roll
+    # back commits whose replies already left (a published policy collectors act with); FULL syncs every commit.
+    journal_synchronous: str = "FULL"
     settings: dict[str, UserSetting] = field(default_factory=dict)
 
     def path(self, volume: Volume, *parts: str) -> str:
@@ -114,6 +122,13 @@ class OnThisHost:
     @property
     def repo(self) -> str:
         return str(self.repo_dir)
+
+    @property
+    def journal_synchronous(self) -> str:
+        """NORMAL: it survives a killed coordinator, and whatever takes this host down (power, kernel) takes
+        every worker of the run with it, so no worker outlives a commit the journal rolled back; FULL would add
+        an fsync per group commit for nothing."""
+        return "NORMAL"
 
     def path(self, volume: Volume, *parts: str) -> str:
         return str(Path(self.data_dir, volume.local, *parts))

@@ -6,8 +6,8 @@ policy and how many replicas it runs. The table is written against a `Place` (la
 paths, addresses and settings for containers or for local processes, so the two can never disagree: compose's
 file is rendered from `fleet(InContainers())` (launcher/compose_file.py) and `rlfleet up` runs
 `fleet(OnThisHost(...))` (launcher/up.py). Fields that only a container engine has a use for (image, build,
-ports, profiles, network mode, entrypoint) are ignored by `rlfleet up`, as are services of a profile, which compose
-too leaves out unless the profile is asked for.
+ports, profiles, network mode, networks, entrypoint) are ignored by `rlfleet up`, as are services of a profile,
+which compose too leaves out unless the profile is asked for.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ SCOPE_TOKENS = {scope: Volume(f"{scope}-token", f"/secrets/{scope}", f"secrets/{
                 for scope in ("collector", "learner", "evaluator")}
 SEAWEEDFS_DATA = Volume("seaweedfs-data", "/data", "seaweedfs")
 VOLUMES = (DATA, TOKENS, *SCOPE_TOKENS.values(), SEAWEEDFS_DATA)
+# compose's networks: every service is on `default` unless it names others. `learners` holds the learners and the
+# coordinator they call, and nothing else: a learner group's rendezvous store, unauthenticated and unpickling what
+# it reads, listens on the learner's address there (learner_worker/rendezvous.py), out of the other services' reach.
+DEFAULT_NETWORK, LEARNERS = "default", "learners"
+NETWORKS = (LEARNERS,)  # declared by the file (compose declares `default` itself)
 
 # compose's depends_on conditions
 STARTED, HEALTHY, COMPLETED = "service_started", "service_healthy", "service_completed_successfully"
@@ -64,6 +69,7 @@ class Service:
     ports: list[str] = field(default_factory=list)
     profiles: list[str] = field(default_factory=list)
     network_mode: str = ""
+    networks: list[str] = field(default_factory=list)  # compose's networks it joins; none named: `default`
     entrypoint: list[str] = field(default_factory=list)
 
     @property
@@ -79,7 +85,8 @@ WORKERS_ABOUT = (
     "and the learner while those start (launcher/readiness.py).")
 
 
-def _worker(at: Place, kind: str, about: str = "", replicas: int = 1, replicas_setting: str = "") -> Service:
+def _worker(at: Place, kind: str, about: str = "", replicas: int = 1, replicas_setting: str = "",
+            networks: list[str] | None = None) -> Service:
     token = SCOPE_TOKENS[kind]
     return Service(
         name=kind, command=at.rlfleet(kind), about=about,
@@ -87,7 +94,7 @@ def _worker(at: Place, kind: str, about: str = "", replicas: int = 1, replicas_s
              "RLFLEET_TORCH_THREADS": "1", "RLFLEET_TOKEN_FILE": at.path(token, "token")},
         mounts=[Mount(DATA), Mount(token, read_only=True)],
         depends_on={"secrets": COMPLETED, "coordinator": STARTED},
-        replicas=replicas, replicas_setting=replicas_setting)
+        replicas=replicas, replicas_setting=replicas_setting, networks=networks or [])
 
 
 def fleet(at: Place) -> list[Service]:
@@ -118,18 +125,22 @@ def fleet(at: Place) -> list[Service]:
                  "RLFLEET_DATA_DIR": at.path(DATA),
                  "RLFLEET_TOKENS_FILE": at.path(TOKENS, "tokens.json"),
                  "RLFLEET_HOST": at.bind_host,
-                 "RLFLEET_PORT": str(at.port)},
+                 "RLFLEET_PORT": str(at.port),
+                 "RLFLEET_DB_SYNCHRONOUS": at.journal_synchronous},
             mounts=[Mount(DATA), Mount(TOKENS, read_only=True)],
             ports=[f"127.0.0.1:{at.setting('RLFLEET_PORT', '8000', 'the coordinator port on the host')}:"
                    f"{CONTAINER_PORT}"],
             depends_on={"secrets": COMPLETED},
-            healthcheck=Healthcheck(at.rlfleet("health", f"http://127.0.0.1:{at.port}/readyz"))),
+            healthcheck=Healthcheck(at.rlfleet("health", f"http://127.0.0.1:{at.port}/readyz")),
+            networks=[DEFAULT_NETWORK, LEARNERS]),
         _worker(at, "collector", about=WORKERS_ABOUT, replicas=2),
-        _worker(at, "learner", replicas_setting="RLFLEET_LEARNERS", about=(
+        _worker(at, "learner", replicas_setting="RLFLEET_LEARNERS", networks=[LEARNERS], about=(
             "One learner per rank of the learner group: set RLFLEET_LEARNERS to the run's learner.replicas, and "
             "learner.rendezvous to the first replica's container name (rlfleet-learner-1:29400 when the project "
             "is named rlfleet: `docker compose -p rlfleet`), which serves the group's c10d rendezvous (README: "
-            "Learner groups).")),
+            "Learner groups). Learners are on the `learners` network alone, with the coordinator: the "
+            "rendezvous store authenticates no one and unpickles what it reads, so no other service may reach "
+            "it.")),
         _worker(at, "evaluator"),
         Service(
             name="seaweedfs",

@@ -7,6 +7,7 @@ service fails.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import signal
 import socket
 import subprocess
@@ -25,7 +26,7 @@ from launcher.progress import Progress
 from launcher.restarts import CrashRecord, RestartPolicy
 from launcher.services import Service, fleet
 from shared.config.preflight import preflight
-from shared.config.run_config import load_run_config
+from shared.config.run_config import RunConfig, load_run_config
 from shared.config.threshold import threshold_note
 from shared.storage.layout import RunLayout, new_run_name
 from shared.tokens import load_tokens_file
@@ -51,6 +52,7 @@ class UpOptions:
     drain_timeout: float = 30.0
     max_quick_crashes: int = 5  # a service crashing this often in a row, each soon after starting, fails the run
     stable_seconds: float = 10.0  # a process up this long has started properly: its next crash starts a new streak
+    open_rendezvous: bool = False  # let a learner group's rendezvous listen on an address other than loopback
 
     @property
     def restart_policy(self) -> RestartPolicy:
@@ -63,6 +65,32 @@ class ServiceFailed(RuntimeError):
 
 class UnknownRun(ValueError):
     """`--resume` names a run that has no journal in the data directory."""
+
+
+class OpenRendezvous(ValueError):
+    """A learner group's rendezvous on an address other than loopback, without `--open-rendezvous`."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` resolves to is a loopback address (False when it does not resolve)."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except socket.gaierror:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
+
+
+def check_rendezvous(config: RunConfig, open_rendezvous: bool) -> None:
+    """`rlfleet up` runs every rank on this host, so a learner group needs no rendezvous beyond loopback; one
+    elsewhere is refused unless asked for: its store authenticates no one and torch's rendezvous unpickles
+    what it reads there, so whoever reaches the port runs code in every learner (learner_worker/rendezvous.py)."""
+    host = config.learner.rendezvous.rpartition(":")[0]
+    if config.learner.replicas > 1 and not open_rendezvous and not is_loopback(host):
+        raise OpenRendezvous(
+            f"learner.rendezvous={config.learner.rendezvous} is not a loopback address: the learner group's store "
+            f"would listen there, unauthenticated, and torch's rendezvous unpickles what it reads (code execution "
+            f"for whoever reaches the port). Use 127.0.0.1:<port> (every rank of `rlfleet up` runs on this host), "
+            f"or pass --open-rendezvous if that network is trusted")
 
 
 def _interrupt_once(signum: int, frame: object) -> None:
@@ -103,6 +131,7 @@ class Up:
             config = load_run_config(started if started.exists() else opts.config)
         else:
             raise UnknownRun(f"no run {resume!r} to resume in {self.data_dir / 'runs'}")
+        check_rendezvous(config, opts.open_rendezvous)
         # the env builds and the hooks load, before any service starts; which threshold applies is said at once
         self.threshold_note = threshold_note(config, preflight(config).config)
         self.port = opts.port or free_port()
@@ -317,4 +346,6 @@ def launch(opts: UpOptions, seed: int | None, deterministic: bool) -> int:
         runner = Up(replace(opts, collectors=collectors, overrides=overrides))
     except UnknownRun as exc:
         raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+    except OpenRendezvous as exc:
+        raise typer.BadParameter(str(exc), param_hint="learner.rendezvous") from exc
     return runner.run()

@@ -3,7 +3,8 @@
 torchrun's elastic agent (torch.distributed.run) owns the group: it runs the c10d rendezvous, gives every process
 its RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and re-forms the group when a process dies. This module joins
 the process group those variables describe (gloo on CPU, NCCL when the learner trains on CUDA) and offers the
-three things a learner needs from it:
+three things a learner needs from it (rank 0 serves the group's store on MASTER_ADDR alone:
+learner_worker/rendezvous.py):
 
 * `wrap`: the learner's trainable modules in DistributedDataParallel, which broadcasts rank 0's parameters when
   it wraps them and averages gradients across ranks during `backward`. Each rank's loss is a mean over its own,
@@ -35,6 +36,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from learner_worker.rendezvous import group_address, pin_transport, process_group_store
 from shared.wire import LearnerTask
 
 log = logging.getLogger("rlfleet.learner")
@@ -78,7 +80,12 @@ class Group:
         if device.type == "cuda":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
             device = torch.device("cuda", torch.cuda.current_device())
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method="env://", timeout=timeout)
+        rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        master, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        pin_transport(group_address(f"{master}:{port}"))
+        store = process_group_store(master, port, rank, world_size, timeout)  # env:// listens on every interface
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
+                                world_size=world_size, timeout=timeout)
         group = Group(device)
         try:
             group.agree("config", config_digest)

@@ -3,8 +3,9 @@
 One `rlfleet learner` process runs per rank (one compose service or Kubernetes pod each). It reads the run's config
 from the coordinator and, for a group, becomes a torch.distributed elastic agent (torch.distributed.run, the
 torchrun that ships with torch): nnodes = replicas agents meet at the c10d rendezvous `learner.rendezvous`, whose
-host serves its store, each starts one worker, `rlfleet learner` again, now a rank with RANK, WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT set (learner_worker/distributed.py joins them). When any rank fails, every agent
+host serves its store (bound to that address alone: learner_worker/rendezvous.py), each starts one worker,
+`rlfleet learner` again, now a rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set
+(learner_worker/distributed.py joins them). When any rank fails, every agent
 restarts its worker in a new rendezvous round, up to `learner.group_restarts` times: the group re-forms and all
 ranks resume from the newest checkpoint, which rank 0 alone writes.
 
@@ -19,6 +20,7 @@ import os
 import socket
 import time
 
+from learner_worker import rendezvous
 from shared.config.run_config import RunConfig
 from shared.wire import RunResponse
 from shared.worker.client import CoordinatorClient
@@ -51,13 +53,15 @@ def run_config(settings: WorkerSettings) -> RunConfig:
         client.close()
 
 
-def agent_args(config: RunConfig) -> list[str]:
-    """torchrun's arguments for this run's learner group: its worker is `rlfleet learner` again, as a rank."""
+def agent_args(config: RunConfig, local_address: str) -> list[str]:
+    """torchrun's arguments for this run's learner group: its worker is `rlfleet learner` again, as a rank. The
+    rendezvous is torch's c10d one over a store bound to one address (learner_worker/rendezvous.py), and
+    `local_address` (this learner's `group_address`) becomes MASTER_ADDR when this learner is a round's rank 0."""
     learner = config.learner
     timeout = round(learner.rendezvous_timeout_seconds)
-    return [f"--nnodes={learner.replicas}", "--nproc-per-node=1", "--rdzv-backend=c10d",
+    return [f"--nnodes={learner.replicas}", "--nproc-per-node=1", f"--rdzv-backend={rendezvous.BACKEND}",
             f"--rdzv-endpoint={learner.rendezvous}", f"--rdzv-id={config.name}",
-            f"--rdzv-conf=join_timeout={timeout}",
+            f"--rdzv-conf=join_timeout={timeout}", f"--local-addr={local_address}",
             f"--max-restarts={learner.group_restarts}", "--module", "launcher", "learner"]
 
 
@@ -107,7 +111,8 @@ def run_agent(config: RunConfig) -> int:
     os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     try:
         wait_for_rendezvous(learner.rendezvous, learner.rendezvous_timeout_seconds)
-        run(parse_args(agent_args(config)))
+        rendezvous.register()
+        run(parse_args(agent_args(config, rendezvous.group_address(learner.rendezvous))))
     except RendezvousUnreachable as exc:
         log.error("%s", exc)
         return 1

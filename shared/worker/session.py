@@ -136,10 +136,10 @@ class WorkerSession:
         timeout (a longer one would time out and be retried instead of answered)."""
         return max(0.0, min(wait, self.max_wait_seconds, self.client.timeout / 2))
 
-    def heartbeat(self, newer_than: int | None = None, wait: float = 0.0, while_paused: bool = False) -> None:
+    def heartbeat(self, newer_than: int | None = None, wait: float = 0.0, while_paused: bool = False) -> Directive:
         """Renew the lease; with `newer_than`, the coordinator replies once a newer policy exists, with
         `while_paused`, once collection is no longer paused (or after `wait` seconds, clamped by
-        `long_poll_wait`)."""
+        `long_poll_wait`). The reply's directive (also the session's from now on)."""
         path = f"/v1/workers/{self.worker_id}/heartbeat"
         if newer_than is not None:
             path += f"?newer_than={newer_than}&wait={self.long_poll_wait(wait):g}"
@@ -148,11 +148,12 @@ class WorkerSession:
         try:
             reply = self.client.call("POST", path, HeartbeatResponse)
             self.update(reply.directive)
+            return reply.directive
         except CoordinatorRejected as exc:
             if exc.status != 404:
                 raise
             log.warning("coordinator no longer knows worker %s (%s); registering again", self.worker_id, exc)
-            self.register()
+            return self.register().directive
 
     def wait_out_pause(self) -> None:
         """The directive says pause (the operator's, or the rate limiter's while collectors are ahead of the

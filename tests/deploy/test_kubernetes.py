@@ -159,7 +159,8 @@ def test_every_object_validates_against_the_kubernetes_schemas(
         render: str, version: str, request: pytest.FixtureRequest) -> None:
     objs: list[Obj] = request.getfixturevalue(render)
     kinds = sorted({o["kind"] for o in objs})
-    expected = ["ConfigMap", "Deployment", "Service", "StatefulSet"] + (["Secret"] if render != "base" else [])
+    expected = ["ConfigMap", "Deployment", "NetworkPolicy", "Service", "StatefulSet"] + (
+        ["Secret"] if render != "base" else [])
     assert kinds == sorted(expected)
     for obj in objs:
         # strict: unknown fields fail too. A kind without a schema raises SchemaNotFoundError: a failure here.
@@ -219,6 +220,7 @@ def test_coordinator_is_one_statefulset_with_a_volume_for_its_journal(overlay: l
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert quantity(claim["spec"]["resources"]["requests"]["storage"]) >= 2**30
     assert "RLFLEET_DB_PATH" not in values  # the journal stays under the data directory, on the claim
+    assert values["RLFLEET_DB_SYNCHRONOUS"] == "FULL"  # workers on other nodes outlive a crash of the journal's
 
 
 def test_coordinator_listens_where_its_probes_and_service_look(overlay: list[Obj]) -> None:

@@ -30,7 +30,8 @@ def overrides(objs: list[Obj]) -> dict[str, object]:
 
 @pytest.mark.parametrize("version", KUBE_VERSIONS)
 def test_the_group_overlay_validates_against_the_kubernetes_schemas(group: list[Obj], version: str) -> None:
-    assert sorted({o["kind"] for o in group}) == ["ConfigMap", "Deployment", "Secret", "Service", "StatefulSet"]
+    assert sorted({o["kind"] for o in group}) == ["ConfigMap", "Deployment", "NetworkPolicy", "Secret", "Service",
+                                                  "StatefulSet"]
     for obj in group:
         assert kubernetes_validate.validate(obj, version, strict=True) == version
 
@@ -70,3 +71,29 @@ def test_the_single_learner_of_the_example_is_unchanged_beside_the_group(tree: P
 def pod_labels(obj: Obj) -> dict[str, str]:
     labels: dict[str, str] = obj["spec"]["template"]["metadata"]["labels"]
     return labels
+
+
+def test_only_learner_pods_may_connect_to_learner_pods(group: list[Obj]) -> None:
+    """The rendezvous store authenticates no one and torch's rendezvous unpickles what it reads: a NetworkPolicy
+    selects every learner pod, admits learner pods alone (any TCP port: the rendezvous and the ranks' ephemeral
+    ones), and so denies every other ingress; no other policy opens them again."""
+    learners = workload(group, "learner")
+    policies = [o for o in group if o["kind"] == "NetworkPolicy"]
+    selecting = [p for p in policies if p["spec"]["podSelector"]["matchLabels"].items() <= pod_labels(learners).items()]
+    assert len(selecting) == 1, policies
+    (policy,) = selecting
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress"]  # egress stays open: coordinator, object store, DNS
+    assert set(spec["podSelector"]) == {"matchLabels"}
+    (rule,) = spec["ingress"]
+    (peer,) = rule["from"]
+    assert set(peer) == {"podSelector"}  # no namespaceSelector / ipBlock: this namespace's pods only
+    admitted = peer["podSelector"]["matchLabels"]
+    assert admitted.items() <= pod_labels(learners).items()
+    for other in ("coordinator", "collector", "evaluator"):
+        assert not admitted.items() <= pod_labels(workload(group, other)).items(), other
+    (ports,) = rule["ports"]
+    assert ports == {"protocol": "TCP", "port": 1, "endPort": 65535}
+    rendezvous = int(str(overrides(group)["learner.rendezvous"]).rpartition(":")[2])
+    assert ports["port"] <= rendezvous <= ports["endPort"]
+    assert {o["metadata"].get("namespace") for o in policies} == {learners["metadata"]["namespace"]}

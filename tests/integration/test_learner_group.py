@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,9 +19,23 @@ import pytest
 from launcher.up import free_port
 from shared.tokens import load_tokens_file
 from shared.wire import Status
+from tests.support.network import non_loopback_address, reachable
 from tests.support.processes import launcher_child
 from tests.support.repo import REPO
 from tests.support.solving import up_until_solved
+
+
+def _listening(pids: set[int]) -> list[tuple[str, int]]:
+    """(address, port) of every listening TCP socket the processes `pids` hold (`ss -ltnp`)."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        holders = {int(pid) for pid in re.findall(r"pid=(\d+)", line)}
+        if holders & pids:
+            address, _, port = fields[3].rpartition(":")
+            found.append((address.strip("[]"), int(port)))
+    return found
 
 
 def _learner_logs(data_dir: Path) -> list[str]:
@@ -39,6 +55,52 @@ def test_two_learners_train_cartpole_to_solved(tmp_path: Path, config: str) -> N
     assert sorted(f"as rank {r} of 2 (gloo)" in log for log in logs for r in (0, 1)) == [False, False, True, True]
     assert sorted("publishing policy" in log for log in logs) == [False, True]  # rank 0 alone publishes
     assert not any("GroupMismatch" in log for log in logs)  # weights agreed after every update
+
+
+def test_the_group_s_stores_listen_on_loopback_only(tmp_path: Path) -> None:
+    """torch's TCPStore server listens on every interface, and its rendezvous unpickles what it reads there: in
+    `rlfleet up` every socket the learner agents and ranks listen on (the rendezvous store, rank 0's process-group
+    store, gloo's pairs) is on loopback, and the rendezvous port is unreachable on this machine's other address."""
+    other = non_loopback_address()
+    port, rendezvous = free_port(), free_port()
+    up = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir", str(tmp_path),
+         "--port", str(port), "--seed", "0", "--set", "learner.replicas=2",
+         "--set", f"learner.rendezvous=127.0.0.1:{rendezvous}"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+    )
+    http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
+
+    def trained() -> bool:
+        try:
+            token = load_tokens_file(tmp_path / "tokens.json")["read"]
+            resp = http.get("/v1/status", headers={"Authorization": f"Bearer {token}"})
+        except (httpx.TransportError, OSError, KeyError, ValueError):
+            return False
+        return resp.status_code == 200 and Status.model_validate_json(resp.content).learner.iteration >= 10
+
+    try:
+        deadline = time.monotonic() + 120
+        while not trained():
+            assert up.poll() is None and time.monotonic() < deadline, "the group never trained 10 updates"
+            time.sleep(0.2)
+        agents: list[int] = []
+        while (agent := launcher_child(up.pid, "learner", exclude=agents)) is not None:
+            agents.append(agent)
+        ranks = [rank for agent in agents if (rank := launcher_child(agent, "learner")) is not None]
+        assert len(agents) == 2 and len(ranks) == 2, (agents, ranks)
+        sockets = _listening({*agents, *ranks})
+        assert ("127.0.0.1", rendezvous) in sockets
+        assert all(ipaddress.ip_address(address).is_loopback for address, _ in sockets), sockets
+        assert reachable("127.0.0.1", rendezvous) and not reachable(other, rendezvous)
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            up.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            up.communicate()
+        http.close()
 
 
 @pytest.mark.slow

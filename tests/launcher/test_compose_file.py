@@ -44,6 +44,19 @@ def test_each_compose_service_mounts_only_its_own_token() -> None:
         assert mounts[worker] == {"rlfleet-data", f"{worker}-token"}
 
 
+def test_only_the_learners_and_the_coordinator_share_the_learners_network() -> None:
+    """A learner group's rendezvous store is unauthenticated and unpickles what it reads: learners are on the
+    `learners` network alone, which only the coordinator (which they call) joins besides them; every other service
+    stays on `default`, from which no learner address is reachable."""
+    doc = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    assert set(doc["networks"]) == {"learners"}
+    joined = {name: spec.get("networks", ["default"]) for name, spec in doc["services"].items()
+              if "network_mode" not in spec}
+    assert joined.pop("learner") == ["learners"]
+    assert joined.pop("coordinator") == ["default", "learners"]
+    assert all(networks == ["default"] for networks in joined.values()), joined
+
+
 def test_host_network_override_puts_every_service_on_the_host() -> None:
     """docker/e2e.sh's override: no Docker network at all, so all traffic stays on 127.0.0.1."""
     override = yaml.safe_load((REPO / "docker/compose.hostnet.yml").read_text())["services"]

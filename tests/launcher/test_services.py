@@ -32,6 +32,7 @@ def test_the_table_runs_every_service_locally(tmp_path: Path) -> None:
     assert coord.healthcheck.test == [sys.executable, "-m", "launcher", "health", "http://127.0.0.1:4321/readyz"]
     assert coord.env["RLFLEET_TOKENS_FILE"] == str(data / "tokens.json")
     assert coord.env["RLFLEET_RUN"] == ""  # unset: the coordinator picks the run (coordinator/runs.py)
+    assert coord.env["RLFLEET_DB_SYNCHRONOUS"] == "NORMAL"  # every worker dies with this host: nothing outlives it
     for worker in ("collector", "learner", "evaluator"):
         svc = services[worker]
         assert svc.env["RLFLEET_COORDINATOR_URL"] == "http://127.0.0.1:4321"
@@ -47,6 +48,12 @@ def test_local_and_container_tables_differ_only_in_what_a_place_names(tmp_path: 
     local, containers = fleet(OnThisHost(tmp_path, REPO, 1234)), fleet(InContainers())
     assert [(s.name, s.depends_on, s.restart, s.replicas, s.profiles, sorted(s.env)) for s in local] == [
         (s.name, s.depends_on, s.restart, s.replicas, s.profiles, sorted(s.env)) for s in containers]
+
+
+def test_containers_sync_every_journal_commit() -> None:
+    """Compose's workers may outlive the coordinator's node: a commit they acted on must survive its power loss."""
+    (coord,) = [s for s in fleet(InContainers()) if s.name == "coordinator"]
+    assert coord.env["RLFLEET_DB_SYNCHRONOUS"] == "FULL"
 
 
 def test_every_dependency_is_a_service_of_the_table(tmp_path: Path) -> None:

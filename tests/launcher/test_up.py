@@ -10,9 +10,11 @@ from typer.testing import CliRunner
 
 from coordinator.journal.database import Journal
 from launcher.cli import app
-from launcher.up import ServiceFailed, Up, UpOptions
+from launcher.up import OpenRendezvous, ServiceFailed, Up, UpOptions, check_rendezvous
+from shared.config.run_config import RunConfig
 from shared.storage.layout import RunLayout
 from shared.tokens import load_tokens_file
+from tests.support.network import non_loopback_address
 from tests.support.repo import REPO
 
 CONFIG = REPO / "configs/cartpole_dqn.yaml"
@@ -64,3 +66,29 @@ def test_a_failing_inline_tokens_job_fails_the_start_naming_it(tmp_path: Path) -
     up.services["secrets"].command = [*up.services["secrets"].command, "--scope-file", "nobody=/x"]
     with pytest.raises(ServiceFailed, match="secrets failed: BadParameter"):
         up.start_all()
+
+
+def test_a_learner_group_rendezvous_beyond_loopback_is_refused_unless_opened() -> None:
+    """Its store authenticates no one and torch's rendezvous unpickles what it reads: `rlfleet up`, whose ranks all
+    run here, keeps it on loopback unless told `--open-rendezvous` (exit 2 naming the setting and the flag)."""
+    other = non_loopback_address()
+    result = CliRunner().invoke(app, ["up", "--config", str(CONFIG), "--set", "learner.replicas=2",
+                                      "--set", f"learner.rendezvous={other}:29400"])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.replace("│", " ").split())  # the error box of typer's rich output
+    assert f"learner.rendezvous={other}:29400 is not a loopback address" in flat and "--open-rendezvous" in flat
+
+
+def test_loopback_rendezvous_names_and_addresses_pass_and_others_need_the_flag(tmp_path: Path) -> None:
+    for host in ("127.0.0.1", "localhost", "127.0.0.2"):
+        check_rendezvous(group(f"{host}:29400"), open_rendezvous=False)
+    for host in (non_loopback_address(), "0.0.0.0", "no-such-host.invalid"):
+        with pytest.raises(OpenRendezvous, match="is not a loopback address"):
+            check_rendezvous(group(f"{host}:29400"), open_rendezvous=False)
+        check_rendezvous(group(f"{host}:29400"), open_rendezvous=True)
+    check_rendezvous(RunConfig.model_validate({"learner": {"rendezvous": "0.0.0.0:29400"}}), False)  # no group
+
+
+def group(rendezvous: str) -> RunConfig:
+    return RunConfig.model_validate({"learner": {"replicas": 2, "rendezvous": rendezvous},
+                                     "algo": {"name": "dqn", "batch_size": 64}})

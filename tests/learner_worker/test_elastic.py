@@ -18,10 +18,10 @@ def test_the_agent_runs_one_rank_per_node_at_the_configured_rendezvous() -> None
     config = RunConfig.model_validate({"name": "cartpole-dqn__s0", "learner": {
         "replicas": 3, "rendezvous": "rlfleet-learner-0.rlfleet-learner:29500", "group_restarts": 4},
         "algo": {"name": "dqn", "batch_size": 96}})
-    assert agent_args(config) == [
-        "--nnodes=3", "--nproc-per-node=1", "--rdzv-backend=c10d",
+    assert agent_args(config, "10.1.2.3") == [
+        "--nnodes=3", "--nproc-per-node=1", "--rdzv-backend=rlfleet-c10d",
         "--rdzv-endpoint=rlfleet-learner-0.rlfleet-learner:29500", "--rdzv-id=cartpole-dqn__s0",
-        "--rdzv-conf=join_timeout=120", "--max-restarts=4",
+        "--rdzv-conf=join_timeout=120", "--local-addr=10.1.2.3", "--max-restarts=4",
         "--module", "launcher", "learner"]
 
 
