@@ -143,8 +143,11 @@ class Judge:
             self.threshold is not None and mean >= self.threshold)
         # Measured by their tests, not by the validations that nominated them: a lucky validation must not
         # lock out every later candidate (measured: one -116 validation of a -202 policy kept Pendulum's
-        # -170 policies from ever being tested until the budget ran out).
-        tested = max((t.mean for t in self.tests), default=-math.inf)
+        # -170 policies from ever being tested until the budget ran out). Under the threshold rule, by their
+        # re-test bounds, what the rule confirms on: a rejected test of a high but spread-out mean must not lock
+        # out a steadier candidate (measured: one InvertedDoublePendulum test at 9274, bound 9075, kept every
+        # later policy of two runs from a test until their budgets ran out, since none validated above 9274).
+        tested = max((t.mean if t.bound is None else t.bound for t in self.tests), default=-math.inf)
         deserves = passes and mean > tested
         request = (deserves or self.force_test) and self.under_test is None and self.confirmed is None
         self.force_test = self.force_test and not request

@@ -50,6 +50,17 @@ def test_a_rejected_candidate_keeps_the_run_going_and_only_a_better_one_is_teste
     assert (status.confirmed_by.policy_version, status.tests_rejected) == (3, 2)
 
 
+def test_a_rejected_spread_out_test_bars_later_candidates_by_its_bound_not_its_mean(run: Run,
+                                                                                     store: LocalStore) -> None:
+    ev = setup(run, store)
+    assert evaluate(run, ev, 1, [500.0] * 4).test_requested
+    spread = holdout(run, ev, 1, [400.0, 580.0] * 50)
+    assert (spread.mean, spread.confirmed, spread.bound) == (490.0, False, pytest.approx(468.8, abs=0.05))
+    # a steadier policy validated below that mean (485 < 490) but above its bound is still tested, and confirms
+    assert evaluate(run, ev, 2, [485.0] * 4).test_requested
+    assert holdout(run, ev, 2, [484.0, 486.0] * 50).confirmed
+
+
 def test_a_test_above_the_threshold_confirms_only_when_a_retest_would_hold_too(run: Run, store: LocalStore) -> None:
     ev = setup(run, store)
     assert evaluate(run, ev, 1, PASS).test_requested
