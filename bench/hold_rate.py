@@ -69,7 +69,8 @@ CASES = {
                                                                "env.solve_threshold=950"), 300),
     # MuJoCo, not tuned for it: gymnasium's reward_threshold is 9100 of at most ~9350
     "inverteddoublependulum-sac": Case("configs/pendulum_sac.yaml", ("env.id=InvertedDoublePendulum-v5",
-                                                                     "env.solve_threshold=9100"), 600),
+                                                                     "env.solve_threshold=9100",
+                                                                     "budget.max_env_steps=60000"), 600),
 }
 
 
