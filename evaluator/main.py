@@ -83,6 +83,13 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             final = directive.final_test
             _final_test(session, task, store, best_store, final)
             continue  # the run ends with that test's report, unless a validation under way found a better best
+        if final is not None:
+            # Training is over: what is left is the run's end (or another end-of-budget test, if a validation
+            # reported meanwhile found a better best). Validating versions now would move `best` past the policy
+            # the run tested, after the run judged it.
+            session.heartbeat()
+            session.stop_event.wait(POLL_SECONDS)
+            continue
         if directive.settings > settings:  # an operator changed a live setting (the cadence): re-read the task
             settings, task = directive.settings, _reread(session, task)
         ref, etag = session.client.poll("/v1/policies/latest", PolicyRef, etag)
