@@ -410,28 +410,13 @@ class Recorder:
 
 
 @dataclass
-class Publish:
-    version: int
+class Broadcast:
+    """A change the whole fleet must hear of (a published policy version, or the operator's resume at the end of
+    a --paused point), and when each collector set up at the time heard of it."""
     sent: float
     targets: set[int]  # collectors set up when it was sent
+    version: int | None = None  # a publish: the policy version; a resume: None
     acked: float | None = None
-    failed: str | None = None
-    arrivals: dict[int, float] = field(default_factory=dict)
-
-    def complete(self) -> bool:
-        return self.failed is None and self.targets.issubset(self.arrivals)
-
-    def propagation(self) -> float | None:
-        if not self.complete():
-            return None
-        return max((self.arrivals[i] for i in self.targets), default=self.sent) - self.sent
-
-
-@dataclass
-class Resume:
-    """The operator's resume at the end of a --paused point, and when each paused collector heard of it."""
-    sent: float
-    targets: set[int]  # collectors set up when it was sent
     failed: str | None = None
     arrivals: dict[int, float] = field(default_factory=dict)
 
@@ -477,10 +462,10 @@ class Fleet:
         self.rec = Recorder()
         self.stopping = False  # the window is over: no new requests except heartbeats still awaited
         self.ready: set[int] = set()
-        self.publishes: list[Publish] = []
+        self.publishes: list[Broadcast] = []
         self.wait = 5.0  # the long poll's wait, from the registration reply
         self.heartbeat_seconds = 2.5  # a paused collector's long poll wait, from the registration reply
-        self.resume: Resume | None = None
+        self.resume: Broadcast | None = None
         self.tag = os.urandom(3).hex()
 
     def conn(self, token_scope: str | None) -> HttpConnection:
@@ -829,7 +814,7 @@ class SimLearner:
         body = json.dumps({"worker_id": self.worker_id, "iteration": version * 100,
                            "policy": {"version": version, "path": path,
                                       "sha256": hashlib.sha256(data).hexdigest()}}).encode()
-        publish = Publish(version, time.perf_counter(), set(fleet.ready))
+        publish = Broadcast(time.perf_counter(), set(fleet.ready), version)
         fleet.publishes.append(publish)
         got = await fleet.call(self.pub, "publish", "POST", "/v1/policies", body, start=publish.sent)
         publish.acked = time.perf_counter()
@@ -908,7 +893,7 @@ async def run_point(cfg: PointConfig) -> dict[str, Any]:
         mark1 = CpuMark.take(cfg.coordinator_pid)
         fleet.stopping = True
         if cfg.paused:
-            fleet.resume = Resume(time.perf_counter(), set(fleet.ready))
+            fleet.resume = Broadcast(time.perf_counter(), set(fleet.ready))
             if await fleet.call(admin, "resume", "POST", "/v1/run/resume", None, start=fleet.resume.sent) is None:
                 fleet.resume.failed = "resume request failed"
 
