@@ -1,7 +1,7 @@
 """A small uint8 image env for payload tests: every frame distinct, episodes of varied length, and faults on
 request (an exception, or a frame of another shape, at a given step of every episode).
 
-Frames are 6x7 with `channels` channels, first or last; each pixel is a hash of (seed, episode, step, pixel), so
+Frames are 6x7 with `channels` channels, first or last (0: grayscale 6x7 frames, as Atari's); each pixel is a hash of (seed, episode, step, pixel), so
 a stack rebuilt from the wrong frames cannot pass for the right one.
 """
 
@@ -20,7 +20,7 @@ class Frames(gym.Env):
 
     def __init__(self, channels: int = 1, channels_first: bool = True, max_steps: int = 9, raise_at: int = 0,
                  reshape_at: int = 0) -> None:
-        self.shape = (channels, H, W) if channels_first else (H, W, channels)
+        self.shape = (H, W) if channels == 0 else (channels, H, W) if channels_first else (H, W, channels)
         self.observation_space = gym.spaces.Box(0, 255, self.shape, np.uint8)
         self.max_steps, self.raise_at, self.reshape_at = max_steps, raise_at, reshape_at
         self.episode = self.t = self.length = 0
@@ -28,7 +28,8 @@ class Frames(gym.Env):
 
     def _frame(self) -> np.ndarray:
         size = int(np.prod(self.shape))
-        shape = (self.shape[0] + 1, *self.shape[1:]) if self.reshape_at and self.t == self.reshape_at else self.shape
+        grown = (self.shape[0] + 1, *self.shape[1:])
+        shape = grown if self.reshape_at and self.t == self.reshape_at else self.shape
         rng = np.random.default_rng([self.key, self.episode, self.t])
         return rng.integers(0, 256, max(size, int(np.prod(shape))), dtype=np.uint8)[:int(np.prod(shape))].reshape(
             shape)
