@@ -106,7 +106,7 @@ class StackedFrames:
         if self.finals:
             arrays["final_frame"] = np.stack(self.finals)
 
-    def _mismatch(self, env: int, t: int, what: str) -> None:
+    def _mismatch(self, env: int | np.integer, t: int, what: str) -> None:
         raise StackMismatch(
             f"env.wrappers: frame_stack (frames: {self.k}): env {env}'s observation after step {t} {what}, so "
             f"these are not plain frame stacks and a chunk storing each frame once cannot hold them. Make "

@@ -1,8 +1,8 @@
 """A small uint8 image env for payload tests: every frame distinct, episodes of varied length, and faults on
 request (an exception, or a frame of another shape, at a given step of every episode).
 
-Frames are 6x7 with `channels` channels, first or last (0: grayscale 6x7 frames, as Atari's); each pixel is a hash of (seed, episode, step, pixel), so
-a stack rebuilt from the wrong frames cannot pass for the right one.
+Frames are 6x7 with `channels` channels, first or last (0: grayscale 6x7 frames, as Atari's); each pixel is a hash
+of (seed, episode, step, pixel), so a stack rebuilt from the wrong frames cannot pass for the right one.
 """
 
 from __future__ import annotations
