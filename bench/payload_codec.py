@@ -5,7 +5,8 @@ and zstd at levels 1 and 3.
 
 Pong-v5 (ale-py) under gymnasium's AtariPreprocessing (84x84 grayscale, frame skip 4, noop starts) and rlfleet's
 `frame_stack` wrapper (4 frames), stepped by the collector's own Rollout with random actions. Each chunk is encoded
-and decoded `--repeats` times per variant; the figures are medians per chunk. Bytes per env step is the payload
+and decoded `--repeats` times per variant (decoding includes rebuilding the stacks, as the learner's reader does);
+the figures are medians per chunk. Bytes per env step is the payload
 file's size over the chunk's env steps; the last line:
 `payload_codec: flat=B0 compact=B1 zstd1=B2 zstd3=B3 frame=7056` (bytes per env step).
 """
@@ -72,14 +73,14 @@ def main() -> None:
                 start = time.perf_counter()
                 raw = encode_chunk(data, compression=compression, level=level)  # type: ignore[arg-type]
                 mid = time.perf_counter()
-                decode_chunk(raw)
+                flat_columns(decode_chunk(raw)[0])  # what the learner's reader does: stacks rebuilt
                 end = time.perf_counter()
                 encode.append(mid - start)
                 decode.append(end - mid)
             sizes.append(len(raw) / rows)
         per_step[name] = statistics.median(sizes)
         print(f"{name:8s} {per_step[name]:9.0f} bytes/env step  encode {1e3 * statistics.median(encode):7.1f} ms  "
-              f"decode {1e3 * statistics.median(decode):7.1f} ms  per chunk of {args.steps}x{args.envs}")
+              f"decode+rebuild {1e3 * statistics.median(decode):7.1f} ms  per chunk of {args.steps}x{args.envs}")
     print("payload_codec: " + " ".join(f"{k}={v:.0f}" for k, v in per_step.items()) + " frame=7056")
 
 
