@@ -39,12 +39,18 @@ class PayloadError(ValueError):
     """The bytes are not a valid rlfleet chunk payload."""
 
 
-def _zstd() -> Any:
+class MissingCodec(RuntimeError):
+    """zstd payloads without the zstandard package: this process's installation is at fault, not the payload
+    (a PayloadError would have the learner report sound chunks as corrupt and flag their collectors)."""
+
+
+def zstd() -> Any:
+    """The zstandard module; MissingCodec saying how to install it (or turn compression off) when absent."""
     try:
         import zstandard
     except ImportError as exc:
-        raise PayloadError("zstd-compressed payloads need the zstandard package: pip install 'rlfleet[zstd]', or "
-                           "set collector.compression: none") from exc
+        raise MissingCodec("zstd-compressed payloads need the zstandard package in every collector and learner: "
+                           "pip install 'rlfleet[zstd]', or set collector.compression: none") from exc
     return zstandard
 
 
@@ -52,7 +58,7 @@ def encode_chunk(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | Non
                  compression: Compression = "none", level: int = ZSTD_LEVEL) -> bytes:
     """The payload; with `compression="zstd"` each array of at least MIN_COMPRESSED_BYTES that zstd makes smaller
     is stored compressed (its map says so)."""
-    compressor = _zstd().ZstdCompressor(level=level) if compression == "zstd" else None
+    compressor = zstd().ZstdCompressor(level=level) if compression == "zstd" else None
     body = {}
     for name, arr in arrays.items():
         arr = np.asarray(arr)
@@ -73,7 +79,7 @@ def encode_chunk(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | Non
 def _decompressed(name: str, data: bytes, expected: int) -> bytes:
     """The array's bytes from its zstd frame, which must declare exactly `expected` bytes: zstandard allocates
     what the frame declares, so the size is checked before anything is decompressed."""
-    zstandard = _zstd()
+    zstandard = zstd()
     try:
         declared = zstandard.frame_content_size(data)
         if declared != expected:
