@@ -74,7 +74,7 @@ def random_column(rng: np.random.Generator, name: str, dtype: str, shape: tuple[
 
 def make_batch(task: LearnerTask, seed: int) -> object:
     rng = np.random.default_rng(seed)
-    schema = chunk_schema(task.spaces, task.behaviour)
+    schema = chunk_schema(task.spaces, task.behaviour, task.env)
     if REGISTRY[task.algo.name].loop == "chunks":
         return [{name: random_column(rng, name, col.dtype, (CHUNK_STEPS, CHUNK_ENVS, *col.shape), task.spaces)
                  for name, col in schema.columns.items()} for _ in range(CHUNKS)]

@@ -142,7 +142,8 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
     behaviour = task.behaviour
     rollout = Rollout(task.env, task.collector.num_envs, task.spaces, behaviour, task.seed)
     uploader = Uploader(session, store, report_batch=task.collector.report_batch,
-                        report_delay_seconds=task.collector.report_delay_seconds, max_body_bytes=task.max_body_bytes)
+                        report_delay_seconds=task.collector.report_delay_seconds, max_body_bytes=task.max_body_bytes,
+                        compression=task.collector.payload_compression(rollout.schema.stack is not None))
     sync = task.sampling.force_sync or task.lockstep
     follower = PolicyFollower(session, store, rollout)
     draw = None if task.self_play is None else OpponentDraw(session, store, rollout, task.self_play, task.seed)

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 
 from collector_worker.rollout import Chunk
-from shared.payloads.codec import encode_chunk
+from shared.payloads.codec import Compression, encode_chunk, zstd
 from shared.storage.layout import chunk_path
 from shared.storage.protocol import PayloadStore
 from shared.wire import (
@@ -52,8 +52,12 @@ _FLUSH = object()  # in the queue: report what is held now
 
 class Uploader:
     def __init__(self, session: WorkerSession, store: PayloadStore, depth: int = 2, report_batch: int = 1,
-                 report_delay_seconds: float = 2.0, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+                 report_delay_seconds: float = 2.0, max_body_bytes: int = MAX_BODY_BYTES,
+                 compression: Compression = "none") -> None:
         self.session = session
+        self.compression = compression
+        if compression == "zstd":
+            zstd()  # a missing zstandard stops the collector now, saying what to install, not at the first chunk
         self.store = store
         self.queue: queue.Queue[Pending | object | None] = queue.Queue(maxsize=depth)
         self.report_batch, self.report_delay_seconds = report_batch, report_delay_seconds
@@ -139,7 +143,8 @@ class Uploader:
         chunk_id = uuid.uuid4().hex
         path = chunk_path(item.task_id, chunk_id)
         data = encode_chunk(item.chunk.arrays, {"task_id": item.task_id, "chunk_id": chunk_id,
-                                                "policy_version": item.chunk.policy_version})
+                                                "policy_version": item.chunk.policy_version},
+                            compression=self.compression)
         sha = self.store.put(path, data)
         return ChunkReport(
             chunk_id=chunk_id, worker_id=self.session.worker_id, task_id=item.task_id, payload_path=path,

@@ -8,7 +8,8 @@ unusable (hash mismatch, undecodable, wrong shapes or dtypes, content that disag
 is skipped and queued for a report:
 otherwise the coordinator would keep serving it and the learner keep skipping it, unseen. The reader does no
 HTTP; the thread that already talks to the coordinator for it sends the reports (`take_corrupt`). An object
-store that stays unreachable (StoreUnavailable) is no payload's fault: it propagates and ends the learner.
+store that stays unreachable (StoreUnavailable) is no payload's fault: it propagates and ends the learner, and so
+does a zstd payload where the zstandard package is missing (MissingCodec, saying what to install).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from learner_worker.nstep import nstep_targets
 from shared.payloads.codec import PayloadError, decode_chunk
+from shared.payloads.framestack import flat_columns
 from shared.payloads.schema import ChunkSchema, SchemaError
 from shared.storage.protocol import IntegrityError, PayloadStore, StorePathError
 from shared.wire import SampledChunk, SampleResponse
@@ -53,11 +55,13 @@ class PayloadReader:
     def read(self, ref: SampledChunk) -> dict[str, np.ndarray] | None:
         """A chunk's arrays, verified (sha256, shapes, dtypes, then rows against the report, action range and
         finiteness: ChunkSchema.check_values); None when it is gone or unusable (counted, and unusable ones queued
-        for `take_corrupt`)."""
+        for `take_corrupt`). A compact chunk's frames come back as flat `obs` and `next_obs` stacks
+        (shared/payloads/framestack.py), so every algorithm reads one layout."""
         try:
             arrays, _ = decode_chunk(self.store.get(ref.payload_path, ref.sha256))
             self.schema.check(arrays, ref.num_envs)
             self.schema.check_values(arrays, ref.env_steps)
+            arrays = flat_columns(arrays)
         except FileNotFoundError:
             self.missing += 1  # evicted between the sample and the load: skip its references
             return None

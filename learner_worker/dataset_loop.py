@@ -26,6 +26,7 @@ from learner_worker.algorithms import Learner
 from learner_worker.trainer import Trainer, check_finite
 from shared.algorithms.base import DatasetParams
 from shared.payloads.codec import decode_chunk
+from shared.payloads.framestack import flat_columns
 from shared.payloads.recordings import check_usable, load_manifest, load_split
 from shared.storage.factory import open_datasets, open_store
 from shared.storage.layout import RunLayout
@@ -67,7 +68,7 @@ class DatasetTrainer(Trainer):
 
     def _file(self, ref: DatasetFile) -> dict[str, np.ndarray]:
         if ref.path not in self.files:
-            arrays, _ = decode_chunk(self.datasets.get(ref.path, ref.sha256))
+            arrays = flat_columns(decode_chunk(self.datasets.get(ref.path, ref.sha256))[0])
             rows = np.asarray(arrays["rewards"]).size
             self.files[ref.path] = {k: np.asarray(arrays[k]).reshape(rows, *np.asarray(arrays[k]).shape[2:])
                                     for k in self.columns}

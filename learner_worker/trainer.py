@@ -62,7 +62,7 @@ class Trainer:
         self.cfg = task.algo
         self.store = open_store(layout, "store")
         self.checkpoints = open_store(layout, "checkpoints")
-        self.schema = chunk_schema(task.spaces, task.behaviour)
+        self.schema = chunk_schema(task.spaces, task.behaviour, task.env)
         if task.deterministic:  # same seed, same updates, same bytes (CPU, one thread: see run_learner)
             torch.use_deterministic_algorithms(True)
         self.device = resolve_device(task.learner.device)

@@ -36,6 +36,7 @@ class RunCollector(Collector):
                  data.duplicate_chunks),
                 ("rlfleet_corrupt_chunks", "chunks a learner found unusable", data.corrupt_chunks),
                 ("rlfleet_env_errors", "environment exceptions contained by collectors", data.env_errors),
+                ("rlfleet_payload_bytes", "payload bytes of acknowledged chunks", data.payload_bytes),
                 ("rlfleet_journal_commits", "SQLite transactions since the coordinator started", committer.commits),
                 ("rlfleet_journal_submissions", "journalled mutations since the coordinator started",
                  committer.submissions)):
@@ -48,6 +49,8 @@ class RunCollector(Collector):
                 ("rlfleet_env_steps_per_second", "env steps per second over the last few seconds",
                  self.steps_per_second()),
                 ("rlfleet_policy_version", "latest published policy version", run.policies.latest_version),
+                ("rlfleet_payload_bytes_per_env_step", "mean payload bytes per acknowledged env step (NaN before "
+                 "the first chunk)", data.bytes_per_env_step if data.bytes_per_env_step is not None else float("nan")),
                 ("rlfleet_learner_iteration", "learner updates so far", run.learner.iteration),
                 ("rlfleet_learner_hooks_failed", "learner hooks switched off after raising",
                  len(run.learner.hooks_failed)),

@@ -28,6 +28,7 @@ def build_status(run: RunContext, steps_per_second: float) -> Status:
         duplicate_chunks=data.duplicate_chunks,
         env_errors=data.env_errors,
         corrupt_chunks=data.corrupt_chunks,
+        payload_bytes_per_env_step=data.bytes_per_env_step,
         recent_return_mean=float(np.mean(returns)) if returns else None,
         policy_version=run.policies.latest_version,
         policy_lag=data.lag.status(),

@@ -83,6 +83,9 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
         self.replies: dict[str, tuple[str, str]] = {}  # learner worker id -> (request id, last sample reply)
         self.chunks = self.env_steps = self.episodes = self.duplicate_chunks = self.env_errors = 0
         self.corrupt_chunks = 0
+        # Payload bytes of acknowledged chunks and their env steps (chunks only: population members' rollouts
+        # have none): bytes per env step is what a run's data costs the store, the disk and the learner's reads.
+        self.payload_bytes = self.payload_env_steps = 0
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.games: dict[str, list[int]] = {}  # two-player games: opponent kind -> [won, drawn, lost]
 
@@ -95,6 +98,8 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
             self.ledger.add(report.chunk_id, report.sha256, acked_at)
             self.chunks += 1
             self.env_steps += report.env_steps
+            self.payload_bytes += report.size_bytes
+            self.payload_env_steps += report.env_steps
             self.episodes += len(report.episodes)
             self.env_errors += report.env_errors
             self.recent_returns.extend(ep.ret for ep in report.episodes)
@@ -110,6 +115,11 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
         self.pending.mark([chunk_row(c.entry, c.base_id, c.initial_leaf, r.worker_id, acked_at)
                            for c, r in zip(added, reports, strict=True)])
         self._forget(gone)
+
+    @property
+    def bytes_per_env_step(self) -> float | None:
+        """Mean payload bytes per acknowledged env step; None before the first chunk."""
+        return self.payload_bytes / self.payload_env_steps if self.payload_env_steps else None
 
     def count_duplicate(self) -> None:
         """A retried report of an acknowledged chunk (counted, nothing else changes)."""
@@ -294,7 +304,8 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
     def state_dict(self) -> dict[str, Any]:
         return {"chunks": self.chunks, "env_steps": self.env_steps, "episodes": self.episodes,
                 "duplicate_chunks": self.duplicate_chunks, "env_errors": self.env_errors,
-                "corrupt_chunks": self.corrupt_chunks, "recent_returns": list(self.recent_returns),
+                "corrupt_chunks": self.corrupt_chunks, "payload_bytes": self.payload_bytes,
+                "payload_env_steps": self.payload_env_steps, "recent_returns": list(self.recent_returns),
                 "inserted": self.limiter.inserted, "sampled": self.limiter.sampled, **self.buffer.state_dict(),
                 "lag": self.lag.state(), "games": self.games}
 
@@ -305,6 +316,8 @@ CREATE INDEX IF NOT EXISTS chunks_in_buffer ON chunks (in_buffer, seq);""",
         chunks = rows["chunks"]
         for key in ("chunks", "env_steps", "episodes", "duplicate_chunks", "env_errors", "corrupt_chunks"):
             setattr(self, key, int(state[key]))
+        for key in ("payload_bytes", "payload_env_steps"):  # absent from a journal written before they were kept
+            setattr(self, key, int(state.get(key, 0)))
         self.recent_returns.extend(state["recent_returns"])
         self.games = {kind: list(map(int, counts)) for kind, counts in state.get("games", {}).items()}
         self.limiter.inserted, self.limiter.sampled = int(state["inserted"]), int(state["sampled"])

@@ -11,15 +11,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.algorithms import REGISTRY, AlgorithmSpec, spec_of
+from shared.config.env import EnvConfig
 from shared.config.envcheck import spaces_of
 from shared.config.run_config import RunConfig
+from shared.envs.wrappers import FrameStack
 from shared.payloads.schema import ChunkSchema
 from shared.payloads.spaces import Spaces
 from shared.policy.manifest import Behaviour
 
+# Wrappers that leave observations as they are: a frame stack followed only by these still makes the observation.
+_OBS_UNCHANGED = frozenset({"scale_reward", "clip_actions"})
 
-def chunk_schema(spaces: Spaces, behaviour: Behaviour) -> ChunkSchema:
-    return ChunkSchema.of(spaces, behaviour_logp=behaviour.sample)
+
+def stacked_frames(env: EnvConfig, spaces: Spaces) -> int | None:
+    """k when the run's observations are stacks of k uint8 image frames made by gymnasium's FrameStackObservation,
+    the last wrapper that changes observations; None otherwise (the flat chunk layout).
+
+    Only then does each frame of an observation recur in its neighbours, so a chunk can store it once (the
+    compact layout); the collector checks that the stacks it sees do continue one another."""
+    obs_wrappers = [w for w in env.wrappers if w.name not in _OBS_UNCHANGED]
+    last = obs_wrappers[-1] if obs_wrappers else None
+    if not isinstance(last, FrameStack):
+        return None
+    shape = spaces.obs.shape
+    if spaces.obs.dtype != "uint8" or len(shape) < 3 or shape[0] != last.frames:
+        return None
+    return last.frames
+
+
+def chunk_schema(spaces: Spaces, behaviour: Behaviour, env: EnvConfig) -> ChunkSchema:
+    return ChunkSchema.of(spaces, behaviour_logp=behaviour.sample, stack=stacked_frames(env, spaces))
 
 
 def _handles(spec: AlgorithmSpec, spaces: Spaces) -> bool:
@@ -52,4 +73,4 @@ class RunPlan:
 
     @property
     def schema(self) -> ChunkSchema:
-        return chunk_schema(self.spaces, self.behaviour)
+        return chunk_schema(self.spaces, self.behaviour, self.config.env)

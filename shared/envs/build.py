@@ -30,8 +30,9 @@ RAW_EPISODE = "raw_episode"  # raw episode statistics, under training-only rewar
 
 
 class ResetOnError(gym.Wrapper):
-    """An exception inside `step`, or a non-finite reward or float observation, resets this env instead of
-    killing the process or reaching the learner.
+    """An exception inside `step`, a non-finite reward or float observation, or an observation whose shape is not
+    the observation space's (a frame that changes size mid-episode), resets this env instead of killing the
+    process (the vector env cannot batch it) or reaching the learner.
 
     The failed step comes back truncated with info[ENV_ERROR] set, so the vector env starts a new episode
     and the collector can drop the broken one and leave that step out of training."""
@@ -44,11 +45,12 @@ class ResetOnError(gym.Wrapper):
         space = env.observation_space
         if isinstance(space, gym.spaces.Box) and space.dtype.kind == "f":
             self._zeros = np.zeros(space.shape, space.dtype).ravel()
+        self._shape = space.shape if isinstance(space, gym.spaces.Box) else None
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         try:
             result = self.env.step(action)
-            error = self._non_finite(result[0], result[1])
+            error = self._invalid(result[0], result[1])
         except Exception as exc:  # any bug in a user's env: contain it to this env
             error = f"{type(exc).__name__}: {exc}"
         if error is None:
@@ -57,9 +59,11 @@ class ResetOnError(gym.Wrapper):
         obs, _ = self.env.reset()
         return obs, 0.0, False, True, {ENV_ERROR: error[:200]}
 
-    def _non_finite(self, obs: Any, reward: SupportsFloat) -> str | None:
+    def _invalid(self, obs: Any, reward: SupportsFloat) -> str | None:
         if not math.isfinite(reward):
             return f"non-finite reward {reward}"
+        if self._shape is not None and isinstance(obs, np.ndarray) and obs.shape != self._shape:
+            return f"observation of shape {list(obs.shape)}, the env's observation_space says {list(self._shape)}"
         if self._zeros is not None and isinstance(obs, np.ndarray) and math.isnan(obs.ravel().dot(self._zeros)):
             return "non-finite observation"
         return None

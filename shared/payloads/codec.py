@@ -2,13 +2,18 @@
 
 Never pickle: a payload is plain msgpack maps, strings, numbers and raw bytes, so loading a file from a
 compromised collector can at worst fail validation, never run code.
+
+An array's bytes may be zstd-compressed (`compression: zstd` in its map; the `zstandard` package, rlfleet's
+`zstd` extra): pixel frames shrink several-fold. Its decompressed size is declared in the zstd frame and must be
+exactly the array's, and all arrays together may not decompress beyond MAX_PAYLOAD_BYTES, so a small file cannot
+expand into a large allocation (a zip bomb).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgpack
 import numpy as np
@@ -24,13 +29,36 @@ MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
 MAX_CONTAINER_LEN = 1024
 MAX_ENTRIES = 16_384
 DTYPES = {"float32", "float64", "int64", "int32", "uint8", "bool"}
+Compression = Literal["none", "zstd"]
+# Arrays smaller than this are stored as they are: a zstd frame's header and the call cost more than they save.
+MIN_COMPRESSED_BYTES = 4096
+ZSTD_LEVEL = 1  # docs/performance.md: level 3 saves a few percent more bytes at twice level 1's time
 
 
 class PayloadError(ValueError):
     """The bytes are not a valid rlfleet chunk payload."""
 
 
-def encode_chunk(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | None = None) -> bytes:
+class MissingCodec(RuntimeError):
+    """zstd payloads without the zstandard package: this process's installation is at fault, not the payload
+    (a PayloadError would have the learner report sound chunks as corrupt and flag their collectors)."""
+
+
+def zstd() -> Any:
+    """The zstandard module; MissingCodec saying how to install it (or turn compression off) when absent."""
+    try:
+        import zstandard
+    except ImportError as exc:
+        raise MissingCodec("zstd-compressed payloads need the zstandard package in every collector and learner: "
+                           "pip install 'rlfleet[zstd]', or set collector.compression: none") from exc
+    return zstandard
+
+
+def encode_chunk(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | None = None,
+                 compression: Compression = "none", level: int = ZSTD_LEVEL) -> bytes:
+    """The payload; with `compression="zstd"` each array of at least MIN_COMPRESSED_BYTES that zstd makes smaller
+    is stored compressed (its map says so)."""
+    compressor = zstd().ZstdCompressor(level=level) if compression == "zstd" else None
     body = {}
     for name, arr in arrays.items():
         arr = np.asarray(arr)
@@ -38,9 +66,31 @@ def encode_chunk(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | Non
             raise PayloadError(f"array {name!r} has dtype {arr.dtype.name}; allowed: {sorted(DTYPES)}")
         # Payloads are little-endian whatever the writer's byte order; tobytes() copies in C order (0-d too).
         arr = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
-        body[name] = {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": arr.tobytes()}
+        spec: dict[str, Any] = {"dtype": arr.dtype.name, "shape": list(arr.shape), "data": arr.tobytes()}
+        if compressor is not None and arr.nbytes >= MIN_COMPRESSED_BYTES:
+            packed = compressor.compress(spec["data"])  # declares the content size in the frame header
+            if len(packed) < arr.nbytes:
+                spec.update(data=packed, compression="zstd")
+        body[name] = spec
     doc = {"format": FORMAT, "version": VERSION, "meta": dict(meta or {}), "arrays": body}
     return msgpack.packb(doc, use_bin_type=True)
+
+
+def _decompressed(name: str, data: bytes, expected: int) -> bytes:
+    """The array's bytes from its zstd frame, which must declare exactly `expected` bytes: zstandard allocates
+    what the frame declares, so the size is checked before anything is decompressed."""
+    zstandard = zstd()
+    try:
+        declared = zstandard.frame_content_size(data)
+        if declared != expected:
+            raise PayloadError(f"array {name!r}: its zstd frame declares {declared} bytes (-1: none), its shape and "
+                               f"dtype need {expected}")
+        out: bytes = zstandard.ZstdDecompressor().decompress(data, max_output_size=expected)
+    except zstandard.ZstdError as exc:
+        raise PayloadError(f"array {name!r}: not a valid zstd frame: {exc}") from exc
+    if len(out) != expected:
+        raise PayloadError(f"array {name!r}: decompressed to {len(out)} bytes, its shape and dtype need {expected}")
+    return out
 
 
 def _no_ext(code: int, data: bytes) -> Any:
@@ -107,6 +157,7 @@ def decode_chunk(raw: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     if not isinstance(meta, dict) or not isinstance(body, dict):
         raise PayloadError("payload lacks 'meta' and 'arrays' maps")
     arrays = {}
+    total = 0  # decompressed bytes of all arrays so far: bounded like the file itself
     for name, spec in body.items():
         if not isinstance(spec, dict):
             raise PayloadError(f"array {name!r} is not a map")
@@ -118,6 +169,15 @@ def decode_chunk(raw: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         if not isinstance(data, bytes):
             raise PayloadError(f"array {name!r} data is not raw bytes")
         expected = math.prod(shape) * np.dtype(dtype).itemsize  # Python ints: no wrap-around
+        total += expected
+        if total > MAX_PAYLOAD_BYTES:
+            raise PayloadError(f"payload arrays hold more than the {MAX_PAYLOAD_BYTES}-byte limit once decompressed "
+                               f"(at array {name!r})")
+        compression = spec.get("compression", "none")
+        if compression == "zstd":
+            data = _decompressed(name, data, expected)
+        elif compression != "none":
+            raise PayloadError(f"array {name!r} has compression {compression!r}; allowed: none, zstd")
         if expected != len(data):
             raise PayloadError(f"array {name!r}: shape {shape} x {dtype} needs {expected} bytes, got {len(data)}")
         arrays[name] = np.frombuffer(data, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)

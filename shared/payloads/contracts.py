@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from shared.payloads.codec import DTYPES, FORMAT, VERSION
+from shared.payloads.codec import DTYPES, FORMAT, MAX_PAYLOAD_BYTES, VERSION
 from shared.payloads.schema import COLUMN_DOCS, MAX_MAGNITUDE, SCHEMA_VERSION, ChunkSchema
 from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
 from shared.policy.manifest import MANIFEST_FORMAT, MANIFEST_KEY, MANIFEST_VERSION, PolicyManifest
@@ -21,22 +21,32 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Every kind of space a run can have: the union of their chunk schemas is every column a chunk may hold.
 _OBS = (ObsSpace(shape=(4,), dtype="float32"), ObsSpace(shape=(8, 8, 3), dtype="uint8"))
 _ACTIONS = (DiscreteActions(n=2), MultiDiscreteActions(nvec=(2, 3)), BoxActions(low=(-1.0,), high=(1.0,)))
+# A frame-stacked image run (the compact layout): stacks of 4 frames of 8x8x3.
+_STACKED = ObsSpace(shape=(4, 8, 8, 3), dtype="uint8")
+_LEADS = {"step": "[T steps, N envs, *per-step shape]", "env": "[N envs, *shape]",
+          "end": "[E rows that end an episode, *shape]"}
 
 
-def _columns() -> tuple[dict[str, set[str]], set[str]]:
-    """Each column's possible dtypes over every space and behaviour, and the columns every chunk has."""
+def _columns() -> tuple[dict[str, set[str]], dict[str, str], list[set[str]]]:
+    """Each column's possible dtypes and leading axes over every space, behaviour and layout, and per layout the
+    columns every chunk of it has."""
     dtypes: dict[str, set[str]] = {}
-    required: set[str] | None = None
-    for obs, action, logp in itertools.product(_OBS, _ACTIONS, (False, True)):
-        columns = ChunkSchema.of(Spaces(obs=obs, action=action), behaviour_logp=logp).columns
-        for name, col in columns.items():
-            dtypes.setdefault(name, set()).add(col.dtype)
-        required = set(columns) if required is None else required & set(columns)
-    return dtypes, required or set()
+    leads: dict[str, str] = {}
+    required: list[set[str]] = []
+    for stack, observations in ((None, _OBS), (_STACKED.shape[0], (_STACKED,))):
+        common: set[str] | None = None
+        for obs, action, logp in itertools.product(observations, _ACTIONS, (False, True)):
+            columns = ChunkSchema.of(Spaces(obs=obs, action=action), behaviour_logp=logp, stack=stack).columns
+            for name, col in columns.items():
+                dtypes.setdefault(name, set()).add(col.dtype)
+                leads[name] = _LEADS[col.per]
+            common = set(columns) if common is None else common & set(columns)
+        required.append(common or set())
+    return dtypes, leads, required
 
 
 def chunk_schema() -> dict[str, Any]:
-    dtypes, required = _columns()
+    dtypes, leads, (flat, compact) = _columns()
     if set(dtypes) != set(COLUMN_DOCS):
         raise RuntimeError(f"shared/payloads/schema.py COLUMN_DOCS must describe exactly the columns {sorted(dtypes)}")
     array = {
@@ -44,23 +54,32 @@ def chunk_schema() -> dict[str, Any]:
         "description": "one column: a numpy array as dtype, shape and raw bytes",
         "properties": {
             "dtype": {"enum": sorted(DTYPES), "description": "numpy dtype name"},
-            "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 32,
-                      "description": "[T steps, N envs, *per-step shape]; row-major"},
+            "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1, "maxItems": 32,
+                      "description": "the column's leading axes (see each column), then its own shape; row-major"},
             "data": {"type": "string", "contentEncoding": "base64", "description": (
                 "msgpack bin: the array's bytes, little-endian, C order; exactly prod(shape) x itemsize bytes "
-                "(bool: one byte, 0 or 1)")},
+                "(bool: one byte, 0 or 1), or, with `compression: zstd`, one zstd frame of them that declares "
+                "its content size (exactly prod(shape) x itemsize)")},
+            "compression": {"enum": ["none", "zstd"], "description": (
+                "how `data` is stored; absent: none. A reader refuses a frame whose declared size is not the "
+                f"array's, and arrays that decompress beyond {MAX_PAYLOAD_BYTES} bytes together")},
         },
     }
-    columns = {name: {"allOf": [{"$ref": "#/$defs/array"}], "description": COLUMN_DOCS[name],
+    columns = {name: {"allOf": [{"$ref": "#/$defs/array"}], "description": f"{leads[name]}: {COLUMN_DOCS[name]}",
                       "properties": {"dtype": {"enum": sorted(dtypes[name])}}} for name in sorted(dtypes)}
     return {
         "$schema": DRAFT, "$id": f"urn:rlfleet:schema:chunk:v{VERSION}", "title": f"{FORMAT} payload v{VERSION}",
         "version": VERSION,
         "description": (
             "A chunk payload file: one msgpack map (bin as base64 when shown as JSON), written to the store at "
-            "chunks/<task_id>/<chunk_id>.msgpack before the chunk is reported. Every column is [T, N, ...]: "
+            "chunks/<task_id>/<chunk_id>.msgpack before the chunk is reported. A per-step column is [T, N, ...]: "
             "step t of env column i is flat row t*N+i, and every column has the same T and N. The per-step "
-            "shapes and dtypes follow the task's `spaces` and `behaviour` (see each column). "
+            "shapes and dtypes follow the task's `spaces` and `behaviour` (see each column). Two layouts: the "
+            "flat one (obs and next_obs on every row) for every run but one whose env wrappers end with "
+            "`frame_stack` over uint8 image observations (the last wrapper that changes observations; spaces.obs "
+            "is then [k, *frame]); such a run's chunks use the compact layout, each frame stored once (frame, "
+            "history, tail_frame, final_frame instead of obs and next_obs), from which a learner rebuilds obs and "
+            "next_obs (see each column; docs/protocol.md). "
             "A learner refuses, as corrupt, a payload whose rows differ from the report's env_steps, or one "
             "with, on any row whose `valid` is true, a discrete action outside the space or a float that is not "
             f"finite or beyond ±{MAX_MAGNITUDE:g}. Column layout version {SCHEMA_VERSION}."),
@@ -71,10 +90,10 @@ def chunk_schema() -> dict[str, Any]:
             "meta": {"type": "object", "description": (
                 "free-form map of plain msgpack values, ignored by the learner; rlfleet's collectors write "
                 "task_id, chunk_id and policy_version")},
-            "arrays": {"type": "object", "required": sorted(required), "additionalProperties": False,
-                       "properties": columns, "description": (
-                           "the columns; `logp` is required when the task's behaviour.sample is true and must be "
-                           "absent otherwise")},
+            "arrays": {"type": "object", "additionalProperties": False, "properties": columns,
+                       "oneOf": [{"required": sorted(flat)}, {"required": sorted(compact)}], "description": (
+                           "the columns of one layout, flat or compact; `logp` is required when the task's "
+                           "behaviour.sample is true and must be absent otherwise")},
         },
         "$defs": {"array": array},
     }

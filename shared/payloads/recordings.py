@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError
 
 from shared.config.base import Strict
 from shared.payloads.codec import decode_chunk, encode_chunk
+from shared.payloads.framestack import flat_columns
 from shared.payloads.spaces import Spaces
 from shared.storage.protocol import PayloadStore
 
@@ -142,7 +143,7 @@ def load_split(store: PayloadStore, manifest: DatasetManifest, split: str) -> di
     info = manifest.splits[split]
     parts: dict[str, list[np.ndarray]] = {}
     for path, digest in zip(info.files, info.sha256, strict=True):
-        arrays, _ = decode_chunk(store.get(path, sha256=digest))
+        arrays = flat_columns(decode_chunk(store.get(path, sha256=digest))[0])
         valid = np.asarray(arrays["valid"], bool).reshape(-1)
         for key, arr in arrays.items():
             flat = np.asarray(arr).reshape(valid.size, *np.asarray(arr).shape[2:])

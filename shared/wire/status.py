@@ -157,6 +157,10 @@ class Status(Wire):
     """Retried reports recognised and not counted again."""
     env_errors: int = Field(description="environment exceptions contained by collectors")
     corrupt_chunks: int = Field(0, description="chunks a learner found unusable and the coordinator removed")
+    payload_bytes_per_env_step: float | None = Field(None, description=(
+        "mean payload file bytes per acknowledged env step (null before the first chunk): what the run's data "
+        "costs the store and the learner's reads; a frame-stacked image run stores each frame once (compact "
+        "chunks), zstd-compressed by default"))
     recent_return_mean: float | None = Field(description="mean training return over the last 100 episodes")
     policy_version: int
     """Latest published policy version (0: none yet)."""

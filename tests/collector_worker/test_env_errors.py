@@ -112,3 +112,20 @@ def test_a_non_finite_reward_is_caught(reward: float) -> None:
 def test_integer_observations_are_not_checked() -> None:
     _, _, _, truncated, info = ResetOnError(Emit(np.full(3, 255, np.uint8))).step(0)
     assert not truncated and info == {}
+
+
+def test_a_frame_that_changes_shape_mid_episode_is_an_env_error() -> None:
+    """Step 4 of every episode returns a frame with one more channel: the vector env could not batch it (it raised
+    out of the collector); now that step is an env error and the env starts over."""
+    from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
+
+    env = EnvConfig(id="tests.support.frames:Frames", kwargs={"reshape_at": 4, "max_steps": 9})
+    rollout = Rollout(env, 2, Spaces(obs=ObsSpace(shape=(1, 6, 7), dtype="uint8"), action=DiscreteActions(n=3)),
+                      EPSILON_GREEDY, seed=0)
+    try:
+        chunk = rollout.collect(30, random=True)
+    finally:
+        rollout.close()
+    invalid = ~chunk.arrays["valid"]
+    assert chunk.env_errors > 0 and chunk.arrays["truncated"][invalid].all()
+    assert chunk.arrays["obs"].shape == (30, 2, 1, 6, 7)

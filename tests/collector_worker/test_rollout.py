@@ -339,3 +339,70 @@ def test_continuous_actions_are_stored_as_drawn_and_applied_within_bounds():
     assert np.abs(arrays["actions"]).max() > 2.0 and arrays["logp"].shape == (100, 2)
     # Pendulum's reward is -(theta^2 + 0.1 thetadot^2 + 0.001 u^2) with u clipped to [-2, 2]: never below -16.3
     assert arrays["rewards"].min() >= -16.3
+
+
+def test_a_frame_stacked_image_run_stores_each_frame_once() -> None:
+    """Compact chunks whose frame columns cost about one frame per env step (the flat layout: 2k frames), rebuilt
+    exactly into the flat chunk of the same seeded run (episodes of up to 40 steps: ends cost a frame each)."""
+    from shared.payloads.framestack import flat_columns
+    from tests.support.frames import twin_rollouts
+
+    compact, flat = twin_rollouts(4, num_envs=4, seed=3, max_steps=40)
+    frame_bytes = 6 * 7
+    try:
+        for _ in range(3):
+            a, b = compact.collect(64, random=True), flat.collect(64, random=True)
+            assert set(a.arrays) == {"frame", "history", "tail_frame", "final_frame", "actions", "rewards",
+                                     "terminated", "truncated", "valid"}
+            stored = sum(a.arrays[name].nbytes for name in ("frame", "history", "tail_frame", "final_frame"))
+            assert stored / a.env_steps <= 1.2 * frame_bytes
+            assert (b.arrays["obs"].nbytes + b.arrays["next_obs"].nbytes) / b.env_steps == 8 * frame_bytes
+            for name, value in flat_columns(a.arrays).items():
+                np.testing.assert_array_equal(value, b.arrays[name], err_msg=name)
+    finally:
+        compact.close()
+        flat.close()
+
+
+def test_an_n_episode_chunk_cut_short_keeps_its_per_env_columns() -> None:
+    from shared.payloads.framestack import flat_columns
+    from tests.support.frames import twin_rollouts
+
+    """Per-env columns keep one entry per env when an n_episode chunk stops before its step count (here after
+    at most 4 of 50 steps: fewer steps than envs)."""
+    compact, flat = twin_rollouts(3, num_envs=6, seed=1, max_steps=4)
+    try:
+        a, b = compact.collect(50, episodes_target=1, random=True), flat.collect(50, episodes_target=1, random=True)
+    finally:
+        compact.close()
+        flat.close()
+    assert a.env_steps <= 4 * 6
+    compact.schema.check(a.arrays, num_envs=6)
+    for name, value in flat_columns(a.arrays).items():
+        np.testing.assert_array_equal(value, b.arrays[name], err_msg=name)
+
+
+class ZeroPaddedStacks(gym.vector.VectorWrapper):
+    """Stacks whose older frames are blanked on every step: not a plain frame stack (as a vector backend with its
+    own stacking, or a wrapper stacking differently, could be)."""
+
+    def step(self, actions):  # type: ignore[no-untyped-def]
+        obs, *rest = self.env.step(actions)
+        out = obs.copy()
+        out[:, :-1] = 0
+        return (out, *rest)
+
+
+def test_stacks_that_do_not_continue_one_another_stop_the_collector_naming_the_wrapper() -> None:
+    from collector_worker.rollout import StackMismatch
+    from tests.support.frames import twin_rollouts
+
+    compact, flat = twin_rollouts(4, num_envs=2, seed=1)
+    flat.close()
+    compact.env = ZeroPaddedStacks(compact.env)
+    try:
+        with pytest.raises(StackMismatch, match=r"env.wrappers: frame_stack \(frames: 4\): env 0's observation after "
+                                                r"step 0 does not continue the stack"):
+            compact.collect(8, random=True)
+    finally:
+        compact.close()

@@ -11,7 +11,7 @@ from shared.config.run_config import RunConfig
 from shared.storage.local import LocalStore
 from shared.wire import EvaluationReport, LearnReport, SampleRequest
 from tests.support.configs import layout, make_config
-from tests.support.run import FakeClock, chunk, collector, learner, publish, register
+from tests.support.run import FakeClock, chunk, collector, learner, publish, register, rows
 
 
 def _reopen(path: Path, config: RunConfig, store: LocalStore, clock: FakeClock) -> Run:
@@ -116,6 +116,21 @@ def test_env_errors_are_counted_and_survive_a_restart(tmp_path: Path, run_config
     assert run.status().env_errors == 2
     run.ctx.journal.close()
     assert _reopen(db, run_config, store, clock).status().env_errors == 2
+
+
+def test_payload_bytes_per_env_step_are_reported_and_survive_a_restart(tmp_path: Path, run_config: RunConfig,
+                                                                      store: LocalStore) -> None:
+    clock = FakeClock()
+    db = tmp_path / "coordinator.sqlite"
+    run = _reopen(db, run_config, store, clock)
+    assert run.status().payload_bytes_per_env_step is None  # no chunk yet
+    worker, task = collector(run)
+    steps = rows(run_config)
+    run.chunks.ingest(chunk(run, worker, task, "b1", payload=b"x" * (3 * steps)))
+    run.chunks.ingest(chunk(run, worker, task, "b2", payload=b"x" * (5 * steps)))
+    assert run.status().payload_bytes_per_env_step == 4.0
+    run.ctx.journal.close()
+    assert _reopen(db, run_config, store, clock).status().payload_bytes_per_env_step == 4.0
 
 
 def test_restarts_are_reported_in_status_and_survive_a_restart(tmp_path: Path, run_config: RunConfig,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.config.env import EnvConfig
 from shared.config.plan import chunk_schema
 from shared.payloads.codec import decode_chunk
 from shared.payloads.recordings import load_manifest, load_split
@@ -36,7 +37,7 @@ def test_record_writes_a_dataset_of_collector_chunks(tmp_path: Path) -> None:
     manifest = load_manifest(store, "expert")
     assert manifest.spaces == CARTPOLE and not manifest.stochastic and manifest.source_policy == str(policy)
     assert manifest.splits["valid"].returns == [500.0, 500.0]
-    schema: ChunkSchema = chunk_schema(CARTPOLE, Behaviour(head="categorical", sample=False))
+    schema: ChunkSchema = chunk_schema(CARTPOLE, Behaviour(head="categorical", sample=False), EnvConfig())
     arrays, _ = decode_chunk(store.get(manifest.splits["train"].files[0]))
     schema.check(arrays, 1)  # exactly the columns, dtypes and shapes a collector's chunk has
     train = load_split(store, manifest, "train")

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from learner_worker.algorithms.dqn import DQN
-from learner_worker.cache import ChunkCache
+from learner_worker.cache import ChunkCache, PayloadReader
 from learner_worker.loops import cache_chunks
 from learner_worker.nstep import nstep_targets
 from shared.algorithms.dqn import DQNParams
@@ -320,3 +320,64 @@ def test_deleted_payload_is_not_reported(fx: StoredChunks):
     cache = ChunkCache(fx.store, SCHEMA, GAMMA, NSTEP, max_chunks=8)
     cache.batches(fx.sample([(k, 0) for k in range(3)], batch_size=1))
     assert cache.missing == 1 and cache.take_corrupt() == []
+
+
+def _store_compact(tmp_path: Path, arrays: dict[str, np.ndarray], compression: str = "zstd") -> tuple:
+    store = LocalStore(tmp_path)
+    path = chunk_path("task1", "pixels")
+    sha = store.put(path, encode_chunk(arrays, compression=compression))  # type: ignore[arg-type]
+    ref = SampledChunk(chunk_id="pixels", payload_path=path, sha256=sha, policy_version=0, num_envs=3,
+                       env_steps=int(arrays["rewards"].size))
+    return store, ref
+
+
+def _compact_and_flat() -> tuple[ChunkSchema, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    from tests.support.frames import twin_rollouts
+
+    compact, flat = twin_rollouts(4, num_envs=3, max_steps=5, raise_at=4)
+    try:
+        return compact.schema, compact.collect(12, random=True).arrays, flat.collect(12, random=True).arrays
+    finally:
+        compact.close()
+        flat.close()
+
+
+def test_a_compact_chunk_reads_as_the_flat_layout(tmp_path: Path) -> None:
+    """The reader hands every algorithm obs and next_obs stacks, rebuilt from a zstd-compressed compact payload."""
+    schema, compact, flat = _compact_and_flat()
+    store, ref = _store_compact(tmp_path, compact)
+    reader = PayloadReader(store, schema)
+    arrays = reader.read(ref)
+    assert arrays is not None and reader.corrupt == 0
+    assert set(arrays) == set(flat)
+    for name, value in flat.items():
+        np.testing.assert_array_equal(arrays[name], value, err_msg=name)
+
+
+def test_a_compact_chunk_with_inconsistent_columns_is_counted_corrupt(tmp_path: Path) -> None:
+    """One final frame short of the episode ends its rows report: refused and queued for the coordinator, never
+    rebuilt into stacks that borrow the wrong frames."""
+    schema, compact, _ = _compact_and_flat()
+    compact = dict(compact, final_frame=compact["final_frame"][1:])
+    store, ref = _store_compact(tmp_path, compact, compression="none")
+    reader = PayloadReader(store, schema)
+    assert reader.read(ref) is None
+    ((chunk_id, reason),) = reader.take_corrupt()
+    assert reader.corrupt == 1 and chunk_id == "pixels" and "final_frame" in reason and "SchemaError" in reason
+
+
+def test_a_learner_without_zstandard_stops_instead_of_calling_sound_chunks_corrupt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from shared.payloads.codec import MissingCodec
+
+    schema, compact, _ = _compact_and_flat()
+    compact = dict(compact, frame=np.zeros_like(compact["frame"]))  # blank frames: zstd compresses them
+    monkeypatch.setattr("shared.payloads.codec.MIN_COMPRESSED_BYTES", 1)  # a small chunk: compress it anyway
+    store, ref = _store_compact(tmp_path, compact)
+    reader = PayloadReader(store, schema)
+    monkeypatch.setitem(sys.modules, "zstandard", None)  # `import zstandard` raises ImportError
+    with pytest.raises(MissingCodec, match=r"pip install 'rlfleet\[zstd\]'"):
+        reader.read(ref)
+    assert reader.corrupt == 0 and reader.take_corrupt() == []

@@ -47,7 +47,7 @@ def test_ppo_with_the_cnn_encoder_learns_the_pixel_grid() -> None:
             rollout.load_policy(ppo.manifest(), state, version=update)
             chunk = rollout.collect(32)
             assert chunk.arrays["obs"].dtype == np.uint8  # images stay uint8 in the payload
-            chunk_schema(spaces, behaviour).check(chunk.arrays, num_envs=8)
+            chunk_schema(spaces, behaviour, env).check(chunk.arrays, num_envs=8)
             ppo.update([chunk.arrays])
             if update % 20 == 0:
                 actor = build_actor(ppo.manifest(), {k: v.numpy() for k, v in ppo.policy_state().items()})

@@ -408,6 +408,8 @@ def test_metrics_exposes_the_counters(client: TestClient, tokens: Tokens, store:
     assert samples['rlfleet_buffer_transitions{buffer="replay-0"}'] == 32
     assert samples["rlfleet_run_running"] == 1
     assert samples["rlfleet_chunk_ingest_bytes_count"] == 1
+    size = samples["rlfleet_chunk_ingest_bytes_sum"]
+    assert samples["rlfleet_payload_bytes_total"] == size and samples["rlfleet_payload_bytes_per_env_step"] == size / 32
     assert samples['rlfleet_policy_lag_versions_bucket{le="0.0"}'] == 1
     route = 'method="POST",route="/v1/chunks",status="200"'
     assert samples[f"rlfleet_http_request_duration_seconds_count{{{route}}}"] == 1  # the template, not the path

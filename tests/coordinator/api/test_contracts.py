@@ -11,6 +11,7 @@ from typing import Any
 
 import jsonschema
 import msgpack
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -82,6 +83,27 @@ def test_real_chunks_match_the_served_schema(client: TestClient, env_id: str, sp
     del broken["arrays"]["valid"]
     broken["arrays"]["rewards"]["dtype"] = "float64"
     assert len(list(validator.iter_errors(broken))) == 2
+
+
+def test_a_real_compact_compressed_chunk_matches_the_served_schema(client: TestClient) -> None:
+    """A frame-stacked image run's chunk (the compact layout), zstd-compressed as its collectors write it."""
+    from tests.support.frames import twin_rollouts
+
+    compact, flat = twin_rollouts(4, num_envs=2, max_steps=5)
+    try:
+        chunk = compact.collect(60, random=True)
+    finally:
+        compact.close()
+        flat.close()
+    validator = _validator(client, "chunk")
+    # The test env's pixels are noise, which zstd leaves raw: blank frames make one column compress.
+    arrays = dict(chunk.arrays, frame=np.zeros_like(chunk.arrays["frame"]))
+    doc = _as_json(msgpack.unpackb(encode_chunk(arrays, compression="zstd"), raw=False))
+    assert sorted(validator.iter_errors(doc), key=str) == []
+    assert doc["arrays"]["frame"].get("compression") == "zstd" and "obs" not in doc["arrays"]
+    mixed = json.loads(json.dumps(doc))
+    mixed["arrays"]["obs"] = mixed["arrays"]["next_obs"] = mixed["arrays"]["frame"]  # both layouts at once
+    assert list(validator.iter_errors(mixed)) != []
 
 
 def _header(data: bytes) -> dict[str, Any]:

@@ -62,3 +62,24 @@ def test_dict_observations_are_flattened_the_same_everywhere() -> None:
 def test_dict_observations_with_images_are_refused_naming_the_field() -> None:
     with pytest.raises(ValueError, match="env.id: Dict observation with image entries \\['pixels'\\]"):
         preflight(RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs", "kwargs": {"image": True}}}))
+
+
+@pytest.mark.parametrize(("wrappers", "obs", "stack"), [
+    ([{"name": "frame_stack", "frames": 4}], ("uint8", (4, 84, 84)), 4),
+    ([{"name": "frame_stack", "frames": 2}, {"name": "scale_reward", "scale": 0.1}], ("uint8", (2, 6, 7, 3)), 2),
+    ([], ("uint8", (84, 84, 3)), None),  # one image, no stack: nothing recurs between rows
+    ([{"name": "frame_stack", "frames": 4}], ("float32", (4, 3)), None),  # stacked vectors stay flat
+    ([{"name": "frame_stack", "frames": 4}], ("uint8", (4, 10)), None),  # stacks of 1-D frames stay flat
+    ([{"name": "frame_stack", "frames": 3}, {"name": "frame_stack", "frames": 2}], ("uint8", (2, 3, 6, 7)), 2),
+])
+def test_only_frame_stacked_images_get_the_compact_chunk_layout(wrappers: list, obs: tuple, stack: int | None) -> None:
+    from shared.config.env import EnvConfig
+    from shared.config.plan import chunk_schema, stacked_frames
+    from shared.payloads.spaces import ObsSpace, Spaces
+    from tests.support.policies import EPSILON_GREEDY
+
+    spaces = Spaces(obs=ObsSpace(shape=obs[1], dtype=obs[0]), action=DiscreteActions(n=2))
+    env = EnvConfig.model_validate({"id": "x.y:Z", "wrappers": wrappers})
+    assert stacked_frames(env, spaces) == stack
+    columns = chunk_schema(spaces, EPSILON_GREEDY, env).columns
+    assert ("frame" in columns) == (stack is not None) and ("obs" in columns) == (stack is None)

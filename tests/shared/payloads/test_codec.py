@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import struct
 import tracemalloc
 
@@ -392,3 +393,68 @@ def test_structured_fuzz_only_payload_error(dtype: object, shape: object, data: 
         use_bin_type=True,
     )
     _decodes_or_payload_error(raw)
+
+
+# ----- zstd-compressed arrays ----------------------------------------------------------------------------------
+
+def test_zstd_round_trips_and_compresses_only_what_it_shrinks() -> None:
+    frames = np.zeros((64, 84, 84), np.uint8)
+    frames[:, 40:44, 10:12] = 255  # Pong-like: a mostly flat frame
+    noise = np.random.default_rng(0).integers(0, 256, 8192, dtype=np.uint8)  # incompressible: kept raw
+    arrays = {"frame": frames, "noise": noise, "rewards": np.arange(8, dtype=np.float32)}
+    raw = encode_chunk(arrays, compression="zstd")
+    doc = msgpack.unpackb(raw)
+    assert doc["arrays"]["frame"]["compression"] == "zstd" and len(raw) < frames.nbytes / 50
+    assert "compression" not in doc["arrays"]["noise"] and "compression" not in doc["arrays"]["rewards"]
+    decoded, _ = decode_chunk(raw)
+    for name, value in arrays.items():
+        np.testing.assert_array_equal(decoded[name], value)
+
+
+def _zstd_spec(shape: list[int], data: bytes, **spec: object) -> bytes:
+    return _doc({"a": {"dtype": "uint8", "shape": shape, "data": data, "compression": "zstd", **spec}})
+
+
+def test_a_zip_bomb_is_refused_before_it_is_decompressed() -> None:
+    """1 GB of zeros in a ~40 KB frame, declared as a 16-byte array: zstandard would allocate what the frame
+    declares, so the declared size is checked first."""
+    import zstandard
+
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor(level=1).stream_writer(out, size=1 << 30, closefd=False) as writer:
+        zeros = b"\0" * (1 << 20)
+        for _ in range(1024):
+            writer.write(zeros)
+    bomb = out.getvalue()
+    tracemalloc.start()
+    try:
+        with pytest.raises(PayloadError, match="declares 1073741824 bytes .* need 16"):
+            decode_chunk(_zstd_spec([16], bomb))
+        assert tracemalloc.get_traced_memory()[1] < 16 * 1024 * 1024
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_frame_that_declares_no_size_is_refused() -> None:
+    import zstandard
+
+    data = zstandard.ZstdCompressor(write_content_size=False).compress(b"\0" * 4096)
+    with pytest.raises(PayloadError, match="declares -1 bytes"):
+        decode_chunk(_zstd_spec([4096], data))
+
+
+def test_arrays_that_decompress_beyond_the_limit_together_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shared.payloads.codec.MAX_PAYLOAD_BYTES", 100_000)
+    raw = encode_chunk({"a": np.zeros(60_000, np.uint8), "b": np.zeros(60_000, np.uint8)}, compression="zstd")
+    assert len(raw) < 1000
+    with pytest.raises(PayloadError, match="more than the 100000-byte limit once decompressed"):
+        decode_chunk(raw)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"data": b"not zstd at all", "compression": "zstd"}, "not a valid zstd frame|declares"),
+    ({"compression": "lz4"}, "compression 'lz4'"),
+])
+def test_unknown_or_broken_compression_is_refused(spec: dict, message: str) -> None:
+    with pytest.raises(PayloadError, match=message):
+        decode_chunk(_doc({"a": {"dtype": "uint8", "shape": [4], "data": b"\0" * 4, **spec}}))

@@ -97,3 +97,30 @@ def test_a_manifest_of_another_format_is_refused(tmp_path: Path) -> None:
 def test_the_dataset_store_is_beside_the_runs(tmp_path: Path) -> None:
     store = open_datasets(tmp_path, None)
     assert isinstance(store, LocalStore) and store.resolve("x") == tmp_path / "datasets" / "x"
+
+
+def test_a_recording_of_a_frame_stacked_run_is_stored_compact_and_read_as_stacks(tmp_path: Path) -> None:
+    """`rlfleet record` writes the collector's chunks as they are: compact for frame-stacked images. Reading a
+    split rebuilds the stacks, so a dataset learner sees the flat columns."""
+    import numpy as np
+
+    from shared.payloads.codec import decode_chunk
+    from shared.payloads.recordings import write_dataset
+    from tests.support.frames import twin_rollouts
+
+    compact, flat = twin_rollouts(3, num_envs=1, max_steps=6)
+    try:
+        episodes = [(compact.collect(20, episodes_target=1, random=True).arrays, 1.0) for _ in range(3)]
+        expected = [flat.collect(20, episodes_target=1, random=True).arrays for _ in range(3)]
+    finally:
+        compact.close()
+        flat.close()
+    store = LocalStore(tmp_path)
+    manifest = write_dataset(store, "pixels", "frames", compact.spaces, episodes, valid_fraction=0.34, seed=0,
+                             source_policy="p", source_manifest_sha256="0" * 64, stochastic=False)
+    assert "frame" in decode_chunk(store.get(manifest.splits["train"].files[0]))[0]
+    train = load_split(store, manifest, "train")
+    indices = sorted(int(f.rsplit("-", 1)[1].split(".")[0]) for f in manifest.splits["train"].files)
+    for name in ("obs", "next_obs", "actions"):
+        want = np.concatenate([expected[i][name].reshape(-1, *expected[i][name].shape[2:]) for i in indices])
+        np.testing.assert_array_equal(train[name], want, err_msg=name)
