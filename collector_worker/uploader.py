@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 
 from collector_worker.rollout import Chunk
-from shared.payloads.codec import Compression, encode_chunk, zstd
+from shared.payloads.codec import Compression, encode_chunk
 from shared.storage.layout import chunk_path
 from shared.storage.protocol import PayloadStore
 from shared.wire import (
@@ -56,8 +56,6 @@ class Uploader:
                  compression: Compression = "none") -> None:
         self.session = session
         self.compression = compression
-        if compression == "zstd":
-            zstd()  # a missing zstandard stops the collector now, saying what to install, not at the first chunk
         self.store = store
         self.queue: queue.Queue[Pending | object | None] = queue.Queue(maxsize=depth)
         self.report_batch, self.report_delay_seconds = report_batch, report_delay_seconds

@@ -8,8 +8,7 @@ unusable (hash mismatch, undecodable, wrong shapes or dtypes, content that disag
 is skipped and queued for a report:
 otherwise the coordinator would keep serving it and the learner keep skipping it, unseen. The reader does no
 HTTP; the thread that already talks to the coordinator for it sends the reports (`take_corrupt`). An object
-store that stays unreachable (StoreUnavailable) is no payload's fault: it propagates and ends the learner, and so
-does a zstd payload where the zstandard package is missing (MissingCodec, saying what to install).
+store that stays unreachable (StoreUnavailable) is no payload's fault: it propagates and ends the learner.
 """
 
 from __future__ import annotations

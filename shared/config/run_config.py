@@ -46,7 +46,7 @@ class CollectorConfig(Strict):
     report_delay_seconds: Annotated[float, Field(gt=0, le=30, description=(
         "longest a written chunk's report is held for its batch (report_batch > 1)"))] = 2.0
     compression: Literal["none", "zstd"] | None = Field(None, description=(
-        "payload arrays zstd-compressed (the zstandard package: rlfleet's `zstd` extra) or stored as they are; "
+        "payload arrays zstd-compressed or stored as they are; "
         "null (the default): zstd for frame-stacked image runs, whose chunks it makes ~100x smaller on Pong at "
         "a few ms per chunk (docs/performance.md), none for every other run, where it saves little"))
 

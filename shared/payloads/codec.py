@@ -3,11 +3,10 @@
 Never pickle: a payload is plain msgpack maps, strings, numbers and raw bytes, so loading a file from a
 compromised collector can at worst fail validation, never run code.
 
-An array's bytes may be zstd-compressed (`compression: zstd` in its map; the `zstandard` package, rlfleet's
-`zstd` extra): pixel frames shrink several-fold. Its decompressed size is declared in the zstd frame and must be
-exactly the array's, and all arrays together may not decompress beyond MAX_PAYLOAD_BYTES, so a small file cannot
-expand into a large allocation (a zip bomb).
-"""
+An array's bytes may be zstd-compressed (`compression: zstd` in its map, through the `zstandard` package): pixel
+frames shrink several-fold. Its decompressed size is declared in the zstd frame and must be exactly the array's, and
+all arrays together may not decompress beyond MAX_PAYLOAD_BYTES, so a small file cannot expand into a large
+allocation (a zip bomb)."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from typing import Any, Literal
 
 import msgpack
 import numpy as np
+import zstandard
 
 FORMAT = "rlfleet.chunk"
 VERSION = 1
@@ -39,26 +39,11 @@ class PayloadError(ValueError):
     """The bytes are not a valid rlfleet chunk payload."""
 
 
-class MissingCodec(RuntimeError):
-    """zstd payloads without the zstandard package: this process's installation is at fault, not the payload
-    (a PayloadError would have the learner report sound chunks as corrupt and flag their collectors)."""
-
-
-def zstd() -> Any:
-    """The zstandard module; MissingCodec saying how to install it (or turn compression off) when absent."""
-    try:
-        import zstandard
-    except ImportError as exc:
-        raise MissingCodec("zstd-compressed payloads need the zstandard package in every collector and learner: "
-                           "pip install 'rlfleet[zstd]', or set collector.compression: none") from exc
-    return zstandard
-
-
 def encode_chunk(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | None = None,
                  compression: Compression = "none", level: int = ZSTD_LEVEL) -> bytes:
     """The payload; with `compression="zstd"` each array of at least MIN_COMPRESSED_BYTES that zstd makes smaller
     is stored compressed (its map says so)."""
-    compressor = zstd().ZstdCompressor(level=level) if compression == "zstd" else None
+    compressor = zstandard.ZstdCompressor(level=level) if compression == "zstd" else None
     body = {}
     for name, arr in arrays.items():
         arr = np.asarray(arr)
@@ -79,7 +64,6 @@ def encode_chunk(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any] | Non
 def _decompressed(name: str, data: bytes, expected: int) -> bytes:
     """The array's bytes from its zstd frame, which must declare exactly `expected` bytes: zstandard allocates
     what the frame declares, so the size is checked before anything is decompressed."""
-    zstandard = zstd()
     try:
         declared = zstandard.frame_content_size(data)
         if declared != expected:

@@ -364,20 +364,3 @@ def test_a_compact_chunk_with_inconsistent_columns_is_counted_corrupt(tmp_path: 
     assert reader.read(ref) is None
     ((chunk_id, reason),) = reader.take_corrupt()
     assert reader.corrupt == 1 and chunk_id == "pixels" and "final_frame" in reason and "SchemaError" in reason
-
-
-def test_a_learner_without_zstandard_stops_instead_of_calling_sound_chunks_corrupt(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-
-    from shared.payloads.codec import MissingCodec
-
-    schema, compact, _ = _compact_and_flat()
-    compact = dict(compact, frame=np.zeros_like(compact["frame"]))  # blank frames: zstd compresses them
-    monkeypatch.setattr("shared.payloads.codec.MIN_COMPRESSED_BYTES", 1)  # a small chunk: compress it anyway
-    store, ref = _store_compact(tmp_path, compact)
-    reader = PayloadReader(store, schema)
-    monkeypatch.setitem(sys.modules, "zstandard", None)  # `import zstandard` raises ImportError
-    with pytest.raises(MissingCodec, match=r"pip install 'rlfleet\[zstd\]'"):
-        reader.read(ref)
-    assert reader.corrupt == 0 and reader.take_corrupt() == []
