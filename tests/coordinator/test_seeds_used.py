@@ -14,13 +14,14 @@ def test_every_claim_gets_its_own_train_block_and_status_lists_all_modes(
     a, b = register(run, "collector"), register(run, "collector")
     task_a, task_b = run.workers.claim(a).task, run.workers.claim(b).task
     assert isinstance(task_a, CollectorTask) and isinstance(task_b, CollectorTask)
-    assert decode(task_a.seed) == (run.ctx.config.seed, "train", 0, 1) and decode(task_b.seed)[2:] == (1, 1)
+    seed = run.ctx.config.seed
+    assert decode(seed, task_a.seed) == ("train", 0, 1) and decode(seed, task_b.seed)[1:] == (1, 1)
     clock.advance(run.ctx.fleet.lease_seconds + 1)
     run.tick()  # a's lease expires: its task goes back to the queue
     c = register(run, "collector")
     again = run.workers.claim(c).task
     assert isinstance(again, CollectorTask) and again.task_id == task_a.task_id
-    assert decode(again.seed)[2:] == (0, 2)  # the same task, a fresh block: never an earlier sequence
+    assert decode(seed, again.seed)[1:] == (0, 2)  # the same task, a fresh block: never an earlier sequence
     ev = register(run, "evaluator")
     run.workers.claim(ev)
     publish(run, store, learner(run), 1)
