@@ -97,15 +97,18 @@ def records_raw_episodes(env: EnvConfig) -> bool:
 
 
 def _image_dtype(env: gym.Env) -> gym.Env:
-    """Boolean and integer observations cast once, in the env, to what rlfleet stores and acts on: uint8 where
-    every value fits 0..255 (booleans, MinAtar's 0/1 images: as many bytes as before), float32 otherwise. The
-    observation space keeps its bounds, so an image's largest value (1 for booleans) reaches ObsSpace.image_max
-    and the CNN scales by it (shared/envs/gymspaces.py)."""
+    """Boolean observations, and integer images (three dimensions), cast once, in the env, to what rlfleet stores
+    and acts on: images to uint8 where every value fits 0..255 (MinAtar's boolean 0/1 images: as many bytes as
+    before), float32 otherwise. The observation space keeps its bounds, so an image's largest value (1 for
+    booleans) reaches ObsSpace.image_max and the CNN scales by it (shared/envs/gymspaces.py). Flat integer
+    observations stay as they are: they are described, stored and acted on as float32 already."""
     space = env.observation_space
-    if not isinstance(space, gym.spaces.Box) or space.dtype == np.uint8 or space.dtype.kind not in "biu":
+    if (not isinstance(space, gym.spaces.Box) or space.dtype == np.uint8
+            or not (space.dtype.kind == "b" or (space.dtype.kind in "iu" and len(space.shape) == 3))):
         return env
     low, high = np.asarray(space.low), np.asarray(space.high)
-    dtype = np.uint8 if low.min() >= 0 and high.max() <= 255 else np.float32
+    image = len(space.shape) == 3 and low.min() >= 0 and high.max() <= 255
+    dtype = np.uint8 if image else np.float32
     cast_space = gym.spaces.Box(low.astype(dtype), high.astype(dtype), space.shape, dtype)
     return TransformObservation(env, lambda obs: np.asarray(obs, dtype=dtype), cast_space)
 

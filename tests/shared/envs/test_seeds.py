@@ -29,7 +29,7 @@ KEYS = st.sampled_from(MODES).flatmap(lambda mode: st.tuples(
 @given(RUN_SEEDS, KEYS)
 def test_every_env_seed_of_a_block_is_below_2_to_the_32(run_seed: int, key: tuple) -> None:
     base = base_seed(run_seed, *key)
-    assert 0 <= base and base + ENVS_PER_BLOCK - 1 < 2**32
+    assert base >= 0 and base + ENVS_PER_BLOCK - 1 < 2**32
 
 
 @given(RUN_SEEDS, KEYS, KEYS)
