@@ -109,7 +109,7 @@ def _image_dtype(env: gym.Env) -> gym.Env:
     low, high = np.asarray(space.low), np.asarray(space.high)
     image = len(space.shape) == 3 and low.min() >= 0 and high.max() <= 255
     dtype = np.uint8 if image else np.float32
-    cast_space = gym.spaces.Box(low.astype(dtype), high.astype(dtype), space.shape, dtype)
+    cast_space = gym.spaces.Box(low.astype(dtype), high.astype(dtype), space.shape, dtype)  # type: ignore[arg-type]
     return TransformObservation(env, lambda obs: np.asarray(obs, dtype=dtype), cast_space)
 
 

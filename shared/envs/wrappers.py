@@ -168,7 +168,7 @@ class Atari(_Wrapper):
         if self.fire_on_reset and fires_on_reset(env):
             env = FireOnReset(env)
         if training and self.clip_reward:
-            env = TransformReward(env, lambda reward: float(np.sign(reward)))
+            env = TransformReward(env, lambda reward: float(np.sign(float(reward))))
         return env
 
 
