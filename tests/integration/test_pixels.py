@@ -33,7 +33,7 @@ def test_a_minatar_run_starts_and_its_collectors_chunks_arrive(tmp_path: Path, d
         fleet.start_worker("collector-b", "collector")  # a second claim: a second seed block, still 32-bit
         fleet.wait_for(lambda: fleet.status().buffers[0].chunks >= 4, 120, "chunks from both collectors")
         status = fleet.status()
-        assert status.env_errors == 0 and len(status.seeds.train) == 2
+        assert status.seeds is not None and status.env_errors == 0 and len(status.seeds.train) == 2
         assert all(0 <= seed < 2**32 for seed in status.seeds.train)
     finally:
         fleet.close()

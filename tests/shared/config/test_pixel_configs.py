@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from shared.algorithms.impala import ImpalaParams
+from shared.algorithms.ppo import PPOParams
 from shared.config.base import NetConfig
 from shared.config.preflight import preflight
 from shared.config.run_config import RunConfig, load_run_config
@@ -33,10 +35,10 @@ def planned(path: Path) -> RunConfig:
 def test_atari_ppo_configs_are_rl_zoos(name: str) -> None:
     config = planned(shipped(name))
     algo = config.algo
+    assert isinstance(algo, PPOParams)
     assert config.collector.num_envs * 2 == 8 and config.collector.chunk_steps == 128
     assert config.sampling.max_batch_size == 8 * 128 and config.sampling.force_sync
-    assert (algo.name, algo.epochs, algo.minibatch_size, algo.learning_rate, algo.clip_range) == ("ppo", 4, 256,
-                                                                                                2.5e-4, 0.1)
+    assert (algo.epochs, algo.minibatch_size, algo.learning_rate, algo.clip_range) == (4, 256, 2.5e-4, 0.1)
     assert (algo.entropy_coef, algo.value_coef, algo.gamma, algo.gae_lambda) == (0.01, 0.5, 0.99, 0.95)
     assert algo.net.hidden == (512,) and algo.net.encoder.kind == "nature"  # type: ignore[attr-defined]
     assert config.budget.max_env_steps == 10_000_000
@@ -46,9 +48,9 @@ def test_atari_ppo_configs_are_rl_zoos(name: str) -> None:
 def test_pong_impala_is_the_papers_atari_setting(name: str) -> None:
     config = planned(shipped(name))
     algo = config.algo
+    assert isinstance(algo, ImpalaParams)
     assert config.collector.chunk_steps == 20 and config.sampling.max_batch_size == 32 * 20
-    assert (algo.name, algo.learning_rate, algo.entropy_coef, algo.value_coef, algo.max_grad_norm) == (
-        "impala", 6e-4, 0.01, 0.5, 40)
+    assert (algo.learning_rate, algo.entropy_coef, algo.value_coef, algo.max_grad_norm) == (6e-4, 0.01, 0.5, 40)
     assert algo.net.encoder.kind == "impala" and algo.net.encoder.channels == (16, 32, 32)  # type: ignore[attr-defined]
     assert config.env.threshold == 18
 

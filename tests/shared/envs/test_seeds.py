@@ -16,6 +16,7 @@ from shared.envs.seeds import (
     POPULATION,
     POPULATION_TASK,
     REGIONS,
+    Mode,
     base_seed,
     decode,
     population_seed,
@@ -46,7 +47,8 @@ def test_a_base_decodes_to_its_key(run_seed: int, key: tuple) -> None:
 def test_no_collision_over_a_large_grid_of_a_run() -> None:
     """Every mode, the first collector tasks and operator evaluations, many claims and versions, and population
     generations: 1 block each, none shared (the blocks are what env seeds base .. base + 511 come from)."""
-    keys = [("train", task, claim) for task, claim in itertools.product(range(64), range(64))]
+    keys: list[tuple[Mode, int, int]] = [("train", task, claim)
+                                         for task, claim in itertools.product(range(64), range(64))]
     keys += [(mode, task, counter) for mode in ("valid", "test") for task, counter
              in itertools.product(range(REGIONS[mode].tasks), range(0, 2**16, 97))]
     keys += [("train", POPULATION_TASK, generation) for generation in range(0, 2**21, 1009)]
