@@ -36,6 +36,7 @@ class LifeLossTerminal(gym.Wrapper):
         self._game_over = True
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        self._game_over = True  # until the step returns: a game whose step raised (ResetOnError) restarts whole
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._game_over = terminated or truncated
         now = lives(self.env)

@@ -15,7 +15,7 @@ pytest.importorskip("cv2", reason="the atari extra (pip install 'rlfleet[atari]'
 from collector_worker.rollout import Rollout  # noqa: E402
 from shared.config.envcheck import EnvSectionError, build_problem  # noqa: E402
 from shared.config.run_config import EnvConfig  # noqa: E402
-from shared.envs.build import make_env  # noqa: E402
+from shared.envs.build import ENV_ERROR, make_env, make_vector_env  # noqa: E402
 from shared.envs.gymspaces import describe  # noqa: E402
 from tests.support.policies import EPSILON_GREEDY  # noqa: E402
 
@@ -103,3 +103,27 @@ def test_an_ale_id_without_ale_py_says_which_extra_to_install(monkeypatch: pytes
     with pytest.raises(EnvSectionError, match=r"env.id: ALE/NoSuchGame-v5 needs ale_py .*install the atari extra, "
                                               r"pip install 'rlfleet\[atari\]'"):
         make_env(EnvConfig(id="ALE/NoSuchGame-v5"))
+
+
+def test_a_game_whose_step_raised_restarts_whole_not_at_its_next_life() -> None:
+    """ResetOnError resets an env after an exception; the game must restart, as its recorded episode does, rather
+    than go on from a state the failed step left behind."""
+    vec = make_vector_env(atari("Breakout"), 1, reset_on_error=True)
+    game = vec.envs[0].unwrapped
+    rng = np.random.default_rng(0)
+    try:
+        vec.reset(seed=1)
+        while game.ale.lives() == 5:  # type: ignore[attr-defined]
+            vec.step(rng.integers(4, size=1))
+        assert game.ale.lives() == 4  # type: ignore[attr-defined]  the life is lost, the game goes on
+
+        def fault(action: Any) -> None:
+            del game.step  # once: the reset that follows steps the real game
+            raise RuntimeError("emulator fault")
+
+        game.step = fault  # type: ignore[method-assign]
+        _, _, _, truncated, info = vec.step(rng.integers(4, size=1))
+        assert truncated[0] and info["final_info"]["_" + ENV_ERROR][0]
+        assert game.ale.lives() == 5  # type: ignore[attr-defined]
+    finally:
+        vec.close()
