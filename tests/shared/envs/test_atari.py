@@ -109,21 +109,21 @@ def test_a_game_whose_step_raised_restarts_whole_not_at_its_next_life() -> None:
     """ResetOnError resets an env after an exception; the game must restart, as its recorded episode does, rather
     than go on from a state the failed step left behind."""
     vec = make_vector_env(atari("Breakout"), 1, reset_on_error=True)
-    game = vec.envs[0].unwrapped
+    game: Any = vec.envs[0].unwrapped  # ALE's AtariEnv
     rng = np.random.default_rng(0)
     try:
         vec.reset(seed=1)
-        while game.ale.lives() == 5:  # type: ignore[attr-defined]
+        while game.ale.lives() == 5:
             vec.step(rng.integers(4, size=1))
-        assert game.ale.lives() == 4  # type: ignore[attr-defined]  the life is lost, the game goes on
+        assert game.ale.lives() == 4  # the life is lost, the game goes on
 
         def fault(action: Any) -> None:
             del game.step  # once: the reset that follows steps the real game
             raise RuntimeError("emulator fault")
 
-        game.step = fault  # type: ignore[method-assign]
+        game.step = fault
         _, _, _, truncated, info = vec.step(rng.integers(4, size=1))
         assert truncated[0] and info["final_info"]["_" + ENV_ERROR][0]
-        assert game.ale.lives() == 5  # type: ignore[attr-defined]
+        assert game.ale.lives() == 5
     finally:
         vec.close()
