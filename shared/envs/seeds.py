@@ -11,17 +11,18 @@ base instead). A seed is
 where env < 512 (num_envs is at most 256; `rlfleet test --video` plays one more episode at base + num_envs) and
 `block` is a 23-bit number that lays out (mode, task, counter) in disjoint regions:
 
-    region       block range            task                         counter
-    train        [0, 2**22)             collector task, < 1024       claims of the task, < 4096
-    population   [2**22, 2**22 + 2**21)  POPULATION_TASK              ES generation, < 2**21
-    valid        next 2**20             < 16                         policy version, < 2**16
-    test         last 2**20             < 16                         policy version or test number, < 2**16
+    region       blocks   task                         counter
+    train        2**21    collector task, < 512        claims of the task, < 4096
+    population   2**21    POPULATION_TASK              ES generation, < 2**21
+    valid        2**21    < 16                         policy version, < 2**17
+    test         2**21    < 16                         policy version or test number, < 2**17
 
 `keyed` is a bijection of the 23-bit numbers chosen by the run seed (x -> (a * x + b) mod 2**23 with a odd), so
 runs with different seeds play different seeds while two (mode, task, counter) of one run never share a block.
-A key outside these bounds raises ValueError saying which bound: the bounds are sized for real runs (a thousand
-collector tasks, each restarted thousands of times; 65,536 policy versions validated), and a silent wrap would
-replay seeds.
+A key outside these bounds raises ValueError saying which bound: the bounds are sized for real runs (512
+collectors at once, each slot restarted thousands of times, 131,072 policy versions, a 64-collector fleet's two
+million ES generations), and a silent wrap would replay seeds. The coordinator creates no collector task past
+COLLECTOR_TASKS (a collector beyond it waits for a free one, as any collector does).
 
 * mode: train (collectors), valid (the periodic evaluation), test (held-out confirmation): test seeds can
   never coincide with a training or validation seed.
@@ -70,11 +71,13 @@ class Region:
         return self.start + self.tasks * self.counters
 
 
-TRAIN = Region(0, 2**10, 2**12)
+TRAIN = Region(0, 2**9, 2**12)
 POPULATION = Region(TRAIN.end, 1, 2**21)
-REGIONS: dict[Mode, Region] = {"train": TRAIN, "valid": Region(POPULATION.end, 2**4, 2**16)}
-REGIONS["test"] = Region(REGIONS["valid"].end, 2**4, 2**16)
-POPULATION_TASK = TRAIN.tasks  # train mode: population evaluation; no collector task index reaches it
+REGIONS: dict[Mode, Region] = {"train": TRAIN, "valid": Region(POPULATION.end, 2**4, 2**17)}
+REGIONS["test"] = Region(REGIONS["valid"].end, 2**4, 2**17)
+COLLECTOR_TASKS = TRAIN.tasks  # collector task indices the scheme has blocks for
+POPULATION_TASK = 2**20 - 1  # train mode: population evaluation; far past any collector task index, so a task
+#                             index just past COLLECTOR_TASKS is refused rather than taken for population blocks
 MAX_TEST_COUNTER = REGIONS["test"].counters - 1  # `rlfleet test --seed-counter`'s largest
 assert REGIONS["test"].end == 2**BLOCK_BITS  # the regions tile the layout exactly
 

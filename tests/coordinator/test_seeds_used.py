@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coordinator.run import Run
-from shared.envs.seeds import base_seed, decode
+from shared.envs.seeds import COLLECTOR_TASKS, base_seed, decode
 from shared.storage.local import LocalStore
 from shared.wire import CollectorTask, EvaluationReport, HoldoutReport
 from tests.support.run import FakeClock, learner, publish, register
@@ -35,3 +35,11 @@ def test_every_claim_gets_its_own_train_block_and_status_lists_all_modes(
     assert seeds is not None
     assert set(seeds.train) >= {task_a.seed, again.seed} and seeds.valid == [valid] and seeds.test == [test]
     assert seeds.envs == {"train": 2, "valid": 2, "test": 10}
+
+
+def test_no_collector_task_is_created_past_the_seed_schemes_blocks(run: Run) -> None:
+    """A collector beyond COLLECTOR_TASKS at once waits for a free task, as any collector does: its seeds would be
+    outside the 32-bit scheme (a claim that failed with a server error instead)."""
+    tasks = [run.workers.claim(register(run, "collector")).task for _ in range(COLLECTOR_TASKS)]
+    assert all(isinstance(task, CollectorTask) for task in tasks)
+    assert run.workers.claim(register(run, "collector")).task is None
