@@ -18,7 +18,7 @@ from tests.support.repo import REPO
 
 pytest.importorskip("minatar", reason="the minatar extra (pip install 'rlfleet[minatar]') is not installed")
 MINATAR = shipped("minatar_breakout_dqn.yaml")
-THRESHOLD = 6  # random play scores ~0.5; solved here in 67 and 101 s (67k, 69k env steps); the config's 10: > 5 min
+THRESHOLD = 6  # random play ~0.5; solved here in 67, 101, 110 s (67k-100k env steps); the config's 10: > 5 min
 
 
 def test_a_minatar_run_starts_and_its_collectors_chunks_arrive(tmp_path: Path, data_dir: Path,
