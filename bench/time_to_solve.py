@@ -244,11 +244,12 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float, native_ev
             if self.num_timesteps < self.next_eval:
                 return True
             self.next_eval += eval_every
-            returns = self._returns("valid", self.num_timesteps, 10)
+            number = self.next_eval // eval_every - 1  # a seed block per evaluation (env steps overflow counters)
+            returns = self._returns("valid", number, 10)
             validation = sum(returns) / len(returns)
             if validation < case.threshold or validation <= self.best_tested:
                 return True
-            verdict = solve_rule.judge(self._returns("test", self.num_timesteps, 100), case.threshold)
+            verdict = solve_rule.judge(self._returns("test", number, 100), case.threshold)
             self.best_tested = verdict.estimate.mean
             if verdict.confirmed:
                 self.solved_at = (time.time() - launched, self.num_timesteps)

@@ -11,7 +11,8 @@ How to act comes from the task's `Behaviour` (declared by the algorithm): epsilo
 sampling from the policy's distribution, which also records the behaviour log-probability that importance
 ratios need. Before the first policy (or during an off-policy warm-up) actions are uniformly random. Every
 chunk also carries where its episodes end and which env columns start a fresh episode, so the coordinator
-can serve sequences and whole episodes without opening the payload.
+can serve sequences and whole episodes without opening the payload. Episodes are reported as the env has them:
+under the `atari` wrapper a lost life ends the learner's episode, but the game and its reported return go on.
 
 A frame-stacked image run's chunks use the schema's compact layout: each frame is stored once (`StackedFrames`),
 and the learner rebuilds the stacks (shared/payloads/framestack.py).
@@ -26,7 +27,7 @@ import numpy as np
 
 from shared.config.plan import chunk_schema
 from shared.config.run_config import EnvConfig
-from shared.envs.build import ENV_ERROR, RAW_EPISODE, make_vector_env
+from shared.envs.build import ENV_ERROR, RAW_EPISODE, make_vector_env, records_raw_episodes
 from shared.envs.gymspaces import describe
 from shared.envs.seeds import ACTOR_STREAM
 from shared.payloads.schema import ChunkSchema
@@ -137,6 +138,8 @@ class Rollout:
         self.obs, _ = self.env.reset(seed=seed)
         self.ep_return = np.zeros(num_envs)
         self.ep_length = np.zeros(num_envs, dtype=np.int64)
+        self.raw_episodes = records_raw_episodes(env)
+        self.game_length = np.zeros(num_envs, dtype=np.int64)  # steps of the env's own episode (see collect)
 
     def load_policy(self, manifest: PolicyManifest, state: dict[str, np.ndarray], version: int = 0) -> None:
         """Act with a published policy from now on; PolicyError if it was not made for this run's spaces/head."""
@@ -190,21 +193,25 @@ class Rollout:
             self.ep_return += rew
             self.ep_length += 1
             done = term | trunc
+            self.game_length += 1
             if done.any():
                 final = info["final_info"]
                 failed = final.get("_" + ENV_ERROR, np.zeros(n, bool))
                 raw_returns = final.get(RAW_EPISODE, {}).get("r", self.ep_return)  # see make_env
+                # Under training-only episode ends (a lost life) the env's own episode (the game) ends later.
+                game_over = final.get("_" + RAW_EPISODE, np.zeros(n, bool)) if self.raw_episodes else done
                 opponents = final.get("opponent")  # two-player games: who played the other seat
                 valid[t] = ~failed
                 for i in np.flatnonzero(done):
                     if next_obs is not None:
                         next_obs[t, i] = info["final_obs"][i]
-                    if not failed[i]:  # a broken episode's return means nothing: drop it
-                        episodes.append((float(raw_returns[i]), int(self.ep_length[i]),
+                    if not failed[i] and game_over[i]:  # a broken episode's return means nothing: drop it
+                        episodes.append((float(raw_returns[i]), int(self.game_length[i]),
                                          None if opponents is None else str(opponents[i])))
                 finished += int(done.sum())
                 self.ep_return[done] = 0.0
                 self.ep_length[done] = 0
+                self.game_length[failed | game_over] = 0
             if stacked is not None:
                 stacked.step(t, before, self.obs, done, valid[t], info.get("final_obs"))
             t += 1

@@ -191,7 +191,7 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
     base = held_out_base(subject, counter)
     returns, lengths = evaluate(subject.actor.greedy, subject.config.env, num_envs, episodes, base)
     stats = estimate(returns)
-    run_seed, mode, task, block = decode(base)
+    mode, task, block = decode(subject.config.seed, base)
     threshold = subject.config.env.threshold
     recording = None if video is None else record_episode(subject.actor.greedy, subject.config.env,
                                                           base + num_envs, video)
@@ -209,7 +209,7 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
         "solved": all(met.values()) if verdict is None else None if threshold is None else verdict.confirmed,
         "reaches_threshold": None if rule or threshold is None else stats.mean >= threshold,
         "rule": {name: {"bar": str(bar), "met": met[name]} for name, bar in rule.items()},
-        "seeds": {"run_seed": run_seed, "mode": mode, "task": task, "counter": block, "base": base,
+        "seeds": {"run_seed": subject.config.seed, "mode": mode, "task": task, "counter": block, "base": base,
                   "env_seeds": [base, base + num_envs - 1]},
         "returns": returns, "lengths": lengths,
         "video": None if recording is None else _video_entry(recording),

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from shared.envs.seeds import MAX_COUNTER
+from shared.envs.seeds import MAX_TEST_COUNTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator.")
@@ -138,7 +138,8 @@ def test(
     episodes: Annotated[int, typer.Option(min=1, max=100_000, help="greedy episodes to play")] = 100,
     num_envs: Annotated[int, typer.Option(min=1, max=256, help="envs to split them over (evenly)")] = 10,
     seed_counter: Annotated[int, typer.Option(
-        min=0, max=MAX_COUNTER - 1, help="which test block of the run's seeds: 0 first, 1 for a second test, ...")] = 0,
+        min=0, max=MAX_TEST_COUNTER,
+        help="which test block of the run's seeds: 0 first, 1 for a second test, ...")] = 0,
     video: Annotated[Path | None, typer.Option(help="also record one more greedy episode to this .mp4 or .gif")] = None,
     json_path: Annotated[Path | None, typer.Option(
         "--json", help="where to write the result [RUN_DIR/test.json; none without RUN_DIR]")] = None,

@@ -43,6 +43,7 @@ from shared.algorithms import spec_of
 from shared.config.plan import RunPlan
 from shared.config.run_config import RunConfig
 from shared.config.threshold import resolve_threshold
+from shared.envs.seeds import COLLECTOR_TASKS
 from shared.loops import loop_of
 from shared.storage.protocol import PayloadStore
 from shared.wire import MAX_BODY_BYTES, Directive, JournalStatus, RunState, WorkerKind
@@ -112,7 +113,8 @@ class RunContext:
         lease, keep, max_workers, window, max_ids = self._sizes
         self.settings = LiveConfig(config)
         self.fleet = Fleet(lease, max_workers, task_idle_seconds=max(60.0, 10 * lease),
-                           max_collector_tasks=1 if config.deterministic else None, learners=config.learner.replicas)
+                           max_collector_tasks=1 if config.deterministic else COLLECTOR_TASKS,  # seed blocks
+                           learners=config.learner.replicas)
         self.data = DataPlane(config, window, max_ids)
         self.policies = PolicyBook(keep)
         self.opponents = Opponents(config.self_play)

@@ -30,7 +30,7 @@ class EnvConfig(Strict):
                                                                      "(gymnasium's TimeLimit)")] = None
     wrappers: tuple[WrapperConfig, ...] = Field((), description="applied in order on top of the env: "
                                                                 "clip_actions, frame_stack, scale_reward, "
-                                                                "normalize_obs")
+                                                                "normalize_obs, atari")
     solve_threshold: float | Literal["registered"] | None = Field(REGISTERED, description=(
         "mean evaluation return that marks the run solved (the env's own return: scale_reward does not apply); "
         "null: no threshold, the run trains to its budget, keeps the best and the last policy and tests the best "

@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
-from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, TimeLimit
+from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, TimeLimit, TransformObservation
 
 import shared.envs.two_player  # noqa: F401 - registers rlfleet/TicTacToe-v0 and rlfleet/ConnectFour-v0
 from shared.config.env import EnvConfig
@@ -27,6 +27,13 @@ log = logging.getLogger(__name__)
 warnings.filterwarnings("ignore", "invalid value encountered in dot", RuntimeWarning, __name__)
 ENV_ERROR = "env_error"
 RAW_EPISODE = "raw_episode"  # raw episode statistics, under training-only reward transforms
+# Gymnasium id namespaces whose envs a package registers when imported: (module, its registering function or None
+# where importing registers them, the rlfleet extra that installs it). Imported only when such an id is used, so
+# no other env pays for ale-py or MinAtar.
+NAMESPACES: dict[str, tuple[str, str | None, str]] = {
+    "ALE/": ("ale_py", None, "atari"),
+    "MinAtar/": ("minatar.gym", "register_envs", "minatar"),
+}
 
 
 class ResetOnError(gym.Wrapper):
@@ -80,10 +87,34 @@ def make_env(env: EnvConfig, training: bool = True, render_mode: str | None = No
 
     `render_mode` (`rlfleet test --video`) goes to gym.make, or to an entry point whose signature takes it;
     whether the env then renders is for the caller to check: gymnasium only warns about modes an env lacks."""
-    made = _flat_dict(_bare_env(env, render_mode))
-    if training and any(wrapper.training_only for wrapper in env.wrappers):
+    made = _image_dtype(_flat_dict(_bare_env(env, render_mode)))
+    if training and records_raw_episodes(env):
         made = RecordEpisodeStatistics(made, stats_key=RAW_EPISODE)
     return apply_wrappers(made, env.wrappers, training)
+
+
+def records_raw_episodes(env: EnvConfig) -> bool:
+    """Whether training envs of this section record the env's own episodes beneath its wrappers (RAW_EPISODE):
+    where a wrapper changes rewards or episode ends for training. A collector then reports an episode when such a
+    recorded one ends (a whole Atari game), not at every episode end the learner sees (each lost life)."""
+    return any(wrapper.transforms_training for wrapper in env.wrappers)
+
+
+def _image_dtype(env: gym.Env) -> gym.Env:
+    """Boolean observations, and integer images (three dimensions), cast once, in the env, to what rlfleet stores
+    and acts on: images to uint8 where every value fits 0..255 (MinAtar's boolean 0/1 images: as many bytes as
+    before), float32 otherwise. The observation space keeps its bounds, so an image's largest value (1 for
+    booleans) reaches ObsSpace.image_max and the CNN scales by it (shared/envs/gymspaces.py). Flat integer
+    observations stay as they are: they are described, stored and acted on as float32 already."""
+    space = env.observation_space
+    if (not isinstance(space, gym.spaces.Box) or space.dtype == np.uint8
+            or not (space.dtype.kind == "b" or (space.dtype.kind in "iu" and len(space.shape) == 3))):
+        return env
+    low, high = np.asarray(space.low), np.asarray(space.high)
+    image = len(space.shape) == 3 and low.min() >= 0 and high.max() <= 255
+    dtype = np.uint8 if image else np.float32
+    cast_space = gym.spaces.Box(low.astype(dtype), high.astype(dtype), space.shape, dtype)  # type: ignore[arg-type]
+    return TransformObservation(env, lambda obs: np.asarray(obs, dtype=dtype), cast_space)
 
 
 def _flat_dict(env: gym.Env) -> gym.Env:
@@ -139,6 +170,8 @@ def _entry_point(entry_point: str) -> Callable[..., Any]:
 
 
 def _registered(env_id: str) -> Callable[..., Any]:
+    if env_id not in gym.registry:
+        _register_namespace(env_id)
     spec = gym.registry.get(env_id)
     if spec is None:
         raise EnvSectionError("id", f"{env_id!r} is not a registered gymnasium id{did_you_mean(env_id, gym.registry)}"
@@ -148,6 +181,24 @@ def _registered(env_id: str) -> Callable[..., Any]:
         return cast(Callable[..., Any], load_env_creator(entry) if isinstance(entry, str) else entry)
     except Exception as exc:  # its module does not import: a missing optional dependency, say
         raise EnvSectionError("id", f"{env_id} cannot be loaded: {type(exc).__name__}: {exc}") from exc
+
+
+def _register_namespace(env_id: str) -> None:
+    """Register the envs of the package that owns `env_id`'s namespace (NAMESPACES), if it has one."""
+    for prefix, (module_name, function, extra) in NAMESPACES.items():
+        if not env_id.startswith(prefix):
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise EnvSectionError("id", f"{env_id} needs {module_name.partition('.')[0]} ({exc}): install the "
+                                        f"{extra} extra, pip install 'rlfleet[{extra}]', in every service that "
+                                        f"runs envs") from exc
+        if function is not None:
+            getattr(module, function)()
+        else:
+            gym.register_envs(module)
+        return
 
 
 def _takes(creator: Callable[..., Any], name: str) -> bool:

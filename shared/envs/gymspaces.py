@@ -55,9 +55,11 @@ def _obs(space: gym.Space) -> ObsSpace:
         if len(space.shape) == 3 and not (space.shape[-1] in IMAGE_CHANNELS or space.shape[0] in IMAGE_CHANNELS):
             raise ValueError(f"uint8 observation of shape {space.shape} is not an image with 1, 3 or 4 channels "
                              f"first or last")
-        return ObsSpace(shape=tuple(int(d) for d in space.shape), dtype="uint8")
+        return ObsSpace(shape=tuple(int(d) for d in space.shape), dtype="uint8",
+                        image_max=max(1, int(np.max(space.high))))
     if not np.issubdtype(space.dtype, np.floating) and not np.issubdtype(space.dtype, np.integer):
-        raise ValueError(f"observation dtype {space.dtype} is not supported (floats, integers or uint8 images)")
+        raise ValueError(f"observation dtype {space.dtype} is not supported (floats, integers, booleans or uint8 "
+                         f"images)")
     return ObsSpace(shape=tuple(int(d) for d in space.shape), dtype="float32")
 
 

@@ -3,7 +3,9 @@
 They are applied in the order listed, on top of the env and its time limit, with gymnasium's own wrappers.
 Reward transforms are `training_only`: the rewards written into chunks for the learner are transformed, but
 the evaluator builds its envs without them and collectors report returns recorded beneath them
-(see `shared.envs.build.make_env`), so every return a user sees is the environment's own.
+(see `shared.envs.build.make_env`), so every return a user sees is the environment's own. A wrapper that is
+applied everywhere but changes rewards or episode ends in training only (`atari`: reward clipping, a lost life
+ending the episode) says so with `transforms_training` and gets `training` in `wrap`.
 
 gymnasium is imported inside `wrap`: these models are part of the run config, which the coordinator loads
 without ever loading gymnasium.
@@ -26,7 +28,13 @@ if TYPE_CHECKING:
 class _Wrapper(Strict):
     training_only: ClassVar[bool] = False
 
-    def wrap(self, env: gym.Env) -> gym.Env:
+    @property
+    def transforms_training(self) -> bool:
+        """Whether training sees other rewards or episode ends than the env's own: then collectors record the
+        env's own episodes beneath the wrappers and report those (shared/envs/build.py: RAW_EPISODE)."""
+        return self.training_only
+
+    def wrap(self, env: gym.Env, training: bool) -> gym.Env:
         raise NotImplementedError
 
 
@@ -39,7 +47,7 @@ class ClipActions(_Wrapper):
     name: Literal["clip_actions"] = "clip_actions"
     """The wrapper's name in the env's wrappers list."""
 
-    def wrap(self, env: gym.Env) -> gym.Env:
+    def wrap(self, env: gym.Env, training: bool) -> gym.Env:
         import numpy as np
         from gymnasium.spaces import Box
         from gymnasium.wrappers import TransformAction
@@ -57,7 +65,7 @@ class FrameStack(_Wrapper):
     """The wrapper's name in the env's wrappers list."""
     frames: Annotated[int, Field(ge=1, le=1024, description="observations per stack")]
 
-    def wrap(self, env: gym.Env) -> gym.Env:
+    def wrap(self, env: gym.Env, training: bool) -> gym.Env:
         from gymnasium.wrappers import FrameStackObservation
 
         return FrameStackObservation(env, self.frames)
@@ -71,7 +79,7 @@ class ScaleReward(_Wrapper):
     scale: Annotated[float, Field(gt=0, description="factor applied to each training reward")]
     training_only: ClassVar[bool] = True
 
-    def wrap(self, env: gym.Env) -> gym.Env:
+    def wrap(self, env: gym.Env, training: bool) -> gym.Env:
         from gymnasium.wrappers import TransformReward
 
         return TransformReward(env, lambda reward: self.scale * float(reward))
@@ -89,7 +97,7 @@ class NormalizeObs(_Wrapper):
     """The wrapper's name in the env's wrappers list."""
     clip: Annotated[float, Field(gt=0, le=1e6, description="normalised observations are clipped to +-clip")] = 10.0
 
-    def wrap(self, env: gym.Env) -> gym.Env:
+    def wrap(self, env: gym.Env, training: bool) -> gym.Env:
         import numpy as np
         from gymnasium.spaces import Box
 
@@ -100,7 +108,71 @@ class NormalizeObs(_Wrapper):
         return env
 
 
-WrapperConfig = Annotated[ClipActions | FrameStack | ScaleReward | NormalizeObs, Field(discriminator="name")]
+class Atari(_Wrapper):
+    """Atari 2600 preprocessing as DQN, rl-baselines3-zoo and Stable-Baselines3's AtariWrapper do it, on an env
+    from ale-py (an `ALE/...` id): random no-op starts, frame skipping with max-pooling over the last two frames,
+    grayscale frames resized to `screen_size` x `screen_size` uint8, FIRE pressed after each reset in games that
+    need it; in training only, a lost life ends the episode and rewards are clipped to their sign. Collectors still
+    report, and the evaluator plays, whole games with the game's own score.
+
+    Frames come out 2-D (no channel axis): list `{name: frame_stack, frames: 4}` after it for the usual 4-frame
+    stack (channels first), which the CNN encoders read as an image.
+
+    The env must not skip frames itself: ale-py's `ALE/...-v5` ids skip 4 frames by default, so give them
+    `env.kwargs: {frameskip: 1}` (and, as rl-zoo's NoFrameskip-v4 games, `repeat_action_probability: 0.0`; ALE's
+    default 0.25 keeps sticky actions). A section without `frameskip: 1` is refused before the run starts."""
+
+    name: Literal["atari"] = "atari"
+    """The wrapper's name in the env's wrappers list."""
+    noop_max: Annotated[int, Field(ge=0, le=1000, description=(
+        "a reset takes a random number of no-op actions in [1, noop_max], so episodes start in different "
+        "states; 0: none"))] = 30
+    frame_skip: Annotated[int, Field(ge=1, le=16, description=(
+        "frames each action is repeated for; the observation is the pixel-wise max of the last two"))] = 4
+    screen_size: Annotated[int, Field(ge=8, le=512, description="frames are resized to this many pixels square")] = 84
+    terminal_on_life_loss: bool = True
+    """Training only: a lost life ends the learner's episode (the game goes on; it is not reset)."""
+    clip_reward: bool = True
+    """Training only: rewards are clipped to their sign (-1, 0, +1), so one learning rate suits every game."""
+    fire_on_reset: bool = True
+    """Press FIRE after each reset in games whose action 1 is FIRE (Breakout, Pong), as rl-zoo does."""
+
+    @property
+    def transforms_training(self) -> bool:
+        return self.terminal_on_life_loss or self.clip_reward
+
+    def wrap(self, env: gym.Env, training: bool) -> gym.Env:
+        import numpy as np
+        from gymnasium.wrappers import AtariPreprocessing, TransformReward
+
+        from shared.envs.atari import FireOnReset, LifeLossTerminal, fires_on_reset
+
+        game = env.unwrapped
+        if not hasattr(game, "ale"):
+            raise ValueError(f"needs an Atari env from ale-py (an 'ALE/...' id such as ALE/Pong-v5 with kwargs "
+                             f"frameskip: 1), but {env.spec.id if env.spec else type(game).__name__} is not one: "
+                             f"remove the wrapper (use frame_stack alone for other image envs)")
+        if self.frame_skip > 1 and getattr(game, "_frameskip", None) != 1:
+            raise ValueError(f"the env skips frames itself (frameskip {getattr(game, '_frameskip', None)}; ALE v5 "
+                             f"ids skip 4 by default), so every action would last {self.frame_skip} x that many: "
+                             f"set env.kwargs.frameskip: 1")
+        try:
+            import cv2  # noqa: F401  AtariPreprocessing resizes with it
+        except ImportError as exc:
+            raise ValueError("needs opencv-python-headless: install the atari extra, pip install "
+                             "'rlfleet[atari]'") from exc
+        env = AtariPreprocessing(env, noop_max=self.noop_max, frame_skip=self.frame_skip,
+                                 screen_size=self.screen_size, terminal_on_life_loss=False)
+        if training and self.terminal_on_life_loss:
+            env = LifeLossTerminal(env)
+        if self.fire_on_reset and fires_on_reset(env):
+            env = FireOnReset(env)
+        if training and self.clip_reward:
+            env = TransformReward(env, lambda reward: float(np.sign(float(reward))))
+        return env
+
+
+WrapperConfig = Annotated[ClipActions | FrameStack | ScaleReward | NormalizeObs | Atari, Field(discriminator="name")]
 
 
 def apply_wrappers(env: gym.Env, wrappers: Sequence[WrapperConfig], training: bool) -> gym.Env:
@@ -111,7 +183,7 @@ def apply_wrappers(env: gym.Env, wrappers: Sequence[WrapperConfig], training: bo
         if wrapper.training_only and not training:
             continue
         try:
-            env = wrapper.wrap(env)
+            env = wrapper.wrap(env, training)
         except Exception as exc:
             raise EnvSectionError(f"wrappers[{i}]", f"{wrapper.name}: {exc}") from exc
     return env

@@ -4,7 +4,8 @@ The coordinator derives them once from the environment (shared/envs/gymspaces.py
 collectors, the learner and the evaluator agree on shapes and dtypes without each probing the env, and the
 chunk schema and policy manifest are both derived from them. Dict observations of flat boxes are flattened
 (shared/envs/build.py applies the same flattening wherever an env is built); images (uint8, HxWxC or CxHxW) stay
-uint8 all the way to the learner.
+uint8 all the way to the learner. Boolean and integer observations arrive already cast by the env builder (uint8
+where their bounds fit 0..255, float32 otherwise), so these are the only two dtypes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class ObsSpace(Strict):
     """Observation shape (Dict observations flattened)."""
     dtype: Literal["float32", "uint8"]
     """Float32, or uint8 for images."""
+    image_max: Annotated[int, Field(ge=1, le=255, description=(
+        "the largest value an image's pixels take (the space's upper bound): the CNN divides by it, so camera "
+        "frames (255) and boolean or 0/1 images such as MinAtar's (1) both reach it in [0, 1]"))] = 255
 
     @property
     def image(self) -> bool:

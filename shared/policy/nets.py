@@ -68,7 +68,7 @@ class Network(nn.Module):
         self.norm_clip = norm.clip
 
     def _chw(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.to(torch.float32) / 255.0
+        x = obs.to(torch.float32) / float(self.obs_space.image_max)  # 0/1 images stay 0/1
         return x.permute(0, 3, 1, 2) if self.obs_space.channels_last else x
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coordinator.run import Run
-from shared.envs.seeds import base_seed, decode
+from shared.envs.seeds import COLLECTOR_TASKS, base_seed, decode
 from shared.storage.local import LocalStore
 from shared.wire import CollectorTask, EvaluationReport, HoldoutReport
 from tests.support.run import FakeClock, learner, publish, register
@@ -14,13 +14,14 @@ def test_every_claim_gets_its_own_train_block_and_status_lists_all_modes(
     a, b = register(run, "collector"), register(run, "collector")
     task_a, task_b = run.workers.claim(a).task, run.workers.claim(b).task
     assert isinstance(task_a, CollectorTask) and isinstance(task_b, CollectorTask)
-    assert decode(task_a.seed) == (run.ctx.config.seed, "train", 0, 1) and decode(task_b.seed)[2:] == (1, 1)
+    seed = run.ctx.config.seed
+    assert decode(seed, task_a.seed) == ("train", 0, 1) and decode(seed, task_b.seed)[1:] == (1, 1)
     clock.advance(run.ctx.fleet.lease_seconds + 1)
     run.tick()  # a's lease expires: its task goes back to the queue
     c = register(run, "collector")
     again = run.workers.claim(c).task
     assert isinstance(again, CollectorTask) and again.task_id == task_a.task_id
-    assert decode(again.seed)[2:] == (0, 2)  # the same task, a fresh block: never an earlier sequence
+    assert decode(seed, again.seed)[1:] == (0, 2)  # the same task, a fresh block: never an earlier sequence
     ev = register(run, "evaluator")
     run.workers.claim(ev)
     publish(run, store, learner(run), 1)
@@ -34,3 +35,11 @@ def test_every_claim_gets_its_own_train_block_and_status_lists_all_modes(
     assert seeds is not None
     assert set(seeds.train) >= {task_a.seed, again.seed} and seeds.valid == [valid] and seeds.test == [test]
     assert seeds.envs == {"train": 2, "valid": 2, "test": 10}
+
+
+def test_no_collector_task_is_created_past_the_seed_schemes_blocks(run: Run) -> None:
+    """A collector beyond COLLECTOR_TASKS at once waits for a free task, as any collector does: its seeds would be
+    outside the 32-bit scheme (a claim that failed with a server error instead)."""
+    tasks = [run.workers.claim(register(run, "collector")).task for _ in range(COLLECTOR_TASKS)]
+    assert all(isinstance(task, CollectorTask) for task in tasks)
+    assert run.workers.claim(register(run, "collector")).task is None

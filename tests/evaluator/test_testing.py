@@ -71,7 +71,7 @@ def test_envs_play_exactly_the_test_block(tmp_path: Path, seed_log: list[int]) -
     assert seed_log == [base, base + 1, base + 2, base + 3]  # three test envs, then the video's episode
     for seed in seed_log:
         block, offset = divmod(seed, ENVS_PER_BLOCK)
-        assert decode(block * ENVS_PER_BLOCK) == (RUN_SEED, "test", 1, 2) and offset <= 3
+        assert decode(RUN_SEED, block * ENVS_PER_BLOCK) == ("test", 1, 2) and offset <= 3
     others = {base_seed(RUN_SEED, mode, task, counter) // ENVS_PER_BLOCK
               for mode in ("train", "valid") for task in range(8) for counter in range(8)}
     assert not others & {seed // ENVS_PER_BLOCK for seed in seed_log}

@@ -71,6 +71,29 @@ class ImageEnv(gym.Env):
         return np.full((8, 8, 3), self.t, np.uint8)
 
 
+class IntImageEnv(gym.Env):
+    """6x6x1 integer frames of `dtype` with values in [0, high] (the step count, capped): other image envs'
+    int32 or uint16 observations."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, high: int = 3, dtype: str = "int32") -> None:
+        self.observation_space = gym.spaces.Box(0, high, (6, 6, 1), np.dtype(dtype))
+        self.high, self.t = high, 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._frame(), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        return self._frame(), 1.0, False, False, {}
+
+    def _frame(self) -> np.ndarray:
+        return np.full((6, 6, 1), min(self.t, self.high), self.observation_space.dtype)
+
+
 class PushEnv(gym.Env):
     """A continuous action in [-1, 1]; remembers the last action it received."""
 

@@ -14,7 +14,7 @@ from shared.config.env import REGISTERED, EnvConfig
 from shared.config.preflight import preflight
 from shared.config.run_config import RunConfig, load_run_config
 from shared.config.threshold import has_solve_rule, resolve_threshold, threshold_note
-from tests.support.repo import REPO
+from tests.support.configs import shipped_configs
 
 OLD_DEFAULT = 475.0  # every env's threshold before it came from the registration
 
@@ -78,7 +78,7 @@ def test_the_preflight_plans_the_run_with_the_threshold_resolved() -> None:
     assert preflight(config_with({"id": "CartPole-v1"})).config.env.threshold == 475.0
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "configs").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", shipped_configs())
 def test_every_shipped_config_keeps_its_threshold(path: Path) -> None:
     """A config that set one keeps it; one that left it out had 475, and its env (CartPole) registers 475; a
     battle rule decides instead of a threshold, as before."""
