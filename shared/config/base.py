@@ -71,9 +71,9 @@ class NetConfig(MlpConfig):
     """What reads the observation before the MLP: `{kind: mlp}`, `{kind: cnn}`, `{kind: nature}` or
     `{kind: impala, channels: [16, 32, 32]}`. Null: the small CNN for uint8 images, the MLP for everything else."""
     trunk: Trunk | None = None
-    """Algorithms with an actor and a critic: `shared` trains one encoder and hidden layers with a policy head and a value head on
-    top (as Stable-Baselines3 and CleanRL do for Atari: half the compute), `separate` gives the critic its own
-    copy of the network. Null: shared for image encoders, separate for the MLP."""
+    """Algorithms with an actor and a critic: `shared` trains one encoder and hidden layers under a policy head
+    and a value head (as Stable-Baselines3 and CleanRL do for Atari: half the compute), `separate` gives the critic
+    its own copy of the network. Null: shared for image encoders, separate for the MLP."""
 
     @property
     def mlp(self) -> MlpConfig:
