@@ -1,6 +1,7 @@
 """One PPO update of an Atari batch per encoder and trunk: how much of the learner's time the encoder decides.
 
-  python bench/encoders.py [--device cpu|cuda] [--threads 1 2] [--repeats 3] [--rows 1024] [--json out.json]
+  python bench/encoders.py [--device cpu|cuda] [--threads 1 2] [--repeats 3] [--rows 1024] [--arms ...]
+                           [--json out.json]
 
 The batch is rl-baselines3-zoo's Atari PPO: 8 envs x 128 steps = 1,024 rows of 4x84x84 uint8 frame stacks
 (channels first, as FrameStackObservation gives them), 4 epochs of minibatches of 256, Adam at 2.5e-4, clip 0.1,
@@ -81,12 +82,11 @@ def counts(learner: PPO) -> dict[str, int]:
             "actor_params": sum(p.numel() for p in learner.actor.parameters())}
 
 
-def measure(device: torch.device, threads: int, repeats: int, rows: int) -> list[dict]:
-    """Median seconds per update of every arm at `threads` intra-op threads on `device`."""
+def measure(device: torch.device, threads: int, repeats: int, rows: int, arms: list[str]) -> list[dict]:
+    """Median seconds per update of each of `arms` at `threads` intra-op threads on `device`."""
     torch.set_num_threads(threads)
     chunks = [make_chunk(rows, seed) for seed in range(2)]
-    learners = {label: PPO(SPACES, params_for(*arm), BEHAVIOUR, seed=0, device=device)
-                for label, arm in ARMS.items()}
+    learners = {label: PPO(SPACES, params_for(*ARMS[label]), BEHAVIOUR, seed=0, device=device) for label in arms}
     for learner in learners.values():
         learner.update([chunks[0]])  # warm-up: allocator, kernels, Adam's state
     seconds: dict[str, list[float]] = {label: [] for label in learners}
@@ -113,6 +113,8 @@ def main() -> int:
                         help="torch intra-op thread counts to time, one table each")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rows", type=int, default=1024, help="env steps per update (a multiple of 8)")
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS), metavar="ARM",
+                        help=f"which arms to time (default all): {', '.join(repr(a) for a in ARMS)}")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.rows % ENVS or args.rows < ENVS:
@@ -127,7 +129,7 @@ def main() -> int:
     for threads in args.threads:
         print(f"\n{device.type}, {threads} torch thread(s)")
         print(f"{'arm':<20}{'trained':>12}{'actor':>12}{'s/update':>11}{'updates/s':>11}{'rows/s':>10}")
-        for row in measure(device, threads, args.repeats, args.rows):
+        for row in measure(device, threads, args.repeats, args.rows, args.arms):
             rows.append(row)
             print(f"{row['arm']:<20}{row['trained_params']:>12,}{row['actor_params']:>12,}"
                   f"{row['seconds_per_update']:>11.3f}{row['updates_per_s']:>11.3f}{row['rows_per_s']:>10.1f}")
