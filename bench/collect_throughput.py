@@ -45,7 +45,7 @@ def baseline_worker(envs: int, chunk_steps: int, seconds: float, warmup: float) 
     torch.set_num_threads(1)
     plan = RunPlan.of(RunConfig())
     rollout = Rollout(plan.config.env, envs, plan.spaces, plan.behaviour, seed=0)
-    manifest = PolicyManifest(spaces=plan.spaces, net=plan.config.algo.net, head=plan.behaviour.head)
+    manifest = PolicyManifest.of(plan.spaces, plan.config.algo.net, plan.behaviour.head)
     rollout.load_policy(manifest, {k: v.numpy() for k, v in PolicyNet(manifest).state_dict().items()})
     end_warm = time.perf_counter() + warmup
     while time.perf_counter() < end_warm:

@@ -1,8 +1,18 @@
 """What the chunk-loop learners share: a published actor and a private critic, and clean chunks to train on.
 
-Separate actor and critic: the actor is the policy file collectors act with, so it must be a plain
-`PolicyNet(manifest)`; the critic is a `Network` that never leaves the learner, with one output or a
-categorical head (`value.head`), read and trained through a `ValueCodec` (learner_worker/value_transform.py).
+The actor is the policy file collectors act with, so it is always a plain `PolicyNet(manifest)`: encoder, MLP,
+policy head. The critic never leaves the learner; it has one output or a categorical head (`value.head`), read
+and trained through a `ValueCodec` (learner_worker/value_transform.py). It takes one of two forms
+(`algo.net.trunk`):
+
+* separate: a `Network` of its own, a second copy of encoder and MLP (MLPs by default: small, and what every
+  CartPole-class figure was measured with);
+* shared: a value head (one linear layer) on the actor's last hidden layer, as Stable-Baselines3 and CleanRL
+  train Atari. Encoder and MLP are computed once for both heads and trained by both losses, which halves an
+  image learner's compute (image encoders by default). The published file is still the actor alone.
+
+Either way `ActorCriticNet` holds both as one module, so one forward pass gives both outputs and a learner
+group wraps one module in DistributedDataParallel.
 
 Invalid steps (`valid=False`, the env raised) never reach a loss. `clean` zeroes their rows before any
 network sees them, so garbage there (NaN, out-of-range actions) cannot leak through NaN * 0, and marks them
@@ -24,10 +34,10 @@ from learner_worker.distributions import log_prob_entropy
 from learner_worker.gae import gae
 from learner_worker.optimizers import BackgroundOptimizer
 from learner_worker.value_transform import ValueCodec
-from shared.config.base import NetConfig
+from shared.config.base import Encoder, NetConfig, Trunk
 from shared.config.values import CriticValue
 from shared.payloads.spaces import DiscreteActions, MultiDiscreteActions, Spaces
-from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.policy.manifest import Behaviour, PolicyManifest
 from shared.policy.nets import Network, PolicyNet
 
 if TYPE_CHECKING:
@@ -97,6 +107,33 @@ def clean(chunk: dict[str, np.ndarray], spaces: Spaces) -> Steps:
                  terminated=terminated & valid, ends=ends, valid=valid)
 
 
+def trunk_of(net: NetConfig, encoder: Encoder) -> Trunk:
+    """`algo.net.trunk`, or its default: shared for image encoders, separate for the MLP."""
+    if net.trunk is not None:
+        return net.trunk
+    return "separate" if encoder.kind == "mlp" else "shared"
+
+
+class ActorCriticNet(nn.Module):
+    """The actor and the critic as one module. `forward(obs, value_obs)` -> (actor outputs for `obs`, critic
+    outputs for `obs` followed by `value_obs`), with the encoder run once per row when the trunk is shared."""
+
+    def __init__(self, actor: PolicyNet, critic: nn.Module, shared: bool) -> None:
+        super().__init__()
+        self.actor, self.critic, self.shared = actor, critic, shared
+
+    def forward(self, obs: torch.Tensor, value_obs: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        both = obs if value_obs is None else torch.cat([obs, value_obs])
+        if self.shared:
+            hidden = self.actor.hidden(both)
+            return self.actor.head(hidden[:len(obs)]), self.critic(hidden)
+        return self.actor(obs), self.critic(both)
+
+    def values(self, obs: torch.Tensor) -> torch.Tensor:
+        """Critic outputs alone (the actor's head is not run)."""
+        return self.critic(self.actor.hidden(obs)) if self.shared else self.critic(obs)
+
+
 class ActorCritic:
     """The networks, their checkpointed state and the published policy; subclasses add `optimizer` and
     `update`."""
@@ -107,19 +144,20 @@ class ActorCritic:
                  log_std_init: float, value: CriticValue, device: torch.device = CPU) -> None:
         torch.manual_seed(seed)
         self.spaces, self.device = spaces, device
-        encoder = default_encoder(spaces.obs)
-        self._manifest = PolicyManifest(spaces=spaces, encoder=encoder, net=net, head=behaviour.head)
+        self._manifest = PolicyManifest.of(spaces, net, behaviour.head)
         self.actor = PolicyNet(self._manifest).to(device)
         if behaviour.head == "gaussian":
             with torch.no_grad():
                 self.actor.log_std.fill_(log_std_init)
         self.codec = ValueCodec(value)
-        self.critic = Network(spaces.obs, encoder, net, self.codec.outputs).to(device)
+        self.trunk = trunk_of(net, self._manifest.encoder)
+        self.critic: nn.Module = (nn.Linear(self.actor.hidden_width, self.codec.outputs) if self.trunk == "shared"
+                                  else Network(spaces.obs, self._manifest.encoder, net, self.codec.outputs)).to(device)
+        self.model = ActorCriticNet(self.actor, self.critic, shared=self.trunk == "shared")
         self.params = [*self.actor.parameters(), *self.critic.parameters()]
-        # What the trained forward passes call: the networks themselves, or their DistributedDataParallel
-        # wrappers once the learner joined a learner group (`join`).
-        self.train_actor: nn.Module = self.actor
-        self.train_critic: nn.Module = self.critic
+        # What the trained forward passes call: the model itself, or its DistributedDataParallel wrapper once the
+        # learner joined a learner group (`join`).
+        self.train_model: nn.Module = self.model
         self.group: Group | None = None
         self.updates = 0
         self.td_abs = None
@@ -127,19 +165,23 @@ class ActorCritic:
     def join(self, group: Group) -> None:
         """Train as one rank of `group`: gradients through both networks are averaged over the ranks."""
         self.group = group
-        self.train_actor, self.train_critic = group.wrap(self.actor), group.wrap(self.critic)
+        self.train_model = group.wrap(self.model)
 
     def values(self, obs: np.ndarray) -> np.ndarray:
         """Critic outputs for [T, N, *obs] observations, as a [T, N] float64 array (no gradient)."""
         steps, envs = obs.shape[:2]
         with torch.no_grad():
-            out = self.critic(to_device(obs.reshape(steps * envs, *obs.shape[2:]), self.device))
+            out = self.model.values(to_device(obs.reshape(steps * envs, *obs.shape[2:]), self.device))
         return self.codec.values(out).cpu().numpy().astype(np.float64).reshape(steps, envs)
 
-    def log_prob_entropy(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log pi(a|s), entropy) of the current actor per row, with gradient."""
-        return log_prob_entropy(self._manifest.head, self.spaces, self.train_actor(obs),
-                                getattr(self.actor, "log_std", None), actions, obs)
+    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, value_obs: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(log pi(a|s), entropy) of the current actor per row of `obs`, and the critic's outputs for `obs`
+        followed by `value_obs`, all with gradient, from one forward pass."""
+        actor_out, critic_out = self.train_model(obs, value_obs)
+        logp, entropy = log_prob_entropy(self._manifest.head, self.spaces, actor_out,
+                                         getattr(self.actor, "log_std", None), actions, obs)
+        return logp, entropy, critic_out
 
     def gae_rows(self, chunk: dict[str, np.ndarray], gamma: float, lam: float) -> dict[str, np.ndarray]:
         """GAE with the current critic for one chunk; flat arrays of its valid rows only."""
@@ -186,10 +228,14 @@ class ActorCritic:
         return self._manifest
 
     def state(self) -> dict:
-        return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+        return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(), "trunk": self.trunk,
                 "optimizer": self.optimizer.state_dict(), "updates": self.updates}
 
     def load(self, state: dict) -> None:
+        trunk = state.get("trunk", "separate")  # checkpoints from before the trunk was a choice had separate ones
+        if trunk != self.trunk:
+            raise ValueError(f"the checkpoint's critic has a {trunk} trunk, this learner's a {self.trunk} one: set "
+                             f"algo.net.trunk: {trunk} to resume from it")
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
         self.optimizer.load_state_dict(state["optimizer"])

@@ -17,7 +17,7 @@ from coordinator.operations.context import RunContext
 from coordinator.state.generations import Generations
 from shared.envs.seeds import population_seed
 from shared.policy.flat_params import parameter_count, policy_shapes
-from shared.policy.manifest import PolicyManifest, default_encoder
+from shared.policy.manifest import PolicyManifest
 from shared.wire import (
     GenerationClose,
     GenerationOpen,
@@ -54,8 +54,7 @@ class Population:
         """Parameters of the policy being trained: a member's noise offset must leave room for all of them."""
         ctx = self.ctx
         plan = ctx.plan
-        manifest = PolicyManifest(spaces=plan.spaces, encoder=default_encoder(plan.spaces.obs),
-                                  net=ctx.config.algo.net, head=plan.behaviour.head)
+        manifest = PolicyManifest.of(plan.spaces, ctx.config.algo.net, plan.behaviour.head)
         return parameter_count(policy_shapes(manifest))
 
     async def open_generation(self, request: GenerationOpen, scope: str) -> GenerationOpened:

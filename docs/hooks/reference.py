@@ -42,12 +42,15 @@ class Section:
     anchor: str
     variant: str | None = None  # the discriminator value of the union member it belongs to, e.g. `ppo`
     member: bool = False  # this section is that member itself (its `name` field selects it), not nested in it
+    kind: str | None = None  # a member of a union selected by `kind` (e.g. `algo.net.encoder`), its value
 
     @property
     def title(self) -> str:
         if not self.path:
             return "The run config (top level)"
-        return f"`{self.path}` (`name: {self.variant}`)" if self.variant else f"`{self.path}`"
+        selectors = [f"`name: {self.variant}`"] if self.variant else []
+        selectors += [f"`kind: {self.kind}`"] if self.kind else []
+        return f"`{self.path}` ({', '.join(selectors)})" if selectors else f"`{self.path}`"
 
     @property
     def level(self) -> str:
@@ -73,7 +76,8 @@ def run_config_reference() -> str:
         doc = _doc(section.model)
         if doc:
             out.append(f"{doc}\n")
-        out.append(_table(section.model, links, variant_field="name" if section.member else None))
+        variant_field = "name" if section.member else "kind" if section.kind else None
+        out.append(_table(section.model, links, variant_field=variant_field))
     return "\n".join(out)
 
 
@@ -103,8 +107,10 @@ def _walk(section: Section) -> Iterator[tuple[Section, dict[type[BaseModel], str
         nested = list(_models_in(field.annotation))
         for suffix, sub in nested:
             variant = _literal_default(sub, "name") if len(nested) > 1 else None
-            anchor = _slug(path + suffix, variant or section.variant)
-            children.append(Section(path + suffix, sub, anchor, variant or section.variant, variant is not None))
+            kind = _literal_default(sub, "kind") if len(nested) > 1 and variant is None else None
+            anchor = _slug(path + suffix, variant or section.variant) + (f"-{kind}" if kind else "")
+            children.append(Section(path + suffix, sub, anchor, variant or section.variant, variant is not None,
+                                    kind))
     yield section, {child.model: child.anchor for child in children}
     for child in children:
         yield from _walk(child)

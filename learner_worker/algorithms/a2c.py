@@ -31,8 +31,8 @@ class A2C(ActorCritic):
     def update(self, chunks: list[dict[str, np.ndarray]]) -> dict[str, float]:
         cfg = self.cfg
         batch = self.gae_batch(chunks, cfg.gamma, cfg.gae_lambda)
-        logp, entropy = self.log_prob_entropy(batch["obs"], batch["actions"])
-        info = self.policy_gradient_step(logp, entropy, self.critic(batch["obs"]), batch["advantages"],
+        logp, entropy, critic_out = self.evaluate(batch["obs"], batch["actions"])
+        info = self.policy_gradient_step(logp, entropy, critic_out, batch["advantages"],
                                          batch["targets"], cfg.value_coef, cfg.entropy_coef, cfg.max_grad_norm)
         self.updates += 1
         return info

@@ -17,7 +17,7 @@ from learner_worker.distributions import log_prob_entropy
 from learner_worker.optimizers import BackgroundOptimizer
 from shared.algorithms.bc import BCParams
 from shared.payloads.spaces import MultiDiscreteActions, Spaces
-from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.policy.manifest import Behaviour, PolicyManifest
 from shared.policy.nets import PolicyNet
 
 
@@ -30,8 +30,7 @@ class BC:
                  device: torch.device = CPU) -> None:
         torch.manual_seed(seed)
         self.spaces, self.cfg, self.device = spaces, cfg, device
-        self._manifest = PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=cfg.net,
-                                        head=behaviour.head)
+        self._manifest = PolicyManifest.of(spaces, cfg.net, behaviour.head)
         self.net = PolicyNet(self._manifest).to(device)
         self.optimizer = BackgroundOptimizer(torch.optim.AdamW, self.net.parameters(), lr=cfg.learning_rate,
                                              weight_decay=cfg.weight_decay)

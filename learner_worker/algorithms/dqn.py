@@ -23,7 +23,7 @@ from learner_worker.optimizers import BackgroundOptimizer
 from learner_worker.value_transform import ValueCodec
 from shared.algorithms.dqn import DQNParams
 from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.policy.manifest import Behaviour, PolicyManifest
 from shared.policy.nets import PolicyNet
 
 if TYPE_CHECKING:
@@ -37,8 +37,7 @@ class DQN:
                  device: torch.device = CPU) -> None:
         torch.manual_seed(seed)
         self.cfg, self.device, self.spaces = cfg, device, spaces
-        self._manifest = PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=cfg.net,
-                                        head=behaviour.head)
+        self._manifest = PolicyManifest.of(spaces, cfg.net, behaviour.head)
         self.online = PolicyNet(self._manifest).to(device)
         self.target = PolicyNet(self._manifest).to(device)
         self.target.load_state_dict(self.online.state_dict())

@@ -20,7 +20,7 @@ from learner_worker.optimizers import BackgroundOptimizer
 from shared.algorithms.es import ESParams
 from shared.payloads.spaces import Spaces
 from shared.policy.flat_params import flatten, policy_shapes, unflatten
-from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.policy.manifest import Behaviour, PolicyManifest
 from shared.policy.nets import PolicyNet
 from shared.policy.noise_table import NoiseTable, noise_table
 from shared.wire import MemberOutcome, MemberSpec, Perturbation
@@ -52,8 +52,7 @@ class ES:
                  device: torch.device = CPU) -> None:
         torch.manual_seed(seed)
         self.cfg, self.seed = cfg, seed
-        self._manifest = PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=cfg.net,
-                                        head=behaviour.head)
+        self._manifest = PolicyManifest.of(spaces, cfg.net, behaviour.head)
         self.shapes = policy_shapes(self._manifest)
         initial = {name: t.numpy() for name, t in PolicyNet(self._manifest).state_dict().items()}
         self.theta = torch.nn.Parameter(torch.from_numpy(flatten(initial, self.shapes)))  # small: on the CPU

@@ -72,8 +72,7 @@ class Impala(ActorCritic):
         rows = len(obs)
         sums: dict[str, float] = {}
         for _ in range(cfg.epochs):
-            logp, entropy = self.log_prob_entropy(obs, actions)
-            both = self.critic(torch.cat([obs, next_obs]))
+            logp, entropy, both = self.evaluate(obs, actions, value_obs=next_obs)
             values = self.codec.values(both.detach()).cpu().numpy().astype(np.float64)
             targets, advantages = self.vtrace_targets(steps, logp.detach().cpu().numpy().astype(np.float64),
                                                       values[:rows], values[rows:])

@@ -1,4 +1,4 @@
-"""PPO: clipped surrogate objective, separate actor and critic, GAE targets computed by the learner.
+"""PPO: clipped surrogate objective, actor and critic (separate or on a shared trunk), GAE targets by the learner.
 
 The actor's head follows the action space (categorical, multi-categorical, or gaussian with a
 state-independent log-std); the loss is the same for all of them, through learner_worker/distributions.py.
@@ -66,7 +66,7 @@ class PPO(ActorCritic):
         gradient of the whole minibatch's loss, whatever each rank's share (even none)."""
         cfg = self.cfg
         obs = batch["obs"][idx]
-        logp_new, entropy_rows = self.log_prob_entropy(obs, batch["actions"][idx])
+        logp_new, entropy_rows, critic_out = self.evaluate(obs, batch["actions"][idx])
         log_ratio = (logp_new - batch["logp"][idx]).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
         ratio = log_ratio.exp()
         adv = batch["advantages"][idx]
@@ -90,7 +90,7 @@ class PPO(ActorCritic):
                 return x.sum() * scale
         surrogate = torch.min(ratio * adv, ratio.clamp(1 - cfg.clip_range, 1 + cfg.clip_range) * adv)
         policy_loss = -average(surrogate)
-        value_loss = average(self.codec.loss(self.train_critic(obs), batch["targets"][idx]))
+        value_loss = average(self.codec.loss(critic_out, batch["targets"][idx]))
         entropy = average(entropy_rows)
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
         with torch.no_grad():

@@ -28,7 +28,7 @@ from learner_worker.distributions import tanh_gaussian_sample
 from learner_worker.optimizers import BackgroundOptimizer
 from shared.algorithms.sac import SACParams
 from shared.payloads.spaces import BoxActions, Spaces
-from shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from shared.policy.manifest import Behaviour, PolicyManifest
 from shared.policy.nets import Network, PolicyNet
 
 CPU = torch.device("cpu")
@@ -39,8 +39,8 @@ class SAC:
         assert isinstance(spaces.action, BoxActions), "the registry gives sac Box action spaces only"
         torch.manual_seed(seed)
         self.cfg, self.device = cfg, device
-        encoder = default_encoder(spaces.obs)
-        self._manifest = PolicyManifest(spaces=spaces, encoder=encoder, net=cfg.net, head=behaviour.head)
+        self._manifest = PolicyManifest.of(spaces, cfg.net, behaviour.head)
+        encoder = self._manifest.encoder
         self.actor = PolicyNet(self._manifest).to(device)
         dim = spaces.action.dim
 

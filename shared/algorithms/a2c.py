@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -18,6 +18,7 @@ class A2CParams(ChunkParams):
 
     name: Literal["a2c"] = "a2c"
     """Algorithm name."""
+    actor_critic: ClassVar[bool] = True
     net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh")
     """The policy network's hidden layers and activation."""
     checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 500

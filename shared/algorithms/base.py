@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from shared.config.base import NetConfig, Strict
 from shared.loops import loop_of
@@ -43,6 +43,16 @@ class AlgoParams(Strict):
     """The policy network's hidden layers and activation."""
     report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 100
     checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 2_000
+    # One actor and one critic trained on the same loss (learner_worker/actor_critic.py): only such algorithms
+    # can share their trunk, so only they take `net.trunk`.
+    actor_critic: ClassVar[bool] = False
+
+    @model_validator(mode="after")
+    def _trunk_needs_a_critic(self) -> AlgoParams:
+        if self.net.trunk is not None and not self.actor_critic:
+            raise ValueError(f"algo.net.trunk is for algorithms with an actor and a critic that may share their "
+                             f"encoder; {self.name} has no such pair: leave algo.net.trunk out")
+        return self
 
 
 class ReplayParams(AlgoParams):

@@ -50,7 +50,7 @@ def _fits(config: object, spaces: Spaces) -> None:
     """The noise table must hold a distinct offset for every antithetic pair of the policy's parameters."""
     from shared.config.run_config import RunConfig
     from shared.policy.flat_params import parameter_count, policy_shapes
-    from shared.policy.manifest import PolicyManifest, default_encoder
+    from shared.policy.manifest import PolicyManifest
     from shared.policy.noise_table import check_capacity
 
     assert isinstance(config, RunConfig) and isinstance(config.algo, ESParams)
@@ -58,12 +58,12 @@ def _fits(config: object, spaces: Spaces) -> None:
         head = sampled_head(spaces)
     except ValueError:
         return  # an action space nothing acts in is refused by the run plan, naming the algorithms that can
-    encoder = default_encoder(spaces.obs)
-    if encoder.kind != "mlp":
-        raise ValueError("algo.name es perturbs flat MLP policies; image observations need a CNN encoder: use "
-                         "another algorithm for this env")
     algo = config.algo
-    dim = parameter_count(policy_shapes(PolicyManifest(spaces=spaces, encoder=encoder, net=algo.net, head=head)))
+    manifest = PolicyManifest.of(spaces, algo.net, head)
+    if manifest.encoder.kind != "mlp":
+        raise ValueError(f"algo.name es perturbs flat MLP policies, not a {manifest.encoder.kind} encoder: use "
+                         "another algorithm for image observations, or algo.net.encoder: {kind: mlp}")
+    dim = parameter_count(policy_shapes(manifest))
     try:
         check_capacity(algo.noise_table_size, dim, algo.population // 2)
     except ValueError as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -16,6 +16,7 @@ class PPOParams(ChunkParams):
 
     name: Literal["ppo"] = "ppo"
     """Algorithm name."""
+    actor_critic: ClassVar[bool] = True
     net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh")
     """The policy network's hidden layers and activation."""
     learning_rate: Annotated[float, Field(gt=0)] = 1e-3

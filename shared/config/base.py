@@ -19,12 +19,70 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, use_attribute_docstrings=FIELD_DOCS)
 
 
-class NetConfig(Strict):
-    """The policy network every service builds: a published state dict loads into any of them."""
+class MlpEncoder(Strict):
+    """Observations flattened (and normalised with the manifest's statistics, if any) straight into the MLP."""
+
+    kind: Literal["mlp"] = "mlp"
+    """The encoder's kind in `algo.net.encoder`."""
+
+
+class CnnEncoder(Strict):
+    """rlfleet's small image encoder: strided 3x3 convolutions (each halves height and width), flattened. Cheap
+    for small frames; on 84x84 its many features make the MLP's first layer large (the Nature CNN is smaller)."""
+
+    kind: Literal["cnn"] = "cnn"
+    """The encoder's kind in `algo.net.encoder`."""
+    channels: tuple[Annotated[int, Field(ge=1, le=512)], ...] = (16, 32)
+    """Output channels of each 3x3 stride-2 convolution."""
+
+
+class NatureEncoder(Strict):
+    """The encoder of Mnih et al. 2015 (Nature): convolutions 32x8x8 stride 4, 64x4x4 stride 2, 64x3x3 stride 1,
+    ReLU after each, flattened; its 512-unit layer is the MLP's `net.hidden: [512]`. Needs frames of 36x36 or
+    more (84x84: 3,136 features)."""
+
+    kind: Literal["nature"] = "nature"
+    """The encoder's kind in `algo.net.encoder`."""
+
+
+class ImpalaEncoder(Strict):
+    """The IMPALA paper's ResNet (Espeholt et al. 2018): per stage a 3x3 convolution, a 3x3 stride-2 max pool and
+    two residual blocks; ReLU and flatten after the last stage. Each stage halves height and width (rounding up),
+    so any frame size fits."""
+
+    kind: Literal["impala"] = "impala"
+    """The encoder's kind in `algo.net.encoder`."""
+    channels: tuple[Annotated[int, Field(ge=1, le=512)], ...] = Field((16, 32, 32), min_length=1)
+    """Output channels of each stage."""
+
+
+Encoder = Annotated[MlpEncoder | CnnEncoder | NatureEncoder | ImpalaEncoder, Field(discriminator="kind")]
+Trunk = Literal["shared", "separate"]
+
+
+class MlpConfig(Strict):
+    """The fully connected part of a network: what a policy manifest records as its `net`."""
 
     hidden: tuple[int, ...] = Field((256, 256), description="hidden layer widths")
     activation: Literal["relu", "tanh"] = "relu"
     """Activation between hidden layers."""
+
+
+class NetConfig(MlpConfig):
+    """The policy network every service builds: a published state dict loads into any of them."""
+
+    encoder: Encoder | None = None
+    """What reads the observation before the MLP: `{kind: mlp}`, `{kind: cnn}`, `{kind: nature}` or
+    `{kind: impala, channels: [16, 32, 32]}`. Null: the small CNN for uint8 images, the MLP for everything else."""
+    trunk: Trunk | None = None
+    """Algorithms with an actor and a critic: `shared` trains one encoder and hidden layers under a policy head
+    and a value head (as Stable-Baselines3 and CleanRL do for Atari: half the compute), `separate` gives the critic
+    its own copy of the network. Null: shared for image encoders, separate for the MLP."""
+
+    @property
+    def mlp(self) -> MlpConfig:
+        """The hidden layers and activation alone, as a manifest records them (its encoder is a field of its own)."""
+        return MlpConfig(hidden=self.hidden, activation=self.activation)
 
 
 class EpsilonSchedule(Strict):

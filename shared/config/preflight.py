@@ -24,6 +24,7 @@ from shared.config.hookcheck import hooks_problem
 from shared.config.plan import RunPlan
 from shared.config.run_config import RunConfig
 from shared.config.threshold import resolve_threshold
+from shared.policy.manifest import encoder_features, encoder_for
 
 
 def _refused(config: RunConfig, problem: str, field: str | None = None) -> ValidationError:
@@ -37,22 +38,24 @@ def preflight(config: RunConfig) -> RunPlan:
     """The run's plan, once the env builds, the algorithm accepts its spaces and every hook loads; its config has
     env.solve_threshold resolved (shared/config/threshold.py: the registration's, where the config left it out).
 
-    Raises ValidationError naming the field at fault (the env section, `algo.*` or `learner.hooks[i]`), in the
-    order validation checked them; ValueError (RunPlan.of) when the algorithm cannot act in the env's spaces."""
+    Raises ValidationError naming the field at fault (the env section, `algo.*`, among them an `algo.net.encoder`
+    that cannot read the env's observations, or `learner.hooks[i]`), in the order validation checked them;
+    ValueError (RunPlan.of) when the algorithm cannot act in the env's spaces."""
     problem = build_problem(config.env)
     if problem is not None:
         raise _refused(config, problem, "env")
     spec = spec_of(config.algo)
-    if spec.fits is not None:
+    try:
+        spaces = spaces_of(config.env)
+    except ValueError:
+        pass  # spaces rlfleet cannot train: RunPlan.of below refuses them, naming env.id
+    else:
         try:
-            spaces = spaces_of(config.env)
-        except ValueError:
-            pass  # spaces rlfleet cannot train: RunPlan.of below refuses them, naming env.id
-        else:
-            try:
+            encoder_features(encoder_for(config.algo.net, spaces.obs), spaces.obs)  # algo.net.encoder fits the obs
+            if spec.fits is not None:
                 spec.fits(config, spaces)
-            except ValueError as exc:
-                raise _refused(config, str(exc)) from exc
+        except ValueError as exc:
+            raise _refused(config, str(exc)) from exc
     problem = hooks_problem(tuple(hook.call for hook in config.learner.hooks))
     if problem is not None:
         raise _refused(config, problem)

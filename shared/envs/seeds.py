@@ -13,16 +13,19 @@ where env < 512 (num_envs is at most 256; `rlfleet test --video` plays one more 
 
     region       blocks   task                         counter
     train        2**21    collector task, < 512        claims of the task, < 4096
-    population   2**21    POPULATION_TASK              ES generation, < 2**21
+    population   2**21    POPULATION_TASK              population generation, < 2**21
     valid        2**21    < 16                         policy version, < 2**17
     test         2**21    < 16                         policy version or test number, < 2**17
 
 `keyed` is a bijection of the 23-bit numbers chosen by the run seed (x -> (a * x + b) mod 2**23 with a odd), so
 runs with different seeds play different seeds while two (mode, task, counter) of one run never share a block.
-A key outside these bounds raises ValueError saying which bound: the bounds are sized for real runs (512
-collectors at once, each slot restarted thousands of times, 131,072 policy versions, a 64-collector fleet's two
-million ES generations), and a silent wrap would replay seeds. The coordinator creates no collector task past
-COLLECTOR_TASKS (a collector beyond it waits for a free one, as any collector does).
+A train or population key outside these bounds raises ValueError saying which bound: they are sized for real runs
+(512 collectors at once, each slot restarted thousands of times, a 64-collector fleet's two million population
+generations), and a silent wrap would replay training seeds. Validation and test counters (policy versions) wrap
+instead: an asynchronous learner may publish ten versions a second, so a long run passes 131,072, and a version that
+far apart playing the same episode seeds is harmless (validation only ranks policies; a held-out test stays disjoint
+from every training and validation seed, which is what confirmation needs). The coordinator creates no collector
+task past COLLECTOR_TASKS (a collector beyond it waits for a free one, as any collector does).
 
 * mode: train (collectors), valid (the periodic evaluation), test (held-out confirmation): test seeds can
   never coincide with a training or validation seed.
@@ -94,9 +97,11 @@ def base_seed(run_seed: int, mode: Mode, task: int, counter: int) -> int:
     if not 0 <= index < region.tasks:
         raise ValueError(f"{mode} task {task} outside the seed scheme's [0, {region.tasks}): "
                          f"{'collector tasks' if mode == 'train' else 'operator evaluations'} of one run stop there")
+    if mode in ("valid", "test") and counter >= 0:
+        counter %= region.counters  # policy versions wrap (see the module doc)
     if not 0 <= counter < region.counters:
         raise ValueError(f"{mode} counter {counter} outside the seed scheme's [0, {region.counters}) "
-                         f"(claims of a collector task, ES generations, policy versions or test numbers)")
+                         f"(claims of a collector task, population generations, policy versions or test numbers)")
     a, b = _key(run_seed)
     block = region.start + index * region.counters + counter
     return (a * block + b) % 2**BLOCK_BITS * ENVS_PER_BLOCK

@@ -109,7 +109,7 @@ class NormalizeObs(_Wrapper):
 
 
 class Atari(_Wrapper):
-    """Atari 2600 preprocessing as DQN, rl-baselines3-zoo and Stable-Baselines3's AtariWrapper do it, on an env
+    """Atari 2600 preprocessing as Mnih et al. (2015), rl-baselines3-zoo and SB3's AtariWrapper do it, on an env
     from ale-py (an `ALE/...` id): random no-op starts, frame skipping with max-pooling over the last two frames,
     grayscale frames resized to `screen_size` x `screen_size` uint8, FIRE pressed after each reset in games that
     need it; in training only, a lost life ends the episode and rewards are clipped to their sign. Collectors still

@@ -118,8 +118,9 @@ def policy_schema() -> dict[str, Any]:
             "log-probability of the drawn action as `logp`; gaussian draws mean + exp(log_std) * noise; "
             "tanh_gaussian draws tanh(mean + exp(clip(log_std, -20, 2)) * noise), rescaled from [-1, 1] into the "
             "bounds. "
-            "A cnn encoder's tensors follow rlfleet's torch network (shared/policy/nets.py) and are outside this "
-            "contract. The file is immutable, at policies/v<version, 8 digits>.safetensors in the store."),
+            "The tensors of image encoders (every kind but mlp) follow rlfleet's torch network "
+            "(shared/policy/nets.py) and are outside this contract. The file is immutable, at "
+            "policies/v<version, 8 digits>.safetensors in the store."),
     })
     return schema
 

@@ -11,9 +11,9 @@ where their bounds fit 0..255, float32 otherwise), so these are the only two dty
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from shared.config.base import Strict
 
@@ -28,6 +28,15 @@ class ObsSpace(Strict):
     image_max: Annotated[int, Field(ge=1, le=255, description=(
         "the largest value an image's pixels take (the space's upper bound): the CNN divides by it, so camera "
         "frames (255) and boolean or 0/1 images such as MinAtar's (1) both reach it in [0, 1]"))] = 255
+
+    @model_serializer(mode="wrap")
+    def _without_default_image_max(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """255 is left out: every space described before 0/1 images existed serialises as it did, so the policy
+        manifests of equal weights (and their files) stay byte-identical to those published before."""
+        data = handler(self)
+        if data.get("image_max") == 255:
+            del data["image_max"]
+        return data
 
     @property
     def image(self) -> bool:

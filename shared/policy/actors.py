@@ -1,8 +1,9 @@
 """Acting with a published policy, built from its manifest alone: collectors and the evaluator.
 
 MLP policies run in numpy, which keeps torch (about 200 MB resident per process) out of collectors and the
-evaluator; for a handful of envs a numpy forward pass is as fast as torch's. A CNN policy uses torch
-(imported only then). Before the first policy exists, collectors act uniformly at random (`random_actions`).
+evaluator; for a handful of envs a numpy forward pass is as fast as torch's. An image encoder (any kind but
+mlp) runs in torch (imported only then), one forward pass batched over the envs. Before the first policy
+exists, collectors act uniformly at random (`random_actions`).
 
 Each decision has two forms of the action: `actions`, in the policy's units (what the chunk stores and the
 learner scores), and `env_actions`, what the env receives (clipped, or rescaled from tanh's [-1, 1], into a
@@ -11,7 +12,9 @@ Box's bounds). For discrete heads they are the same array.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -211,16 +214,43 @@ class NumpyActor(_Actor):
         return x
 
 
+TORCH_THREADS_VAR = "RLFLEET_TORCH_THREADS"
+_threads_set = False
+
+
+def _torch() -> ModuleType:
+    """torch, imported on the first image policy, with its intra-op threads set once for the process: to
+    RLFLEET_TORCH_THREADS (the worker setting `torch_threads`), or 1. torch's default of one thread per core
+    would have every collector on a machine compete for all of its cores with the envs they step."""
+    global _threads_set
+    import torch
+
+    if not _threads_set:
+        raw = os.environ.get(TORCH_THREADS_VAR, "1")
+        try:
+            threads = int(raw)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise ValueError(f"{TORCH_THREADS_VAR}={raw!r}: set it to a whole number of threads, 1 or more")
+        torch.set_num_threads(threads)
+        _threads_set = True
+    return torch
+
+
 class TorchActor(_Actor):
-    """A CNN policy: the learner's own network (shared/policy/nets.py), run under inference mode on the CPU."""
+    """An image policy: the learner's own network (shared/policy/nets.py), run on the CPU under inference mode,
+    one forward pass for the observations of all of a collector's envs at once ([N, *obs] in, [N, outputs] out).
+    The uint8 frames enter as they are (a view of the numpy batch, channels-last or first): the network's one
+    float conversion is the only copy."""
 
     def __init__(self, manifest: PolicyManifest, state: dict[str, np.ndarray]) -> None:
-        import torch
+        torch = _torch()
 
         from shared.policy.nets import PolicyNet
 
         self.manifest, self._torch = manifest, torch
-        self.net = PolicyNet(manifest)
+        self.net = PolicyNet(manifest).eval()
         try:
             self.net.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()})
         except RuntimeError as exc:
@@ -238,4 +268,5 @@ Actor = NumpyActor | TorchActor
 
 
 def build_actor(manifest: PolicyManifest, state: dict[str, np.ndarray]) -> Actor:
-    return TorchActor(manifest, state) if manifest.encoder.kind == "cnn" else NumpyActor(manifest, state)
+    """Image encoders act in torch; MLP policies (flat observations, or images flattened) in numpy."""
+    return NumpyActor(manifest, state) if manifest.encoder.kind == "mlp" else TorchActor(manifest, state)

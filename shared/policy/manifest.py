@@ -19,9 +19,18 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from shared.config.base import EpsilonSchedule, NetConfig, Strict
+from shared.config.base import (
+    CnnEncoder,
+    Encoder,
+    EpsilonSchedule,
+    MlpConfig,
+    MlpEncoder,
+    NatureEncoder,
+    NetConfig,
+    Strict,
+)
 from shared.payloads.spaces import ObsSpace, Spaces
 
 MANIFEST_KEY = "rlfleet.manifest"
@@ -32,20 +41,6 @@ Head = Literal["q_values", "categorical", "multi_categorical", "gaussian", "tanh
 
 class ManifestError(ValueError):
     """A policy file without a readable manifest, or one of another format version."""
-
-
-class MlpEncoder(Strict):
-    kind: Literal["mlp"] = "mlp"
-
-
-class CnnEncoder(Strict):
-    """Image observations: strided 3x3 convolutions (each halves height and width), flattened, then the MLP."""
-
-    kind: Literal["cnn"] = "cnn"
-    channels: tuple[Annotated[int, Field(ge=1, le=512)], ...] = (16, 32)
-
-
-Encoder = Annotated[MlpEncoder | CnnEncoder, Field(discriminator="kind")]
 
 
 class ObsNorm(Strict):
@@ -63,10 +58,24 @@ class PolicyManifest(Strict):
     spaces: Spaces
     """The env's observation and action spaces as the coordinator derived them."""
     encoder: Encoder = MlpEncoder()
-    net: NetConfig
-    """The policy network's hidden layers and activation."""
+    net: MlpConfig
+    """The policy network's hidden layers and activation (the encoder before them is `encoder`)."""
     head: Head
     obs_norm: ObsNorm | None = None
+
+    @field_validator("net", mode="before")
+    @classmethod
+    def _mlp_part(cls, value: object) -> object:
+        """A run's NetConfig also says which encoder and trunk it wants; the manifest records the encoder it got
+        in `encoder`, and the trunk is the learner's business, so `net` keeps only the MLP (files of MLP policies
+        stay as they were before encoders were configurable)."""
+        return value.mlp if isinstance(value, NetConfig) else value
+
+    @classmethod
+    def of(cls, spaces: Spaces, net: NetConfig, head: Head) -> PolicyManifest:
+        """The manifest of a policy a learner builds from its `algo.net`: the configured encoder, or the default
+        for the observation (`encoder_for`)."""
+        return cls(spaces=spaces, encoder=encoder_for(net, spaces.obs), net=net.mlp, head=head)
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -102,5 +111,55 @@ class Behaviour(Strict):
 
 
 def default_encoder(obs: ObsSpace) -> MlpEncoder | CnnEncoder:
-    """Images get the CNN, everything else is flattened into the MLP."""
+    """Images get the small CNN, everything else is flattened into the MLP (the choice when `algo.net.encoder`
+    is null; policy files from before encoders were configurable were built this way)."""
     return CnnEncoder() if obs.image else MlpEncoder()
+
+
+def encoder_for(net: NetConfig, obs: ObsSpace) -> Encoder:
+    """The encoder `algo.net.encoder` asks for, or the default for this observation."""
+    return net.encoder if net.encoder is not None else default_encoder(obs)
+
+
+NATURE_MIN_SIZE = 36  # 8x8/4 -> 4x4/2 -> 3x3/1 leaves one pixel of a 36x36 frame
+
+
+def image_dims(obs: ObsSpace) -> tuple[int, int, int]:
+    """(channels, height, width) of an image observation, whichever way round the env gives it."""
+    if obs.channels_last:
+        height, width, channels = obs.shape
+    else:
+        channels, height, width = obs.shape
+    return channels, height, width
+
+
+def _nature_side(size: int) -> int:
+    """Height (or width) left after the Nature CNN's three unpadded convolutions; <= 0: nothing is left."""
+    for kernel, stride in ((8, 4), (4, 2), (3, 1)):
+        if size < kernel:
+            return 0
+        size = (size - kernel) // stride + 1
+    return size
+
+
+def encoder_features(encoder: Encoder, obs: ObsSpace) -> int:
+    """How many features `encoder` gives the MLP for one observation; ValueError naming `algo.net.encoder` and
+    what fits when it cannot read this observation."""
+    if isinstance(encoder, MlpEncoder):
+        return obs.flat_size  # images too: flattened, as they are
+    if not obs.image:
+        raise ValueError(f"algo.net.encoder: the {encoder.kind} encoder reads images (uint8, three dimensions), "
+                         f"this env observes {obs.dtype}{list(obs.shape)}: use {{kind: mlp}} or leave "
+                         "algo.net.encoder out")
+    _, height, width = image_dims(obs)
+    if isinstance(encoder, NatureEncoder):
+        side_h, side_w = _nature_side(height), _nature_side(width)
+        if side_h < 1 or side_w < 1:
+            raise ValueError(f"algo.net.encoder: the nature encoder needs frames of at least {NATURE_MIN_SIZE}x"
+                             f"{NATURE_MIN_SIZE} (its 8x8 stride-4, 4x4 stride-2 and 3x3 convolutions leave nothing "
+                             f"of {height}x{width}): use {{kind: impala}} or {{kind: cnn}}, which fit any frame size")
+        return 64 * side_h * side_w
+    halvings = len(encoder.channels)  # cnn: a 3x3 stride-2 padded convolution; impala: a padded 3x3/2 max pool
+    for _ in range(halvings):
+        height, width = -(-height // 2), -(-width // 2)
+    return encoder.channels[-1] * height * width

@@ -172,6 +172,14 @@ def test_configuration_reference_is_generated_from_the_models(site: Path, pages:
         assert f"<code>{variable}</code>" in settings, variable
 
 
+def test_every_encoder_kind_has_its_own_section_in_the_reference(site: Path, pages: dict[Path, Page]) -> None:
+    """`algo.net.encoder` is a union chosen by `kind`: each kind's fields under an anchor of its own."""
+    html = site / "user-guide" / "config-reference.html"
+    for kind in ("mlp", "cnn", "nature", "impala"):
+        assert f"algo-net-encoder-ppo-{kind}" in pages[html].ids, kind
+    assert "<code>kind: impala</code>" in html.read_text(encoding="utf-8")
+
+
 def test_readme_is_short_and_its_links_resolve() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) < 250

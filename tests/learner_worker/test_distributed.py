@@ -25,7 +25,8 @@ from learner_worker.obsnorm import RunningStats
 from shared.algorithms.dqn import DQNParams
 from shared.algorithms.ppo import PPOParams
 from shared.config.base import NetConfig
-from tests.support.learner_data import make_batch, make_chunk
+from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
+from tests.support.learner_data import IMAGE_SHAPE, make_batch, make_chunk, make_image_chunk
 from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, flat_spaces
 
 CPU = torch.device("cpu")
@@ -157,6 +158,29 @@ def _ppo_body(rank: int) -> None:
 
 def test_ppo_group_averages_gradients_with_all_reduced_advantage_statistics() -> None:
     run_group(_ppo_body)
+
+
+def _ppo_shared_trunk_body(rank: int) -> None:
+    group = Group.join(CPU, CONFIG, TIMEOUT)
+    spaces = Spaces(obs=ObsSpace(shape=IMAGE_SHAPE, dtype="uint8"), action=DiscreteActions(n=3))
+    cfg = PPOParams(net=NetConfig(hidden=(16,), encoder={"kind": "impala", "channels": [4]}), minibatch_size=16,
+                    epochs=2, entropy_coef=0.01)
+    single, member = (PPO(spaces, cfg, SAMPLING, seed=0) for _ in range(2))
+    assert member.trunk == "shared"
+    member.join(group)
+    full = ppo_batch(1, 40, 1, np.random.default_rng(0).integers(0, 3, 40))
+    full["obs"] = torch.from_numpy(np.random.default_rng(2).integers(0, 256, (40, *IMAGE_SHAPE)).astype(np.uint8))
+    mine = torch.arange(0, 24) if rank == 0 else torch.arange(24, 40)
+    single.minibatch_loss(full, torch.arange(40))[0].backward()
+    member.minibatch_loss(full, mine)[0].backward()
+    assert_close(grads(member.model), grads(single.model), "PPO, shared trunk: averaged gradient vs one learner's")
+    member.update([make_image_chunk(3 + rank)])
+    group.check_weights(1)
+    group.leave()
+
+
+def test_ppo_group_trains_a_shared_trunk() -> None:
+    run_group(_ppo_shared_trunk_body)
 
 
 def _mismatched_config_body(rank: int) -> None:

@@ -13,6 +13,7 @@ from learner_worker.actor_critic import ActorCritic
 from shared.policy.actors import build_actor
 
 OBS_DIM, N_ACTIONS = 4, 3
+IMAGE_SHAPE = (4, 12, 12)  # a small frame stack: big enough for every encoder but nature, cheap on one core
 
 
 def make_chunk(seed: int, steps: int = 8, envs: int = 4, invalid: float = 0.0) -> dict[str, np.ndarray]:
@@ -28,6 +29,17 @@ def make_chunk(seed: int, steps: int = 8, envs: int = 4, invalid: float = 0.0) -
         "valid": rng.random(shape) >= invalid,
         "logp": np.log(rng.uniform(0.2, 0.5, shape)).astype(np.float32),
     }
+
+
+def make_image_chunk(seed: int, shape: tuple[int, ...] = IMAGE_SHAPE, steps: int = 8,
+                     envs: int = 4) -> dict[str, np.ndarray]:
+    """`make_chunk` with uint8 frame observations (channels-first stacks by default, as FrameStackObservation
+    gives them)."""
+    chunk = make_chunk(seed, steps, envs)
+    rng = np.random.default_rng(seed + 1)
+    for key in ("obs", "next_obs"):
+        chunk[key] = rng.integers(0, 256, (steps, envs, *shape)).astype(np.uint8)
+    return chunk
 
 
 def make_batch(seed: int, size: int = 64, discount: float = 0.9) -> dict[str, np.ndarray]:

@@ -72,11 +72,20 @@ def test_modes_never_share_seeds_for_the_same_task_and_counter() -> None:
 
 
 @pytest.mark.parametrize("key", [(-1, "train", 0, 0), (2**31, "train", 0, 0), (0, "train", 2**9, 0),
-                                 (0, "train", 0, 2**12), (0, "valid", 16, 0), (0, "test", 0, 2**17),
+                                 (0, "train", 0, 2**12), (0, "valid", 16, 0), (0, "test", 0, -1),
                                  (0, "train", POPULATION_TASK, 2**21)])
 def test_keys_outside_the_bounds_are_refused_saying_which(key: tuple) -> None:
     with pytest.raises(ValueError, match="outside"):
         base_seed(*key)
+
+
+def test_policy_versions_past_the_region_wrap_within_their_mode() -> None:
+    """A long IMPALA run publishes more than 2**17 versions; validating one must not end the evaluator."""
+    for mode in ("valid", "test"):
+        wrapped = base_seed(7, mode, 0, 2**17 + 5)
+        assert wrapped == base_seed(7, mode, 0, 5) and decode(7, wrapped) == (mode, 0, 5)
+    with pytest.raises(ValueError, match="outside"):
+        base_seed(7, "train", 0, 2**12)  # training seeds never wrap: a collector would replay episodes
 
 
 def test_a_seed_that_is_no_base_is_refused() -> None:

@@ -7,9 +7,11 @@ import pytest
 import torch
 
 from learner_worker.distributions import log_prob_entropy
+from shared.config.base import NetConfig
 from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from shared.policy import actors
 from shared.policy.actors import NumpyActor, PolicyError, TorchActor, build_actor, random_actions, to_env
-from shared.policy.manifest import ObsNorm
+from shared.policy.manifest import ObsNorm, PolicyManifest
 from shared.policy.nets import PolicyNet
 from tests.support.policies import CARTPOLE, PENDULUM, manifest, policy_state
 
@@ -142,3 +144,54 @@ def test_a_state_dict_of_another_network_is_refused():
         build_actor(manifest(hidden=(8, 8)), state)
     with pytest.raises(PolicyError):
         build_actor(manifest(IMAGE, "categorical", (8,)), policy_state(manifest(IMAGE, "categorical", (16,))))
+
+
+ATARI_FIRST = Spaces(obs=ObsSpace(shape=(4, 84, 84), dtype="uint8"), action=DiscreteActions(n=6))
+ATARI_LAST = Spaces(obs=ObsSpace(shape=(84, 84, 4), dtype="uint8"), action=DiscreteActions(n=6))
+
+
+def encoder_manifest(spaces: Spaces, kind: str) -> PolicyManifest:
+    return PolicyManifest.of(spaces, NetConfig(hidden=(32,), encoder={"kind": kind}), "categorical")
+
+
+@pytest.mark.parametrize("spaces", [ATARI_FIRST, ATARI_LAST], ids=["channels-first", "channels-last"])
+@pytest.mark.parametrize("kind", ["nature", "impala"])
+def test_an_image_actor_batched_over_envs_gives_each_envs_own_outputs(spaces: Spaces, kind: str) -> None:
+    """One forward pass for 8 envs: every row is what that env's observation alone gives (no batch coupling)."""
+    m = encoder_manifest(spaces, kind)
+    actor = build_actor(m, policy_state(m, seed=4))
+    assert isinstance(actor, TorchActor)
+    obs = obs_for(spaces, 8)
+    batched = actor.forward(obs)
+    assert batched.shape == (8, 6)
+    for i in range(8):
+        np.testing.assert_allclose(batched[i], actor.forward(obs[i:i + 1])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_an_mlp_on_images_acts_in_numpy() -> None:
+    m = PolicyManifest.of(IMAGE, NetConfig(hidden=(8,), encoder={"kind": "mlp"}), "categorical")
+    actor = build_actor(m, policy_state(m))
+    assert isinstance(actor, NumpyActor)
+    assert actor.forward(obs_for(IMAGE, 3)).shape == (3, 4)
+
+
+def test_image_actors_run_on_the_workers_torch_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's default is a thread per core: every collector of a machine would contend for all of them."""
+    m = encoder_manifest(ATARI_FIRST, "nature")
+    state = policy_state(m)
+    try:
+        for value, threads in (("2", 2), (None, 1)):
+            monkeypatch.setattr(actors, "_threads_set", False)
+            if value is None:
+                monkeypatch.delenv("RLFLEET_TORCH_THREADS", raising=False)
+            else:
+                monkeypatch.setenv("RLFLEET_TORCH_THREADS", value)
+            torch.set_num_threads(3)
+            build_actor(m, state)
+            assert torch.get_num_threads() == threads
+        monkeypatch.setattr(actors, "_threads_set", False)
+        monkeypatch.setenv("RLFLEET_TORCH_THREADS", "many")
+        with pytest.raises(ValueError, match="RLFLEET_TORCH_THREADS='many': set it to a whole number of threads"):
+            build_actor(m, state)
+    finally:
+        torch.set_num_threads(1)
