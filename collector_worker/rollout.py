@@ -12,6 +12,10 @@ sampling from the policy's distribution, which also records the behaviour log-pr
 ratios need. Before the first policy (or during an off-policy warm-up) actions are uniformly random. Every
 chunk also carries where its episodes end and which env columns start a fresh episode, so the coordinator
 can serve sequences and whole episodes without opening the payload.
+
+The envs are stepped by the backend `collector.env_backend` names, with the forward pass overlapped with their
+stepping under `collector.double_buffer` (collector_worker/stepping.py); every backend gives the same
+transitions.
 """
 
 from __future__ import annotations
@@ -21,10 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from collector_worker.stepping import act_and_step, make_stepped_env, spaces_of
 from shared.config.plan import chunk_schema
-from shared.config.run_config import EnvConfig
-from shared.envs.build import ENV_ERROR, RAW_EPISODE, make_vector_env
-from shared.envs.gymspaces import describe
+from shared.config.run_config import EnvBackend, EnvConfig
+from shared.envs.build import ENV_ERROR, RAW_EPISODE
 from shared.envs.seeds import ACTOR_STREAM
 from shared.payloads.spaces import Spaces
 from shared.policy.actors import Actor, Decision, PolicyError, build_actor, random_actions
@@ -59,9 +63,11 @@ class Chunk:
 
 class Rollout:
     def __init__(self, env: EnvConfig, num_envs: int, spaces: Spaces, behaviour: Behaviour, seed: int,
-                 greedy: bool = False) -> None:
-        self.env = make_vector_env(env, num_envs, reset_on_error=True)
-        found = describe(self.env)
+                 greedy: bool = False, backend: EnvBackend = "sync", double_buffer: bool = False) -> None:
+        """`backend` and `double_buffer`: `collector.env_backend` and `collector.double_buffer`
+        (collector_worker/stepping.py)."""
+        self.env = make_stepped_env(env, num_envs, backend, double_buffer)
+        found = spaces_of(self.env, env)
         if found != spaces:
             self.env.close()
             raise ValueError(f"env {env.id!r} here has spaces {found}, the coordinator planned the run for {spaces}")
@@ -88,7 +94,7 @@ class Rollout:
         if self.actor is None or random:
             if self.behaviour.sample:
                 raise RuntimeError("a sampling behaviour records log-probs and cannot act before the first policy")
-            return random_actions(self.spaces, self.behaviour.head, self.num_envs, self.rng, obs)
+            return random_actions(self.spaces, self.behaviour.head, len(obs), self.rng, obs)
         return self.actor.act(obs, explore=not self.greedy, rng=self.rng, epsilon=epsilon)
 
     def collect(self, steps: int, epsilon: float = 0.0, episodes_target: int | None = None,
@@ -111,11 +117,11 @@ class Rollout:
             if refresh is not None:
                 refresh()
             obs[t] = self.obs
-            decision = self.act(self.obs, epsilon, random)
+            decision, (self.obs, rew, term, trunc, info) = act_and_step(
+                self.env, self.obs, lambda o: self.act(o, epsilon, random), first=t == 0, ahead=t + 1 < steps)
             actions[t] = decision.actions
             if logp is not None:
                 logp[t] = decision.logp
-            self.obs, rew, term, trunc, info = self.env.step(decision.env_actions)
             rewards[t], terminated[t], truncated[t] = rew, term, trunc
             next_obs[t] = self.obs
             self.ep_return += rew
