@@ -21,3 +21,9 @@ def atari(game: str = "Pong", **kwargs: Any) -> gym.Env:
     `kwargs` go to gym.make (repeat_action_probability, say)."""
     env = gym.make(f"ALE/{game}-v5", frameskip=1, **kwargs)
     return AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, grayscale_obs=True)
+
+
+def ale(env_id: str, **kwargs: Any) -> gym.Env:
+    """gym.make of an ALE id in a process that has not imported ale_py (SB3's SubprocVecEnv workers): importing
+    this module registers the ALE envs."""
+    return gym.make(env_id, **kwargs)

@@ -2,7 +2,8 @@
 stepped in-process, and against Stable-Baselines3 PPO on the same game with the same hyperparameters.
 
   python bench/pixels.py [--config configs/pong_ppo.yaml] [--window 150] [--warmup 30] [--repeats 3]
-                         [--collectors 2] [--arms raw_random,raw,collect,stack,sb3_dummy,sb3_subproc] [--json F]
+                         [--collectors 2] [--arms raw_random,raw,collect,stack,sb3_dummy,sb3_subproc]
+                         [--set collector.env_backend=async ...] [--json F]
 
 Every arm runs alone, one after the other, in the order given, `--repeats` times (alternating, so load from
 elsewhere falls on all alike); each figure is the median of its repeats, in env steps per second:
@@ -26,6 +27,7 @@ Its last line: `pixels: collect/raw=R1 stack/sb3=R2 bytes_per_step=B` (stack/sb3
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -47,17 +49,25 @@ SF_SKIPPED = ("sample-factory 2.1.1, the newest, pins gymnasium<1.0 and numpy<2 
               "0.29.1 and numpy 1.26.4), so it cannot run beside this project's gymnasium 1.4.0")
 
 
-def load(config: Path, overrides: dict[str, Any] | None = None) -> Any:
+def load(config: Path, sets: list[str], overrides: dict[str, Any] | None = None) -> Any:
+    """The run config with `--set PATH=VALUE`s (YAML values) and `overrides` applied, its budget out of reach."""
+    import yaml
+
     from shared.config.run_config import load_run_config
 
+    given = {path: yaml.safe_load(value) for path, _, value in (s.partition("=") for s in sets)}
     return load_run_config(config, {"budget.max_env_steps": 10**12, "budget.max_wall_seconds": 10**7,
-                                    **(overrides or {})})
+                                    **given, **(overrides or {})})
+
+
+def set_args(sets: list[str]) -> list[str]:
+    return [arg for s in sets for arg in ("--set", s)]
 
 
 # --- raw: the same envs, stepped in-process -------------------------------------------------------------------
 
 
-def raw_worker(config: Path, seconds: float, warmup: float, random: bool) -> None:
+def raw_worker(config: Path, sets: list[str], seconds: float, warmup: float, random: bool) -> None:
     """One process's env steps/s over `seconds` after `warmup`, stepping like a collector, writing nothing."""
     import torch
 
@@ -68,7 +78,7 @@ def raw_worker(config: Path, seconds: float, warmup: float, random: bool) -> Non
     from shared.policy.nets import PolicyNet
 
     torch.set_num_threads(1)
-    cfg = load(config)
+    cfg = load(config, sets)
     plan = RunPlan.of(cfg)
     col = cfg.collector
     if random:  # the envs alone: every sampled action goes straight to them
@@ -100,7 +110,7 @@ def raw_worker(config: Path, seconds: float, warmup: float, random: bool) -> Non
 def run_raw(args: argparse.Namespace, random: bool) -> float:
     """The summed rate of `--collectors` raw processes running side by side."""
     cmd = [sys.executable, __file__, "--raw-worker", "--config", str(args.config), "--window", str(args.window),
-           "--warmup", str(args.warmup)] + (["--random"] if random else [])
+           "--warmup", str(args.warmup), *set_args(args.set)] + (["--random"] if random else [])
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                               env={**os.environ, **SINGLE_THREADED}) for _ in range(args.collectors)]
     total = 0.0
@@ -167,7 +177,7 @@ def run_fleet(args: argparse.Namespace, train: bool) -> tuple[float, float | Non
         data = tmp / "data"
         tokens = generate_tokens_file(data / "tokens.json")
         config_file = tmp / "pixels.yaml"
-        config_file.write_text(dump_run_config(load(args.config, overrides)))
+        config_file.write_text(dump_run_config(load(args.config, args.set, overrides)))
         fleet = Fleet(tmp, data, config_file, tokens)
         stats = tmp / "consumed.json"
         try:
@@ -187,20 +197,36 @@ def run_fleet(args: argparse.Namespace, train: bool) -> tuple[float, float | Non
                         "RLFLEET_TOKENS_FILE": str(data / "tokens.json")})
             count = ((lambda: fleet.status().learner.transitions_trained) if train
                      else (lambda: fleet.status().env_steps))
-            fleet.wait_for(lambda: count() > 0, 300, "the first chunk " + ("trained on" if train else "collected"))
+            fleet.wait_for(lambda: count() > 0, 600, "the first chunk " + ("trained on" if train else "collected"))
             time.sleep(args.warmup)
-            s0, t0 = count(), time.perf_counter()
             read0 = json.loads(stats.read_text()) if stats.exists() else {"bytes": 0, "env_steps": 0}
-            time.sleep(args.window)
-            s1, t1 = count(), time.perf_counter()
+            rate = counted_rate(count, args.window)
             per_step = None
             if not train:
                 read1 = json.loads(stats.read_text())
                 steps = read1["env_steps"] - read0["env_steps"]
                 per_step = (read1["bytes"] - read0["bytes"]) / steps if steps else None
-            return (s1 - s0) / (t1 - t0), per_step
+            return rate, per_step
         finally:
             fleet.close()
+
+
+def counted_rate(count: Any, seconds: float) -> float:
+    """Per second of a counter over `seconds`, polled twice a second: between its first and its last change in
+    the window where it changed twice or more (a learner's count moves in steps of one update's rows, each many
+    seconds apart on Pong: the window's ends would cut updates in two), else over the window."""
+    start = time.perf_counter()
+    s0 = count()
+    changes: list[tuple[float, int]] = []
+    while time.perf_counter() - start < seconds:
+        time.sleep(0.5)
+        now = count()
+        if now != (changes[-1][1] if changes else s0):
+            changes.append((time.perf_counter(), now))
+    if len(changes) >= 2:
+        (t_first, c_first), (t_last, c_last) = changes[0], changes[-1]
+        return (c_last - c_first) / (t_last - t_first)
+    return ((changes[-1][1] if changes else s0) - s0) / (time.perf_counter() - start)
 
 
 # --- Stable-Baselines3 ----------------------------------------------------------------------------------------
@@ -219,21 +245,21 @@ def sb3_game(cfg: Any) -> tuple[str, dict[str, Any]]:
     return env_id, {"frameskip": 1, **kwargs}
 
 
-def sb3_worker(config: Path, vec: str, envs: int, seconds: float, warmup: float) -> None:
+def sb3_worker(config: Path, sets: list[str], vec: str, envs: int, seconds: float, warmup: float) -> None:
     """SB3 PPO's timesteps trained on per second over `seconds` after `warmup` (both in wall time)."""
-    import ale_py
-    import gymnasium as gym
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
 
-    gym.register_envs(ale_py)
-    cfg = load(config)
+    cfg = load(config, sets)
     algo = cfg.algo
     env_id, env_kwargs = sb3_game(cfg)
     vec_cls = DummyVecEnv if vec == "dummy" else SubprocVecEnv
-    env = VecFrameStack(make_atari_env(env_id, n_envs=envs, seed=0, vec_env_cls=vec_cls, env_kwargs=env_kwargs), 4)
+    from bench.atari_factory import ale  # SubprocVecEnv's workers make the env: there too ale_py must register it
+
+    env = VecFrameStack(make_atari_env(functools.partial(ale, env_id), n_envs=envs, seed=0, vec_env_cls=vec_cls,
+                                       env_kwargs=env_kwargs), 4)
 
     class Window(BaseCallback):
         def __init__(self) -> None:
@@ -260,7 +286,8 @@ def sb3_worker(config: Path, vec: str, envs: int, seconds: float, warmup: float)
 
 def run_sb3(args: argparse.Namespace, vec: str, envs: int) -> float:
     out = subprocess.run([sys.executable, __file__, "--sb3-worker", vec, "--sb3-envs", str(envs), "--config",
-                          str(args.config), "--window", str(args.window), "--warmup", str(args.warmup)],
+                          str(args.config), "--window", str(args.window), "--warmup", str(args.warmup),
+                          *set_args(args.set)],
                          capture_output=True, text=True, cwd=REPO)
     if out.returncode != 0:
         raise RuntimeError(f"SB3 ({vec}) failed: {out.stderr[-2000:]}")
@@ -306,6 +333,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--collectors", type=int, default=2, help="collector processes (and raw processes)")
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, from {', '.join(ARMS)}")
+    parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                        help="override a config field, as `rlfleet up --set` does (collector.env_backend=async)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--raw-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--random", action="store_true", help=argparse.SUPPRESS)
@@ -314,10 +343,10 @@ def main() -> None:
     parser.add_argument("--consume-only-learner", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.raw_worker:
-        raw_worker(args.config, args.window, args.warmup, args.random)
+        raw_worker(args.config, args.set, args.window, args.warmup, args.random)
         return
     if args.sb3_worker:
-        sb3_worker(args.config, args.sb3_worker, args.sb3_envs, args.window, args.warmup)
+        sb3_worker(args.config, args.set, args.sb3_worker, args.sb3_envs, args.window, args.warmup)
         return
     if args.consume_only_learner:
         sys.exit(consume_only_learner(args.consume_only_learner))
@@ -328,7 +357,7 @@ def main() -> None:
     if not args.config.exists():
         parser.error(f"--config {args.config} does not exist; bench/pong_factory_ppo.yaml runs the same game "
                      f"through a factory entry point")
-    cfg = load(args.config)
+    cfg = load(args.config, args.set)
     envs = args.collectors * cfg.collector.num_envs
     print(f"{cfg.env.id}: {args.collectors} collectors x {cfg.collector.num_envs} envs "
           f"({cfg.collector.env_backend}{', double-buffered' if cfg.collector.double_buffer else ''}) x "
