@@ -8,9 +8,11 @@ stepped in-process, and against Stable-Baselines3 PPO on the same game with the 
 Every arm runs alone, one after the other, in the order given, `--repeats` times (alternating, so load from
 elsewhere falls on all alike); each figure is the median of its repeats, in env steps per second:
 
-- raw_random / raw: the physical limit. `--collectors` processes, each stepping the config's `collector.num_envs`
-  envs the way a collector does (`collector.env_backend`, `collector.double_buffer`), acting at random / with the
-  run's CNN policy (a fresh one, as the learner publishes it first), writing nothing.
+- raw_random / raw / raw_write: the physical limit. `--collectors` processes, each stepping the config's
+  `collector.num_envs` envs the way a collector does (`collector.env_backend`, `collector.double_buffer`), acting
+  at random / with the run's CNN policy (a fresh one, as the learner publishes it first), writing nothing /
+  writing each chunk's payload on a thread as the uploader does (not among the default arms: it shows whether
+  payload writes stall the envs).
 - collect: the collection path alone. `rlfleet`'s coordinator, `--collectors` collectors acting with the CNN, and a
   learner that only consumes: it publishes its initial policy, then takes and decodes every chunk as the learner
   does and trains on none (so nothing waits for training: sampling.force_sync is off in this arm). Env steps
@@ -19,7 +21,8 @@ elsewhere falls on all alike); each figure is the median of its repeats, in env 
 - sb3_dummy / sb3_subproc: Stable-Baselines3 PPO (CnnPolicy: the Nature CNN) with DummyVecEnv / SubprocVecEnv and
   its AtariWrapper + VecFrameStack(4) on the config's game, with the config's PPO hyperparameters and as many envs
   as the collectors step in all: timesteps trained on per second.
-- Sample Factory's APPO runs where it imports from /work/sfvenv; otherwise the script says why it was skipped.
+- Sample Factory's APPO: not run. Its newest release pins gymnasium<1.0 and numpy<2, so it does not install
+  beside this project's gymnasium 1.4.0; the script says so.
 
 Its last line: `pixels: collect/raw=R1 stack/sb3=R2 bytes_per_step=B` (stack/sb3: against SB3's better vec env).
 """
@@ -43,10 +46,11 @@ sys.path.insert(0, str(REPO))
 
 DEFAULT_CONFIG = REPO / "configs/pong_ppo.yaml"
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # as services run
-ARMS = ("raw_random", "raw", "collect", "stack", "sb3_dummy", "sb3_subproc")
-SF_PYTHON = Path("/work/sfvenv/bin/python")
+ARMS = ("raw_random", "raw", "raw_write", "collect", "stack", "sb3_dummy", "sb3_subproc")
+DEFAULT_ARMS = ("raw_random", "raw", "collect", "stack", "sb3_dummy", "sb3_subproc")
+# Checked 2026-11-27 with `pip install --dry-run sample-factory` in a venv beside this project's packages.
 SF_SKIPPED = ("sample-factory 2.1.1, the newest, pins gymnasium<1.0 and numpy<2 (pip would install gymnasium "
-              "0.29.1 and numpy 1.26.4), so it cannot run beside this project's gymnasium 1.4.0")
+              "0.29.1 and numpy 1.26.4), so it cannot run beside this project's gymnasium 1.4.0 and numpy 2")
 
 
 def load(config: Path, sets: list[str], overrides: dict[str, Any] | None = None) -> Any:
@@ -67,8 +71,13 @@ def set_args(sets: list[str]) -> list[str]:
 # --- raw: the same envs, stepped in-process -------------------------------------------------------------------
 
 
-def raw_worker(config: Path, sets: list[str], seconds: float, warmup: float, random: bool) -> None:
-    """One process's env steps/s over `seconds` after `warmup`, stepping like a collector, writing nothing."""
+def raw_worker(config: Path, sets: list[str], seconds: float, warmup: float, random: bool, write: bool) -> None:
+    """One process's env steps/s over `seconds` after `warmup`, stepping like a collector; with `write`, each
+    chunk is encoded and written to a payload directory on a thread as the collector's uploader does (less its
+    HTTP report), which shows whether payload writes stall the envs."""
+    import queue
+    import threading
+
     import torch
 
     from collector_worker.rollout import Rollout
@@ -96,8 +105,16 @@ def raw_worker(config: Path, sets: list[str], seconds: float, warmup: float, ran
                                   head=plan.behaviour.head)  # what the learner publishes (learner_worker/)
         rollout.load_policy(manifest, {k: v.numpy() for k, v in PolicyNet(manifest).state_dict().items()})
 
+        written: queue.Queue[Any] = queue.Queue(maxsize=2)  # the uploader's depth
+
         def run() -> int:
-            return rollout.collect(col.chunk_steps).env_steps
+            chunk = rollout.collect(col.chunk_steps)
+            if write:
+                written.put(chunk)
+            return chunk.env_steps
+
+        if write:
+            threading.Thread(target=write_chunks, args=(written,), daemon=True).start()
     end_warm = time.perf_counter() + warmup
     while time.perf_counter() < end_warm:
         run()
@@ -107,10 +124,24 @@ def raw_worker(config: Path, sets: list[str], seconds: float, warmup: float, ran
     print(json.dumps({"steps_per_second": steps / (time.perf_counter() - start)}))
 
 
-def run_raw(args: argparse.Namespace, random: bool) -> float:
+def write_chunks(chunks: Any) -> None:
+    """Encode and write each chunk taken from `chunks` as collector_worker/uploader.py does, then delete it."""
+    from shared.payloads.codec import encode_chunk
+    from shared.storage.local import LocalStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = LocalStore(Path(tmp))
+        for i in iter(int, 1):
+            chunk = chunks.get()
+            store.put(f"chunks/bench/{i}.msgpack", encode_chunk(chunk.arrays, {"chunk": i}))
+            store.delete(f"chunks/bench/{i}.msgpack")
+
+
+def run_raw(args: argparse.Namespace, random: bool, write: bool = False) -> float:
     """The summed rate of `--collectors` raw processes running side by side."""
     cmd = [sys.executable, __file__, "--raw-worker", "--config", str(args.config), "--window", str(args.window),
-           "--warmup", str(args.warmup), *set_args(args.set)] + (["--random"] if random else [])
+           "--warmup", str(args.warmup), *set_args(args.set)] + (["--random"] if random else []) + (
+               ["--write"] if write else [])
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                               env={**os.environ, **SINGLE_THREADED}) for _ in range(args.collectors)]
     total = 0.0
@@ -169,7 +200,8 @@ def run_fleet(args: argparse.Namespace, train: bool) -> tuple[float, float | Non
     from shared.tokens import generate_tokens_file
     from tests.support.fleet import Fleet
 
-    overrides: dict[str, Any] = {"name": "pixels"}
+    # Every update reported: the learner's count in the status moves only with a report (default: every 10-100).
+    overrides: dict[str, Any] = {"name": "pixels", "algo.report_every": 1}
     if not train:
         overrides.update({"sampling.force_sync": False})
     with tempfile.TemporaryDirectory() as tmp_str:
@@ -294,23 +326,12 @@ def run_sb3(args: argparse.Namespace, vec: str, envs: int) -> float:
     return float(json.loads(out.stdout.strip().splitlines()[-1])["steps_per_second"])
 
 
-def sample_factory_skipped() -> str | None:
-    """Why Sample Factory's APPO is not run here, or None where /work/sfvenv has it."""
-    if not SF_PYTHON.exists():
-        return f"no /work/sfvenv: {SF_SKIPPED}"
-    probe = subprocess.run([str(SF_PYTHON), "-c", "import sample_factory, gymnasium; print(gymnasium.__version__)"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0:
-        return f"/work/sfvenv cannot import sample_factory ({probe.stderr.strip()[-200:]}): {SF_SKIPPED}"
-    return f"/work/sfvenv has sample_factory with gymnasium {probe.stdout.strip()}, which this script does not drive"
-
-
 # --- the side-by-side ----------------------------------------------------------------------------------------
 
 
 def measure(args: argparse.Namespace, arm: str, envs: int) -> tuple[float, float | None]:
-    if arm in ("raw_random", "raw"):
-        return run_raw(args, random=arm == "raw_random"), None
+    if arm in ("raw_random", "raw", "raw_write"):
+        return run_raw(args, random=arm == "raw_random", write=arm == "raw_write"), None
     if arm in ("collect", "stack"):
         return run_fleet(args, train=arm == "stack")
     return run_sb3(args, arm.removeprefix("sb3_"), envs), None
@@ -332,18 +353,19 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=30.0, help="seconds before each window")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--collectors", type=int, default=2, help="collector processes (and raw processes)")
-    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, from {', '.join(ARMS)}")
+    parser.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from {', '.join(ARMS)}")
     parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                         help="override a config field, as `rlfleet up --set` does (collector.env_backend=async)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--raw-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--random", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--write", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--sb3-worker", choices=("dummy", "subproc"), help=argparse.SUPPRESS)
     parser.add_argument("--sb3-envs", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--consume-only-learner", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.raw_worker:
-        raw_worker(args.config, args.set, args.window, args.warmup, args.random)
+        raw_worker(args.config, args.set, args.window, args.warmup, args.random, args.write)
         return
     if args.sb3_worker:
         sb3_worker(args.config, args.set, args.sb3_worker, args.sb3_envs, args.window, args.warmup)
@@ -374,17 +396,16 @@ def main() -> None:
             print(f"repeat {i + 1}: {arm:12s} {rate:8,.0f} env steps/s"
                   + ("" if bytes_per_step is None else f"  ({bytes_per_step:,.0f} payload bytes per env step)"),
                   flush=True)
-    skipped = sample_factory_skipped()
     print("\nmedians (env steps/s):")
     for arm in arms:
         print(f"  {arm:12s} {statistics.median(results[arm]):8,.0f}")
-    print(f"Sample Factory APPO: skipped: {skipped}" if skipped else "")
+    print(f"Sample Factory APPO: skipped: {SF_SKIPPED}")
     b = f"{statistics.median(per_step):.0f}" if per_step else "n/a"
     collect_raw, stack_sb3 = ratio(results, "collect", "raw"), ratio(results, "stack", "sb3_dummy", "sb3_subproc")
     if args.json:
         args.json.write_text(json.dumps({"config": str(args.config), "results": results, "bytes_per_step": per_step,
                                          "collect_raw": collect_raw, "stack_sb3": stack_sb3,
-                                         "sample_factory": skipped}, indent=2))
+                                         "sample_factory": f"skipped: {SF_SKIPPED}"}, indent=2))
     print(f"pixels: collect/raw={collect_raw} stack/sb3={stack_sb3} bytes_per_step={b}")
 
 
