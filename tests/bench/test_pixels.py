@@ -31,8 +31,9 @@ def test_raw_and_collection_arms_measure_and_the_last_line_reads_their_ratio(tmp
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
     assert all(result["results"][arm][0] > 0 for arm in ("raw_random", "raw", "collect"))
-    # today's chunks hold obs and next_obs stacks: 8 frames of 84x84 per env step, plus the small columns
-    assert 8 * FRAME <= result["bytes_per_step"][0] < 9 * FRAME
+    # payload bytes the learner read per env step: at most the 8 frames of 84x84 that obs and next_obs stacks
+    # hold, plus the small columns (compact chunks store far less)
+    assert 0 < result["bytes_per_step"][0] < 9 * FRAME
     last = done.stdout.strip().splitlines()[-1]
     assert last == (f"pixels: collect/raw={result['collect_raw']} stack/sb3=n/a "
                     f"bytes_per_step={result['bytes_per_step'][0]:.0f}")
