@@ -140,7 +140,8 @@ def _claim_and_collect(session: WorkerSession, layout: RunLayout) -> None:
 def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -> None:
     generation = session.generation
     behaviour = task.behaviour
-    rollout = Rollout(task.env, task.collector.num_envs, task.spaces, behaviour, task.seed)
+    rollout = Rollout(task.env, task.collector.num_envs, task.spaces, behaviour, task.seed,
+                      backend=task.collector.env_backend, double_buffer=task.collector.double_buffer)
     uploader = Uploader(session, store, report_batch=task.collector.report_batch,
                         report_delay_seconds=task.collector.report_delay_seconds, max_body_bytes=task.max_body_bytes,
                         compression=task.collector.payload_compression(rollout.schema.stack is not None))
@@ -154,7 +155,8 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
             draw.refresh()  # a new latest version plays the other seat from the next game on
 
     refresh()
-    log.info("task %s: %d x %s, chunks of %d steps", task.task_id, task.collector.num_envs, task.env.id,
+    log.info("task %s: %d x %s (%s%s), chunks of %d steps", task.task_id, task.collector.num_envs, task.env.id,
+             task.collector.env_backend, ", double-buffered" if task.collector.double_buffer else "",
              task.collector.chunk_steps)
     settings = session.directive.settings
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+from gymnasium.vector import SyncVectorEnv
 
 from collector_worker.rollout import Rollout
 from shared.config.battle import SelfPlayConfig
@@ -34,7 +35,10 @@ class OpponentDraw:
                  seed: int) -> None:
         self.session, self.store, self.rollout, self.config = session, store, rollout, config
         self.rng = np.random.default_rng([seed, OPPONENT_STREAM])  # the opponents' random moves: their own stream
-        self.space = game_envs(rollout.env)[0].observation_space
+        if not isinstance(rollout.env, SyncVectorEnv):  # the run config refuses self-play with another backend
+            raise ValueError("self-play swaps opponents inside the games: collector.env_backend must be sync")
+        self.games = rollout.env
+        self.space = game_envs(self.games)[0].observation_space
         self.players: dict[int, Player] = {}  # pool version -> its player
         self.applied = -1  # the rollout's policy version when the draw was last set
         self.pool: list[int] = []
@@ -54,7 +58,7 @@ class OpponentDraw:
         if actor is not None:
             players["latest"] = self._player(actor)
         weights = draw_weights(self.config.weights, actor is not None, [n for n in players if n != "latest"])
-        set_opponents(self.rollout.env, weights, players)
+        set_opponents(self.games, weights, players)
 
     def _player(self, actor: Actor) -> Player:
         return policy_player(actor, self.space, self.config.opponent_epsilon, self.rng)

@@ -16,6 +16,10 @@ under the `atari` wrapper a lost life ends the learner's episode, but the game a
 
 A frame-stacked image run's chunks use the schema's compact layout: each frame is stored once (`StackedFrames`),
 and the learner rebuilds the stacks (shared/payloads/framestack.py).
+
+The envs are stepped by the backend `collector.env_backend` names, with the forward pass overlapped with their
+stepping under `collector.double_buffer` (collector_worker/stepping.py); every backend gives the same
+transitions.
 """
 
 from __future__ import annotations
@@ -25,10 +29,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from collector_worker.stepping import act_and_step, make_stepped_env, spaces_of
 from shared.config.plan import chunk_schema
-from shared.config.run_config import EnvConfig
-from shared.envs.build import ENV_ERROR, RAW_EPISODE, make_vector_env, records_raw_episodes
-from shared.envs.gymspaces import describe
+from shared.config.run_config import EnvBackend, EnvConfig
+from shared.envs.build import ENV_ERROR, RAW_EPISODE, records_raw_episodes
 from shared.envs.seeds import ACTOR_STREAM
 from shared.payloads.schema import ChunkSchema
 from shared.payloads.spaces import Spaces
@@ -122,9 +126,11 @@ def is_first_stack(stack: np.ndarray) -> bool:
 
 class Rollout:
     def __init__(self, env: EnvConfig, num_envs: int, spaces: Spaces, behaviour: Behaviour, seed: int,
-                 greedy: bool = False) -> None:
-        self.env = make_vector_env(env, num_envs, reset_on_error=True)
-        found = describe(self.env)
+                 greedy: bool = False, backend: EnvBackend = "sync", double_buffer: bool = False) -> None:
+        """`backend` and `double_buffer`: `collector.env_backend` and `collector.double_buffer`
+        (collector_worker/stepping.py)."""
+        self.env = make_stepped_env(env, num_envs, backend, double_buffer)
+        found = spaces_of(self.env, env)
         if found != spaces:
             self.env.close()
             raise ValueError(f"env {env.id!r} here has spaces {found}, the coordinator planned the run for {spaces}")
@@ -153,7 +159,7 @@ class Rollout:
         if self.actor is None or random:
             if self.behaviour.sample:
                 raise RuntimeError("a sampling behaviour records log-probs and cannot act before the first policy")
-            return random_actions(self.spaces, self.behaviour.head, self.num_envs, self.rng, obs)
+            return random_actions(self.spaces, self.behaviour.head, len(obs), self.rng, obs)
         return self.actor.act(obs, explore=not self.greedy, rng=self.rng, epsilon=epsilon)
 
     def collect(self, steps: int, epsilon: float = 0.0, episodes_target: int | None = None,
@@ -182,11 +188,11 @@ class Rollout:
                 stacked.row(t, before)
             else:
                 obs[t] = before  # type: ignore[index]
-            decision = self.act(before, epsilon, random)
+            decision, (self.obs, rew, term, trunc, info) = act_and_step(
+                self.env, before, lambda o: self.act(o, epsilon, random), first=t == 0, ahead=t + 1 < steps)
             actions[t] = decision.actions
             if logp is not None:
                 logp[t] = decision.logp
-            self.obs, rew, term, trunc, info = self.env.step(decision.env_actions)
             rewards[t], terminated[t], truncated[t] = rew, term, trunc
             if next_obs is not None:
                 next_obs[t] = self.obs

@@ -1,13 +1,14 @@
-"""The checks of a run config that need more than its values: building the env, loading the learner hooks, and
-what the env's spaces decide (the algorithm's own checks and the run plan).
+"""The checks of a run config that need more than its values: building the env, whether the collectors' env
+backend can step it, loading the learner hooks, and what the env's spaces decide (the algorithm's own checks and
+the run plan).
 
 Validating a config (shared/config/run_config.py) is pure, so it costs nothing wherever it happens: every claimed
 task carries parts of the config, the coordinator validates live setting changes and stored configs, and a
 worker that validates its task must not start a child process or build an env to do it. The checks that do
 have effects run here, once, by the two processes that stand before a run: the launcher before it starts any
-service, and the coordinator where it loads the run's config. Both build the env and load the hooks in child
-interpreters (shared/config/envcheck.py, shared/config/hookcheck.py), so neither loads gymnasium, torch or a
-user's module.
+service, and the coordinator where it loads the run's config. Both build the env, ask about the env backend and
+load the hooks in child interpreters (shared/config/envcheck.py, shared/config/backendcheck.py,
+shared/config/hookcheck.py), so neither loads gymnasium, torch or a user's module.
 
 A problem is raised as the pydantic ValidationError validation raised before these checks moved here, with the
 same message at the same field (`env` for the env section, the run config itself for hooks and the algorithm's
@@ -19,6 +20,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from shared.algorithms import spec_of
+from shared.config.backendcheck import env_backend_problem
 from shared.config.envcheck import build_problem, spaces_of
 from shared.config.hookcheck import hooks_problem
 from shared.config.plan import RunPlan
@@ -38,12 +40,16 @@ def preflight(config: RunConfig) -> RunPlan:
     """The run's plan, once the env builds, the algorithm accepts its spaces and every hook loads; its config has
     env.solve_threshold resolved (shared/config/threshold.py: the registration's, where the config left it out).
 
-    Raises ValidationError naming the field at fault (the env section, `algo.*`, among them an `algo.net.encoder`
-    that cannot read the env's observations, or `learner.hooks[i]`), in the order validation checked them;
+    Raises ValidationError naming the field at fault (the env section, `collector.env_backend`, `algo.*`, among
+    them an `algo.net.encoder` that cannot read the env's observations, or `learner.hooks[i]`), in the order
+    validation checked them;
     ValueError (RunPlan.of) when the algorithm cannot act in the env's spaces."""
     problem = build_problem(config.env)
     if problem is not None:
         raise _refused(config, problem, "env")
+    problem = env_backend_problem(config.env, config.collector.env_backend)
+    if problem is not None:
+        raise _refused(config, problem, "collector")
     spec = spec_of(config.algo)
     try:
         spaces = spaces_of(config.env)

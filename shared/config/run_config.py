@@ -34,6 +34,9 @@ def chunk_rows_limit() -> int:
     return min(cast(list[int], bounds))
 
 
+EnvBackend = Literal["sync", "async", "envpool"]  # shared/envs/vector.py builds each
+
+
 class CollectorConfig(Strict):
     num_envs: Annotated[int, Field(ge=1, le=256, description="environments stepped in one process")] = 8
     chunk_steps: Annotated[int, Field(ge=1, le=4096, description="vector steps per payload chunk")] = 256
@@ -49,6 +52,25 @@ class CollectorConfig(Strict):
         "payload arrays zstd-compressed or stored as they are; "
         "null (the default): zstd for frame-stacked image runs, whose chunks it makes ~100x smaller on Pong at "
         "a few ms per chunk (docs/performance.md), none for every other run, where it saves little"))
+    env_backend: EnvBackend = Field("sync", description=(
+        "how the collector steps its envs: sync (one process, gymnasium's SyncVectorEnv), async (one "
+        "subprocess per env, gymnasium's AsyncVectorEnv: for envs whose step costs more than the pipe), or "
+        "envpool (EnvPool's C++ thread pool, for an env id EnvPool has, without wrappers; the envpool extra)"))
+    double_buffer: bool = Field(False, description=(
+        "async only: step half of the envs while the policy acts for the other half, so the forward pass is "
+        "off the envs' critical path (Sample Factory's double-buffered sampling); every env still steps once "
+        "per chunk row"))
+
+    @model_validator(mode="after")
+    def _double_buffer_fits(self) -> CollectorConfig:
+        if self.double_buffer and self.env_backend != "async":
+            raise ValueError(f"collector.double_buffer steps two halves of the envs in subprocesses while the "
+                             f"policy acts, which needs collector.env_backend: async (it is "
+                             f"{self.env_backend}); set env_backend: async or leave double_buffer off")
+        if self.double_buffer and self.num_envs < 2:
+            raise ValueError("collector.double_buffer splits the envs into two halves: set collector.num_envs "
+                             "to 2 or more, or leave double_buffer off")
+        return self
 
     def payload_compression(self, stacked: bool) -> Literal["none", "zstd"]:
         """What collectors write: `compression`, or its default for a run whose chunks are `stacked` frames."""
@@ -290,6 +312,10 @@ class RunConfig(Strict):
             if not loop.collects:
                 raise ValueError(f"self_play needs collectors playing games; {self.algo.name} trains on "
                                  f"{loop.name} results")
+            if self.collector.env_backend != "sync":
+                raise ValueError(f"collector.env_backend: {self.collector.env_backend}: self_play's opponents are "
+                                 f"policies the collector swaps into its games as they are published, which only "
+                                 f"the sync backend keeps in the collector's process; set env_backend: sync")
         return self
 
     def _chunks_fit(self) -> None:

@@ -12,14 +12,16 @@ import numpy as np
 class CountEnv(gym.Env):
     """Observation [t, length]; every step pays `reward`; the episode terminates after `length` steps.
 
-    `nan_reward_at` / `nan_obs_at` make that step (1-based, in every episode) return NaN instead."""
+    `nan_reward_at` / `nan_obs_at` make that step (1-based, in every episode) return NaN instead; `raise_at` makes
+    it raise (a bug in a user's env)."""
 
     observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
     def __init__(self, length: int = 10, reward: float = 1.0, nan_reward_at: int | None = None,
-                 nan_obs_at: int | None = None) -> None:
+                 nan_obs_at: int | None = None, raise_at: int | None = None) -> None:
         self.length, self.reward = length, reward
+        self.raise_at = raise_at
         self.nan_reward_at, self.nan_obs_at = nan_reward_at, nan_obs_at
         self.t = 0
 
@@ -30,6 +32,8 @@ class CountEnv(gym.Env):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
         self.t += 1
+        if self.t == self.raise_at:
+            raise RuntimeError(f"simulated bug at step {self.t}")
         obs = self._obs()
         if self.t == self.nan_obs_at:
             obs[0] = np.nan
