@@ -63,8 +63,9 @@ class Trainer:
         self.store = open_store(layout, "store")
         self.checkpoints = open_store(layout, "checkpoints")
         self.schema = chunk_schema(task.spaces, task.behaviour)
-        if task.deterministic:  # same seed, same updates, same bytes (CPU, one thread: see run_learner)
+        if task.deterministic:  # same seed, same updates, same bytes: on the CPU, at one thread on every machine
             torch.use_deterministic_algorithms(True)
+            torch.set_num_threads(1)
         self.device = resolve_device(task.learner.device)
         self.group = join_group(task, self.device)
         self.leader = self.group is None or self.group.rank == 0  # publishes, reports, checkpoints, runs hooks
