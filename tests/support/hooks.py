@@ -1,8 +1,8 @@
 """Learner hooks for tests, reached as `tests.support.hooks:<name>` the way a user's own module would be.
 
-`slow` makes an update as slow as a CNN's on pixels (3 s); `record` appends every view it sees as a JSON line to the file named by $HOOK_TEST_LOG (an environment
+`record` appends every view it sees as a JSON line to the file named by $HOOK_TEST_LOG (an environment
 variable: `rlfleet up` hands it to the learner it starts); `boom` raises every time it is called; `tamper`
-tries to change what it was given."""
+tries to change what it was given; `slow` makes each update as slow as a CNN's on pixels (3 s)."""
 
 from __future__ import annotations
 
