@@ -65,6 +65,7 @@ class Payloads:
     def serve(self, fake: FakeCoordinator, solve_after: int = 10**9) -> None:
         def sample(request: httpx.Request) -> httpx.Response:
             self.calls += 1
+            fake.env_steps_total += T * N  # collectors keep collecting while the learner trains
             if self.calls > solve_after:
                 fake.run_state = "solved"
             ask = SampleRequest.model_validate_json(request.content)
