@@ -81,7 +81,8 @@ class ReplayTrainer(Trainer):
 
     def train_batch(self, batch: dict[str, np.ndarray], publish: bool) -> None:
         self.observe(batch["obs"])
-        losses = self.learner.update(batch)
+        with self.precision():
+            losses = self.learner.update(batch)
         td_abs = self.learner.td_abs
         check_finite(self.iteration + 1, losses, td_abs)
         if self.prioritized and td_abs is not None:
@@ -133,7 +134,8 @@ class ChunkTrainer(Trainer):
             chunks, taken = [], chunks
             if self.obs_stats is not None:
                 self.observe(np.concatenate([c["obs"][c["valid"]] for c in taken]))
-            losses = self.learner.update(taken)  # the reader refused chunks it could not train on
+            with self.precision():
+                losses = self.learner.update(taken)  # the reader refused chunks it could not train on
             check_finite(self.iteration + 1, losses)
             self.after_update(losses, sum(int(c["rewards"].size) for c in taken), publish=True)
 

@@ -35,7 +35,7 @@ import torch
 from learner_worker.algorithms import Learner, load_learner
 from learner_worker.cache import PayloadReader
 from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
-from learner_worker.device import resolve_device
+from learner_worker.device import precision, resolve_device
 from learner_worker.distributed import join_group
 from learner_worker.hooks import learner_hooks
 from learner_worker.obsnorm import RunningStats
@@ -77,6 +77,7 @@ class Trainer:
             torch.use_deterministic_algorithms(True)
             torch.set_num_threads(1)
         self.device = resolve_device(task.learner.device)
+        self.precision = precision(task.learner.amp, self.device)  # each update: `with self.precision():`
         self.group = join_group(task, self.device)
         self.leader = self.group is None or self.group.rank == 0  # publishes, reports, checkpoints, runs hooks
         self.learner: Learner = load_learner(task, self.device)
