@@ -134,7 +134,7 @@ class ActorCritic:
         steps, envs = obs.shape[:2]
         with torch.no_grad():
             out = self.critic(to_device(obs.reshape(steps * envs, *obs.shape[2:]), self.device))
-        return self.codec.values(out).cpu().numpy().astype(np.float64).reshape(steps, envs)
+        return self.codec.values(out).float().cpu().numpy().astype(np.float64).reshape(steps, envs)
 
     def log_prob_entropy(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log pi(a|s), entropy) of the current actor per row, with gradient."""

@@ -84,7 +84,7 @@ class SAC:
         per_row = 0.5 * ((q1 - target).pow(2) + (q2 - target).pow(2))
         weights = batch.get("weights")
         critic_loss = (to_device(weights, self.device) * per_row).mean() if weights is not None else per_row.mean()
-        self.td_abs = (0.5 * ((q1.detach() - target).abs() + (q2.detach() - target).abs())).cpu().numpy()
+        self.td_abs = (0.5 * ((q1.detach() - target).abs() + (q2.detach() - target).abs())).float().cpu().numpy()
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
         self.critic_optimizer.step()
