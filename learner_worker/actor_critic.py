@@ -12,6 +12,7 @@ return is then bootstrapped from its own (real) next observation instead of read
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -167,10 +168,11 @@ class ActorCritic:
         loss = -mean(A * log pi(a|s)) + value_coef * mean(value loss) - entropy_coef * mean(H), the value loss
         being 0.5 * (V(s) - target)^2 for a plain scalar critic (ValueCodec.loss in general)
         """
-        policy_loss = -(advantages * logp).mean()
-        value_loss = self.codec.loss(critic_out, targets).mean()
+        average = self.batch_mean(len(logp))
+        policy_loss = -average(advantages * logp)
+        value_loss = average(self.codec.loss(critic_out, targets))
         values = self.codec.values(critic_out.detach())
-        mean_entropy = entropy.mean()
+        mean_entropy = average(entropy)
         loss = policy_loss + value_coef * value_loss - entropy_coef * mean_entropy
         self.optimizer.zero_grad()
         loss.backward()
@@ -178,6 +180,19 @@ class ActorCritic:
         self.optimizer.step()
         return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": mean_entropy.item(),
                 "grad_norm": grad_norm.item(), "explained_variance": explained_variance(targets, values)}
+
+    def batch_mean(self, rows: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The mean over the whole batch of a per-row loss term of this learner's `rows` rows. In a learner group
+        the batch is every rank's rows together, in shares that differ (each rank takes the chunks the queue holds):
+        this rank's sum over the group's row count times the world size, so DistributedDataParallel's average of
+        the ranks' gradients is the gradient of the whole batch's mean (and what a rank reports is its part)."""
+        if self.group is None:
+            return torch.mean
+        scale = self.group.world_size / self.group.sum(torch.tensor([float(rows)])).item()
+
+        def average(x: torch.Tensor) -> torch.Tensor:
+            return x.sum() * scale
+        return average
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         return self.actor.state_dict()

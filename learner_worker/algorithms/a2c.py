@@ -32,7 +32,7 @@ class A2C(ActorCritic):
         cfg = self.cfg
         batch = self.gae_batch(chunks, cfg.gamma, cfg.gae_lambda)
         logp, entropy = self.log_prob_entropy(batch["obs"], batch["actions"])
-        info = self.policy_gradient_step(logp, entropy, self.critic(batch["obs"]), batch["advantages"],
+        info = self.policy_gradient_step(logp, entropy, self.train_critic(batch["obs"]), batch["advantages"],
                                          batch["targets"], cfg.value_coef, cfg.entropy_coef, cfg.max_grad_norm)
         self.updates += 1
         return info

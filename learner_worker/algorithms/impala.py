@@ -73,7 +73,7 @@ class Impala(ActorCritic):
         sums: dict[str, float] = {}
         for _ in range(cfg.epochs):
             logp, entropy = self.log_prob_entropy(obs, actions)
-            both = self.critic(torch.cat([obs, next_obs]))
+            both = self.train_critic(torch.cat([obs, next_obs]))
             values = self.codec.values(both.detach()).float().cpu().numpy().astype(np.float64)
             targets, advantages = self.vtrace_targets(steps, logp.detach().float().cpu().numpy().astype(np.float64),
                                                       values[:rows], values[rows:])
