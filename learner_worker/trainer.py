@@ -87,6 +87,8 @@ class Trainer:
         self.iteration = 0
         self.transitions = 0
         self.losses: dict[str, float] = {}  # the last update's, for hooks
+        self.waiting = 0.0  # seconds the training thread spent waiting for data (the loop counts them)
+        self.started = time.monotonic()  # of this session's training (`train` sets it)
         latest = session.directive.policy
         self.version = latest.version if latest else 0
         self.checkpoints_asked = session.directive.checkpoints  # operator requests before this process: done
@@ -114,6 +116,7 @@ class Trainer:
     def train(self) -> None:
         generation = self.session.generation
         started, first = time.monotonic(), self.iteration
+        self.started = started
         diverged = False
         self.hooks.fire("start", self)
         try:
@@ -141,8 +144,10 @@ class Trainer:
         raise NotImplementedError
 
     def io_summary(self) -> str:
-        """What the loop read, for the stop line."""
-        return f"{self.reader.loaded} payloads loaded, {self.reader.missing} missing"
+        """What the loop read, and how much of its time the training thread waited for it, for the stop line."""
+        idle = self.waiting / max(1e-9, time.monotonic() - self.started)
+        return (f"{self.reader.loaded} payloads loaded, {self.reader.missing} missing; the training thread waited "
+                f"for data {idle:.0%} of the time")
 
     def end_hooks(self, ending: BaseException | None) -> None:
         """The end hooks hear of every ending but a crash of the learner itself (a bug, here or in another

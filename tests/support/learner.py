@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 
 from learner_worker import main as learner_main
-from learner_worker.loops import MAX_CHUNKS_PER_TAKE
+from learner_worker.prefetch import MAX_CHUNKS_PER_TAKE
 from shared.config.run_config import RunConfig
 from shared.payloads.codec import encode_chunk
 from shared.storage.layout import RunLayout, chunk_path
