@@ -1,14 +1,22 @@
 """Learner updates per second on the CPU and on a GPU, for every registered algorithm, side by side.
 
-  python bench/learner_device.py [--updates 200] [--json out.json]
+  python bench/learner_device.py [--updates 200] [--json out.json] [--algos ppo impala] [--spaces frames]
+      [--encoder '{"kind": "nature"}'] [--amp bf16] [--threads 16]
 
 For each algorithm and each space it supports (CartPole-like flat/Discrete, Pendulum-like flat/Box, an
-84x84x3 uint8 image with 6 actions for the CNN encoder), it builds the learner exactly as a learner process
+84x84x3 uint8 image with 6 actions, and Atari's 4 stacked 84x84 frames with 6 actions, for the CNN encoders), it
+builds the learner exactly as a learner process
 does (registry entry, default hyperparameters, `learner.device`), feeds synthetic batches shaped by the
 run's chunk schema, and times `--updates` updates after a warm-up. It also checks what a GPU must not
 change: the first update's losses agree with the CPU's (same seed, same batch), the published policy state
 is readable on the CPU, and a GPU learner's checkpoint state loads into a CPU learner. Needs only torch,
 numpy and pydantic (no gymnasium, no web stack), so it runs on a bare GPU machine.
+
+`--encoder` is the config's `algo.net.encoder` for image spaces (`{"kind": "nature"}`, `{"kind": "impala",
+"channels": [16, 32, 32]}`: whatever encoders the manifest declares); `--amp bf16` adds a CUDA column trained under
+`learner.amp: bf16`; `--threads` is the CPU learner's torch threads (default: the cores it may use, as a learner
+service's `RLFLEET_TORCH_THREADS=auto`). Batches move to CUDA as a learner's do: pinned, non-blocking
+(learner_worker/device.py).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from learner_worker.algorithms import load_learner  # noqa: E402
+from learner_worker.threads import torch_threads  # noqa: E402
 from shared.algorithms import REGISTRY  # noqa: E402
 from shared.config.plan import chunk_schema  # noqa: E402
 from shared.config.run_config import RunConfig  # noqa: E402
@@ -36,17 +45,21 @@ SPACES = {
     "flat-discrete": Spaces(obs=ObsSpace(shape=(4,), dtype="float32"), action=DiscreteActions(n=2)),
     "flat-box": Spaces(obs=ObsSpace(shape=(3,), dtype="float32"), action=BoxActions(low=(-2.0,), high=(2.0,))),
     "image-discrete": Spaces(obs=ObsSpace(shape=(84, 84, 3), dtype="uint8"), action=DiscreteActions(n=6)),
+    "frames": Spaces(obs=ObsSpace(shape=(4, 84, 84), dtype="uint8"), action=DiscreteActions(n=6)),
 }
 CHUNKS, CHUNK_STEPS, CHUNK_ENVS = 4, 128, 4
 
 
-def task_for(name: str, spaces: Spaces, device: str) -> LearnerTask | None:
+def task_for(name: str, spaces: Spaces, device: str, encoder: dict | None = None,
+             amp: str = "none") -> LearnerTask | None:
     spec = REGISTRY[name]
     try:
         spec.head(spaces)
     except ValueError:
         return None
-    doc: dict = {"algo": {"name": name}, "learner": {"device": device}}
+    doc: dict = {"algo": {"name": name}, "learner": {"device": device, "amp": amp}}
+    if encoder is not None and spaces.obs.image:
+        doc["algo"]["net"] = {"encoder": encoder}
     if spec.loop == "chunks":
         doc.update(sampling={"unit": "chunk"}, replay={"sampler": "fifo", "max_use": 1})
     cfg = RunConfig.model_validate(doc)
@@ -90,7 +103,7 @@ def make_batch(task: LearnerTask, seed: int) -> object:
 
 def updates_for(updates: int, label: str, device: str) -> int:
     """CNN updates on 84x84 images take seconds each on one CPU thread: time fewer of them there."""
-    if "image" not in label:
+    if label not in ("image-discrete", "frames"):
         return updates
     return max(2, updates // 50) if device == "cpu" else max(5, updates // 10)
 
@@ -101,18 +114,21 @@ def sync(device: torch.device) -> None:
 
 
 def measure(task: LearnerTask, updates: int) -> dict:
-    from learner_worker.device import resolve_device
+    from learner_worker.device import precision, resolve_device
 
     device = resolve_device(task.learner.device)
     learner = load_learner(task, device)
     batches = [make_batch(task, seed) for seed in range(4)]
-    first = learner.update(batches[0])
-    for k in range(min(5, updates)):
-        learner.update(batches[k % 4])
+    context = precision(task.learner.amp, device)  # type: ignore[arg-type]
+    with context():
+        first = learner.update(batches[0])
+        for k in range(min(5, updates)):
+            learner.update(batches[k % 4])
     sync(device)
     start = time.perf_counter()
     for k in range(updates):
-        learner.update(batches[k % 4])
+        with context():
+            learner.update(batches[k % 4])
     sync(device)
     seconds = time.perf_counter() - start
     policy = learner.policy_state()
@@ -126,20 +142,30 @@ def main() -> int:
     parser.add_argument("--updates", type=int, default=200)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--algos", nargs="+", choices=sorted(REGISTRY), default=sorted(REGISTRY))
+    parser.add_argument("--spaces", nargs="+", choices=sorted(SPACES), default=list(SPACES))
+    parser.add_argument("--encoder", type=json.loads, help="algo.net.encoder for image spaces, as JSON")
+    parser.add_argument("--amp", choices=["none", "bf16"], default="none",
+                        help="also time CUDA updates under this learner.amp")
+    parser.add_argument("--threads", type=int, help="the CPU learner's torch threads (default: its cores)")
     args = parser.parse_args()
-    torch.set_num_threads(1)  # as a learner service runs
+    torch.set_num_threads(args.threads or torch_threads("auto"))  # as a learner service runs
     devices = ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
-    print(f"torch {torch.__version__}; devices: {devices}"
+    print(f"torch {torch.__version__}; devices: {devices}; {torch.get_num_threads()} CPU threads"
           + (f" ({torch.cuda.get_device_name(0)})" if "cuda" in devices else ""))
     rows, failures = [], []
     for name in args.algos:
-        for label, spaces in SPACES.items():
+        for label in args.spaces:
+            spaces = SPACES[label]
             results = {}
             for device in devices:
-                task = task_for(name, spaces, device)
+                task = task_for(name, spaces, device, args.encoder)
                 if task is None:
                     break
                 results[device] = measure(task, updates_for(args.updates, label, device))
+            if "cuda" in results and args.amp != "none":
+                amp_task = task_for(name, spaces, "cuda", args.encoder, args.amp)
+                assert amp_task is not None
+                results[f"cuda_{args.amp}"] = measure(amp_task, updates_for(args.updates, label, "cuda"))
             if not results:
                 continue
             row = {"algo": name, "spaces": label,
@@ -154,10 +180,18 @@ def main() -> int:
                     failures.append(f"{name}/{label}: first-update losses differ by {worst:.3g}")
                 if not results["cuda"]["policy_on_cpu_ok"]:
                     failures.append(f"{name}/{label}: policy state not readable on the CPU")
-                cpu_task = task_for(name, spaces, "cpu")
+                cpu_task = task_for(name, spaces, "cpu", args.encoder)
                 assert cpu_task is not None
                 moved = {k: v for k, v in results["cuda"]["state"].items()}
-                load_learner(cpu_task, torch.device("cpu")).load(_to_cpu(moved))
+                on_cpu = _to_cpu(moved)
+                assert isinstance(on_cpu, dict)
+                load_learner(cpu_task, torch.device("cpu")).load(on_cpu)
+            amped = results.get(f"cuda_{args.amp}")
+            if amped is not None:
+                row[f"speedup_{args.amp}"] = round(amped["updates_per_second"] / results["cpu"]["updates_per_second"],
+                                                   2)
+                if not all(math.isfinite(v) for v in amped["first_losses"].values()):
+                    failures.append(f"{name}/{label}: {args.amp} losses not finite: {amped['first_losses']}")
             rows.append(row)
             print(json.dumps(row))
     if args.json:

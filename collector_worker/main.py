@@ -10,6 +10,7 @@ the collector works in lockstep with the learner.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 
 from collector_worker.members import evaluate_members
@@ -29,7 +30,7 @@ from shared.worker.session import WorkerSession
 from shared.worker.settings import WorkerSettings
 
 log = logging.getLogger("rlfleet.collector")
-SYNC_WAIT_SECONDS = 2.0
+SYNC_WAIT_SECONDS = 2.0  # one long poll of a wait for a newer policy; the wait itself loops over them (SyncWait)
 
 
 class PolicyFollower:
@@ -101,16 +102,58 @@ def _await_lockstep_policy(session: WorkerSession, follower: PolicyFollower) -> 
         session.heartbeat(newer_than=version, wait=SYNC_WAIT_SECONDS)
 
 
-def _await_newer_policy(session: WorkerSession, version: int) -> None:
-    """force_sync: after a chunk made with policy `version`, wait for a newer one (a long-polled heartbeat).
+class SyncWait:
+    """force_sync: after a chunk made with policy `version`, wait for the policy trained on it, however long the
+    learner's update takes, so the next chunk is never made with a policy about to be superseded (its chunk would
+    be discarded as stale, lag 1 > max_policy_lag 0; with a 2-s wait and 10-s Pong updates 58-63% of all chunks
+    were).
 
-    Version 0 (no policy yet) waits too: on-policy learners publish their initial policy first, so all data
-    of a round comes from one policy. The wait is bounded (and clamped to the coordinator's `max_wait_seconds` by
-    the session): if no newer policy comes (say the learner restarted and lost the batch it had taken), fresh
-    data from the same version is still lag 0, so collect again."""
-    policy = session.directive.policy
-    if policy is None or policy.version <= version:
-        session.heartbeat(newer_than=version, wait=SYNC_WAIT_SECONDS)
+    The wait is a loop of long-polled heartbeats, each bounded (the session clamps them to the coordinator's
+    `max_wait_seconds`), that ends on a newer policy, on the run stopping, on the coordinator having lost the policy
+    the chunk was made with (`PolicyFollower.rolled_back`), or after `bound()` seconds. The bound is there for the
+    rounds in which no newer policy will come: the learner restarted and lost the batch it had taken (it resumes from
+    a checkpoint and trains only on new data), or the learner waits for a batch this collector's chunks alone do not
+    fill while another collector is gone. Fresh data made with the same version then is lag 0 again, so the
+    collector says why and collects again. The bound is `ROUND_FACTOR` times the longest round this collector has
+    seen, from its chunk's acknowledgement to the newer policy (the learner's update and its wait for the other
+    collectors' chunks), at least `MIN_BOUND_SECONDS`; before any round is measured `FIRST_BOUND_SECONDS`, enough for
+    a learner's first update (torch's start-up, a CNN on one busy core)."""
+
+    FIRST_BOUND_SECONDS = 300.0
+    MIN_BOUND_SECONDS = 10.0
+    ROUND_FACTOR = 4.0
+
+    def __init__(self, session: WorkerSession, follower: PolicyFollower) -> None:
+        self.session, self.follower = session, follower
+        self.longest = 0.0  # seconds of the longest round that ended with a newer policy
+        self.gave_up = 0  # rounds that ended at the bound: collected again with the same version
+
+    def bound(self) -> float:
+        if self.longest == 0.0:
+            return self.FIRST_BOUND_SECONDS
+        return max(self.MIN_BOUND_SECONDS, self.ROUND_FACTOR * self.longest)
+
+    def await_newer(self, version: int) -> None:
+        """Wait for a policy newer than `version` (0: none yet; on-policy learners publish their initial policy
+        first, so all data of a round comes from one policy)."""
+        session, bound, start = self.session, self.bound(), time.monotonic()
+        while session.running:
+            policy = session.directive.policy
+            if policy is not None and policy.version > version:
+                if version > 0:
+                    self.longest = max(self.longest, time.monotonic() - start)
+                return
+            if self.follower.rolled_back() is not None:
+                return
+            left = bound - (time.monotonic() - start)
+            if left <= 0:
+                self.gave_up += 1
+                log.warning("no policy newer than v%d after %.0f s (%g times the longest round so far, %.1f s): the "
+                            "learner may have lost the batch it took, or waits for chunks another collector no "
+                            "longer sends; collecting again with v%d (%d such rounds)", version, bound,
+                            self.ROUND_FACTOR, self.longest, version, self.gave_up)
+                return
+            session.heartbeat(newer_than=version, wait=min(SYNC_WAIT_SECONDS, left))
 
 
 def _reread(session: WorkerSession, task: CollectorTask) -> CollectorTask:
@@ -147,6 +190,7 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
                         compression=task.collector.payload_compression(rollout.schema.stack is not None))
     sync = task.sampling.force_sync or task.lockstep
     follower = PolicyFollower(session, store, rollout)
+    sync_wait = SyncWait(session, follower)
     draw = None if task.self_play is None else OpponentDraw(session, store, rollout, task.self_play, task.seed)
 
     def refresh() -> None:
@@ -172,7 +216,7 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
             if task.lockstep:
                 _await_lockstep_policy(session, follower)
             elif sync:
-                _await_newer_policy(session, rollout.version)
+                sync_wait.await_newer(rollout.version)
             refresh()
             if behaviour.sample and rollout.actor is None:
                 session.heartbeat(newer_than=0, wait=SYNC_WAIT_SECONDS)  # log-probs need the learner's policy

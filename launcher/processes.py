@@ -40,9 +40,21 @@ class Child:
             return "(no log)"
 
 
+# Who a process is and the credentials it presents: `rlfleet up` hands each process its own, so a value left in the
+# user's shell (a token for another coordinator, one worker name) must not reach every service.
+PER_PROCESS = frozenset({"RLFLEET_TOKEN", "RLFLEET_TOKEN_FILE", "RLFLEET_TOKENS_FILE", "RLFLEET_WORKER_NAME",
+                         "RLFLEET_RESTARTS", "RLFLEET_LAST_ERROR"})
+
+
 def child_environment(service: Service) -> dict[str, str]:
-    """The host environment minus RLFLEET_* (a container sees only what its service declares), plus the service's."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RLFLEET_")}
+    """The user's environment, then the service's on top of it.
+
+    The user's settings reach every service: RLFLEET_* worker settings the table does not declare (say
+    RLFLEET_HTTP_TIMEOUT_SECONDS), OMP_* and MKL_* thread counts, anything else. The service's own values win, as
+    they must: those the user may change (`Place.setting`, RLFLEET_TORCH_THREADS among them) already hold the
+    user's value (`rlfleet up` reads them from its own environment), and the rest (addresses, paths) are what this
+    `rlfleet up` runs with. Identity and credentials (`PER_PROCESS`) never come from the shell."""
+    env = {k: v for k, v in os.environ.items() if k not in PER_PROCESS}
     env.update(service.env)
     env["PYTHONUNBUFFERED"] = "1"
     return env

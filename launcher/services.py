@@ -88,10 +88,14 @@ WORKERS_ABOUT = (
 def _worker(at: Place, kind: str, about: str = "", replicas: int = 1, replicas_setting: str = "",
             networks: list[str] | None = None) -> Service:
     token = SCOPE_TOKENS[kind]
+    env = {"RLFLEET_COORDINATOR_URL": at.coordinator_url, "RLFLEET_DATA_DIR": at.path(DATA),
+           "RLFLEET_TOKEN_FILE": at.path(token, "token")}
+    if kind == "learner":  # collectors and the evaluator act with one thread (OMP_NUM_THREADS, launcher/__init__.py)
+        env["RLFLEET_TORCH_THREADS"] = at.setting(
+            "RLFLEET_TORCH_THREADS", "auto", "the learner's torch threads; auto: the cores it may use "
+            "(learner_worker/threads.py)")
     return Service(
-        name=kind, command=at.rlfleet(kind), about=about,
-        env={"RLFLEET_COORDINATOR_URL": at.coordinator_url, "RLFLEET_DATA_DIR": at.path(DATA),
-             "RLFLEET_TORCH_THREADS": "1", "RLFLEET_TOKEN_FILE": at.path(token, "token")},
+        name=kind, command=at.rlfleet(kind), about=about, env=env,
         mounts=[Mount(DATA), Mount(token, read_only=True)],
         depends_on={"secrets": COMPLETED, "coordinator": STARTED},
         replicas=replicas, replicas_setting=replicas_setting, networks=networks or [])

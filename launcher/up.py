@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import signal
 import socket
 import subprocess
@@ -25,6 +26,7 @@ from launcher.processes import Child, child_environment, start
 from launcher.progress import Progress
 from launcher.restarts import CrashRecord, RestartPolicy
 from launcher.services import Service, fleet
+from learner_worker.threads import available_cores
 from shared.config.preflight import preflight
 from shared.config.run_config import RunConfig, load_run_config
 from shared.config.threshold import threshold_note
@@ -38,6 +40,13 @@ REPO = Path(__file__).resolve().parent.parent
 EXIT_SOLVED, EXIT_UNSOLVED, EXIT_FAILED = 0, 1, 3
 EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
 WATCH_SECONDS = 0.5  # how often the launcher supervises its children and redraws progress while the run runs
+
+
+def learner_threads(collectors: int, ranks: int) -> int:
+    """Torch threads for each learner rank `rlfleet up` starts beside `collectors` collectors: the cores this host
+    gives it minus one per collector, which keep theirs busy stepping envs, shared by the ranks; at least one
+    (oversubscribed threads cost more than they bring: learner_worker/threads.py)."""
+    return max(1, (available_cores() - collectors) // ranks)
 
 
 @dataclass
@@ -137,7 +146,10 @@ class Up:
         self.port = opts.port or free_port()
         self.layout = RunLayout(self.data_dir, self.run_name)
         # The coordinator is told the run by name, the one mechanism compose users have too (RLFLEET_RUN).
+        # The user's RLFLEET_* settings in this shell are the table's settings (RLFLEET_TORCH_THREADS, say), as they
+        # are compose's; what `rlfleet up` was given on its command line wins over them.
         self.place = OnThisHost(self.data_dir, REPO, self.port, {
+            **{k: v for k, v in os.environ.items() if k.startswith("RLFLEET_")},
             "RLFLEET_CONFIG": str(opts.config.resolve()), "RLFLEET_OVERRIDES": ";".join(opts.overrides),
             "RLFLEET_RUN": self.run_name})
         # services of a profile (the s3 profile's object store) are left out, as compose leaves them out unless asked
@@ -145,6 +157,10 @@ class Up:
         if opts.collectors is not None:
             self.services["collector"].replicas = opts.collectors
         self.services["learner"].replicas = config.learner.replicas  # one learner process per rank of the group
+        if not os.environ.get("RLFLEET_TORCH_THREADS"):  # the user's value is the table's setting already
+            learner = self.services["learner"]
+            learner.env["RLFLEET_TORCH_THREADS"] = str(learner_threads(self.services["collector"].replicas,
+                                                                       learner.replicas))
         self.launched = time.monotonic()
         self.children: list[Child] = []
         self.completed: set[str] = set()  # one-shot jobs run in this process (_run_inline)

@@ -22,6 +22,7 @@ return is then bootstrapped from its own (real) next observation instead of read
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -172,7 +173,7 @@ class ActorCritic:
         steps, envs = obs.shape[:2]
         with torch.no_grad():
             out = self.model.values(to_device(obs.reshape(steps * envs, *obs.shape[2:]), self.device))
-        return self.codec.values(out).cpu().numpy().astype(np.float64).reshape(steps, envs)
+        return self.codec.values(out).float().cpu().numpy().astype(np.float64).reshape(steps, envs)
 
     def evaluate(self, obs: torch.Tensor, actions: torch.Tensor, value_obs: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -209,10 +210,11 @@ class ActorCritic:
         loss = -mean(A * log pi(a|s)) + value_coef * mean(value loss) - entropy_coef * mean(H), the value loss
         being 0.5 * (V(s) - target)^2 for a plain scalar critic (ValueCodec.loss in general)
         """
-        policy_loss = -(advantages * logp).mean()
-        value_loss = self.codec.loss(critic_out, targets).mean()
+        average = self.batch_mean(len(logp))
+        policy_loss = -average(advantages * logp)
+        value_loss = average(self.codec.loss(critic_out, targets))
         values = self.codec.values(critic_out.detach())
-        mean_entropy = entropy.mean()
+        mean_entropy = average(entropy)
         loss = policy_loss + value_coef * value_loss - entropy_coef * mean_entropy
         self.optimizer.zero_grad()
         loss.backward()
@@ -220,6 +222,19 @@ class ActorCritic:
         self.optimizer.step()
         return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": mean_entropy.item(),
                 "grad_norm": grad_norm.item(), "explained_variance": explained_variance(targets, values)}
+
+    def batch_mean(self, rows: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The mean over the whole batch of a per-row loss term of this learner's `rows` rows. In a learner group
+        the batch is every rank's rows together, in shares that differ (each rank takes the chunks the queue holds):
+        this rank's sum over the group's row count times the world size, so DistributedDataParallel's average of
+        the ranks' gradients is the gradient of the whole batch's mean (and what a rank reports is its part)."""
+        if self.group is None:
+            return torch.mean
+        scale = self.group.world_size / self.group.sum(torch.tensor([float(rows)])).item()
+
+        def average(x: torch.Tensor) -> torch.Tensor:
+            return x.sum() * scale
+        return average
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         return self.actor.state_dict()

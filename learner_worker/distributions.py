@@ -59,17 +59,22 @@ def log_prob_entropy(head: Head, spaces: Spaces, out: torch.Tensor, log_std: tor
     raise ValueError(f"no log-prob/entropy for head {head!r} (tanh_gaussian: use tanh_gaussian_sample)")
 
 
-def tanh_gaussian_sample(out: torch.Tensor, generator: torch.Generator | None = None
+def tanh_gaussian_sample(out: torch.Tensor, generator: torch.Generator | None = None, share: tuple[int, int] = (0, 1)
                          ) -> tuple[torch.Tensor, torch.Tensor]:
     """A reparameterised draw a = tanh(u), u ~ N(mean, std), and its log-prob with the tanh correction.
 
     The noise is drawn on the CPU (from `generator`, a CPU generator, when given) and moved to `out`'s device:
     a learner on a GPU makes the draws it would make on the CPU, and one that checkpoints its generator
-    resumes with the draws it would have made."""
+    resumes with the draws it would have made. `share` (index, count): `out` holds share `index` of `count` equal
+    shares of a batch, as a rank of a learner group does; the noise of the whole batch is drawn and this share's
+    rows taken, so the group draws what one learner on the whole batch draws."""
     dim = out.shape[1] // 2
     mean, log_std = out[:, :dim], out[:, dim:].clamp(LOG_STD_MIN, LOG_STD_MAX)
     std = log_std.exp()
-    noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype).to(mean.device)
+    index, count = share
+    rows = mean.shape[0]
+    noise = torch.randn((count * rows, dim), generator=generator, dtype=mean.dtype)[index * rows:(index + 1) * rows]
+    noise = noise.to(mean.device)
     actions = torch.tanh(mean + std * noise)
     logp = (-0.5 * noise.pow(2) - log_std - HALF_LOG_2PI - torch.log(1 - actions.pow(2) + TANH_EPS)).sum(1)
     return actions, logp

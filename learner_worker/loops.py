@@ -9,7 +9,7 @@ acting with an old policy is exactly the lag being bounded.
 from __future__ import annotations
 
 import math
-import uuid
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -17,15 +17,12 @@ import numpy as np
 from learner_worker.cache import ChunkCache, PayloadReader
 from learner_worker.distributed import next_step
 from learner_worker.lockstep import LockstepFetcher, batches_allowed
-from learner_worker.prefetch import Prefetcher, report_corrupt
+from learner_worker.prefetch import ChunkFetcher, Prefetcher
 from learner_worker.trainer import Trainer, check_finite
 from shared.algorithms.base import ReplayParams
 from shared.storage.layout import RunLayout
-from shared.wire import LearnerTask, SampleRequest, SampleResponse
-from shared.worker.client import CoordinatorRejected
+from shared.wire import LearnerTask
 from shared.worker.session import WorkerSession
-
-MAX_CHUNKS_PER_TAKE = 256  # chunk loop: an upper bound on chunks per sample; max_batch_size is the real limit
 
 
 def cache_chunks(task: LearnerTask) -> int:
@@ -57,7 +54,10 @@ class ReplayTrainer(Trainer):
         publish_every = self.replay_cfg.publish_every
         batch = None
         while True:
-            batch = batch if batch is not None else self.prefetch.get(timeout=0.5)
+            if batch is None:
+                waited = time.monotonic()
+                batch = self.prefetch.get(timeout=0.5)
+                self.waiting += time.monotonic() - waited
             step = next_step(self.group, running(), batch is not None)
             if step == "stop":
                 return
@@ -81,7 +81,8 @@ class ReplayTrainer(Trainer):
 
     def train_batch(self, batch: dict[str, np.ndarray], publish: bool) -> None:
         self.observe(batch["obs"])
-        losses = self.learner.update(batch)
+        with self.precision():
+            losses = self.learner.update(batch)
         td_abs = self.learner.td_abs
         check_finite(self.iteration + 1, losses, td_abs)
         if self.prioritized and td_abs is not None:
@@ -97,24 +98,11 @@ class ChunkTrainer(Trainer):
     def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
         super().__init__(session, layout, task)
         self.reader = PayloadReader(self.store, self.schema)
-        self.path = f"/v1/buffers/{task.buffer_id}/sample"
+        # Taken (the coordinator waits up to max_wait_seconds for a full batch) and decoded on the fetcher's thread.
+        self.fetcher = ChunkFetcher(session, self.reader, task.buffer_id, ahead=task.sampling.policy_lag != 0)
 
-    def take(self) -> list[dict[str, np.ndarray]]:
-        """The queue's fresh chunks (the coordinator waits up to max_wait_seconds for a full batch)."""
-        # The id is fixed before the first try: a retry gets the chunks of the first reply, which max_use=1
-        # has already consumed, instead of losing them and taking the next ones.
-        request = SampleRequest(worker_id=self.session.worker_id, request_id=uuid.uuid4().hex,
-                                batch_size=MAX_CHUNKS_PER_TAKE, num_batches=1)
-        try:
-            reply = self.session.client.call("POST", self.path, SampleResponse, request)
-        except CoordinatorRejected as exc:
-            if exc.error != "not_enough_data":
-                raise
-            return []  # the coordinator already waited max_wait_seconds; ask again
-        self.session.update(reply.directive)
-        chunks = [arrays for arrays in map(self.reader.read, reply.chunks) if arrays is not None]
-        report_corrupt(self.session, self.task.buffer_id, self.reader)
-        return chunks
+    def stop(self) -> None:
+        self.fetcher.stop()
 
     def loop(self, running: Callable[[], bool]) -> None:
         if self.version == 0:
@@ -123,7 +111,9 @@ class ChunkTrainer(Trainer):
         while True:
             valid = sum(int(np.count_nonzero(c["valid"])) for c in chunks)
             if not valid and running():
-                chunks += self.take()
+                waited = time.monotonic()
+                chunks += self.fetcher.get(timeout=0.5)
+                self.waiting += time.monotonic() - waited
                 valid = sum(int(np.count_nonzero(c["valid"])) for c in chunks)
             step = next_step(self.group, running(), valid > 0)
             if step == "stop":
@@ -133,7 +123,8 @@ class ChunkTrainer(Trainer):
             chunks, taken = [], chunks
             if self.obs_stats is not None:
                 self.observe(np.concatenate([c["obs"][c["valid"]] for c in taken]))
-            losses = self.learner.update(taken)  # the reader refused chunks it could not train on
+            with self.precision():
+                losses = self.learner.update(taken)  # the reader refused chunks it could not train on
             check_finite(self.iteration + 1, losses)
             self.after_update(losses, sum(int(c["rewards"].size) for c in taken), publish=True)
 

@@ -11,6 +11,7 @@ import logging
 import torch
 
 from learner_worker.elastic import is_rank, rank_registration, run_agent, run_config
+from learner_worker.threads import torch_threads
 from learner_worker.trainer import Trainer
 from shared.algorithms import spec_of
 from shared.loops import loop_of
@@ -35,7 +36,9 @@ def run_learner(settings: WorkerSettings) -> int:
             return exit_code(exc)
         if config.learner.replicas > 1:
             return run_agent(config)
-    torch.set_num_threads(settings.torch_threads)  # collectors of MLP policies act in numpy
+    torch.set_num_threads(torch_threads(settings.torch_threads))
+    log.info("torch computes with %d threads (RLFLEET_TORCH_THREADS=%s)", torch.get_num_threads(),
+             settings.torch_threads)
     return run_worker(settings, "learner", _claim_and_train, registration=rank_registration())
 
 

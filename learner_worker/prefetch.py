@@ -5,7 +5,18 @@ The training loop never waits on an HTTP round trip per gradient step: one sampl
 priorities (prioritized replay) travel the same way: queued by the training loop, sent by this thread in
 one request just before the next sample call; so do reports of unusable payloads the cache found.
 
-The thread is started by `WorkerSession.spawn`: an exception it does not expect (say priorities that are not
+The chunk loop's `ChunkFetcher` does the same for whole chunks: the sample call and the payloads' decoding (hash
+check, msgpack, and whatever PayloadReader.read does to rebuild a chunk) run on its thread, not the training thread.
+How far it may run ahead depends on the lag the run allows: with `force_sync` (max_policy_lag 0) it takes a batch
+only once the training thread asks for one, after publishing the policy of the last: a chunk taken during an update
+would be trained on after the next publish, one version old, which the run forbids (the coordinator drops such
+chunks as stale instead). Otherwise it takes the next batch while the current one trains, one batch ahead at most:
+the coordinator bounds the lag when it samples, and the batch waiting adds at most the one update in flight.
+Measured on configs/cartpole_impala.yaml through `rlfleet up` (40k env steps, one run each, beside another run on
+the 2 cores): the training thread waited for data 18% of its time when it took and decoded the chunks itself, 4%
+with this thread.
+
+The threads are started by `WorkerSession.spawn`: an exception it does not expect (say priorities that are not
 finite, or a bug) ends the learner with a non-zero status instead of leaving the training loop waiting for
 batches that will never come while the heartbeat keeps the lease alive.
 """
@@ -25,6 +36,7 @@ from shared.worker.client import CoordinatorRejected
 from shared.worker.session import WorkerSession
 
 log = logging.getLogger(__name__)
+MAX_CHUNKS_PER_TAKE = 256  # chunk loop: an upper bound on chunks per sample; max_batch_size is the real limit
 
 
 def report_corrupt(session: WorkerSession, buffer_id: str, reader: PayloadReader) -> None:
@@ -121,3 +133,73 @@ class Prefetcher:
                         break
                     except queue.Full:
                         continue
+
+
+class ChunkFetcher:
+    """The chunk loop's batches of fresh chunks, taken from the queue and decoded on a thread of their own (see the
+    module doc); `ahead`: take the next batch while the current one trains."""
+
+    def __init__(self, session: WorkerSession, reader: PayloadReader, buffer_id: str, ahead: bool) -> None:
+        self.session, self.reader, self.buffer_id, self.ahead = session, reader, buffer_id, ahead
+        self.path = f"/v1/buffers/{buffer_id}/sample"
+        self.ready: queue.Queue[list[dict[str, np.ndarray]]] = queue.Queue(maxsize=1)
+        self.asked = threading.Event()  # the thread takes one batch per ask
+        self.error: CoordinatorRejected | None = None
+        self._stop = threading.Event()
+        self._thread = session.spawn("chunk-fetch", self._loop)
+
+    def get(self, timeout: float) -> list[dict[str, np.ndarray]]:
+        """The next batch's usable chunks, or [] after `timeout`; re-raises a refusal the training loop must handle
+        (a 404: the lease was lost)."""
+        if self.error is not None:
+            raise self.error
+        self.asked.set()
+        try:
+            chunks = self.ready.get(timeout=timeout)
+        except queue.Empty:
+            return []
+        if self.ahead:
+            self.asked.set()
+        else:
+            self.asked.clear()  # asked again once this batch is trained and its policy published
+        return chunks
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _take(self) -> list[dict[str, np.ndarray]]:
+        # The id is fixed before the first try: a retry gets the chunks of the first reply, which max_use=1 has
+        # already consumed, instead of losing them and taking the next ones.
+        request = SampleRequest(worker_id=self.session.worker_id, request_id=uuid.uuid4().hex,
+                                batch_size=MAX_CHUNKS_PER_TAKE, num_batches=1)
+        try:
+            reply = self.session.client.call("POST", self.path, SampleResponse, request)
+        except CoordinatorRejected as exc:
+            if exc.error != "not_enough_data":
+                raise
+            return []  # the coordinator already waited max_wait_seconds; ask again
+        self.session.update(reply.directive)
+        chunks = [arrays for arrays in map(self.reader.read, reply.chunks) if arrays is not None]
+        report_corrupt(self.session, self.buffer_id, self.reader)
+        return chunks
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and self.session.running:
+            if not self.asked.wait(timeout=0.5):
+                continue
+            self.asked.clear()
+            try:
+                chunks = self._take()
+            except CoordinatorRejected as exc:
+                self.error = exc
+                return
+            if not chunks:
+                self.asked.set()  # nothing usable yet: the ask stands
+                continue
+            while not self._stop.is_set():
+                try:
+                    self.ready.put(chunks, timeout=0.5)
+                    break
+                except queue.Full:
+                    continue

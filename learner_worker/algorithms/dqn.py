@@ -76,7 +76,7 @@ class DQN:
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         loss, q, target = self.td_loss(batch)
-        self.td_abs = (q - target).abs().cpu().numpy()
+        self.td_abs = (q - target).abs().float().cpu().numpy()
         self.optimizer.zero_grad()
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)

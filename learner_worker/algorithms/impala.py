@@ -73,8 +73,8 @@ class Impala(ActorCritic):
         sums: dict[str, float] = {}
         for _ in range(cfg.epochs):
             logp, entropy, both = self.evaluate(obs, actions, value_obs=next_obs)
-            values = self.codec.values(both.detach()).cpu().numpy().astype(np.float64)
-            targets, advantages = self.vtrace_targets(steps, logp.detach().cpu().numpy().astype(np.float64),
+            values = self.codec.values(both.detach()).float().cpu().numpy().astype(np.float64)
+            targets, advantages = self.vtrace_targets(steps, logp.detach().float().cpu().numpy().astype(np.float64),
                                                       values[:rows], values[rows:])
             info = self.policy_gradient_step(logp[keep], entropy[keep], both[:rows][keep],
                                              to_device(advantages.astype(np.float32), self.device)[keep],

@@ -18,6 +18,7 @@ critics' |TD errors|, the rows' new priorities.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -31,7 +32,11 @@ from shared.payloads.spaces import BoxActions, Spaces
 from shared.policy.manifest import Behaviour, PolicyManifest
 from shared.policy.nets import Network, PolicyNet
 
+if TYPE_CHECKING:
+    from learner_worker.distributed import Group
+
 CPU = torch.device("cpu")
+
 
 class SAC:
     def __init__(self, spaces: Spaces, cfg: SACParams, behaviour: Behaviour, seed: int,
@@ -60,6 +65,21 @@ class SAC:
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0
         self.td_abs: np.ndarray | None = np.zeros(0, np.float32)
+        # The forward passes whose losses are trained: the networks, or their DistributedDataParallel wrappers in a
+        # learner group (`join`), with this rank's share of every batch's noise.
+        self.train_actor: nn.Module = self.actor
+        self.train_critics: list[nn.Module] = list(self.critics)
+        self.group: Group | None = None
+        self.share = (0, 1)
+
+    def join(self, group: Group) -> None:
+        """Train as one rank of `group`, each rank on an equal share of the batch (shares: batch_size): the actor's
+        and the critics' gradients are averaged by DistributedDataParallel, the temperature's by an all-reduce, and
+        each rank draws the whole batch's noise and takes its own rows, so the group steps as one learner on the
+        whole batch would. The actor's loss reads the critics unwrapped: only the actor is trained by it."""
+        self.group, self.share = group, (group.rank, group.world_size)
+        self.train_actor = group.wrap(self.actor)
+        self.train_critics = [group.wrap(critic) for critic in self.critics]
 
     def _min_q(self, nets: nn.ModuleList, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         first, second = (net(obs, actions).squeeze(1) for net in nets)
@@ -69,22 +89,24 @@ class SAC:
         obs, actions, returns, boot_obs, discount = (
             to_device(batch[k], self.device) for k in ("obs", "actions", "returns", "boot_obs", "discount"))
 
-        actions_pi, logp_pi = tanh_gaussian_sample(self.actor(obs), self.generator)
+        actions_pi, logp_pi = tanh_gaussian_sample(self.train_actor(obs), self.generator, self.share)
         alpha = self.log_alpha.detach().exp()
         alpha_loss = -(self.log_alpha * (logp_pi.detach() + self.target_entropy)).mean()
         self.alpha_optimizer.zero_grad()
         alpha_loss.backward()
+        if self.group is not None and self.log_alpha.grad is not None:
+            self.log_alpha.grad.copy_(self.group.sum(self.log_alpha.grad) / self.group.world_size)
         self.alpha_optimizer.step()
 
         with torch.no_grad():
-            next_actions, next_logp = tanh_gaussian_sample(self.actor(boot_obs), self.generator)
+            next_actions, next_logp = tanh_gaussian_sample(self.actor(boot_obs), self.generator, self.share)
             next_q = self._min_q(self.targets, boot_obs, next_actions)
             target = returns + discount * (next_q - alpha * next_logp)
-        q1, q2 = (critic(obs, actions).squeeze(1) for critic in self.critics)
+        q1, q2 = (critic(obs, actions).squeeze(1) for critic in self.train_critics)
         per_row = 0.5 * ((q1 - target).pow(2) + (q2 - target).pow(2))
         weights = batch.get("weights")
         critic_loss = (to_device(weights, self.device) * per_row).mean() if weights is not None else per_row.mean()
-        self.td_abs = (0.5 * ((q1.detach() - target).abs() + (q2.detach() - target).abs())).cpu().numpy()
+        self.td_abs = (0.5 * ((q1.detach() - target).abs() + (q2.detach() - target).abs())).float().cpu().numpy()
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
         self.critic_optimizer.step()

@@ -43,4 +43,4 @@ class A2CParams(ChunkParams):
 
 SPEC = AlgorithmSpec(name="a2c", summary="A2C, n-step/GAE advantages, one RMSprop step per batch; synchronous",
                      params=A2CParams, loop="chunks", learner="learner_worker.algorithms.a2c:A2C", head=sampled_head,
-                     behaviour=sampling_behaviour)
+                     behaviour=sampling_behaviour, shares=())  # each rank trains on the chunks it takes

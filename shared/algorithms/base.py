@@ -65,11 +65,14 @@ class ReplayParams(AlgoParams):
     batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
     """Transitions per gradient step."""
     batches_per_request: Annotated[int, Field(ge=1, le=256, description="batches fetched per sample call")] = 16
-    publish_every: Annotated[int, Field(ge=1, description="updates between policy versions")] = 100
+    publish_every: Annotated[int, Field(ge=1, description=(
+        "updates between policy versions, at most: a due version is written once the coordinator has acknowledged "
+        "env steps since the previous one (collectors paused or stalled would never load it)"))] = 100
 
 
 class ChunkParams(AlgoParams):
-    """The chunk loop publishes after every update: collectors acting on old policies is the lag it bounds."""
+    """The chunk loop publishes after every update (with force_sync always; otherwise once the coordinator has
+    acknowledged env steps since the previous version): collectors acting on old policies is the lag it bounds."""
 
     # Not every update: each report is a request the next update waits for (on-policy CartPole: 9% of the
     # learner's time at 15 updates/s); every 10th still gives loss curves a row per second or less.

@@ -44,4 +44,4 @@ class ImpalaParams(ChunkParams):
 
 SPEC = AlgorithmSpec(name="impala", summary="IMPALA, V-trace corrected actor-critic; asynchronous, bounded lag",
                      params=ImpalaParams, loop="chunks", learner="learner_worker.algorithms.impala:Impala",
-                     head=sampled_head, behaviour=sampling_behaviour)
+                     head=sampled_head, behaviour=sampling_behaviour, shares=())  # each rank: the chunks it takes

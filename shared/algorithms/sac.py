@@ -53,4 +53,4 @@ def _behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
 
 SPEC = AlgorithmSpec(name="sac", summary="soft actor-critic, twin critics, automatic entropy tuning",
                      params=SACParams, loop="replay", learner="learner_worker.algorithms.sac:SAC", head=_head,
-                     behaviour=_behaviour, live=REPLAY_LIVE)
+                     behaviour=_behaviour, live=REPLAY_LIVE, shares=("batch_size",))

@@ -204,9 +204,19 @@ class LearnerConfig(Strict):
         "checkpoint) before `rlfleet learner` gives up"))] = 10
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description=(
         "where the learner trains: auto takes a GPU when torch sees one, cuda requires one"))
+    amp: Literal["none", "bf16"] = Field("none", description=(
+        "mixed precision on CUDA: bf16 runs each update under torch.autocast (bfloat16 matmuls and convolutions, "
+        "float32 weights and optimizer state); a learner on the CPU trains in float32"))
     hooks: tuple[HookConfig, ...] = Field((), max_length=MAX_HOOKS, description=(
         "your functions the learner calls at start, every N updates, after each publish and at the end, each "
         "with a read-only HookView (shared/config/hooks.py); one that raises is switched off and shown in status"))
+
+    @model_validator(mode="after")
+    def _amp_on_cuda(self) -> LearnerConfig:
+        if self.amp != "none" and self.device == "cpu":
+            raise ValueError(f"learner.amp ({self.amp}) is mixed precision on CUDA: set learner.device to auto or "
+                             "cuda, or learner.amp to none")
+        return self
 
     @model_validator(mode="after")
     def _port(self) -> LearnerConfig:

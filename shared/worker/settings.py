@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
@@ -27,7 +28,9 @@ class WorkerSettings(StoreSettings):
     worker_name: str = Field(default_factory=lambda: socket.gethostname()[:100] or "worker")
     restarts: int = Field(0, ge=0, description="set by a supervisor: how often it restarted this worker")
     last_error: str = Field("", description="set by a supervisor: why this worker's previous process ended")
-    torch_threads: int = Field(1, ge=1, description="learner torch intra-op threads; 1 avoids oversubscription")
+    torch_threads: Annotated[int, Field(ge=1)] | Literal["auto"] = Field("auto", description=(
+        "the learner's torch intra-op threads; auto: the cores it may use (CPU affinity, capped by the cgroup's "
+        "quota). Collectors and the evaluator act with one"))
     http_timeout_seconds: float = Field(10.0, gt=0, description="timeout of one HTTP request")
     max_unavailable_seconds: float = Field(
         120.0, gt=0, description="give up (exit non-zero) after the coordinator is unreachable this long"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 import torch
 
@@ -13,9 +15,9 @@ from collector_worker.rollout import Chunk, Rollout
 from shared.config.run_config import CollectorConfig, EnvConfig, SamplingConfig
 from shared.policy.files import save_policy
 from shared.storage.local import LocalStore
-from shared.wire import CollectorTask, Directive, PolicyRef
+from shared.wire import CollectorTask, Directive, HeartbeatResponse, PolicyRef
 from shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK, run_session
-from tests.support.fake_coordinator import FakeCoordinator, make_session
+from tests.support.fake_coordinator import FakeCoordinator, make_session, reply
 from tests.support.policies import CARTPOLE, EPSILON_GREEDY, manifest, policy_state
 
 pytestmark = pytest.mark.timeout(60)
@@ -72,21 +74,63 @@ def test_an_unreportable_chunk_is_a_non_zero_exit(tmp_path: Path, monkeypatch: p
     assert fake.of("chunks") == []
 
 
-def test_force_sync_wait_is_clamped_to_max_wait() -> None:
-    fake = FakeCoordinator(max_wait_seconds=0.5)
+def ref(version: int) -> PolicyRef:
+    return PolicyRef(version=version, path=f"policies/v{version}.safetensors", sha256="0" * 64)
+
+
+def sync_wait(fake: FakeCoordinator, newer_after: int | None, version: int) -> collector_main.SyncWait:
+    """A registered collector's force_sync wait, with the fake's heartbeats naming policy `version` until the
+    `newer_after`-th, then `version + 1` (never, for None); each beat takes a little of its `wait`."""
+    beats = 0
+
+    def heartbeat(request: httpx.Request) -> httpx.Response:
+        nonlocal beats
+        beats += 1
+        time.sleep(min(0.02, float(request.url.params.get("wait", 0))))
+        newer = newer_after is not None and beats >= newer_after
+        return reply(HeartbeatResponse(lease_seconds=fake.lease_seconds, directive=Directive(
+            run_state="running", policy=ref(version + 1 if newer else version))))
+
+    fake.handlers["heartbeat"] = heartbeat
     session = make_session(fake, "collector")
     session.register()
-    collector_main._await_newer_policy(session, 0)  # asks for SYNC_WAIT_SECONDS = 2
-    session.update(Directive(run_state="running",
-                             policy=PolicyRef(version=4, path="policies/v4.safetensors", sha256="0" * 64)))
-    collector_main._await_newer_policy(session, 3)  # a newer policy is already known: no wait at all
-    collector_main._await_newer_policy(session, 4)
-    session.close()
+    session.update(Directive(run_state="running", policy=ref(version)))
+    follower = collector_main.PolicyFollower(session, LocalStore(Path("/nonexistent")),
+                                             Rollout(EnvConfig(), 2, CARTPOLE, EPSILON_GREEDY, 0))
+    return collector_main.SyncWait(session, follower)
+
+
+def test_force_sync_waits_as_long_as_the_learner_takes_in_bounded_long_polls() -> None:
+    """It waited SYNC_WAIT_SECONDS once and then collected with the old policy: with updates slower than that,
+    every such chunk was discarded as stale once the new policy came."""
+    fake = FakeCoordinator(max_wait_seconds=0.5)
+    wait = sync_wait(fake, newer_after=5, version=3)
+    wait.await_newer(3)
     beats = fake.of("heartbeat")
     assert [(b.request.url.params["newer_than"], float(b.request.url.params["wait"])) for b in beats] == [
-        ("0", 0.5), ("4", 0.5)]
-    assert all(b.status == 200 for b in beats)
+        ("3", 0.5)] * 5  # each poll clamped to the coordinator's max_wait_seconds
+    assert wait.session.directive.policy == ref(4) and wait.gave_up == 0
+    assert 0 < wait.longest < wait.FIRST_BOUND_SECONDS
+    wait.await_newer(2)  # a newer policy is already known: no wait at all
+    assert len(fake.of("heartbeat")) == 5
     assert collector_main.SYNC_WAIT_SECONDS > 0.5
+
+
+def test_a_round_with_no_newer_policy_ends_at_a_multiple_of_the_longest_round(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The learner restarted and lost the batch, say: no newer policy comes. The collector collects again with the
+    same version (lag 0 while nothing newer exists) after its bound, and says so."""
+    monkeypatch.setattr(collector_main.SyncWait, "FIRST_BOUND_SECONDS", 0.2)
+    monkeypatch.setattr(collector_main.SyncWait, "MIN_BOUND_SECONDS", 0.1)
+    wait = sync_wait(FakeCoordinator(max_wait_seconds=0.5), newer_after=None, version=3)
+    started = time.monotonic()
+    wait.await_newer(3)
+    assert wait.gave_up == 1 and 0.2 <= time.monotonic() - started < 2
+    assert wait.longest == 0.0  # a round that timed out is not a measure of the learner
+    wait.longest = 0.05
+    assert wait.bound() == 0.2  # ROUND_FACTOR times the longest round
+    wait.longest = 0.01
+    assert wait.bound() == 0.1  # never below MIN_BOUND_SECONDS
 
 
 @pytest.fixture

@@ -57,6 +57,20 @@ def test_two_learners_train_cartpole_to_solved(tmp_path: Path, config: str) -> N
     assert not any("GroupMismatch" in log for log in logs)  # weights agreed after every update
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("config", "threshold"), [("configs/pendulum_sac.yaml", -200.0),
+                                                   ("configs/cartpole_impala.yaml", 475.0)])
+def test_two_learners_train_sac_and_impala_to_solved(tmp_path: Path, config: str, threshold: float) -> None:
+    """SAC splits every batch (256: 128 per rank) and all-reduces its temperature's gradient; IMPALA's ranks each
+    train on the chunks they take. Measured on 2 cores shared with other work (one run each, seed 0): SAC solved
+    (confirmed) in 176 s of run time at 6,720 env steps, IMPALA in 15 s at 22,656."""
+    summary = up_until_solved(tmp_path, config, threshold, "--seed", "0", "--set", "learner.replicas=2")
+    assert summary["learner"]["world_size"] == 2
+    logs = _learner_logs(tmp_path)
+    assert sorted(f"as rank {r} of 2 (gloo)" in log for log in logs for r in (0, 1)) == [False, False, True, True]
+    assert not any("GroupMismatch" in log for log in logs)
+
+
 def test_the_group_s_stores_listen_on_loopback_only(tmp_path: Path) -> None:
     """torch's TCPStore server listens on every interface, and its rendezvous unpickles what it reads there: in
     `rlfleet up` every socket the learner agents and ranks listen on (the rendezvous store, rank 0's process-group

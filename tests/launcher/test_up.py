@@ -10,7 +10,10 @@ from typer.testing import CliRunner
 
 from coordinator.journal.database import Journal
 from launcher.cli import app
-from launcher.up import OpenRendezvous, ServiceFailed, Up, UpOptions, check_rendezvous
+from launcher.places import InContainers
+from launcher.processes import child_environment
+from launcher.services import fleet
+from launcher.up import OpenRendezvous, ServiceFailed, Up, UpOptions, check_rendezvous, learner_threads
 from shared.config.run_config import RunConfig
 from shared.storage.layout import RunLayout
 from shared.tokens import load_tokens_file
@@ -92,3 +95,38 @@ def test_loopback_rendezvous_names_and_addresses_pass_and_others_need_the_flag(t
 def group(rendezvous: str) -> RunConfig:
     return RunConfig.model_validate({"learner": {"replicas": 2, "rendezvous": rendezvous},
                                      "algo": {"name": "dqn", "batch_size": 64}})
+
+
+def test_the_user_s_settings_reach_the_services_and_win_over_the_launcher_s_defaults(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RLFLEET_TORCH_THREADS in the shell was dropped (the table hard-coded 1); now every setting of the user's
+    passes, the table's settings take the user's value, and what `rlfleet up` decides itself (paths, addresses,
+    credentials, worker names) is not overridden by a value left in the shell."""
+    monkeypatch.setenv("RLFLEET_TORCH_THREADS", "3")
+    monkeypatch.setenv("RLFLEET_HTTP_TIMEOUT_SECONDS", "30")
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setenv("MKL_NUM_THREADS", "2")
+    monkeypatch.setenv("RLFLEET_DATA_DIR", "/somewhere/else")
+    monkeypatch.setenv("RLFLEET_TOKEN", "a token for another coordinator")
+    monkeypatch.setenv("RLFLEET_WORKER_NAME", "one name for all")
+    up = Up(UpOptions(config=CONFIG, data_dir=tmp_path, port=0))
+    learner = child_environment(up.services["learner"])
+    assert learner["RLFLEET_TORCH_THREADS"] == "3"
+    for name in ("learner", "collector", "evaluator", "coordinator"):
+        env = child_environment(up.services[name])
+        assert (env["RLFLEET_HTTP_TIMEOUT_SECONDS"], env["OMP_NUM_THREADS"], env["MKL_NUM_THREADS"]) == ("30", "2", "2")
+        assert env["RLFLEET_DATA_DIR"] == str(tmp_path)
+        assert "RLFLEET_TOKEN" not in env and "RLFLEET_WORKER_NAME" not in env
+    assert "RLFLEET_TORCH_THREADS" not in up.services["collector"].env  # collectors act with one thread
+
+
+def test_the_learner_takes_the_cores_the_collectors_leave_unless_the_user_says(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RLFLEET_TORCH_THREADS", raising=False)
+    monkeypatch.setattr("launcher.up.available_cores", lambda: 16)
+    up = Up(UpOptions(config=CONFIG, data_dir=tmp_path, port=0, collectors=4))
+    assert child_environment(up.services["learner"])["RLFLEET_TORCH_THREADS"] == "12"
+    assert learner_threads(collectors=4, ranks=2) == 6  # the ranks of a group share them
+    assert learner_threads(collectors=20, ranks=1) == 1
+    containers = {s.name: s for s in fleet(InContainers())}
+    assert containers["learner"].env["RLFLEET_TORCH_THREADS"] == "${RLFLEET_TORCH_THREADS:-auto}"  # its quota

@@ -18,21 +18,29 @@ import torch
 import torch.multiprocessing as mp
 
 from launcher.up import free_port
+from learner_worker.algorithms.a2c import A2C
 from learner_worker.algorithms.dqn import DQN
+from learner_worker.algorithms.impala import Impala
 from learner_worker.algorithms.ppo import PPO
+from learner_worker.algorithms.sac import SAC
 from learner_worker.distributed import Group, GroupMismatch, digest, next_step
 from learner_worker.obsnorm import RunningStats
+from shared.algorithms.a2c import A2CParams
 from shared.algorithms.dqn import DQNParams
+from shared.algorithms.impala import ImpalaParams
 from shared.algorithms.ppo import PPOParams
+from shared.algorithms.sac import SACParams
 from shared.config.base import NetConfig
 from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
-from tests.support.learner_data import IMAGE_SHAPE, make_batch, make_chunk, make_image_chunk
+from shared.policy.manifest import Behaviour
+from tests.support.learner_data import IMAGE_SHAPE, N_ACTIONS, OBS_DIM, make_batch, make_chunk, make_image_chunk
 from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, flat_spaces
 
 CPU = torch.device("cpu")
 WORLD = 2
 CONFIG = digest([b"the same learner task"])
 PENDULUM_BEHAVIOUR = SAMPLING.model_copy(update={"head": "gaussian"})
+TANH = Behaviour(head="tanh_gaussian", sample=False)
 TIMEOUT = timedelta(seconds=30)  # a rank waiting on a collective fails instead of hanging the test
 
 
@@ -181,6 +189,61 @@ def _ppo_shared_trunk_body(rank: int) -> None:
 
 def test_ppo_group_trains_a_shared_trunk() -> None:
     run_group(_ppo_shared_trunk_body)
+def _chunk_learners_body(rank: int) -> None:
+    """A2C and IMPALA: each rank trains on the chunks it took (8 and 12 steps here, shares that differ); the group
+    steps as one learner on all of them."""
+    group = Group.join(CPU, CONFIG, TIMEOUT)
+    spaces = flat_spaces(OBS_DIM, N_ACTIONS)
+    net = NetConfig(hidden=(16,))
+    for make in (lambda seed: A2C(spaces, A2CParams(net=net, entropy_coef=0.01), SAMPLING, seed),
+                 lambda seed: Impala(spaces, ImpalaParams(net=net, epochs=2, entropy_coef=0.01), SAMPLING, seed)):
+        single, member = make(0), make(rank)  # different seeds: DDP starts every rank at rank 0's weights
+        member.join(group)
+        for step in range(1, 4):
+            chunks = [make_chunk(10 * step, steps=8, invalid=0.1), make_chunk(10 * step + 1, steps=12)]
+            single.update(chunks)
+            member.update([chunks[rank]])
+            group.check_weights(step)
+        what = type(single).__name__
+        assert_close(list(member.actor.parameters()), list(single.actor.parameters()), f"{what} actor after 3 steps")
+        assert_close(list(member.critic.parameters()), list(single.critic.parameters()),
+                     f"{what} critic after 3 steps")
+    group.leave()
+
+
+def test_a2c_and_impala_groups_step_as_one_learner_on_every_rank_s_chunks() -> None:
+    run_group(_chunk_learners_body)
+
+
+def sac_batch(seed: int, size: int = 64) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"obs": rng.normal(size=(size, 3)).astype(np.float32), "boot_obs": rng.normal(size=(size, 3)).astype(
+        np.float32), "actions": rng.uniform(-1, 1, (size, 1)).astype(np.float32),
+        "returns": rng.normal(size=size).astype(np.float32),
+        "discount": np.where(rng.random(size) < 0.2, 0.0, 0.9).astype(np.float32)}
+
+
+def _sac_body(rank: int) -> None:
+    """SAC: the actor's and critics' gradients averaged, the temperature's all-reduced, and every rank drawing its
+    rows of the whole batch's noise: the group's weights stay those of one learner on the whole batch."""
+    group = Group.join(CPU, CONFIG, TIMEOUT)
+    cfg = SACParams(net=NetConfig(hidden=(16,)), batch_size=64, learning_rate=1e-2, target_update_interval=1)
+    single, member = (SAC(PENDULUM, cfg, TANH, seed=0) for _ in range(2))
+    member.join(group)
+    for step in range(1, 6):
+        full = sac_batch(step)
+        single.update(full)
+        member.update(rows(full, rank))
+        group.check_weights(step)
+    assert_close(list(member.actor.parameters()), list(single.actor.parameters()), "SAC actor after 5 steps")
+    assert_close(list(member.critics.parameters()), list(single.critics.parameters()), "SAC critics after 5 steps")
+    assert_close(list(member.targets.parameters()), list(single.targets.parameters()), "SAC targets after 5 steps")
+    assert_close([member.log_alpha], [single.log_alpha], "SAC temperature after 5 steps")
+    group.leave()
+
+
+def test_sac_group_steps_as_one_learner_on_the_whole_batch() -> None:
+    run_group(_sac_body)
 
 
 def _mismatched_config_body(rank: int) -> None:

@@ -77,8 +77,9 @@ def test_chunk_take_reuses_its_request_id_and_reports_corrupt_chunks(tmp_path: P
     session = make_session(fake, "learner")
     session.register()
     trainer = ChunkTrainer(session, RunLayout(tmp_path, "test-run"), learner_task(ppo_config()))
-    chunks = trainer.take()
-    trainer.take()
+    chunks = trainer.fetcher.get(timeout=10)
+    assert trainer.fetcher.get(timeout=10)
+    trainer.stop()
     session.close()
     assert len(chunks) == 2  # chunk0 skipped
     attempts = fake.of("sample")

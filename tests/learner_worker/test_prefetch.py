@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from pathlib import Path
+
 import httpx
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from learner_worker.cache import ChunkCache
-from learner_worker.prefetch import Prefetcher
-from shared.wire import SampleRequest
+from learner_worker.cache import ChunkCache, PayloadReader
+from learner_worker.prefetch import ChunkFetcher, Prefetcher
+from shared.config.plan import chunk_schema
+from shared.wire import SampledChunk, SampleRequest
 from shared.worker.lifecycle import EXIT_CRASHED, exit_code
 from shared.worker.session import WorkerSession
 from tests.support.fake_coordinator import FakeCoordinator, error, make_session, reply
+from tests.support.learner import Payloads, ppo_config
+from tests.support.policies import SAMPLING, learner_task
 from tests.support.stored_chunks import GAMMA, NSTEP, SCHEMA, StoredChunks
 from tests.support.waiting import wait_for
 
@@ -127,3 +134,51 @@ def test_a_lost_lease_is_handed_to_the_training_loop(fx: StoredChunks) -> None:
         prefetch.get(timeout=0.01)
     assert session.fatal is None  # the training loop registers again: not a crash
     finish(session, prefetch)
+
+
+def chunk_fetcher(tmp_path: Path, ahead: bool) -> tuple[FakeCoordinator, WorkerSession, ChunkFetcher, list[str]]:
+    """A chunk fetcher over a fake coordinator that serves the same chunks to every sample call; the names of the
+    threads that decoded them."""
+    payloads = Payloads(tmp_path, logp=True)
+    fake = FakeCoordinator()
+    payloads.serve(fake)
+    session = make_session(fake, "learner")
+    session.register()
+    task = learner_task(ppo_config())
+    reader = PayloadReader(payloads.store, chunk_schema(task.spaces, SAMPLING, task.env))
+    decoders: list[str] = []
+    read = reader.read
+
+    def recorded(ref: SampledChunk) -> dict[str, np.ndarray] | None:
+        decoders.append(threading.current_thread().name)
+        return read(ref)
+
+    reader.read = recorded  # type: ignore[method-assign]
+    return fake, session, ChunkFetcher(session, reader, "replay-0", ahead=ahead), decoders
+
+
+def test_force_sync_chunks_are_decoded_off_the_training_thread_and_taken_only_when_asked(tmp_path: Path) -> None:
+    """With max_policy_lag 0 a batch taken during an update would be trained on one version late: the fetcher
+    takes one only when the training loop asks, after its publish."""
+    fake, session, fetcher, decoders = chunk_fetcher(tmp_path, ahead=False)
+    time.sleep(0.3)
+    assert fake.of("sample") == []  # nothing asked yet
+    assert len(fetcher.get(timeout=10)) == 3
+    time.sleep(0.3)  # "training"
+    assert len(fake.of("sample")) == 1
+    assert len(fetcher.get(timeout=10)) == 3
+    fetcher.stop()
+    session.close()
+    assert len(fake.of("sample")) == 2
+    assert decoders and threading.main_thread().name not in decoders
+
+
+def test_an_async_run_s_next_batch_is_taken_and_decoded_while_the_current_one_trains(tmp_path: Path) -> None:
+    fake, session, fetcher, decoders = chunk_fetcher(tmp_path, ahead=True)
+    assert len(fetcher.get(timeout=10)) == 3
+    wait_for(lambda: len(decoders) == 6, timeout=10)  # the next batch, decoded while this one trains
+    time.sleep(0.3)
+    assert len(fake.of("sample")) == 2  # one batch ahead at most
+    fetcher.stop()
+    session.close()
+    assert threading.main_thread().name not in decoders

@@ -79,12 +79,13 @@ class FakeCoordinator:
         self.max_wait_seconds = max_wait_seconds
         self.fail_once = set(fail_once or ())
         self.run_state = "running"
+        self.env_steps_total = 0  # acknowledged env steps, as every directive carries them
         self.seen: list[Seen] = []
         self.handlers: dict[str, Handler] = {}
         self.lock = threading.Lock()
 
     def directive(self) -> Directive:
-        return Directive(run_state=self.run_state)  # type: ignore[arg-type]
+        return Directive(run_state=self.run_state, env_steps_total=self.env_steps_total)  # type: ignore[arg-type]
 
     def of(self, name: str) -> list[Seen]:
         """Every attempt at route `name`, in order."""

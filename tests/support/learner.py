@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 
 from learner_worker import main as learner_main
-from learner_worker.loops import MAX_CHUNKS_PER_TAKE
+from learner_worker.prefetch import MAX_CHUNKS_PER_TAKE
 from shared.config.run_config import RunConfig
 from shared.payloads.codec import encode_chunk
 from shared.storage.layout import RunLayout, chunk_path
@@ -65,6 +65,7 @@ class Payloads:
     def serve(self, fake: FakeCoordinator, solve_after: int = 10**9) -> None:
         def sample(request: httpx.Request) -> httpx.Response:
             self.calls += 1
+            fake.env_steps_total += T * N  # collectors keep collecting while the learner trains
             if self.calls > solve_after:
                 fake.run_state = "solved"
             ask = SampleRequest.model_validate_json(request.content)

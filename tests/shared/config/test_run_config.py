@@ -231,8 +231,10 @@ PPO_QUEUE = {"sampling": {"unit": "chunk"}, "replay": {"sampler": "fifo", "max_u
      r"algo.batch_size \(64\) must be a multiple of learner.replicas \(3\)"),
     ({**PPO_QUEUE, "algo": {"name": "ppo", "minibatch_size": 100}, "learner": {"replicas": 8}},
      r"algo.minibatch_size \(100\) must be a multiple of learner.replicas \(8\)"),
-    ({**PPO_QUEUE, "algo": {"name": "a2c"}, "learner": {"replicas": 2}},
-     r"a2c trains in one learner process: set learner.replicas=1 \(got 2\)"),
+    ({"algo": {"name": "es"}, "learner": {"replicas": 2}},
+     r"es trains in one learner process: set learner.replicas=1 \(got 2\)"),
+    ({"algo": {"name": "sac", "batch_size": 255}, "learner": {"replicas": 2}},
+     r"algo.batch_size \(255\) must be a multiple of learner.replicas \(2\)"),
     ({"deterministic": True, "learner": {"replicas": 2}}, "deterministic runs train in one learner process"),
     ({"learner": {"replicas": 0}}, "learner.replicas"),
     ({"learner": {"replicas": 65}}, "learner.replicas"),
@@ -245,7 +247,9 @@ def test_learner_groups_the_batch_cannot_be_split_for_are_refused(tmp_path: Path
 @pytest.mark.parametrize("doc", [
     {"algo": {"name": "dqn", "batch_size": 64}, "learner": {"replicas": 4}},
     {**PPO_QUEUE, "algo": {"name": "ppo", "minibatch_size": 256}, "learner": {"replicas": 2}},
-    {**PPO_QUEUE, "algo": {"name": "a2c"}, "learner": {"replicas": 1}},
+    {**PPO_QUEUE, "algo": {"name": "a2c"}, "learner": {"replicas": 2}},
+    {**PPO_QUEUE, "algo": {"name": "impala"}, "learner": {"replicas": 2}},
+    {"algo": {"name": "sac", "batch_size": 256}, "learner": {"replicas": 2}},
 ])
 def test_learner_groups_that_split_the_batch_evenly_load(tmp_path: Path, doc: dict) -> None:
     assert load_run_config(_write(tmp_path, doc)).learner.replicas == doc["learner"]["replicas"]
