@@ -191,6 +191,9 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
     sync = task.sampling.force_sync or task.lockstep
     follower = PolicyFollower(session, store, rollout)
     sync_wait = SyncWait(session, follower)
+    # The version the last chunk was made with: force_sync waits for a newer one, and before the first chunk for any
+    # (a collector that starts after the learner's first publish collects with it at once).
+    made = 0
     draw = None if task.self_play is None else OpponentDraw(session, store, rollout, task.self_play, task.seed)
 
     def refresh() -> None:
@@ -216,7 +219,7 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
             if task.lockstep:
                 _await_lockstep_policy(session, follower)
             elif sync:
-                sync_wait.await_newer(rollout.version)
+                sync_wait.await_newer(made)
             refresh()
             if behaviour.sample and rollout.actor is None:
                 session.heartbeat(newer_than=0, wait=SYNC_WAIT_SECONDS)  # log-probs need the learner's policy
@@ -226,6 +229,7 @@ def _collect(session: WorkerSession, store: PayloadStore, task: CollectorTask) -
             chunk = rollout.collect(task.collector.chunk_steps, epsilon, task.sampling.n_episode,
                                     refresh=None if sync else refresh,
                                     random=steps < behaviour.random_env_steps)
+            made = rollout.version
             uploader.submit(Pending(chunk, task.task_id))
             if sync:
                 uploader.flush()  # acknowledged before we look for the policy trained on it
