@@ -417,8 +417,11 @@ def test_pods_run_as_the_image_user_without_privileges(overlay: list[Obj]) -> No
 
 
 @pytest.mark.parametrize("worker", WORKERS)
-def test_workers_use_one_torch_thread(worker: str, overlay: list[Obj]) -> None:
-    assert env_values(overlay, workload(overlay, worker))["RLFLEET_TORCH_THREADS"] == "1"
+def test_actors_use_one_torch_thread_and_the_learner_its_cpu_quota(worker: str, overlay: list[Obj]) -> None:
+    """Collectors and the evaluator act on small batches (one thread each, scaled by replicas); the learner's
+    updates use every core its pod's limits.cpu grants (`auto` reads the cgroup quota)."""
+    expected = "auto" if worker == "learner" else "1"
+    assert env_values(overlay, workload(overlay, worker))["RLFLEET_TORCH_THREADS"] == expected
 
 
 # ----- secrets stay out of git -------------------------------------------------------------------------------
