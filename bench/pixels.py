@@ -16,7 +16,7 @@ elsewhere falls on all alike); each figure is the median of its repeats, in env 
 - collect: the collection path alone. `rlfleet`'s coordinator, `--collectors` collectors acting with the CNN, and a
   learner that only consumes: it publishes its initial policy, then takes and decodes every chunk as the learner
   does and trains on none (so nothing waits for training: sampling.force_sync is off in this arm). Env steps
-  acknowledged by the coordinator. Bytes per env step: payload bytes the learner read per env step.
+  acknowledged by the coordinator. Bytes per env step: the coordinator's payload bytes per env step (status).
 - stack: the whole stack training, as configured: env steps the learner trained on per second.
 - sb3_dummy / sb3_subproc: Stable-Baselines3 PPO (CnnPolicy: the Nature CNN) with DummyVecEnv / SubprocVecEnv and
   its AtariWrapper + VecFrameStack(4) on the config's game, with the config's PPO hyperparameters and as many envs
@@ -155,38 +155,20 @@ def run_raw(args: argparse.Namespace, random: bool, write: bool = False) -> floa
 # --- collect / stack: rlfleet's services ----------------------------------------------------------------------
 
 
-def consume_only_learner(stats: Path) -> int:
+def consume_only_learner() -> int:
     """The learner service with a loop that trains on nothing: it publishes its initial policy (collectors act
-    with it), then takes each chunk from the queue, reads and decodes it as the learner does, and drops it.
-    Payload bytes and env steps read go to `stats` (JSON) after each take."""
-    import uuid
-
+    with it), then takes every chunk the queue serves, read and decoded on its fetcher thread as the learner's
+    are, and drops it."""
     from learner_worker import loops
     from learner_worker.main import run_learner
-    from shared.wire import SampleRequest, SampleResponse
-    from shared.worker.client import CoordinatorRejected
     from shared.worker.settings import WorkerSettings
 
     class ConsumeOnly(loops.ChunkTrainer):
         def loop(self, running: Any) -> None:
             if self.version == 0:
                 self.publish()
-            read_bytes = read_steps = 0
             while running():
-                request = SampleRequest(worker_id=self.session.worker_id, request_id=uuid.uuid4().hex,
-                                        batch_size=loops.MAX_CHUNKS_PER_TAKE, num_batches=1)
-                try:
-                    reply = self.session.client.call("POST", self.path, SampleResponse, request)
-                except CoordinatorRejected as exc:
-                    if exc.error != "not_enough_data":
-                        raise
-                    continue
-                self.session.update(reply.directive)
-                for ref in reply.chunks:
-                    size = self.store.size(ref.payload_path)
-                    if size is not None and self.reader.read(ref) is not None:
-                        read_bytes, read_steps = read_bytes + size, read_steps + ref.env_steps
-                stats.write_text(json.dumps({"bytes": read_bytes, "env_steps": read_steps}))
+                self.fetcher.get(timeout=0.5)
 
     loops.ChunkTrainer = ConsumeOnly  # type: ignore[misc]  # the loop kind names this class (shared/loops/)
     return run_learner(WorkerSettings())
@@ -210,7 +192,6 @@ def run_fleet(args: argparse.Namespace, train: bool) -> tuple[float, float | Non
         config_file = tmp / "pixels.yaml"
         config_file.write_text(dump_run_config(load(args.config, args.set, overrides)))
         fleet = Fleet(tmp, data, config_file, tokens)
-        stats = tmp / "consumed.json"
         try:
             fleet.start_coordinator()
             for i in range(args.collectors):
@@ -221,7 +202,7 @@ def run_fleet(args: argparse.Namespace, train: bool) -> tuple[float, float | Non
                 worker_env = {k: v for k, v in os.environ.items() if not k.startswith("RLFLEET_")}
                 log = open(tmp / "learner.log", "wb")  # noqa: SIM115 - owned by the child process
                 fleet.procs["learner"] = subprocess.Popen(
-                    [sys.executable, __file__, "--consume-only-learner", str(stats)], stdout=log,
+                    [sys.executable, __file__, "--consume-only-learner"], stdout=log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO, env={
                         **worker_env, "PYTHONUNBUFFERED": "1", "RLFLEET_WORKER_NAME": "learner",
                         "RLFLEET_COORDINATOR_URL": fleet.url, "RLFLEET_DATA_DIR": str(data),
@@ -230,14 +211,8 @@ def run_fleet(args: argparse.Namespace, train: bool) -> tuple[float, float | Non
                      else (lambda: fleet.status().env_steps))
             fleet.wait_for(lambda: count() > 0, 600, "the first chunk " + ("trained on" if train else "collected"))
             time.sleep(args.warmup)
-            read0 = json.loads(stats.read_text()) if stats.exists() else {"bytes": 0, "env_steps": 0}
             rate = counted_rate(count, args.window)
-            per_step = None
-            if not train:
-                read1 = json.loads(stats.read_text())
-                steps = read1["env_steps"] - read0["env_steps"]
-                per_step = (read1["bytes"] - read0["bytes"]) / steps if steps else None
-            return rate, per_step
+            return rate, None if train else fleet.status().payload_bytes_per_env_step
         finally:
             fleet.close()
 
@@ -361,7 +336,7 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--sb3-worker", choices=("dummy", "subproc"), help=argparse.SUPPRESS)
     parser.add_argument("--sb3-envs", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--consume-only-learner", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--consume-only-learner", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.raw_worker:
         raw_worker(args.config, args.set, args.window, args.warmup, args.random, args.write)
@@ -370,7 +345,7 @@ def main() -> None:
         sb3_worker(args.config, args.set, args.sb3_worker, args.sb3_envs, args.window, args.warmup)
         return
     if args.consume_only_learner:
-        sys.exit(consume_only_learner(args.consume_only_learner))
+        sys.exit(consume_only_learner())
     arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
     unknown = set(arms) - set(ARMS)
     if unknown:
