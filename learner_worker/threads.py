@@ -6,7 +6,7 @@ Collectors, the evaluator and the coordinator stay at one (`launcher/__init__.py
 
 Threads beyond the cores that are actually free cost far more than they bring: an OpenMP team waits at every
 barrier for its slowest thread, and a thread the scheduler preempted for another busy process is that thread.
-Measured on this project's 2-core machine while other processes kept about 2.5 cores' worth busy: a PPO update of
+Measured on this project's 2-core machine while other processes kept about 2.5 cores' worth busy: an update of
 1,024 4x84x84 rows took 32-34 s at one thread and 75-88 s at two. So `auto` means the cores this process may use,
 and `rlfleet up`, which knows what else it starts on the same host, gives the learner those cores minus one per
 collector (launcher/up.py `learner_threads`); alone in its container or pod, a learner takes its quota.

@@ -11,7 +11,7 @@ collector can load it before the next one: once the coordinator has acknowledged
 version. While collectors are paused (the rate limiter holds them while the learner catches up) or stalled, versions
 no collector would ever load are not written; the one pending is written at the first acknowledged step, before a
 checkpoint and before an operator's evaluation. Rounds a collector waits on (force_sync, lockstep) always publish.
-Measured on CartPole DQN through `rlfleet up` (configs/cartpole_dqn.yaml, ~35k env steps, one run each): 108
+Measured through `rlfleet up` on configs/cartpole_dqn.yaml (~35k env steps, one run each): 108
 versions of 271 KB were written and each collector loaded 19-20 of them; now 8, each loaded by both collectors:
 policy bytes per collected env step 794 -> 62 (chunk payloads: 47), the first validation at 500 at the same 18,432
 env steps. Checkpoints were already written only at `checkpoint_every`, an operator's request and the end.
