@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.services import Service
+from rlfleet.launcher.services import Service
 
 
 @dataclass
@@ -60,13 +60,26 @@ def child_environment(service: Service) -> dict[str, str]:
     return env
 
 
+def import_path(workdir: Path, config: Path) -> str:
+    """The services' PYTHONPATH under `rlfleet up`: the user's working directory, the directory of their config,
+    then the shell's PYTHONPATH. A module of the user's (an env, a hook) beside their config or where they run
+    `rlfleet up` then imports in every service as it does in `python` started there: no absolute PYTHONPATH, no
+    install. A packaged config's directory holds no modules and is left out."""
+    config_dir = config.resolve().parent
+    packaged = config_dir.is_relative_to(Path(__file__).resolve().parent.parent)
+    shell = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys([str(workdir), *([] if packaged else [str(config_dir)]), *shell]))
+
+
 def start(service: Service, replica: int, logs: Path, cwd: Path, restarts: int = 0,
-          last_error: str = "") -> Child:
+          last_error: str = "", python_path: str | None = None) -> Child:
     name = service.name if service.replicas == 1 else f"{service.name}-{replica + 1}"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{name}.log"
     env = child_environment(service)
     env.setdefault("RLFLEET_WORKER_NAME", name)
+    if python_path is not None:
+        env["PYTHONPATH"] = python_path
     env["RLFLEET_RESTARTS"] = str(restarts)  # shown per worker in the coordinator's status
     if last_error:  # why the previous process ended: the worker says so when it registers (shown in status)
         env["RLFLEET_LAST_ERROR"] = last_error[:300]

@@ -1,4 +1,5 @@
-# Sourced by the other scripts: create (once) and activate the project's virtualenv with pinned deps.
+# Sourced by the other scripts: create (once) and activate the project's virtualenv with the locked versions
+# (requirements.lock).
 # Only Python 3.11, pip and gcc are assumed; torch is pinned to the 2.13.0 CPU build.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,9 +12,12 @@ fi
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
 stamp="$VENV/.rlfleet-installed"
-if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] || [ "$ROOT/requirements.lock" -nt "$stamp" ]; then
   python -m pip install --quiet --upgrade pip
-  python -m pip install --quiet -e "$ROOT[dev,video,docs,mujoco,atari,minatar,envpool]"
+  # Every extra, at the lock's versions (the set the tests pass on); torch is the lock's 2.13.0 CPU build.
+  python -m pip install --quiet -c "$ROOT/requirements.lock" "torch==2.13.0"
+  python -m pip install --quiet -c "$ROOT/requirements.lock" \
+    -e "$ROOT[dev,bench,video,docs,plot,s3,games,box2d,onnx,popgym,mujoco,atari,minatar,envpool]"
   touch "$stamp"
 fi
 cd "$ROOT"

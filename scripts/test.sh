@@ -33,7 +33,7 @@ ruff check .
 echo "== lint-imports (the layering contracts in pyproject.toml)"
 lint-imports
 echo "== mypy"
-mypy shared coordinator collector_worker learner_worker evaluator launcher
+mypy -p rlfleet
 echo "== mkdocs build --strict"
 # The docs site: a broken link or anchor, or a configuration reference that no longer renders, fails here.
 site="$(mktemp -d)"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from shared.stats import MeanEstimate, estimate, retest_lower_bound
+from rlfleet.shared.stats import MeanEstimate, estimate, retest_lower_bound
 
 RULE: Final = "retest_lower_bound_95"
 """The rule's name, as HoldoutResult.rule and `rlfleet test --json` carry it."""
@@ -40,3 +40,9 @@ def judge(returns: Sequence[float], threshold: float | None) -> Verdict:
     found = estimate(returns)
     bound = retest_lower_bound(found.mean, found.std, found.episodes, CONFIDENCE)
     return Verdict(found, bound, threshold is not None and bound is not None and bound >= threshold)
+
+
+def shown(value: float) -> str:
+    """A return as the rule's messages show it: one decimal, and three significant digits where the returns are
+    small, so that a bound of 0.94 against a threshold of 0.93 does not read "0.9 >= 0.93"."""
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.3g}"

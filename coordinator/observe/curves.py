@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import csv
 
-from shared.storage.layout import RunLayout
+from rlfleet.shared.extras import require
+from rlfleet.shared.storage.layout import RunLayout
 
 AXES = (("env_steps", "env steps"), ("wall_seconds", "wall-clock seconds"), ("iteration", "learner updates"))
 
@@ -25,8 +26,7 @@ def _read(path) -> list[dict[str, str]]:
 
 
 def plot_learning_curve(layout: RunLayout) -> None:
-    import matplotlib
-
+    matplotlib = require("matplotlib", "plot", "the learning-curve plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -10,13 +10,17 @@ TensorBoard tags follow the widespread conventions (CleanRL's, SB3's): `charts/e
 from __future__ import annotations
 
 import csv
+import logging
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from shared.storage.layout import RunLayout
-from shared.wire import Status
+from rlfleet.shared.extras import MissingExtra
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.wire import Status
+
+log = logging.getLogger(__name__)
 
 METRIC_COLUMNS = [
     "wall_seconds", "env_steps", "env_steps_per_second", "episodes", "chunks", "recent_return_mean",
@@ -163,9 +167,12 @@ class MetricsRecorder:
         self.record(status)
         Path(self.layout.summary_json).write_text(status.model_dump_json(indent=2))
         self._tb.flush()
-        from coordinator.observe.curves import plot_learning_curve
+        from rlfleet.coordinator.observe.curves import plot_learning_curve
 
-        plot_learning_curve(self.layout)
+        try:
+            plot_learning_curve(self.layout)
+        except MissingExtra as exc:  # the curves stay in metrics.csv and TensorBoard; `rlfleet plot` draws them later
+            log.warning("no learning_curve.png: %s", exc)
 
     def close(self) -> None:
         if self._writer is not None:

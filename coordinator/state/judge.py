@@ -49,13 +49,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from coordinator.errors import Conflict, Invalid
-from coordinator.journal.component import Pending, Stored, Table
-from coordinator.state.ratings import elo_ratings
-from shared import solve_rule
-from shared.config.run_config import EnvConfig, EvalConfig
-from shared.stats import estimate
-from shared.wire import (
+from rlfleet.coordinator.errors import Conflict, Invalid
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.coordinator.state.ratings import elo_ratings
+from rlfleet.shared import solve_rule
+from rlfleet.shared.config.run_config import EnvConfig, EvalConfig
+from rlfleet.shared.stats import estimate
+from rlfleet.shared.wire import (
     BattleRecord,
     EvaluationReport,
     EvaluationResult,
@@ -212,10 +212,12 @@ class Judge:
             rule = "; ".join(f"{b}, needs {self.against[b.opponent]}" for b in test.battles)
             return f"policy v{test.policy_version} confirmed by a held-out test: {rule}"
         low, high = test.ci95
-        return (f"policy v{test.policy_version} confirmed by a held-out test: {test.mean:.1f} ± {test.std:.1f} over "
-                f"{test.episodes} episodes (95% t interval {low:.1f} .. {high:.1f}; re-test lower bound "
-                f"{test.bound:.1f} >= threshold {self.threshold:g}: {solve_rule.RULE_TEXT}; validation "
-                f"{test.validation_mean:.1f})")
+        assert test.bound is not None  # a test that confirms was judged by the bound
+        shown = solve_rule.shown
+        return (f"policy v{test.policy_version} confirmed by a held-out test: {shown(test.mean)} ± {shown(test.std)} "
+                f"over {test.episodes} episodes (95% t interval {shown(low)} .. {shown(high)}; re-test lower bound "
+                f"{shown(test.bound)} >= threshold {self.threshold:g}: {solve_rule.RULE_TEXT}; validation "
+                f"{shown(test.validation_mean)})")
 
     def _records(self, returns: list[float]) -> list[BattleRecord]:
         """Won / drawn / lost against each baseline of the rule, from its block of the returns."""

@@ -6,8 +6,10 @@ import importlib
 import inspect
 import logging
 import math
+import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
@@ -16,11 +18,11 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, TimeLimit, TransformObservation
 
-import shared.envs.two_player  # noqa: F401 - registers rlfleet/TicTacToe-v0 and rlfleet/ConnectFour-v0
-from shared.config.env import EnvConfig
-from shared.config.envcheck import EnvSectionError
-from shared.config.hints import did_you_mean
-from shared.envs.wrappers import apply_wrappers
+import rlfleet.shared.envs.two_player  # noqa: F401 - registers rlfleet/TicTacToe-v0 and rlfleet/ConnectFour-v0
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.config.envcheck import EnvSectionError
+from rlfleet.shared.config.hints import did_you_mean
+from rlfleet.shared.envs.wrappers import apply_wrappers
 
 log = logging.getLogger(__name__)
 # ResetOnError's finiteness check multiplies infinities by zero on purpose, and logs what it found.
@@ -159,7 +161,9 @@ def _entry_point(entry_point: str) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except Exception as exc:
         raise EnvSectionError("id", f"cannot import module {module_name!r} of entry point {entry_point!r} "
-                                    f"({type(exc).__name__}: {exc}): install it, or put it on PYTHONPATH, in "
+                                    f"({type(exc).__name__}: {exc}) from this service's import path "
+                                    f"[{', '.join(p or '.' for p in import_path())}]: put it beside the config or "
+                                    f"where `rlfleet up` runs, install it, or add its directory to PYTHONPATH, in "
                                     f"every service that loads the config or runs envs") from exc
     creator = getattr(module, attr, None)
     if not callable(creator):
@@ -167,6 +171,13 @@ def _entry_point(entry_point: str) -> Callable[..., Any]:
         raise EnvSectionError("id", f"module {module_name!r} has no class or function {attr!r}"
                                     f"{did_you_mean(attr, names)}; write the entry point as 'module:Name'")
     return creator
+
+
+def import_path() -> list[str]:
+    """Where this process imports from, less the interpreter's own library directories: what a user must compare
+    with where their module is."""
+    return [p for p in sys.path if not (p.endswith((".zip", "lib-dynload")) or "site-packages" in p
+                                        or Path(p, "os.py").exists())]
 
 
 def _registered(env_id: str) -> Callable[..., Any]:

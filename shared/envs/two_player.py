@@ -25,7 +25,8 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from shared.config.battle import BASELINES, ENTRY_POINT, GAME_IDS
+from rlfleet.shared.config.battle import BASELINES, ENTRY_POINT, GAME_IDS
+from rlfleet.shared.extras import require
 
 # game -> (PettingZoo registry id, stones in a row that win, pieces fall to the lowest free row of a column)
 GAMES = {"tictactoe": ("classic/tictactoe_v3", 3, False), "connect_four": ("classic/connect_four_v3", 4, True)}
@@ -91,8 +92,8 @@ class TwoPlayerEnv(gym.Env):
         self.seat_rule = seat
         self.players: dict[str, Player] = {}
         self.set_opponents({opponent: 1.0} if isinstance(opponent, str) else opponent)
-        import pettingzoo  # here, not at import: shared/envs/build.py imports this module in every service
-
+        # here, not at import: shared/envs/build.py imports this module in every service
+        pettingzoo = require("pettingzoo", "games", f"the board game {game}")
         self.game = pettingzoo.make("aec", game_id)
         self.game.reset(seed=0)
         agent = self.game.possible_agents[0]

@@ -22,7 +22,7 @@ def test_httpx_works_without_loading_its_command_line_client() -> None:
 
 
 def test_field_descriptions_come_from_docstrings_unless_turned_off() -> None:
-    script = ("from shared.config.run_config import EvalConfig\nfrom shared.wire import Status\n"
+    script = ("from rlfleet.shared.config.run_config import EvalConfig\nfrom rlfleet.shared.wire import Status\n"
               "print(EvalConfig.model_fields['num_envs'].description is not None, "
               "Status.model_fields['run_state'].description is not None)")
     assert _run(script) == "True True"

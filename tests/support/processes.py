@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def launcher_child(parent: int, service: str, exclude: list[int] | None = None) -> int | None:
-    """pid of a `python -m launcher <service>` started by `parent`, other than those in `exclude` (read from
+    """pid of a `python -m rlfleet.launcher <service>` started by `parent`, other than those in `exclude` (read from
     /proc, no extra dependency)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -17,6 +17,7 @@ def launcher_child(parent: int, service: str, exclude: list[int] | None = None) 
         except (OSError, IndexError, ValueError):
             continue
         args = [a for a in argv if a]
-        if ppid == parent and args[-2:] == [b"launcher", service.encode()] and int(entry.name) not in (exclude or ()):
+        ours = args[-2:] == [b"rlfleet.launcher", service.encode()]
+        if ppid == parent and ours and int(entry.name) not in (exclude or ()):
             return int(entry.name)
     return None

@@ -15,17 +15,17 @@ import pytest
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from learner_worker.trainer import Trainer
-from shared import wire
-from shared.algorithms import DEFAULT, REGISTRY, default_params
-from shared.algorithms.base import AlgoParams, ChunkParams, DatasetParams, PopulationParams, ReplayParams
-from shared.config.base import Encoder
-from shared.config.run_config import RunConfig
-from shared.config.samplers import SAMPLERS
-from shared.loops import LOOPS, loop_of
-from shared.loops.kind import LoopKind, resolve
+from rlfleet.learner_worker.trainer import Trainer
+from rlfleet.shared import wire
+from rlfleet.shared.algorithms import DEFAULT, REGISTRY, default_params
+from rlfleet.shared.algorithms.base import AlgoParams, ChunkParams, DatasetParams, PopulationParams, ReplayParams
+from rlfleet.shared.config.base import Encoder
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.config.samplers import SAMPLERS
+from rlfleet.shared.loops import LOOPS, loop_of
+from rlfleet.shared.loops.kind import LoopKind, resolve
 from tests.support.policies import CARTPOLE, PENDULUM
-from tests.support.repo import REPO
+from tests.support.repo import REPO, module_file
 
 SERVICES = ("coordinator", "collector_worker", "learner_worker", "evaluator", "launcher", "shared")
 
@@ -81,8 +81,7 @@ def test_no_module_outside_the_registry_names_an_algorithm() -> None:
         own = {REPO / "shared" / "algorithms" / f"{name}.py", REPO / "shared" / "algorithms" / "__init__.py"}
         if name in ENCODER_KINDS:
             own |= ENCODER_MODULES
-        module, _, _ = REGISTRY[name].learner.partition(":")
-        own.add(REPO / (module.replace(".", "/") + ".py"))
+        own.add(module_file(REGISTRY[name].learner))
         pattern = re.compile(rf"\b{re.escape(name)}\b", re.IGNORECASE)
         offenders += [f"{path.relative_to(REPO)}: {name}" for path in _python_files()
                       if path not in own and pattern.search(path.read_text())]
@@ -137,14 +136,10 @@ def test_the_sampler_name_check_leaves_other_uses_of_the_names_alone() -> None:
 CORE_WIRE = {"base", "battles", "chunks", "common", "control_plane", "evaluations", "status", "tasks"}
 
 
-def _module_file(path: str) -> Path:
-    return REPO / (path.partition(":")[0].replace(".", "/") + ".py")
-
-
 def _own_modules(kind: LoopKind) -> set[Path]:
     """The modules a loop kind's entry names (workload, trainer, router, wire) and the registry's own package."""
     named = [kind.workload, kind.trainer, *(p for p in (kind.router, kind.wire) if p is not None)]
-    return {*(REPO / "shared" / "loops").glob("*.py"), *(_module_file(p) for p in named)}
+    return {*(REPO / "shared" / "loops").glob("*.py"), *(module_file(p) for p in named)}
 
 
 def test_every_algorithm_names_a_registered_loop_kind_and_every_kind_is_used() -> None:
@@ -161,7 +156,7 @@ def test_each_loop_kinds_parts_resolve(name: str) -> None:
     if kind.router is not None:
         assert isinstance(resolve(kind.router), APIRouter)
     if kind.wire is not None:
-        assert importlib.import_module(kind.wire).__name__.startswith("shared.wire.")
+        assert importlib.import_module(kind.wire).__name__.startswith("rlfleet.shared.wire.")
 
 
 def test_an_unregistered_loop_kind_is_refused_naming_the_registered_ones() -> None:
@@ -173,7 +168,7 @@ def test_every_wire_model_is_core_or_declared_by_exactly_one_loop_kind() -> None
     modules = {m.__module__ for m in vars(wire).values() if isinstance(m, type) and issubclass(m, BaseModel)}
     for module in sorted(modules):
         declared = [kind.name for kind in LOOPS.values() if kind.wire == module]
-        core = module.removeprefix("shared.wire.") in CORE_WIRE
+        core = module.removeprefix("rlfleet.shared.wire.") in CORE_WIRE
         assert (core and not declared) or (not core and len(declared) == 1), (module, declared)
 
 

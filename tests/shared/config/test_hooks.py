@@ -12,10 +12,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-import shared.config.hookcheck
-from shared.config.hooks import HookView, load_hook
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig, load_run_config
+import rlfleet.shared.config.hookcheck
+from rlfleet.shared.config.hooks import HookView, load_hook
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig, load_run_config
 from tests.support import hooks as hook_functions
 from tests.support.repo import REPO
 
@@ -41,14 +41,14 @@ def test_a_hooks_section_loads_and_names_each_hook(tmp_path: Path) -> None:
 
 def test_the_check_runs_once_per_distinct_list_of_hooks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[str] = []
-    ask = shared.config.hookcheck.ask_child
+    ask = rlfleet.shared.config.hookcheck.ask_child
 
     def counted(module: str, question: str) -> object:
         asked.append(question)
         return ask(module, question)
 
-    monkeypatch.setattr(shared.config.hookcheck, "ask_child", counted)
-    monkeypatch.setattr(shared.config.hookcheck, "_problems", {})
+    monkeypatch.setattr(rlfleet.shared.config.hookcheck, "ask_child", counted)
+    monkeypatch.setattr(rlfleet.shared.config.hookcheck, "_problems", {})
     hooks = [{"at": "end", "call": RECORD}]
     _load(tmp_path, hooks)
     _load(tmp_path, hooks)
@@ -62,7 +62,7 @@ def test_the_check_runs_once_per_distinct_list_of_hooks(tmp_path: Path, monkeypa
     ("tests.no_such_hooks:record", ["cannot import module 'tests.no_such_hooks'", "ModuleNotFoundError",
                                     "PYTHONPATH"]),
     ("tests.support.hooks:no_arguments", ["tests.support.hooks:no_arguments takes ()",
-                                          "one argument, a shared.config.hooks.HookView"]),
+                                          "one argument, a rlfleet.shared.config.hooks.HookView"]),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_a_hook_that_does_not_load_is_refused_naming_the_field(tmp_path: Path, call: str,
                                                                hints: list[str]) -> None:
@@ -109,8 +109,8 @@ import sys
 from pathlib import Path
 from pydantic import ValidationError
 sys.path.append({str(tmp_path)!r})
-from shared.config.preflight import preflight
-from shared.config.run_config import load_run_config
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import load_run_config
 print(preflight(load_run_config(Path({str(good)!r}))).config.learner.hooks[0].name)
 try:
     preflight(load_run_config(Path({str(bad)!r})))

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig
-from shared.policy.noise_table import NoiseTable, check_capacity, noise_table
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.policy.noise_table import NoiseTable, check_capacity, noise_table
 
 
 def _digest(table: NoiseTable) -> str:
@@ -22,7 +22,7 @@ def _digest(table: NoiseTable) -> str:
 
 def test_another_process_builds_the_identical_table() -> None:
     here = _digest(NoiseTable(7, 50_000))
-    code = ("import hashlib; from shared.policy.noise_table import NoiseTable; "
+    code = ("import hashlib; from rlfleet.shared.policy.noise_table import NoiseTable; "
             "print(hashlib.sha256(NoiseTable(7, 50_000).noise.tobytes()).hexdigest())")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert there == here
