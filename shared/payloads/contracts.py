@@ -14,12 +14,22 @@ from typing import Any
 
 from shared.payloads.codec import DTYPES, FORMAT, MAX_PAYLOAD_BYTES, VERSION
 from shared.payloads.schema import COLUMN_DOCS, MAX_MAGNITUDE, SCHEMA_VERSION, ChunkSchema
-from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from shared.payloads.spaces import (
+    INTEGER_DTYPES,
+    BoxActions,
+    DiscreteActions,
+    DiscretePart,
+    MultiDiscreteActions,
+    ObsSpace,
+    Spaces,
+)
 from shared.policy.manifest import MANIFEST_FORMAT, MANIFEST_KEY, MANIFEST_VERSION, PolicyManifest
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Every kind of space a run can have: the union of their chunk schemas is every column a chunk may hold.
-_OBS = (ObsSpace(shape=(4,), dtype="float32"), ObsSpace(shape=(8, 8, 3), dtype="uint8"))
+# Observations of integer parts are stored in any of INTEGER_DTYPES, the smallest that holds their values.
+_OBS = (ObsSpace(shape=(4,), dtype="float32"), ObsSpace(shape=(8, 8, 3), dtype="uint8"),
+        *(ObsSpace(shape=(1,), dtype=dtype, parts=(DiscretePart(n=2),)) for dtype in INTEGER_DTYPES))
 _ACTIONS = (DiscreteActions(n=2), MultiDiscreteActions(nvec=(2, 3)), BoxActions(low=(-1.0,), high=(1.0,)))
 # A frame-stacked image run (the compact layout): stacks of 4 frames of 8x8x3.
 _STACKED = ObsSpace(shape=(4, 8, 8, 3), dtype="uint8")
