@@ -19,10 +19,17 @@ import numpy as np
 from shared.payloads.spaces import BoxPart, DiscretePart, MultiBinaryPart, ObsSpace, encoded_width
 from shared.policy.manifest import ObsNorm
 
+LAYOUT_ARRAYS = ("box_src", "box_dst", "binary_src", "binary_dst", "categorical_src", "categorical_shift",
+                 "categorical_low", "categorical_high")
+
 
 @dataclass(frozen=True)
 class ObsLayout:
-    """Where each raw column goes in the encoded observation: index arrays over [B, raw] -> [B, width]."""
+    """Where each raw column goes in the encoded observation: index arrays over [B, raw] -> [B, width].
+
+    Integers are clamped into their part before the one-hot: no valid row holds one outside (env errors and the
+    chunk check refuse those), but the rows a learner never trains on are zeroed, and 0 is outside a part that
+    starts above it; clamped, they still encode without indexing another part's columns."""
 
     raw: int
     width: int
@@ -32,14 +39,15 @@ class ObsLayout:
     binary_dst: np.ndarray
     categorical_src: np.ndarray  # raw columns holding a Discrete or MultiDiscrete integer
     categorical_shift: np.ndarray  # encoded column of value x is shift + x (its one-hot's first column - start)
+    categorical_low: np.ndarray  # the integer's values, start .. start + n - 1: a value outside is clamped into them
+    categorical_high: np.ndarray
 
     @classmethod
     def of(cls, obs: ObsSpace) -> ObsLayout | None:
         """The layout of an observation with parts; None for one the network reads as it is."""
         if obs.parts is None:
             return None
-        columns: dict[str, list[int]] = {"box_src": [], "box_dst": [], "binary_src": [], "binary_dst": [],
-                                         "categorical_src": [], "categorical_shift": []}
+        columns: dict[str, list[int]] = {name: [] for name in LAYOUT_ARRAYS}
         raw = out = 0
         for part in obs.parts:
             if isinstance(part, BoxPart | MultiBinaryPart):
@@ -53,6 +61,8 @@ class ObsLayout:
                 for n, start in zip(nvec, starts, strict=True):
                     columns["categorical_src"].append(raw)
                     columns["categorical_shift"].append(offset - start)
+                    columns["categorical_low"].append(start)
+                    columns["categorical_high"].append(start + n - 1)
                     raw, offset = raw + 1, offset + n
             out += encoded_width(part)
         arrays = {name: np.asarray(values, np.int64) for name, values in columns.items()}
@@ -83,6 +93,7 @@ class ObsEncoder:
         out = np.zeros((len(x), layout.width), np.float32)
         out[:, layout.box_dst] = normalize(x[:, layout.box_src], self.norm)
         out[:, layout.binary_dst] = x[:, layout.binary_src]
-        categories = x[:, layout.categorical_src].astype(np.int64)  # float32 where a part is a box
+        categories = np.clip(x[:, layout.categorical_src].astype(np.int64),  # float32 where a part is a box
+                             layout.categorical_low, layout.categorical_high)
         out[np.arange(len(x))[:, None], layout.categorical_shift + categories] = 1.0
         return out

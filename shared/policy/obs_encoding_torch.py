@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from shared.policy.obs_encoding import ObsLayout
+from shared.policy.obs_encoding import LAYOUT_ARRAYS, ObsLayout
 
 
 class TorchObsEncoder(nn.Module):
@@ -19,11 +19,13 @@ class TorchObsEncoder(nn.Module):
     binary_dst: torch.Tensor
     categorical_src: torch.Tensor
     categorical_shift: torch.Tensor
+    categorical_low: torch.Tensor
+    categorical_high: torch.Tensor
 
     def __init__(self, layout: ObsLayout) -> None:
         super().__init__()
         self.raw, self.width = layout.raw, layout.width
-        for name in ("box_src", "box_dst", "binary_src", "binary_dst", "categorical_src", "categorical_shift"):
+        for name in LAYOUT_ARRAYS:
             self.register_buffer(name, torch.as_tensor(getattr(layout, name)), persistent=False)
 
     def forward(self, obs: torch.Tensor, norm_mean: torch.Tensor, norm_std: torch.Tensor,
@@ -37,5 +39,6 @@ class TorchObsEncoder(nn.Module):
             box = ((box - norm_mean) / norm_std).clamp(-clip, clip)
         out[:, self.box_dst] = box
         out[:, self.binary_dst] = x[:, self.binary_src].to(torch.float32)
-        out.scatter_(1, x[:, self.categorical_src].long() + self.categorical_shift, 1.0)
+        categories = x[:, self.categorical_src].long().clamp(self.categorical_low, self.categorical_high)
+        out.scatter_(1, categories + self.categorical_shift, 1.0)
         return out.reshape(*lead, self.width)
