@@ -91,8 +91,10 @@ def chunk_schema() -> dict[str, Any]:
             "history, tail_frame, final_frame instead of obs and next_obs), from which a learner rebuilds obs and "
             "next_obs (see each column; docs/protocol.md). "
             "A learner refuses, as corrupt, a payload whose rows differ from the report's env_steps, or one "
-            "with, on any row whose `valid` is true, a discrete action outside the space or a float that is not "
-            f"finite or beyond ±{MAX_MAGNITUDE:g}. Column layout version {SCHEMA_VERSION}."),
+            "with, on any row whose `valid` is true, a discrete action outside the space, a float that is not "
+            f"finite or beyond ±{MAX_MAGNITUDE:g}, or an observation value of a Discrete, MultiDiscrete or "
+            "MultiBinary part (spaces.obs.parts) that is not an integer the part holds. Column layout version "
+            f"{SCHEMA_VERSION}."),
         "type": "object", "required": ["format", "version", "meta", "arrays"], "additionalProperties": False,
         "properties": {
             "format": {"const": FORMAT, "description": "identifies the file as an rlfleet chunk"},
@@ -118,7 +120,10 @@ def policy_schema() -> dict[str, Any]:
             f"A policy file is safetensors (an 8-byte little-endian header length, a JSON header, the tensor "
             f"bytes). Its header's __metadata__[\"{MANIFEST_KEY}\"] is this manifest as a JSON string. With an "
             "mlp encoder the tensors are an MLP from the flattened observation (normalised by obs_norm when "
-            "present: clip((obs - mean) / sqrt(var + 1e-8), -clip, clip)) through net.hidden to the head: layer "
+            "present: clip((obs - mean) / sqrt(var + 1e-8), -clip, clip)) through net.hidden to the head; an "
+            "observation with spaces.obs.parts is encoded instead, part by part in order: a box's values "
+            "normalised by obs_norm (which covers the box parts' values alone, in order), each discrete or "
+            "multidiscrete integer x one-hot (n values, 1 at x - start), multibinary values as 0.0 / 1.0. Layer "
             "k has `body.<2k>.weight` [fan_out, fan_in] and `body.<2k>.bias` [fan_out], float32, y = x W^T + b, "
             "net.activation between layers and none after the last. The last layer's width is the head's: "
             "q_values and categorical: n; multi_categorical: sum(nvec) logits, per sub-action in order; "
