@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
-from shared.payloads.spaces import ObsSpace
-from shared.policy.manifest import ObsNorm
-from shared.policy.nets import Network
-from shared.policy.obs_encoding import ObsLayout
+from rlfleet.shared.payloads.spaces import ObsSpace
+from rlfleet.shared.policy.manifest import ObsNorm
+from rlfleet.shared.policy.nets import Network
+from rlfleet.shared.policy.obs_encoding import ObsLayout
 
 
 class RunningStats:

@@ -14,7 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from shared.payloads.spaces import (
+from rlfleet.shared.payloads.spaces import (
     IMAGE_CHANNELS,
     INTEGER_DTYPES,
     BoxActions,
@@ -218,7 +218,7 @@ def _mask(space: gym.Space, parts: list[ObsPart], paths: list[str]) -> tuple[int
 def _obs(space: gym.Space) -> ObsSpace:
     if not isinstance(space, gym.spaces.Box):
         raise ValueError(f"observation space {space} is not supported: use {SUPPORTED} (an env built by "
-                         f"shared.envs.build.make_env gives those as one flat vector)")
+                         f"rlfleet.shared.envs.build.make_env gives those as one flat vector)")
     if space.dtype == np.uint8:
         if len(space.shape) == 3 and not (space.shape[-1] in IMAGE_CHANNELS or space.shape[0] in IMAGE_CHANNELS):
             raise ValueError(f"uint8 observation of shape {space.shape} is not an image with 1, 3 or 4 channels "

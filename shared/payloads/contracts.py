@@ -12,9 +12,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from shared.payloads.codec import DTYPES, FORMAT, MAX_PAYLOAD_BYTES, VERSION
-from shared.payloads.schema import COLUMN_DOCS, MAX_MAGNITUDE, SCHEMA_VERSION, ChunkSchema
-from shared.payloads.spaces import (
+from rlfleet.shared.payloads.codec import DTYPES, FORMAT, MAX_PAYLOAD_BYTES, VERSION
+from rlfleet.shared.payloads.schema import COLUMN_DOCS, MAX_MAGNITUDE, SCHEMA_VERSION, ChunkSchema
+from rlfleet.shared.payloads.spaces import (
     INTEGER_DTYPES,
     BoxActions,
     DiscreteActions,
@@ -23,7 +23,7 @@ from shared.payloads.spaces import (
     ObsSpace,
     Spaces,
 )
-from shared.policy.manifest import MANIFEST_FORMAT, MANIFEST_KEY, MANIFEST_VERSION, PolicyManifest
+from rlfleet.shared.policy.manifest import MANIFEST_FORMAT, MANIFEST_KEY, MANIFEST_VERSION, PolicyManifest
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Every kind of space a run can have: the union of their chunk schemas is every column a chunk may hold.

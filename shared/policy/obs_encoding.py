@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.payloads.spaces import BoxPart, DiscretePart, MultiBinaryPart, ObsSpace, encoded_width
-from shared.policy.manifest import ObsNorm
+from rlfleet.shared.payloads.spaces import BoxPart, DiscretePart, MultiBinaryPart, ObsSpace, encoded_width
+from rlfleet.shared.policy.manifest import ObsNorm
 
 LAYOUT_ARRAYS = ("box_src", "box_dst", "binary_src", "binary_dst", "categorical_src", "categorical_shift",
                  "categorical_low", "categorical_high")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from shared.policy.obs_encoding import LAYOUT_ARRAYS, ObsLayout
+from rlfleet.shared.policy.obs_encoding import LAYOUT_ARRAYS, ObsLayout
 
 
 class TorchObsEncoder(nn.Module):

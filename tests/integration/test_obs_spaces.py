@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.payloads.spaces import DiscretePart, MultiDiscretePart
-from shared.policy.files import read_manifest
+from rlfleet.shared.payloads.spaces import DiscretePart, MultiDiscretePart
+from rlfleet.shared.policy.files import read_manifest
 from tests.support.repo import REPO
 
 PPO = {"name": "ppo", "net": {"hidden": [32], "activation": "tanh"}, "learning_rate": 0.003, "gamma": 0.9,
@@ -32,7 +32,7 @@ def up(tmp_path: Path, config: dict[str, Any]) -> tuple[dict[str, Any], Path]:
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(config))
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", str(path), "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(path), "--data-dir", str(tmp_path / "data"),
          "--port", "0"],
         cwd=REPO, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

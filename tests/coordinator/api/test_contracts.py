@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from collector_worker.rollout import Rollout
-from shared.config.envcheck import spaces_of
-from shared.config.run_config import EnvConfig
-from shared.payloads.codec import encode_chunk
-from shared.payloads.spaces import (
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.shared.config.envcheck import spaces_of
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.payloads.codec import encode_chunk
+from rlfleet.shared.payloads.spaces import (
     BoxPart,
     DiscreteActions,
     DiscretePart,
@@ -28,9 +28,9 @@ from shared.payloads.spaces import (
     ObsSpace,
     Spaces,
 )
-from shared.policy.files import policy_bytes
-from shared.policy.manifest import Behaviour, Head, ObsNorm, PolicyManifest
-from shared.policy.nets import PolicyNet
+from rlfleet.shared.policy.files import policy_bytes
+from rlfleet.shared.policy.manifest import Behaviour, Head, ObsNorm, PolicyManifest
+from rlfleet.shared.policy.nets import PolicyNet
 from tests.support.policies import CARTPOLE, PENDULUM, manifest
 
 

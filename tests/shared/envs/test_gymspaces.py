@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collector_worker.rollout import Rollout
-from shared.config.envcheck import EnvSectionError
-from shared.config.run_config import EnvConfig
-from shared.envs.build import make_env
-from shared.envs.gymspaces import describe
-from shared.envs.seeds import MAX_RUN_SEED, REGIONS, base_seed
-from shared.payloads.spaces import (
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.shared.config.envcheck import EnvSectionError
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.envs.build import make_env
+from rlfleet.shared.envs.gymspaces import describe
+from rlfleet.shared.envs.seeds import MAX_RUN_SEED, REGIONS, base_seed
+from rlfleet.shared.payloads.spaces import (
     BoxPart,
     DiscretePart,
     MultiBinaryPart,
@@ -20,7 +20,7 @@ from shared.payloads.spaces import (
     ObsSpace,
     Spaces,
 )
-from shared.policy.actors import legal
+from rlfleet.shared.policy.actors import legal
 from tests.support.policies import EPSILON_GREEDY
 
 INT_IMAGE = "tests.support.userenv:IntImageEnv"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.payloads.codec import decode_chunk, encode_chunk
-from shared.payloads.schema import ChunkSchema, SchemaError
-from shared.payloads.spaces import (
+from rlfleet.shared.payloads.codec import decode_chunk, encode_chunk
+from rlfleet.shared.payloads.schema import ChunkSchema, SchemaError
+from rlfleet.shared.payloads.spaces import (
     BoxActions,
     BoxPart,
     DiscreteActions,

@@ -9,13 +9,13 @@ import pytest
 import torch
 from stable_baselines3.common.preprocessing import preprocess_obs
 
-from shared.config.base import NetConfig
-from shared.envs.gymspaces import RawObservation, describe
-from shared.payloads.spaces import BoxPart, DiscreteActions, DiscretePart, ObsSpace, Spaces
-from shared.policy.actors import NumpyActor
-from shared.policy.manifest import ObsNorm, PolicyManifest
-from shared.policy.nets import PolicyNet
-from shared.policy.obs_encoding import ObsEncoder
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.envs.gymspaces import RawObservation, describe
+from rlfleet.shared.payloads.spaces import BoxPart, DiscreteActions, DiscretePart, ObsSpace, Spaces
+from rlfleet.shared.policy.actors import NumpyActor
+from rlfleet.shared.policy.manifest import ObsNorm, PolicyManifest
+from rlfleet.shared.policy.nets import PolicyNet
+from rlfleet.shared.policy.obs_encoding import ObsEncoder
 from tests.support.userenv import AnySpace
 
 SB3_SPACES = ["discrete", "multidiscrete", "multibinary", "nested", "masked"]
