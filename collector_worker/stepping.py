@@ -43,8 +43,8 @@ def make_stepped_env(env: EnvConfig, num_envs: int, backend: EnvBackend, double_
 
 
 def spaces_of(vec: VectorEnv, env: EnvConfig) -> Spaces:
-    """The spaces of one env of `vec`. Envs in subprocesses are described by one built here: where a Dict
-    observation carries an action mask, only the env object itself says where the mask lies."""
+    """The spaces of one env of `vec`. Envs in subprocesses are described by one built here: only the env object
+    itself says how an observation that is not a Box was flattened (its parts) and where an action mask lies."""
     if isinstance(vec, AsyncVectorEnv | Halves):
         single = make_env(env, training=True)
         try:

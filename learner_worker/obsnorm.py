@@ -12,16 +12,31 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
+from rlfleet.shared.payloads.spaces import ObsSpace
 from rlfleet.shared.policy.manifest import ObsNorm
 from rlfleet.shared.policy.nets import Network
+from rlfleet.shared.policy.obs_encoding import ObsLayout
 
 
 class RunningStats:
-    def __init__(self, shape: tuple[int, ...], clip: float) -> None:
-        self.clip = clip
+    def __init__(self, shape: tuple[int, ...], clip: float, columns: np.ndarray | None = None) -> None:
+        """Statistics of `shape`-d values; `columns`: the raw columns of the observations they cover (an observation
+        with parts: its box values), None: all of them."""
+        self.clip, self.columns = clip, columns
         self.count = 0
         self.mean = np.zeros(shape, np.float64)
         self.m2 = np.zeros(shape, np.float64)
+
+    @classmethod
+    def of(cls, obs: ObsSpace, clip: float) -> RunningStats:
+        """Statistics of what the policy normalises: the whole observation, or the box parts of one with parts
+        (one-hot and binary values are never normalised)."""
+        layout = ObsLayout.of(obs)
+        return cls(obs.norm_shape, clip, None if layout is None else layout.box_src)
+
+    def normalised(self, obs: np.ndarray) -> np.ndarray:
+        """The values of observations [M, *obs] that the statistics cover, [M, *shape]."""
+        return obs if self.columns is None else obs.reshape(len(obs), -1)[:, self.columns]
 
     def update(self, rows: np.ndarray) -> None:
         """Fold in observations [M, *shape] (rows of invalid steps must already be left out)."""

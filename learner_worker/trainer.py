@@ -83,7 +83,7 @@ class Trainer:
         self.learner: Learner = load_learner(task, self.device)
         log.info("training %s on %s", task.algo.name, self.device)
         norm = next((w for w in task.env.wrappers if isinstance(w, NormalizeObs)), None)
-        self.obs_stats = None if norm is None else RunningStats(task.spaces.obs.shape, norm.clip)
+        self.obs_stats = None if norm is None else RunningStats.of(task.spaces.obs, norm.clip)
         self.iteration = 0
         self.transitions = 0
         self.losses: dict[str, float] = {}  # the last update's, for hooks
@@ -165,6 +165,7 @@ class Trainer:
         """Fold the observations about to be trained on ([M, *obs], valid rows only) into the statistics, and
         hand them to the learner's networks (normalize_obs; otherwise nothing)."""
         if self.obs_stats is not None:
+            obs = self.obs_stats.normalised(obs)
             if self.group is None:
                 self.obs_stats.update(obs)
             else:  # every rank folds in all ranks' rows: their networks must normalise alike

@@ -29,8 +29,8 @@ class EnvConfig(Strict):
     max_episode_steps: Annotated[int | None, Field(ge=1, description="truncate episodes after this many steps "
                                                                      "(gymnasium's TimeLimit)")] = None
     wrappers: tuple[WrapperConfig, ...] = Field((), description="applied in order on top of the env: "
-                                                                "clip_actions, frame_stack, scale_reward, "
-                                                                "normalize_obs, atari")
+                                                                "clip_actions, frame_stack, obs_filter, "
+                                                                "scale_reward, normalize_obs, atari")
     solve_threshold: float | Literal["registered"] | None = Field(REGISTERED, description=(
         "mean evaluation return that marks the run solved (the env's own return: scale_reward does not apply); "
         "null: no threshold, the run trains to its budget, keeps the best and the last policy and tests the best "

@@ -16,12 +16,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
-from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, TimeLimit, TransformObservation
+from gymnasium.wrappers import RecordEpisodeStatistics, TimeLimit, TransformObservation
 
 import rlfleet.shared.envs.two_player  # noqa: F401 - registers rlfleet/TicTacToe-v0 and rlfleet/ConnectFour-v0
 from rlfleet.shared.config.env import EnvConfig
 from rlfleet.shared.config.envcheck import EnvSectionError
 from rlfleet.shared.config.hints import did_you_mean
+from rlfleet.shared.envs.gymspaces import RawObservation
 from rlfleet.shared.envs.wrappers import apply_wrappers
 
 log = logging.getLogger(__name__)
@@ -89,10 +90,10 @@ def make_env(env: EnvConfig, training: bool = True, render_mode: str | None = No
 
     `render_mode` (`rlfleet test --video`) goes to gym.make, or to an entry point whose signature takes it;
     whether the env then renders is for the caller to check: gymnasium only warns about modes an env lacks."""
-    made = _image_dtype(_flat_dict(_bare_env(env, render_mode)))
+    made = _image_dtype(_bare_env(env, render_mode))
     if training and records_raw_episodes(env):
         made = RecordEpisodeStatistics(made, stats_key=RAW_EPISODE)
-    return apply_wrappers(made, env.wrappers, training)
+    return _raw_observation(apply_wrappers(made, env.wrappers, training))
 
 
 def records_raw_episodes(env: EnvConfig) -> bool:
@@ -119,19 +120,16 @@ def _image_dtype(env: gym.Env) -> gym.Env:
     return TransformObservation(env, lambda obs: np.asarray(obs, dtype=dtype), cast_space)
 
 
-def _flat_dict(env: gym.Env) -> gym.Env:
-    """Dict observations become one flat float vector (Discrete parts one-hot), in sorted key order, the same
-    in every process. Images inside a Dict would lose their shape there, so those are refused instead."""
-    space = env.observation_space
-    if not isinstance(space, gym.spaces.Dict):
+def _raw_observation(env: gym.Env) -> gym.Env:
+    """Observations that are not a Box (Discrete, MultiDiscrete, MultiBinary, Dict, Tuple) become one flat vector of
+    raw values, the same in every process (shared/envs/gymspaces.py RawObservation). It comes after the section's
+    wrappers, so they see the env's own spaces: obs_filter picks Dict keys, frame_stack stacks Discrete values."""
+    if isinstance(env.observation_space, gym.spaces.Box):
         return env
-    images = [key for key, sub in space.spaces.items()
-              if isinstance(sub, gym.spaces.Box) and len(sub.shape) == 3 and sub.dtype == np.uint8]
-    if images:
-        raise EnvSectionError("id", f"Dict observation with image entries {images}: rlfleet flattens Dict "
-                                    f"observations, which would lose the images' layout; return the image alone "
-                                    f"(a Box) or wrap the env to encode it")
-    return FlattenObservation(env)
+    try:
+        return RawObservation(env)
+    except ValueError as exc:
+        raise EnvSectionError("id", str(exc)) from exc
 
 
 def _bare_env(env: EnvConfig, render_mode: str | None = None) -> gym.Env:
@@ -251,7 +249,7 @@ def make_native_vector_env(env: EnvConfig, num_envs: int) -> VectorEnv | None:
     own vectorized implementation of the env (its registered `vector_entry_point`: CartPole's
     steps all its envs in one numpy expression, ~10x cheaper per env step than SyncVectorEnv's loop over
     copies), or None where the section cannot have one: the user's own entry point, a wrapper that applies
-    (those wrap single envs), Dict observations (flattened per env), no such implementation, one that does
+    (those wrap single envs), observations other than a Box (flattened per env), no such implementation, one that does
     not build here (phys2d's need jax), or one whose spaces are not the single env's. The caller falls back
     to `make_vector_env`.
 

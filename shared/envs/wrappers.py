@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rlfleet.shared.config.base import Strict
 from rlfleet.shared.config.envcheck import EnvSectionError
@@ -59,16 +59,100 @@ class ClipActions(_Wrapper):
 
 
 class FrameStack(_Wrapper):
-    """Observe the last `frames` observations stacked on a new first axis (dtype kept: uint8 images stay uint8)."""
+    """Observe the last `frames` observations stacked on a new first axis (dtype kept: uint8 images stay uint8).
+
+    A stack of integer observations stays integer: k Discrete(n) observations are a MultiDiscrete of k n's, a
+    MultiDiscrete or MultiBinary gains the new first axis (gymnasium would describe the last two as an integer
+    Box, which the policy would read as numbers instead of one-hot / binary), and a Dict or Tuple stacks each
+    entry so."""
 
     name: Literal["frame_stack"] = "frame_stack"
     """The wrapper's name in the env's wrappers list."""
     frames: Annotated[int, Field(ge=1, le=1024, description="observations per stack")]
 
     def wrap(self, env: gym.Env, training: bool) -> gym.Env:
+        from gymnasium.spaces import Box
         from gymnasium.wrappers import FrameStackObservation
 
-        return FrameStackObservation(env, self.frames)
+        stacked = FrameStackObservation(env, self.frames)
+        if not isinstance(env.observation_space, Box):
+            stacked.observation_space = _stacked_space(env.observation_space, self.frames)
+        return stacked
+
+
+def _stacked_space(space: gym.Space, frames: int) -> gym.Space:
+    """The space of `frames` observations of `space` stacked on a new first axis, integer leaves kept integer."""
+    import numpy as np
+    from gymnasium import spaces
+    from gymnasium.vector.utils import batch_space
+
+    if isinstance(space, spaces.Discrete):
+        return spaces.MultiDiscrete(np.full(frames, space.n), start=np.full(frames, space.start))
+    if isinstance(space, spaces.MultiDiscrete):
+        shape = (frames, *space.nvec.shape)
+        return spaces.MultiDiscrete(np.broadcast_to(space.nvec, shape), start=np.broadcast_to(space.start, shape))
+    if isinstance(space, spaces.MultiBinary):
+        return spaces.MultiBinary([frames, *space.shape])
+    if isinstance(space, spaces.Dict):
+        return spaces.Dict({key: _stacked_space(sub, frames) for key, sub in space.spaces.items()})
+    if isinstance(space, spaces.Tuple):
+        return spaces.Tuple(tuple(_stacked_space(sub, frames) for sub in space.spaces))
+    return batch_space(space, frames)
+
+
+class ObsFilter(_Wrapper):
+    """Keep part of each observation: `keep` lists indices of a Box observation's last axis (in the order given)
+    or positions of a Tuple's, or keys of a Dict's. CartPole without its velocities (rl-baselines3-zoo's
+    CartPoleNoVel-v1) is CartPole-v1 with `{name: obs_filter, keep: [0, 2]}`: a partially observable env made
+    from a config, not from a copy of the env's code. Indices or keys the env does not have are refused when the
+    config loads, naming the ones it has."""
+
+    name: Literal["obs_filter"] = "obs_filter"
+    """The wrapper's name in the env's wrappers list."""
+    keep: tuple[Annotated[int, Field(ge=0)], ...] | tuple[str, ...] = Field(min_length=1, description=(
+        "indices of a Box observation's last axis or a Tuple's positions (0-based), or keys of a Dict observation, "
+        "to keep, in this order"))
+
+    @field_validator("keep")
+    @classmethod
+    def _once_each(cls, keep: tuple[int, ...] | tuple[str, ...]) -> tuple[int, ...] | tuple[str, ...]:
+        repeated = sorted({str(k) for k in keep if keep.count(k) > 1})  # type: ignore[arg-type]
+        if repeated:
+            raise ValueError(f"keep lists {', '.join(repeated)} more than once: list each index or key once")
+        return keep
+
+    def wrap(self, env: gym.Env, training: bool) -> gym.Env:
+        import numpy as np
+        from gymnasium.spaces import Box, Dict, Tuple
+        from gymnasium.wrappers import FilterObservation, TransformObservation
+
+        space = env.observation_space
+        if isinstance(space, Dict):
+            names = list(space.spaces)
+            if not all(isinstance(k, str) for k in self.keep):
+                raise ValueError(f"the observation is a Dict: keep its keys, some of {names}")
+            unknown = [k for k in self.keep if k not in space.spaces]
+            if unknown:
+                raise ValueError(f"keep {unknown}: the observation has no such key; its keys are {names}")
+            return FilterObservation(env, list(self.keep))
+        size = len(space.spaces) if isinstance(space, Tuple) else (space.shape[-1] if isinstance(space, Box) and
+                                                                   space.shape else None)
+        if size is None:
+            raise ValueError(f"needs a Box, Tuple or Dict observation, but this env's is {space}: remove the wrapper")
+        indices = [k for k in self.keep if isinstance(k, int)]
+        what = "positions of the Tuple" if isinstance(space, Tuple) else f"indices of the last axis of {space}"
+        if len(indices) != len(self.keep):
+            raise ValueError(f"keep names keys, but the observation is not a Dict: keep {what}, 0 to {size - 1}")
+        outside = [k for k in indices if k >= size]
+        if outside:
+            raise ValueError(f"keep {outside}: the observation has {size} {what.split(' of')[0]}, keep some of 0 to "
+                             f"{size - 1}")
+        if isinstance(space, Tuple):
+            return FilterObservation(env, indices)
+        assert isinstance(space, Box)
+        columns = np.asarray(indices)
+        kept = Box(space.low[..., columns], space.high[..., columns], dtype=space.dtype)  # type: ignore[arg-type]
+        return TransformObservation(env, lambda obs: np.asarray(obs)[..., columns], kept)
 
 
 class ScaleReward(_Wrapper):
@@ -86,7 +170,8 @@ class ScaleReward(_Wrapper):
 
 
 class NormalizeObs(_Wrapper):
-    """Normalise observations with running statistics owned by the learner, applied by every actor alike.
+    """Normalise observations (their Box parts: one-hot and binary parts are left as they are) with running
+    statistics owned by the learner, applied by every actor alike.
 
     The env itself is left as it is: payloads hold raw observations, the learner folds the observations it
     trains on into running statistics and freezes them into each published policy's manifest, and every
@@ -101,10 +186,16 @@ class NormalizeObs(_Wrapper):
         import numpy as np
         from gymnasium.spaces import Box
 
+        from rlfleet.shared.envs.gymspaces import leaves
+
         space = env.observation_space
-        if not isinstance(space, Box) or space.dtype == np.uint8:
+        if isinstance(space, Box) and space.dtype == np.uint8:
             raise ValueError(f"needs float (Box) observations, but this env's are {space}: images are scaled to "
                              f"[0, 1] already; remove the wrapper")
+        if not any(isinstance(leaf, Box) for _, leaf in leaves(space, "")):
+            raise ValueError(f"normalises the Box parts of an observation, and this env's ({space}) has none: "
+                             f"Discrete, MultiDiscrete and MultiBinary parts are encoded one-hot or 0/1 already; "
+                             f"remove the wrapper")
         return env
 
 
@@ -172,7 +263,8 @@ class Atari(_Wrapper):
         return env
 
 
-WrapperConfig = Annotated[ClipActions | FrameStack | ScaleReward | NormalizeObs | Atari, Field(discriminator="name")]
+WrapperConfig = Annotated[ClipActions | FrameStack | ObsFilter | ScaleReward | NormalizeObs | Atari,
+                          Field(discriminator="name")]
 
 
 def apply_wrappers(env: gym.Env, wrappers: Sequence[WrapperConfig], training: bool) -> gym.Env:

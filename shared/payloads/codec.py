@@ -28,7 +28,7 @@ MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
 # decoding stops at the first container past either bound.
 MAX_CONTAINER_LEN = 1024
 MAX_ENTRIES = 16_384
-DTYPES = {"float32", "float64", "int64", "int32", "uint8", "bool"}
+DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool"}
 Compression = Literal["none", "zstd"]
 # Arrays smaller than this are stored as they are: a zstd frame's header and the call cost more than they save.
 MIN_COMPRESSED_BYTES = 4096

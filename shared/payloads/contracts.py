@@ -14,12 +14,22 @@ from typing import Any
 
 from rlfleet.shared.payloads.codec import DTYPES, FORMAT, MAX_PAYLOAD_BYTES, VERSION
 from rlfleet.shared.payloads.schema import COLUMN_DOCS, MAX_MAGNITUDE, SCHEMA_VERSION, ChunkSchema
-from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.payloads.spaces import (
+    INTEGER_DTYPES,
+    BoxActions,
+    DiscreteActions,
+    DiscretePart,
+    MultiDiscreteActions,
+    ObsSpace,
+    Spaces,
+)
 from rlfleet.shared.policy.manifest import MANIFEST_FORMAT, MANIFEST_KEY, MANIFEST_VERSION, PolicyManifest
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Every kind of space a run can have: the union of their chunk schemas is every column a chunk may hold.
-_OBS = (ObsSpace(shape=(4,), dtype="float32"), ObsSpace(shape=(8, 8, 3), dtype="uint8"))
+# Observations of integer parts are stored in any of INTEGER_DTYPES, the smallest that holds their values.
+_OBS = (ObsSpace(shape=(4,), dtype="float32"), ObsSpace(shape=(8, 8, 3), dtype="uint8"),
+        *(ObsSpace(shape=(1,), dtype=dtype, parts=(DiscretePart(n=2),)) for dtype in INTEGER_DTYPES))
 _ACTIONS = (DiscreteActions(n=2), MultiDiscreteActions(nvec=(2, 3)), BoxActions(low=(-1.0,), high=(1.0,)))
 # A frame-stacked image run (the compact layout): stacks of 4 frames of 8x8x3.
 _STACKED = ObsSpace(shape=(4, 8, 8, 3), dtype="uint8")
@@ -81,8 +91,10 @@ def chunk_schema() -> dict[str, Any]:
             "history, tail_frame, final_frame instead of obs and next_obs), from which a learner rebuilds obs and "
             "next_obs (see each column; docs/protocol.md). "
             "A learner refuses, as corrupt, a payload whose rows differ from the report's env_steps, or one "
-            "with, on any row whose `valid` is true, a discrete action outside the space or a float that is not "
-            f"finite or beyond ±{MAX_MAGNITUDE:g}. Column layout version {SCHEMA_VERSION}."),
+            "with, on any row whose `valid` is true, a discrete action outside the space, a float that is not "
+            f"finite or beyond ±{MAX_MAGNITUDE:g}, or an observation value of a Discrete, MultiDiscrete or "
+            "MultiBinary part (spaces.obs.parts) that is not an integer the part holds. Column layout version "
+            f"{SCHEMA_VERSION}."),
         "type": "object", "required": ["format", "version", "meta", "arrays"], "additionalProperties": False,
         "properties": {
             "format": {"const": FORMAT, "description": "identifies the file as an rlfleet chunk"},
@@ -108,7 +120,10 @@ def policy_schema() -> dict[str, Any]:
             f"A policy file is safetensors (an 8-byte little-endian header length, a JSON header, the tensor "
             f"bytes). Its header's __metadata__[\"{MANIFEST_KEY}\"] is this manifest as a JSON string. With an "
             "mlp encoder the tensors are an MLP from the flattened observation (normalised by obs_norm when "
-            "present: clip((obs - mean) / sqrt(var + 1e-8), -clip, clip)) through net.hidden to the head: layer "
+            "present: clip((obs - mean) / sqrt(var + 1e-8), -clip, clip)) through net.hidden to the head; an "
+            "observation with spaces.obs.parts is encoded instead, part by part in order: a box's values "
+            "normalised by obs_norm (which covers the box parts' values alone, in order), each discrete or "
+            "multidiscrete integer x one-hot (n values, 1 at x - start), multibinary values as 0.0 / 1.0. Layer "
             "k has `body.<2k>.weight` [fan_out, fan_in] and `body.<2k>.bias` [fan_out], float32, y = x W^T + b, "
             "net.activation between layers and none after the last. The last layer's width is the head's: "
             "q_values and categorical: n; multi_categorical: sum(nvec) logits, per sub-action in order; "

@@ -19,14 +19,15 @@ from typing import Literal
 
 import numpy as np
 
-from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces, integer_columns
 
 # 2: the compact layout of frame-stacked image runs (a chunk of such a run no longer holds `obs`/`next_obs`).
 SCHEMA_VERSION = 2
 # What each column holds, published in the chunk JSON Schema: a column without a line here fails its build.
 COLUMN_DOCS = {
     "obs": ("the observation the action was chosen on: per-step shape spaces.obs.shape, dtype spaces.obs.dtype "
-            "(float32, or uint8 images kept as uint8)"),
+            "(float32, uint8 images kept as uint8, or the raw integers of an observation whose spaces.obs.parts are "
+            "all Discrete, MultiDiscrete or MultiBinary, never their one-hot)"),
     "next_obs": ("the observation after the step, like obs; for a finished episode its true last observation, "
                  "not the next episode's first"),
     "actions": ("what the policy produced, in the policy's own units: int64 [] for discrete, int64 [len(nvec)] "
@@ -79,6 +80,8 @@ class ChunkSchema:
     action_counts: tuple[int, ...] | None = None
     # The compact layout's frames per observation (k); None: the flat layout.
     stack: int | None = None
+    # Observations with integer parts: (raw columns, lowest values, highest values) every valid row must hold.
+    obs_integers: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
 
     @classmethod
     def of(cls, spaces: Spaces, behaviour_logp: bool, stack: int | None = None) -> ChunkSchema:
@@ -107,7 +110,8 @@ class ChunkSchema:
                             "final_frame": Column("uint8", frame, "end")})
         if behaviour_logp:
             columns["logp"] = Column("float32", ())
-        return cls(columns, counts, stack)
+        integers = None if spaces.obs.parts is None else integer_columns(spaces.obs.parts)
+        return cls(columns, counts, stack, integers if integers and integers[0] else None)
 
     def allocate(self, steps: int, num_envs: int) -> dict[str, np.ndarray]:
         """Empty arrays for a chunk (valid starts all True: a step is valid unless the env failed). Per-end
@@ -142,6 +146,18 @@ class ChunkSchema:
             raise SchemaError(f"column {name!r} is {arr.dtype.name}{list(arr.shape)}, the schema says "
                               f"{col.dtype}{[*lead, *col.shape]}{why}")
 
+    def _obs_outside(self, flat: np.ndarray, dtype: str) -> np.ndarray:
+        """Per row of raw observations [rows, width]: whether a float is non-finite or too large, or an integer
+        part's value is not an integer of its space."""
+        assert self.obs_integers is not None
+        columns, low, high = (np.asarray(values) for values in self.obs_integers)
+        values = flat[:, columns]
+        bad = ((values < low) | (values > high)).any(axis=1)
+        if dtype.startswith("float"):
+            with np.errstate(invalid="ignore"):
+                bad |= ~(np.abs(flat) <= MAX_MAGNITUDE).all(axis=1) | (values != np.floor(values)).any(axis=1)
+        return np.asarray(bad, bool)
+
     def check_values(self, arrays: Mapping[str, np.ndarray], rows: int) -> None:
         """Raise SchemaError when the content disagrees with the chunk's report; call it after `check`.
 
@@ -149,7 +165,8 @@ class ChunkSchema:
         its report (the sampled offsets then index past its end), a discrete action outside the space (an
         out-of-range gather), or a NaN or huge reward or observation (a non-finite loss): each stopped a learner at
         every restart, since the chunk stayed in the buffer. So on every valid row the discrete actions must lie
-        in the space and every float value be finite and within ±MAX_MAGNITUDE. Rows where the env failed
+        in the space, every float value be finite and within ±MAX_MAGNITUDE, and every value of an observation's
+        Discrete, MultiDiscrete or MultiBinary part an integer its space holds. Rows where the env failed
         (valid = false) are not checked: every learner already treats them as padding whatever they hold
         (tests/support/learner_data.py's `garbage`)."""
         got = int(arrays["rewards"].size)
@@ -163,6 +180,9 @@ class ChunkSchema:
             if name == "actions" and self.action_counts is not None:
                 bad = ((flat < 0) | (flat >= np.asarray(self.action_counts))).any(axis=1)
                 what = f"outside the action space {list(self.action_counts)}"
+            elif name in ("obs", "next_obs") and self.obs_integers is not None:
+                bad = self._obs_outside(flat, col.dtype)
+                what = "non-finite, or outside the space of a Discrete, MultiDiscrete or MultiBinary part"
             elif col.dtype.startswith("float"):
                 with np.errstate(invalid="ignore"):
                     bad = ~(np.abs(flat) <= MAX_MAGNITUDE).all(axis=1)  # NaN fails the comparison too

@@ -19,7 +19,8 @@ from types import ModuleType
 import numpy as np
 
 from rlfleet.shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
-from rlfleet.shared.policy.manifest import Head, ObsNorm, PolicyManifest
+from rlfleet.shared.policy.manifest import Head, PolicyManifest
+from rlfleet.shared.policy.obs_encoding import ObsEncoder
 
 ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0, out=x), "tanh": lambda x: np.tanh(x, out=x)}
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # tanh_gaussian's clamp, the same in the learner (shared/policy/nets.py)
@@ -91,15 +92,6 @@ def random_actions(spaces: Spaces, head: Head, n: int, rng: np.random.Generator,
     else:
         acts = rng.integers(0, action.n, n).astype(np.int64)
     return Decision(acts, to_env(spaces, head, acts))
-
-
-def normalize(obs: np.ndarray, norm: ObsNorm | None) -> np.ndarray:
-    x = np.asarray(obs, np.float32)
-    if norm is None:
-        return x
-    mean = np.asarray(norm.mean, np.float32).reshape(x.shape[1:])
-    std = np.sqrt(np.asarray(norm.var, np.float32).reshape(x.shape[1:]) + 1e-8)
-    return np.clip((x - mean) / std, -norm.clip, norm.clip)
 
 
 def _categorical(logits: np.ndarray, explore: bool, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -186,7 +178,8 @@ class NumpyActor(_Actor):
 
     def __init__(self, manifest: PolicyManifest, state: dict[str, np.ndarray]) -> None:
         self.manifest = manifest
-        sizes = [manifest.spaces.obs.flat_size, *manifest.net.hidden, head_outputs(manifest.spaces, manifest.head)]
+        self.encode = ObsEncoder(manifest.spaces.obs, manifest.obs_norm)
+        sizes = [manifest.spaces.obs.encoded_size, *manifest.net.hidden, head_outputs(manifest.spaces, manifest.head)]
         self.activation = ACTIVATIONS[manifest.net.activation]
         expected = {f"body.{2 * i}.{kind}" for i in range(len(sizes) - 1) for kind in ("weight", "bias")}
         if manifest.head == "gaussian":
@@ -205,7 +198,7 @@ class NumpyActor(_Actor):
             raise PolicyError(f"log_std has shape {self.log_std.shape}, expected {(sizes[-1],)}")
 
     def forward(self, obs: np.ndarray) -> np.ndarray:
-        x = normalize(obs, self.manifest.obs_norm).reshape(len(obs), -1)
+        x = self.encode(obs)
         for i, (weight, bias) in enumerate(self.layers):
             x = x @ weight
             x += bias

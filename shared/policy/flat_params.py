@@ -21,7 +21,7 @@ def policy_shapes(manifest: PolicyManifest) -> dict[str, tuple[int, ...]]:
     """Name -> shape of every tensor of the MLP policy the manifest describes, in flattening order."""
     if manifest.encoder.kind != "mlp":
         raise ValueError(f"flat parameter vectors cover MLP policies; this one has a {manifest.encoder.kind} encoder")
-    sizes = [manifest.spaces.obs.flat_size, *manifest.net.hidden, head_outputs(manifest.spaces, manifest.head)]
+    sizes = [manifest.spaces.obs.encoded_size, *manifest.net.hidden, head_outputs(manifest.spaces, manifest.head)]
     shapes: dict[str, tuple[int, ...]] = {}
     for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
         shapes[f"body.{2 * i}.weight"] = (fan_out, fan_in)

@@ -146,7 +146,7 @@ def encoder_features(encoder: Encoder, obs: ObsSpace) -> int:
     """How many features `encoder` gives the MLP for one observation; ValueError naming `algo.net.encoder` and
     what fits when it cannot read this observation."""
     if isinstance(encoder, MlpEncoder):
-        return obs.flat_size  # images too: flattened, as they are
+        return obs.encoded_size  # images too: flattened, as they are
     if not obs.image:
         raise ValueError(f"algo.net.encoder: the {encoder.kind} encoder reads images (uint8, three dimensions), "
                          f"this env observes {obs.dtype}{list(obs.shape)}: use {{kind: mlp}} or leave "

@@ -23,6 +23,8 @@ from rlfleet.shared.config.base import CnnEncoder, ImpalaEncoder, MlpConfig, Mlp
 from rlfleet.shared.payloads.spaces import ObsSpace
 from rlfleet.shared.policy.actors import head_outputs
 from rlfleet.shared.policy.manifest import Encoder, ObsNorm, PolicyManifest, encoder_features, image_dims
+from rlfleet.shared.policy.obs_encoding import ObsLayout
+from rlfleet.shared.policy.obs_encoding_torch import TorchObsEncoder
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
@@ -91,6 +93,8 @@ class Network(nn.Module):
         super().__init__()
         self.obs_space = obs
         features = encoder_features(encoder, obs)  # ValueError when the encoder cannot read this observation
+        layout = ObsLayout.of(obs)
+        self.encoding = None if layout is None else TorchObsEncoder(layout)  # one-hot / binary parts
         self.image = not isinstance(encoder, MlpEncoder)
         if not isinstance(encoder, MlpEncoder):
             self.conv = image_encoder(encoder, image_dims(obs)[0])
@@ -106,7 +110,7 @@ class Network(nn.Module):
         if norm is None:
             self.norm_mean, self.norm_std = torch.zeros(0, device=device), torch.zeros(0, device=device)
             return
-        shape = self.obs_space.shape
+        shape = self.obs_space.norm_shape
         self.norm_mean = torch.tensor(norm.mean, dtype=torch.float32, device=device).reshape(shape)
         self.norm_std = torch.sqrt(torch.tensor(norm.var, dtype=torch.float32, device=device).reshape(shape) + 1e-8)
         self.norm_clip = norm.clip
@@ -121,6 +125,8 @@ class Network(nn.Module):
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         if self.image:
             return self.conv(self._chw(obs))
+        if self.encoding is not None:
+            return self.encoding(obs, self.norm_mean, self.norm_std, self.norm_clip)
         x = obs.to(torch.float32)
         if self.norm_mean.numel():
             x = ((x - self.norm_mean) / self.norm_std).clamp(-self.norm_clip, self.norm_clip)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from rlfleet.learner_worker.algorithms.ppo import PPO
 from rlfleet.learner_worker.obsnorm import RunningStats
 from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.payloads.spaces import BoxPart, DiscreteActions, DiscretePart, MultiBinaryPart, ObsSpace, Spaces
 from tests.support.policies import PENDULUM, SAMPLING
 
 
@@ -49,3 +50,18 @@ def test_every_network_of_a_learner_gets_the_statistics() -> None:
         normalised = ppo.critic(obs)
         ppo.critic.set_obs_norm(None)
         assert torch.allclose(normalised, ppo.critic(torch.zeros(1, 3)), atol=1e-5)
+
+
+def test_statistics_of_an_observation_with_parts_cover_its_box_values_only() -> None:
+    """One-hot and binary values are never normalised: the statistics (and the manifest's obs_norm) hold the box
+    parts' values alone, and the learner's networks read the rest unchanged."""
+    obs = ObsSpace(shape=(4,), dtype="float32", parts=(DiscretePart(n=3), BoxPart(size=2), MultiBinaryPart(size=1)))
+    spaces = Spaces(obs=obs, action=DiscreteActions(n=2))
+    stats = RunningStats.of(obs, clip=10.0)
+    rows = np.array([[2.0, 10.0, 0.0, 1.0], [0.0, 12.0, 2.0, 0.0]])
+    stats.update(stats.normalised(rows))
+    assert stats.frozen().mean == (11.0, 1.0) and stats.frozen().var == (1.0, 1.0)
+    ppo = PPO(spaces, PPOParams(), SAMPLING, seed=0)
+    stats.apply_to(ppo)
+    encoded = ppo.actor.features(torch.tensor([[2.0, 11.0, 1.0, 1.0]]))
+    np.testing.assert_allclose(encoded.numpy(), [[0.0, 0.0, 1.0, 0.0, 0.0, 1.0]], atol=1e-5)

@@ -150,3 +150,72 @@ class DictObs(gym.Env):
     def step(self, action):
         self.t += 1
         return self.observation_space.sample(), float(action), self.t >= 10, False, {}
+
+
+OBS_SPACES: dict[str, gym.Space] = {
+    "discrete": gym.spaces.Discrete(4),
+    "discrete_from_3": gym.spaces.Discrete(4, start=3),
+    "discrete_300": gym.spaces.Discrete(300),
+    "discrete_negative": gym.spaces.Discrete(5, start=-2),
+    "multidiscrete": gym.spaces.MultiDiscrete([3, 2, 4]),
+    "multidiscrete_2d": gym.spaces.MultiDiscrete([[2, 3], [4, 5]], start=[[0, 1], [0, -1]]),
+    "multidiscrete_huge": gym.spaces.MultiDiscrete([2**20]),
+    "multibinary": gym.spaces.MultiBinary(5),
+    "tuple": gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+                               gym.spaces.MultiBinary(2))),
+    "nested": gym.spaces.Dict({"z": gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.MultiDiscrete([3, 3]))),
+                               "a": gym.spaces.Dict({"pos": gym.spaces.Box(-5.0, 5.0, (3,), np.float32),
+                                                     "flags": gym.spaces.MultiBinary(3)})}),
+    "masked": gym.spaces.Dict({"action_mask": gym.spaces.MultiBinary(2), "a_mode": gym.spaces.Discrete(3)}),
+    "text": gym.spaces.Text(5),
+}
+
+
+class AnySpace(gym.Env):
+    """Random observations of the space OBS_SPACES[space], 10-step episodes, reward 1 for action 0.
+    `out_of_range_at`: that step (1-based) observes the space's first leaf's largest value + 5, which no env of that
+    space may return (a bug in a user's env)."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, space: str = "discrete", out_of_range_at: int | None = None) -> None:
+        self.observation_space = OBS_SPACES[space]
+        self.out_of_range_at, self.t = out_of_range_at, 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.observation_space.seed(seed)
+        self.t = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = self.observation_space.sample()
+        if self.t == self.out_of_range_at:
+            assert isinstance(self.observation_space, gym.spaces.Discrete)
+            obs = int(self.observation_space.start + self.observation_space.n + 4)
+        return obs, float(action == 0), self.t >= 10, False, {}
+
+
+class Cue(gym.Env):
+    """A memoryless task on a Discrete observation: observe a cue in 1..n (Discrete(n, start=1)), act cue - 1 for
+    a reward of 1; `length`-step episodes. Solved (return = length) only by a policy that reads the cue: a tiny env
+    for training through the one-hot encoding."""
+
+    action_space: gym.spaces.Discrete
+
+    def __init__(self, n: int = 4, length: int = 8) -> None:
+        self.observation_space = gym.spaces.Discrete(n, start=1)
+        self.action_space = gym.spaces.Discrete(n)
+        self.n, self.length, self.t, self.cue = n, length, 0, 1
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.t, self.cue = 0, int(self.np_random.integers(1, self.n + 1))
+        return self.cue, {}
+
+    def step(self, action):
+        self.t += 1
+        reward = float(int(action) == self.cue - 1)
+        self.cue = int(self.np_random.integers(1, self.n + 1))
+        return self.cue, reward, self.t >= self.length, False, {}

@@ -16,9 +16,18 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.shared.config.envcheck import spaces_of
 from rlfleet.shared.config.run_config import EnvConfig
 from rlfleet.shared.payloads.codec import encode_chunk
-from rlfleet.shared.payloads.spaces import MultiDiscreteActions, Spaces
+from rlfleet.shared.payloads.spaces import (
+    BoxPart,
+    DiscreteActions,
+    DiscretePart,
+    MultiBinaryPart,
+    MultiDiscreteActions,
+    ObsSpace,
+    Spaces,
+)
 from rlfleet.shared.policy.files import policy_bytes
 from rlfleet.shared.policy.manifest import Behaviour, Head, ObsNorm, PolicyManifest
 from rlfleet.shared.policy.nets import PolicyNet
@@ -132,3 +141,31 @@ def test_real_policy_files_match_the_served_schema(client: TestClient, spaces: S
         expected["log_std"] = [1]
     assert {k: v["shape"] for k, v in header.items() if k != "__metadata__"} == expected
     assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {"F32"}
+
+
+def test_a_real_chunk_of_integer_observations_matches_the_served_schema(client: TestClient) -> None:
+    """POPGym's RepeatPreviousEasy under a 4-frame stack: a MultiDiscrete observation stored as its uint8 integers."""
+    env = EnvConfig.model_validate({"id": "popgym.envs.repeat_previous:RepeatPreviousEasy",
+                                    "wrappers": [{"name": "frame_stack", "frames": 4}]})
+    spaces = spaces_of(env)
+    rollout = Rollout(env, 2, spaces, Behaviour(head="q_values", sample=False), seed=3)
+    try:
+        chunk = rollout.collect(60, random=True)
+    finally:
+        rollout.close()
+    doc = _as_json(msgpack.unpackb(encode_chunk(chunk.arrays), raw=False))
+    assert sorted(_validator(client, "chunk").iter_errors(doc), key=str) == []
+    assert doc["arrays"]["obs"]["dtype"] == "uint8" and doc["arrays"]["obs"]["shape"] == [60, 2, 4]
+
+
+def test_a_real_policy_file_of_observation_parts_matches_the_served_schema(client: TestClient) -> None:
+    """The manifest carries the parts; the first layer reads their encoding (one-hot 3 + box 2 + binary 2 = 7)."""
+    obs = ObsSpace(shape=(5,), dtype="float32", parts=(DiscretePart(n=3), BoxPart(size=2), MultiBinaryPart(size=2)))
+    spaces = Spaces(obs=obs, action=DiscreteActions(n=2))
+    m = manifest(spaces, "categorical", hidden=(8,)).model_copy(
+        update={"obs_norm": ObsNorm(mean=(0.0, 0.0), var=(1.0, 1.0))})
+    header = _header(policy_bytes(PolicyNet(m).state_dict(), m))
+    doc = json.loads(header["__metadata__"]["rlfleet.manifest"])
+    assert list(_validator(client, "policy").iter_errors(doc)) == []
+    assert PolicyManifest.model_validate(doc) == m
+    assert header["body.0.weight"]["shape"] == [8, 7]

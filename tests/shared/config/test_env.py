@@ -127,7 +127,8 @@ def test_bad_env_is_refused_at_load_naming_the_field(tmp_path: Path, env: dict, 
 
 
 @pytest.mark.parametrize(("env", "loc", "hint"), [
-    ({"wrappers": [{"name": "normalize"}]}, "env.wrappers.0", "'clip_actions', 'frame_stack', 'scale_reward'"),
+    ({"wrappers": [{"name": "normalize"}]}, "env.wrappers.0",
+     "'clip_actions', 'frame_stack', 'obs_filter', 'scale_reward'"),
     ({"wrappers": [{"frames": 4}]}, "env.wrappers.0", "discriminator 'name'"),
     ({"wrappers": [{"name": "frame_stack"}]}, "env.wrappers.0.frame_stack.frames", "Field required"),
     ({"wrappers": [{"name": "frame_stack", "frames": 0}]}, "env.wrappers.0.frame_stack.frames", "greater than"),

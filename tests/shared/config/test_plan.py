@@ -11,7 +11,7 @@ from rlfleet.shared.config.envcheck import spaces_of
 from rlfleet.shared.config.plan import RunPlan
 from rlfleet.shared.config.preflight import preflight
 from rlfleet.shared.config.run_config import RunConfig
-from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions
+from rlfleet.shared.payloads.spaces import BoxActions, BoxPart, DiscreteActions, DiscretePart, ObsSpace
 from tests.support.policies import CARTPOLE
 from tests.support.repo import REPO
 
@@ -56,11 +56,13 @@ def test_a_process_without_gymnasium_reads_the_spaces_from_a_child() -> None:
 def test_dict_observations_are_flattened_the_same_everywhere() -> None:
     cfg = RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs"}})
     plan = RunPlan.of(cfg)
-    assert plan.spaces.obs.shape == (5,) and plan.spaces.obs.dtype == "float32"  # 2 + one-hot of 3
+    # keys sorted: the mode's integer, then the position's 2 floats; the policy reads the mode one-hot (3 + 2)
+    assert plan.spaces.obs == ObsSpace(shape=(3,), dtype="float32", parts=(DiscretePart(n=3), BoxPart(size=2)))
+    assert plan.spaces.obs.encoded_size == 5
 
 
 def test_dict_observations_with_images_are_refused_naming_the_field() -> None:
-    with pytest.raises(ValueError, match="env.id: Dict observation with image entries \\['pixels'\\]"):
+    with pytest.raises(ValueError, match="env.id: observation entry 'pixels' is an image"):
         preflight(RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs", "kwargs": {"image": True}}}))
 
 

@@ -9,10 +9,12 @@ import pytest
 
 from rlfleet.collector_worker.rollout import Rollout
 from rlfleet.evaluator.episodes import evaluate
+from rlfleet.shared.config.envcheck import spaces_of
 from rlfleet.shared.config.plan import RunPlan
 from rlfleet.shared.config.preflight import preflight
 from rlfleet.shared.config.run_config import EnvConfig, RunConfig
-from rlfleet.shared.envs.build import make_vector_env
+from rlfleet.shared.envs.build import make_env, make_vector_env
+from rlfleet.shared.payloads.spaces import BoxPart, DiscretePart, MultiBinaryPart, MultiDiscretePart, ObsSpace
 from tests.support.policies import EPSILON_GREEDY, PENDULUM, flat_spaces
 
 IMAGE = "tests.support.userenv:ImageEnv"
@@ -90,3 +92,91 @@ def test_normalize_obs_leaves_the_env_raw_and_refuses_images() -> None:
     with pytest.raises(ValueError, match=r"env.wrappers\[0\]: normalize_obs: needs float \(Box\) observations"):
         preflight(RunConfig(env=EnvConfig.model_validate({"id": "tests.support.pixelgrid:PixelGrid",
                                                           "wrappers": [{"name": "normalize_obs"}]})))
+
+
+def observe(env: EnvConfig, steps: int) -> list[np.ndarray]:
+    made = make_env(env)
+    try:
+        seen = [made.reset(seed=3)[0]]
+        seen += [made.step(0)[0] for _ in range(steps)]
+    finally:
+        made.close()
+    return seen
+
+
+def test_obs_filter_keeps_the_listed_indices_of_the_last_axis() -> None:
+    """CartPoleNoVel-v1 as a config: CartPole-v1's cart position and pole angle, its velocities left out."""
+    full = observe(EnvConfig(id="CartPole-v1"), 5)
+    novel = EnvConfig.model_validate({"id": "CartPole-v1", "wrappers": [{"name": "obs_filter", "keep": [0, 2]}]})
+    kept = observe(novel, 5)
+    np.testing.assert_array_equal(np.stack(kept), np.stack(full)[:, [0, 2]])
+    assert spaces_of(novel).obs == ObsSpace(shape=(2,), dtype="float32")
+
+
+def test_obs_filter_keeps_the_named_keys_of_a_dict_and_positions_of_a_tuple() -> None:
+    by_key = EnvConfig.model_validate({"id": "tests.support.userenv:AnySpace", "kwargs": {"space": "nested"},
+                                       "wrappers": [{"name": "obs_filter", "keep": ["z"]}]})
+    assert spaces_of(by_key).obs.parts == (DiscretePart(n=2), MultiDiscretePart(nvec=(3, 3), start=(0, 0)))
+    by_position = EnvConfig.model_validate({"id": "tests.support.userenv:AnySpace", "kwargs": {"space": "tuple"},
+                                            "wrappers": [{"name": "obs_filter", "keep": [2, 0]}]})
+    assert spaces_of(by_position).obs.parts == (MultiBinaryPart(size=2), DiscretePart(n=3))
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"id": "CartPole-v1", "keep": [0, 4]},
+     "env.wrappers[0]: obs_filter: keep [4]: the observation has 4 indices, keep some of 0 to 3"),
+    ({"id": "CartPole-v1", "keep": ["x"]}, "keep names keys, but the observation is not a Dict: keep indices of the "
+                                           "last axis"),
+    ({"id": "tests.support.userenv:DictObs", "keep": ["mode", "speed"]},
+     "keep ['speed']: the observation has no such key; its keys are ['mode', 'position']"),
+    ({"id": "tests.support.userenv:DictObs", "keep": [0]}, "the observation is a Dict: keep its keys, some of "
+                                                            "['mode', 'position']"),
+    ({"id": "tests.support.userenv:Cue", "keep": [0]}, "needs a Box, Tuple or Dict observation"),
+])
+def test_obs_filter_refuses_indices_or_keys_the_env_lacks_when_the_config_loads(env: dict, message: str) -> None:
+    config = RunConfig.model_validate({"env": {"id": env["id"], "wrappers": [{"name": "obs_filter",
+                                                                               "keep": env["keep"]}]}})
+    with pytest.raises(ValueError) as info:
+        preflight(config)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(("keep", "message"), [
+    ([0, 2, 0], "keep lists 0 more than once"),
+    ([], "at least 1 item"),
+    ([-1], "greater than or equal to 0"),
+])
+def test_obs_filter_keep_lists_are_checked_as_values(keep: list, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        EnvConfig.model_validate({"wrappers": [{"name": "obs_filter", "keep": keep}]})
+
+
+def test_frame_stack_of_discrete_observations_is_a_multidiscrete_read_one_hot() -> None:
+    env = EnvConfig.model_validate({"id": "tests.support.userenv:Cue", "wrappers": [{"name": "frame_stack",
+                                                                                    "frames": 4}]})
+    obs = spaces_of(env).obs
+    assert obs == ObsSpace(shape=(4,), dtype="uint8", parts=(MultiDiscretePart(nvec=(4,) * 4, start=(1,) * 4),))
+    seen = observe(env, 2)
+    assert seen[0].tolist() == [seen[0][0]] * 4 and seen[2][:2].tolist() == [seen[0][0]] * 2  # padded with the first
+    assert obs.encoded_size == 16
+
+
+def test_frame_stack_of_multibinary_and_multidiscrete_parts_keeps_them_integer() -> None:
+    """gymnasium describes a stack of MultiDiscrete or MultiBinary observations as an integer Box, which the policy
+    would read as numbers; the stack keeps their kind, so they are still read one-hot and 0/1."""
+    env = EnvConfig.model_validate({"id": "tests.support.userenv:AnySpace", "kwargs": {"space": "tuple"},
+                                    "wrappers": [{"name": "frame_stack", "frames": 2}]})
+    assert spaces_of(env).obs.parts == (MultiDiscretePart(nvec=(3, 3), start=(0, 0)), BoxPart(size=4),
+                                        MultiBinaryPart(size=4))
+    nested = EnvConfig.model_validate({"id": "tests.support.userenv:AnySpace", "kwargs": {"space": "multidiscrete"},
+                                       "wrappers": [{"name": "frame_stack", "frames": 2}]})
+    assert spaces_of(nested).obs.parts == (MultiDiscretePart(nvec=(3, 2, 4) * 2, start=(0,) * 6),)
+
+
+def test_normalize_obs_needs_a_box_part() -> None:
+    with pytest.raises(ValueError, match="normalises the Box parts of an observation, and this env's .* has none"):
+        preflight(RunConfig.model_validate({"env": {"id": "tests.support.userenv:Cue",
+                                                    "wrappers": [{"name": "normalize_obs"}]}}))
+    plan = RunPlan.of(RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs",
+                                                        "wrappers": [{"name": "normalize_obs"}]}}))
+    assert plan.spaces.obs.norm_shape == (2,)  # the position's two values; the mode is read one-hot

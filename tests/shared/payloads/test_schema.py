@@ -5,8 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rlfleet.shared.payloads.codec import decode_chunk, encode_chunk
 from rlfleet.shared.payloads.schema import ChunkSchema, SchemaError
-from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.payloads.spaces import (
+    BoxActions,
+    BoxPart,
+    DiscreteActions,
+    DiscretePart,
+    MultiBinaryPart,
+    MultiDiscreteActions,
+    ObsSpace,
+    Spaces,
+)
 from tests.support.policies import CARTPOLE, PENDULUM
 
 IMAGE = Spaces(obs=ObsSpace(shape=(8, 8, 3), dtype="uint8"), action=MultiDiscreteActions(nvec=(3, 2)))
@@ -109,3 +119,41 @@ def test_the_row_count_must_be_the_reported_one() -> None:
     schema = ChunkSchema.of(CARTPOLE, False)
     with pytest.raises(SchemaError, match="the payload holds 8 rows, its report said 10"):
         schema.check_values(_filled(schema), rows=10)
+
+
+CUE = Spaces(obs=ObsSpace(shape=(3,), dtype="uint8", parts=(DiscretePart(n=4, start=1), MultiBinaryPart(size=2))),
+             action=DiscreteActions(n=4))
+MIXED = Spaces(obs=ObsSpace(shape=(3,), dtype="float32", parts=(DiscretePart(n=3), BoxPart(size=2))),
+               action=DiscreteActions(n=3))
+
+
+def test_integer_observations_round_trip_as_their_raw_integers() -> None:
+    schema = ChunkSchema.of(CUE, True)
+    arrays = _filled(schema)
+    arrays["obs"][...] = [4, 0, 1]
+    arrays["next_obs"][...] = [1, 1, 0]
+    decoded, _ = decode_chunk(encode_chunk(arrays))
+    schema.check(decoded, num_envs=2)
+    schema.check_values(decoded, rows=8)
+    assert decoded["obs"].dtype == np.uint8 and decoded["obs"].shape == (4, 2, 3)  # 3 bytes a row, no one-hot
+    np.testing.assert_array_equal(decoded["obs"], arrays["obs"])
+
+
+@pytest.mark.parametrize(("spaces", "change", "message"), [
+    (CUE, lambda a: a["obs"].__setitem__((1, 0, 0), 0), r"column 'obs' is non-finite, or outside the space .* "
+                                                         r"on 1 valid row\(s\), first row 2: \[0, 0, 0\]"),
+    (CUE, lambda a: a["next_obs"].__setitem__((3, 1, 2), 2), "column 'next_obs' is non-finite, or outside"),
+    (MIXED, lambda a: a["obs"].__setitem__((0, 0, 0), 1.5), "column 'obs' is non-finite, or outside"),
+    (MIXED, lambda a: a["obs"].__setitem__((0, 1, 0), 3), "column 'obs' is non-finite, or outside"),
+    (MIXED, lambda a: a["obs"].__setitem__((0, 0, 2), np.nan), "column 'obs' is non-finite, or outside"),
+])
+def test_observations_outside_their_integer_parts_are_refused(spaces: Spaces, change, message: str) -> None:
+    """A third-party collector's value outside a part would one-hot into another part's column, or stop the learner
+    (torch's scatter raises): the chunk is corrupt."""
+    schema = ChunkSchema.of(spaces, False)
+    arrays = _filled(schema)
+    arrays["obs"][..., 0] = arrays["next_obs"][..., 0] = 1
+    schema.check_values(arrays, rows=8)
+    change(arrays)
+    with pytest.raises(SchemaError, match=message):
+        schema.check_values(arrays, rows=8)

@@ -104,7 +104,7 @@ def test_a_dict_observations_action_mask_becomes_the_spaces_mask() -> None:
 @pytest.mark.parametrize(("update", "message"), [
     ({"action": BoxActions(low=(-1.0,), high=(1.0,))}, "needs Discrete actions"),
     ({"action_mask_offset": 4}, "does not fit"),
-    ({"obs": ObsSpace(shape=(8, 8, 3), dtype="uint8")}, "flat float observation"),
+    ({"obs": ObsSpace(shape=(8, 8, 3), dtype="uint8")}, "flat observation"),
 ])
 def test_a_mask_the_spaces_cannot_hold_is_refused(update, message: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match=message):
