@@ -1,24 +1,45 @@
 """The `rlfleet` console script: a table of commands and their options (typer). Each command's work is in a module
 of its own (named in its body), imported only when that command runs, so a service's process loads nothing that
-another command needs.
+another command needs. User errors end a command with one line per problem and exit 2 (launcher/errors.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
+from launcher.errors import DEBUG, CliGroup
 from shared.envs.seeds import MAX_TEST_COUNTER
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(cls=CliGroup, add_completion=False, no_args_is_help=True,
                   help="rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator.")
+
+
+def _version(show: bool) -> None:
+    if show:
+        from launcher.version import version
+
+        typer.echo(f"rlfleet {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    debug: Annotated[bool, typer.Option("--debug", help="show the traceback of a user error too")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print rlfleet's version and exit")] = False,
+) -> None:
+    """rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator."""
+    ctx.meta[DEBUG] = debug
 
 
 @app.command()
 def up(
-    config: Annotated[Path, typer.Option(help="run config YAML")] = Path("configs/cartpole_dqn.yaml"),
+    config: Annotated[str, typer.Option(help="run config: a YAML file, or the name of a config shipped with rlfleet "
+                                             "(cartpole-dqn is configs/cartpole_dqn.yaml)")] = "cartpole-dqn",
     collectors: Annotated[int | None, typer.Option(help="collector processes (like --scale collector=N)")] = None,
     seed: Annotated[int | None, typer.Option(help="override the config's seed")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="config override key=value (repeatable)")] = None,
@@ -44,9 +65,11 @@ def up(
     from launcher.startup import without_field_docs
 
     without_field_docs()  # before launcher.up loads the models; the services' environments say so too
+    from launcher.configs import config_file
     from launcher.up import UpOptions, launch
 
-    raise typer.Exit(launch(UpOptions(config=config, resume=resume, data_dir=data_dir, port=port,
+    config_path = config_file(config) if resume is None else Path(config)  # a resumed run reads its own
+    raise typer.Exit(launch(UpOptions(config=config_path, resume=resume, data_dir=data_dir, port=port,
                                       collectors=collectors, overrides=list(set_ or []),
                                       max_quick_crashes=max_quick_crashes, stable_seconds=stable_seconds,
                                       open_rendezvous=open_rendezvous),
@@ -178,6 +201,21 @@ def record(
 
     raise typer.Exit(record_command(run_dir, policy, config,
                                     Recording(name, episodes, valid_fraction, seed, stochastic), data_dir))
+
+
+@app.command()
+def export(
+    source: Annotated[Path, typer.Argument(
+        metavar="RUN_OR_POLICY", help="a run directory (data/runs/<name>: its best policy) or a policy file")],
+    out: Annotated[Path, typer.Argument(help="the file to write (.onnx, or .pt for TorchScript)")],
+    format_: Annotated[Literal["onnx", "torchscript"], typer.Option(
+        "--format", help="onnx (onnxruntime; needs the onnx extra) or torchscript (libtorch)")] = "onnx",
+) -> None:
+    """Write a trained policy as a model that takes raw observations (a batch, [N, *shape]) and returns the
+    env's actions: normalisation, image scaling, action masks and the greedy choice are inside it."""
+    from launcher.export import export_command
+
+    export_command(source, out, format_)
 
 
 ctl = typer.Typer(no_args_is_help=True, help=(

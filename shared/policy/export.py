@@ -60,6 +60,9 @@ def check_exportable(manifest: PolicyManifest) -> None:
 class GreedyPolicy(nn.Module):
     """Raw observations -> the env actions of the greedy policy, as one traceable module."""
 
+    low: torch.Tensor
+    high: torch.Tensor
+
     def __init__(self, manifest: PolicyManifest, state: dict[str, np.ndarray]) -> None:
         super().__init__()
         check_exportable(manifest)
@@ -91,6 +94,18 @@ class GreedyPolicy(nn.Module):
         return self.low + (torch.tanh(mean) + 1.0) * 0.5 * (self.high - self.low)
 
 
+def signature(manifest: PolicyManifest) -> str:
+    """What the exported model takes and returns, for a person: names, dtypes and shapes."""
+    obs, action = manifest.spaces.obs, manifest.spaces.action
+    if isinstance(action, BoxActions):
+        out = f"float32[N, {action.dim}]"
+    elif isinstance(action, MultiDiscreteActions):
+        out = f"int64[N, {len(action.nvec)}]"
+    else:
+        out = "int64[N]"
+    return f"input {INPUT_NAME!r} {obs.dtype}[N, {', '.join(map(str, obs.shape))}], output {OUTPUT_NAME!r} {out}"
+
+
 def example_input(manifest: PolicyManifest, batch: int = 2) -> torch.Tensor:
     obs = manifest.spaces.obs
     return torch.zeros((batch, *obs.shape), dtype=torch.uint8 if obs.dtype == "uint8" else torch.float32)
@@ -116,8 +131,8 @@ def export_bytes(manifest: PolicyManifest, state: dict[str, np.ndarray], fmt: Fo
             except ImportError as exc:
                 raise ExportError("ONNX export needs the onnx extra: pip install 'rlfleet[onnx]'") from exc
             # the TorchScript-based exporter: the torch.export one needs onnxscript, and this model has no control
-            # flow that tracing would miss
-            torch.onnx.export(model, (example,), buffer, dynamo=False, opset_version=ONNX_OPSET,
+            # flow that tracing would miss (a file object is fine for it, though its annotation says a path)
+            torch.onnx.export(model, (example,), buffer, dynamo=False, opset_version=ONNX_OPSET,  # type: ignore[arg-type]
                               input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
                               dynamic_axes={INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}})
     return buffer.getvalue()

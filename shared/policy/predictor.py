@@ -68,16 +68,17 @@ def read_policy_file(path: Path) -> tuple[PolicyManifest, dict[str, np.ndarray]]
     try:
         return decode_policy(data)
     except ManifestError as exc:
-        raise PolicyFileError(f"{path} is {_what_it_is(data)}, not a policy this rlfleet can load: {exc}") from exc
+        if data[8:9] == b"{":  # a safetensors header: of another program, another rlfleet version, or damaged
+            raise PolicyFileError(f"{path} is a safetensors file, not a policy this rlfleet can load: {exc}") from exc
+        raise PolicyFileError(f"{path} is {_what_it_is(data)}, not an rlfleet policy: rlfleet's policies are "
+                              f"{POLICY_SUFFIX} files, in a run's best/ or store/policies/") from exc
 
 
 def _what_it_is(data: bytes) -> str:
     for magic, what in _MAGIC:
         if data.startswith(magic):
             return what
-    if len(data) < 8:
-        return f"a file of {len(data)} bytes"
-    return "a safetensors file" if data[8:9] == b"{" else "an unrecognised or corrupt file"
+    return f"a file of {len(data)} bytes" if len(data) < 8 else "an unrecognised or corrupt file"
 
 
 class Policy:
@@ -147,8 +148,8 @@ def _flatten(obs: Mapping[str, Any] | tuple[Any, ...], size: int) -> tuple[np.nd
     leaves = _leaves(obs)
     if sum(leaf.size for leaf in leaves) == size:
         return np.concatenate([leaf.ravel() for leaf in leaves]), True
-    lengths = {leaf.shape[0] if leaf.ndim else None for leaf in leaves}
-    if len(lengths) != 1 or None in lengths:
+    lengths = {leaf.shape[0] for leaf in leaves if leaf.ndim}
+    if len(lengths) != 1 or any(leaf.ndim == 0 for leaf in leaves):
         return None, False
     (n,) = lengths
     rows = [leaf.reshape(n, -1) for leaf in leaves]
