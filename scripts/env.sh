@@ -13,7 +13,7 @@ fi
 stamp="$VENV/.rlfleet-installed"
 if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
   python -m pip install --quiet --upgrade pip
-  python -m pip install --quiet -e "$ROOT[dev,video,docs,mujoco,atari,minatar,envpool]"
+  python -m pip install --quiet -e "$ROOT[dev,video,docs,mujoco,atari,minatar,envpool,onnx]"
   touch "$stamp"
 fi
 cd "$ROOT"
