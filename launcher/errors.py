@@ -54,7 +54,8 @@ class CliGroup(TyperGroup):
             if ctx.meta.get(DEBUG):
                 raise
             message = exc.format_message().replace("Value error, ", "").rstrip(".")
-            _say(ctx, [f"{message}; see `rlfleet {ctx.invoked_subcommand or ''} --help`"])
+            command = " ".join(_names(exc.ctx)) if exc.ctx is not None else ctx.invoked_subcommand or ""
+            _say(ctx, [f"{message}; see `rlfleet {command} --help`"], command)
         except (UserError, FileNotFoundError) as exc:
             if ctx.meta.get(DEBUG):
                 raise
@@ -62,8 +63,17 @@ class CliGroup(TyperGroup):
         raise typer.Exit(EXIT_USAGE)
 
 
-def _say(ctx: Context, lines: list[str]) -> None:
-    prefix = " ".join(filter(None, ("rlfleet", ctx.invoked_subcommand)))
+def _names(ctx: Context) -> list[str]:
+    """The command names of `ctx` below `rlfleet` itself (`ctl set`), whatever the program was called."""
+    names = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return names[::-1]
+
+
+def _say(ctx: Context, lines: list[str], command: str | None = None) -> None:
+    prefix = " ".join(filter(None, ("rlfleet", ctx.invoked_subcommand if command is None else command)))
     for line in lines:
         echo(f"{prefix}: {' '.join(line.split())}", err=True)  # one printed line, whatever the text held
 

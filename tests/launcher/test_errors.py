@@ -72,8 +72,12 @@ def test_debug_shows_the_traceback_of_a_user_error(tmp_path: Path) -> None:
     (["export", "p.safetensors", "out.x", "--format", "tflite"],
      "rlfleet export: Invalid value for '--format': 'tflite' is not one of 'onnx', 'torchscript'; see "
      "`rlfleet export --help`"),
-], ids=["unknown-option", "bad-choice"])
-def test_a_mistyped_option_is_one_line_too(tmp_path: Path, args: list[str], expected: str) -> None:
+    (["ctl", "set", "foo"], "rlfleet ctl set: Invalid value for SETTINGS: override 'foo' must look like key=value "
+                            "(e.g. seed=3); see `rlfleet ctl set --help`"),
+    (["plot", "/nowhere"], "rlfleet plot: /nowhere is not a run directory (<data dir>/runs/<name> with its "
+                           "journal, coordinator.sqlite): give one as `rlfleet runs` lists them"),
+], ids=["unknown-option", "bad-choice", "nested-command", "not-a-run"])
+def test_a_mistyped_option_or_argument_is_one_line_too(tmp_path: Path, args: list[str], expected: str) -> None:
     assert one_line_exit_2(rlfleet(*args, cwd=tmp_path)) == [expected]
 
 
