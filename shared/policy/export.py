@@ -107,8 +107,9 @@ def signature(manifest: PolicyManifest) -> str:
 
 
 def example_input(manifest: PolicyManifest, batch: int = 2) -> torch.Tensor:
+    """A batch of observations in the manifest's dtype: what the traced model is told it takes."""
     obs = manifest.spaces.obs
-    return torch.zeros((batch, *obs.shape), dtype=torch.uint8 if obs.dtype == "uint8" else torch.float32)
+    return torch.from_numpy(np.zeros((batch, *obs.shape), dtype=obs.dtype))
 
 
 def export_bytes(manifest: PolicyManifest, state: dict[str, np.ndarray], fmt: Format) -> bytes:

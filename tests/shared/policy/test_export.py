@@ -102,6 +102,17 @@ def test_a_manifest_field_the_exporter_does_not_reproduce_is_refused_by_name() -
         check_exportable(WithCore(**m.model_dump(), core={"kind": "gru"}))
 
 
+def test_a_head_or_encoder_the_exporter_does_not_know_is_refused_by_name() -> None:
+    """Kinds a later rlfleet adds (a multi-input encoder, say) reach the exporter as what they are: refused."""
+    m = manifest(CARTPOLE, "categorical")
+    with pytest.raises(ExportError, match="cannot export a policy with a 'beta' head: the exporter handles q_values, "):
+        check_exportable(m.model_construct(**{**dict(m), "head": "beta"}))
+    encoder = m.encoder.model_construct(kind="multi_input")
+    with pytest.raises(ExportError, match="cannot export a policy with a 'multi_input' encoder: the exporter handles "
+                                          "mlp, cnn, nature, impala"):
+        check_exportable(m.model_construct(**{**dict(m), "encoder": encoder}))
+
+
 def test_an_unknown_format_is_refused_naming_the_formats() -> None:
     m = manifest(CARTPOLE, "categorical")
     with pytest.raises(ExportError, match="use one of onnx, torchscript"):
