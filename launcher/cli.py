@@ -154,7 +154,8 @@ def status(
 def test(
     run_dir: Annotated[Path | None, typer.Argument(help="a run directory, data/runs/<name>")] = None,
     policy: Annotated[Path | None, typer.Option(help="a policy file to test instead of RUN_DIR's best")] = None,
-    config: Annotated[Path | None, typer.Option(help="run config to test with instead of RUN_DIR/config.yaml")] = None,
+    config: Annotated[str | None, typer.Option(help="run config to test with instead of RUN_DIR/config.yaml (a file, "
+                                                    "or a shipped config's name)")] = None,
     version: Annotated[int | None, typer.Option(
         min=1, help="test policies/v<N>.safetensors of the run's store (RUN_DIR/store or RLFLEET_STORE_URL) "
              "instead of the best policy")] = None,
@@ -172,9 +173,11 @@ def test(
     an independent re-test's mean reaches env.solve_threshold) and its mean reaches it ("no threshold" for a run
     without one; see evaluator/testing.py).
     Exits 0 whatever the score, 2 with one line on stderr for input that cannot be tested."""
+    from launcher.configs import config_file
     from launcher.held_out import held_out_test
 
-    raise typer.Exit(held_out_test(run_dir, policy, config, version, episodes, num_envs, seed_counter, video,
+    config_path = None if config is None else config_file(config)
+    raise typer.Exit(held_out_test(run_dir, policy, config_path, version, episodes, num_envs, seed_counter, video,
                                    json_path))
 
 
@@ -184,8 +187,8 @@ def record(
                                                           "policy and config")] = None,
     name: Annotated[str, typer.Option(help="the dataset's name (algo.dataset of the run that trains on it)")] = "",
     policy: Annotated[Path | None, typer.Option(help="a policy file to play instead of RUN_DIR's best")] = None,
-    config: Annotated[Path | None, typer.Option(help="run config whose env to play in instead of "
-                                                     "RUN_DIR/config.yaml")] = None,
+    config: Annotated[str | None, typer.Option(help="run config whose env to play in instead of "
+                                                    "RUN_DIR/config.yaml (a file, or a shipped config's name)")] = None,
     episodes: Annotated[int, typer.Option(min=2, max=100_000, help="episodes to record")] = 20,
     valid_fraction: Annotated[float, typer.Option(help="share of the episodes kept for the valid split")] = 0.2,
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seeds the envs, the split and any sampling")] = 0,
@@ -197,9 +200,10 @@ def record(
     """Play a trained policy for EPISODES episodes and store them as a named dataset of chunks with train and
     valid splits (see launcher/record.py); a run with `algo.dataset: NAME` (behavioural cloning) trains on it.
     Exits 2 with one line on stderr for input that cannot be recorded."""
+    from launcher.configs import config_file
     from launcher.record import Recording, record_command
 
-    raise typer.Exit(record_command(run_dir, policy, config,
+    raise typer.Exit(record_command(run_dir, policy, None if config is None else config_file(config),
                                     Recording(name, episodes, valid_fraction, seed, stochastic), data_dir))
 
 

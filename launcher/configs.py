@@ -25,23 +25,19 @@ def shipped_configs() -> dict[str, Path]:
 
 
 def config_file(value: str) -> Path:
-    """The run config `--config VALUE` names: an existing file, else a shipped config's name (without a directory
-    or a .yaml suffix; `_` and `-` alike). UserError saying what exists otherwise."""
+    """The run config `--config VALUE` names: a path (an existing file, or anything with a directory or a .yaml
+    suffix: whoever reads it says when it is missing), else a shipped config's name (`_` and `-` alike).
+    UserError listing the shipped configs for a name that is none of them."""
     path = Path(value).expanduser()
-    if path.is_file():
+    if path.exists() or len(path.parts) > 1 or path.suffix in YAML_SUFFIXES:
         return path
     shipped = shipped_configs()
+    found = shipped.get(value.replace("_", "-"))
+    if found is not None:
+        return found
     listed = f"the shipped configs are {', '.join(shipped)}" if shipped else f"no configs are shipped in {CONFIGS}"
-    if path.is_dir():
-        raise UserError(f"--config {value} is a directory: give a run config YAML file, or a name ({listed})")
-    if len(path.parts) == 1 and path.suffix not in YAML_SUFFIXES:
-        found = shipped.get(value.replace("_", "-"))
-        if found is not None:
-            return found
-        raise UserError(f"--config {value}: no config of that name{did_you_mean(value, shipped)} and no such file; "
-                        f"{listed}, or give a path to a YAML file")
-    raise UserError(f"--config {value}: no such file (relative paths start from {Path.cwd()}); check the path, or "
-                    f"name a shipped config without a directory or suffix (--config cartpole-dqn)")
+    raise UserError(f"--config {value}: no config of that name{did_you_mean(value, shipped)} and no such file; "
+                    f"{listed}, or give a path to a YAML file")
 
 
 def read_config(path: Path, overrides: list[str] | None = None) -> RunConfig:
@@ -62,7 +58,7 @@ def read_config(path: Path, overrides: list[str] | None = None) -> RunConfig:
         raise UserError(f"{path} is not a text file ({exc.reason} at byte {exc.start}): give a run config YAML "
                         f"file") from exc
     except IsADirectoryError as exc:
-        raise UserError(f"{path} is a directory: give a run config YAML file") from exc
+        raise UserError(f"--config {path} is a directory: give a run config YAML file") from exc
     except ValueError as exc:
         raise UserError(f"{path}: {exc}") from exc
 

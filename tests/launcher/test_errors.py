@@ -52,14 +52,19 @@ def test_a_yaml_syntax_error_names_the_line_and_column(tmp_path: Path) -> None:
 
 def test_a_missing_config_file_says_where_it_looked(tmp_path: Path) -> None:
     (line,) = one_line_exit_2(rlfleet("up", "--config", "nowhere/my.yaml", cwd=tmp_path))
-    assert line == (f"rlfleet up: --config nowhere/my.yaml: no such file (relative paths start from {tmp_path}); "
-                    "check the path, or name a shipped config without a directory or suffix (--config cartpole-dqn)")
+    assert line == (f"rlfleet up: no such file or directory: nowhere/my.yaml; check the path (relative paths start "
+                    f"from {tmp_path})")
 
 
 def test_an_unknown_config_name_suggests_the_shipped_ones(tmp_path: Path) -> None:
     (line,) = one_line_exit_2(rlfleet("up", "--config", "cartpole-dq", cwd=tmp_path))
     assert line.startswith("rlfleet up: --config cartpole-dq: no config of that name (did you mean 'cartpole-dqn'")
     assert "the shipped configs are breakout-ppo, cartpole-a2c," in line and "or give a path to a YAML file" in line
+
+
+def test_a_shipped_config_name_is_a_config_for_test_too(tmp_path: Path) -> None:
+    (line,) = one_line_exit_2(rlfleet("test", "--policy", "p.safetensors", "--config", "cartpole-dqn", cwd=tmp_path))
+    assert line == "rlfleet test: no policy file p.safetensors"  # the config was found: the policy is what is missing
 
 
 def test_debug_shows_the_traceback_of_a_user_error(tmp_path: Path) -> None:
