@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from coordinator.overrides import parse_overrides
-from launcher.errors import UserError
+from launcher.errors import UserError, missing
 from shared.config.hints import did_you_mean
 from shared.config.problems import config_problems
 from shared.config.run_config import RunConfig, load_run_config
@@ -57,6 +57,8 @@ def read_config(path: Path, overrides: list[str] | None = None) -> RunConfig:
     except UnicodeDecodeError as exc:
         raise UserError(f"{path} is not a text file ({exc.reason} at byte {exc.start}): give a run config YAML "
                         f"file") from exc
+    except FileNotFoundError as exc:
+        raise UserError(missing(exc)) from exc
     except IsADirectoryError as exc:
         raise UserError(f"--config {path} is a directory: give a run config YAML file") from exc
     except ValueError as exc:

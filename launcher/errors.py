@@ -1,10 +1,11 @@
 """User errors on the command line: one line per problem, exit 2, no traceback.
 
 A person who mistypes a config key, a path or a config name needs the field, the value and what to write instead,
-not a 55-line traceback with the answer at its end. Commands raise `UserError` (or let a FileNotFoundError or a
-config's YAML or validation error through); `CliGroup` prints each of its lines as `rlfleet <command>: <line>`
-on stderr and exits 2, as it does click's own usage errors (an unknown option, a value not among the choices).
-Anything else is a bug and keeps its traceback, as does every error under `rlfleet --debug`.
+not a 55-line traceback with the answer at its end. Commands turn what the user got wrong (a config's YAML or
+validation errors, a file they named that is missing) into a `UserError`; `CliGroup` prints each of its lines as
+`rlfleet <command>: <line>` on stderr and exits 2, as it does click's own usage errors (an unknown option, a value
+not among the choices). Anything else is a bug and keeps its traceback, as does every error under `--debug`: a
+FileNotFoundError deep inside a service is one too, so only the places that read what the user named convert it.
 """
 
 from __future__ import annotations
@@ -56,10 +57,10 @@ class CliGroup(TyperGroup):
             message = exc.format_message().replace("Value error, ", "").rstrip(".")
             command = " ".join(_names(exc.ctx)) if exc.ctx is not None else ctx.invoked_subcommand or ""
             _say(ctx, [f"{message}; see `rlfleet {command} --help`"], command)
-        except (UserError, FileNotFoundError) as exc:
+        except UserError as exc:
             if ctx.meta.get(DEBUG):
                 raise
-            _say(ctx, exc.lines if isinstance(exc, UserError) else [_missing(exc)])
+            _say(ctx, exc.lines)
         raise typer.Exit(EXIT_USAGE)
 
 
@@ -78,9 +79,9 @@ def _say(ctx: Context, lines: list[str], command: str | None = None) -> None:
         echo(f"{prefix}: {' '.join(line.split())}", err=True)  # one printed line, whatever the text held
 
 
-def _missing(exc: FileNotFoundError) -> str:
-    """A file the command needed and did not find: its name and where a relative one was looked for (a raised
-    FileNotFoundError that names no file already says what is missing)."""
+def missing(exc: FileNotFoundError) -> str:
+    """The line for a file the user named and that is not there: its name and where a relative one was looked
+    for (a FileNotFoundError that names no file already says what is missing)."""
     if exc.filename is None:
         return str(exc)
     return f"no such file or directory: {exc.filename}; check the path (relative paths start from {os.getcwd()})"

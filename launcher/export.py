@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from launcher.errors import UserError
+from launcher.errors import UserError, missing
 
 if TYPE_CHECKING:
     from shared.policy.export import Format
@@ -19,12 +19,14 @@ def export_command(source: Path, out: Path, fmt: Format) -> None:
     from shared.policy.export import ExportError, export_policy, signature
     from shared.policy.predictor import PolicyFileError, read_policy_file, resolve_policy_file
 
-    policy = resolve_policy_file(source)  # FileNotFoundError: one line, naming what was looked for
     try:
+        policy = resolve_policy_file(source)
         manifest, state = read_policy_file(policy)
         export_policy(manifest, state, fmt, out)
+    except FileNotFoundError as exc:
+        raise UserError(missing(exc)) from exc
     except (PolicyFileError, ExportError) as exc:
-        raise UserError(f"{exc}") from exc
+        raise UserError(str(exc)) from exc
     except IsADirectoryError as exc:
         raise UserError(f"{out} is a directory: give the file to write, e.g. {out / ('policy.' + _suffix(fmt))}") \
             from exc
