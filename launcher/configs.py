@@ -9,11 +9,11 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from coordinator.overrides import parse_overrides
-from launcher.errors import UserError, missing
-from shared.config.hints import did_you_mean
-from shared.config.problems import config_problems
-from shared.config.run_config import RunConfig, load_run_config
+from rlfleet.coordinator.overrides import parse_overrides
+from rlfleet.launcher.errors import UserError, missing
+from rlfleet.shared.config.hints import did_you_mean
+from rlfleet.shared.config.problems import config_problems
+from rlfleet.shared.config.run_config import RunConfig, load_run_config
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 YAML_SUFFIXES = (".yaml", ".yml")

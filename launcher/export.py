@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from launcher.errors import UserError, missing
+from rlfleet.launcher.errors import UserError, missing
 
 if TYPE_CHECKING:
-    from shared.policy.export import Format
+    from rlfleet.shared.policy.export import Format
 
 
 def export_command(source: Path, out: Path, fmt: Format) -> None:
     """Write the model and say what it takes and returns; UserError for a policy or an output it cannot export."""
-    from shared.policy.export import ExportError, export_policy, signature
-    from shared.policy.predictor import PolicyFileError, read_policy_file, resolve_policy_file
+    from rlfleet.shared.policy.export import ExportError, export_policy, signature
+    from rlfleet.shared.policy.predictor import PolicyFileError, read_policy_file, resolve_policy_file
 
     try:
         policy = resolve_policy_file(source)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 def plot(run_dir: Path) -> Path:
     """Draw RUN_DIR/learning_curve.png; returns its path. UserError for a path that is not a run directory."""
-    from coordinator.observe.curves import plot_learning_curve
-    from launcher.errors import UserError
-    from shared.storage.layout import RunLayout
+    from rlfleet.coordinator.observe.curves import plot_learning_curve
+    from rlfleet.launcher.errors import UserError
+    from rlfleet.shared.storage.layout import RunLayout
 
     run_dir = run_dir.absolute()
     layout = RunLayout(run_dir.parent.parent, run_dir.name)

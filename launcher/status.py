@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from launcher.errors import UserError, unreachable
+from rlfleet.launcher.errors import UserError, unreachable
 
 
 def show_status(url: str, tokens_file: Path, as_json: bool) -> int:
@@ -14,9 +14,9 @@ def show_status(url: str, tokens_file: Path, as_json: bool) -> int:
     be reached or refuses."""
     import httpx
 
-    from launcher.progress import describe
-    from shared.tokens import load_tokens_file
-    from shared.wire import Status
+    from rlfleet.launcher.progress import describe
+    from rlfleet.shared.tokens import load_tokens_file
+    from rlfleet.shared.wire import Status
 
     try:
         token = load_tokens_file(tokens_file)["read"] if tokens_file.exists() else ""

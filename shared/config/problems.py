@@ -13,7 +13,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ValidationError
 
-from shared.config.hints import did_you_mean
+from rlfleet.shared.config.hints import did_you_mean
 
 MAX_VALUE_CHARS = 60
 

@@ -23,10 +23,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from shared.payloads.spaces import BoxActions, MultiDiscreteActions
-from shared.policy.manifest import PolicyManifest
-from shared.policy.nets import PolicyNet
-from shared.storage.local import atomic_write
+from rlfleet.shared.payloads.spaces import BoxActions, MultiDiscreteActions
+from rlfleet.shared.policy.manifest import PolicyManifest
+from rlfleet.shared.policy.nets import PolicyNet
+from rlfleet.shared.storage.local import atomic_write
 
 Format = Literal["onnx", "torchscript"]
 FORMATS: tuple[Format, ...] = ("onnx", "torchscript")

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.policy.actors import Actor, PolicyError, build_actor
-from shared.policy.files import MAX_POLICY_BYTES, decode_policy
-from shared.policy.manifest import ManifestError, PolicyManifest
-from shared.storage.layout import BEST_POLICY, RunLayout
+from rlfleet.shared.policy.actors import Actor, PolicyError, build_actor
+from rlfleet.shared.policy.files import MAX_POLICY_BYTES, decode_policy
+from rlfleet.shared.policy.manifest import ManifestError, PolicyManifest
+from rlfleet.shared.storage.layout import BEST_POLICY, RunLayout
 
 POLICY_SUFFIX = ".safetensors"
 # What a file that is not an rlfleet policy most likely is, by its first bytes: said in the error so a user who

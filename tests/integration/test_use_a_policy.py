@@ -19,15 +19,15 @@ import torch
 import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from typer.testing import CliRunner
 
-from launcher.cli import app
-from shared.config.base import NetConfig
-from shared.config.envcheck import spaces_of
-from shared.config.run_config import RunConfig, dump_run_config
-from shared.policy.files import policy_bytes
-from shared.policy.manifest import PolicyManifest
-from shared.policy.nets import PolicyNet
-from shared.policy.predictor import load_policy
-from shared.storage.layout import BEST_POLICY, RunLayout
+from rlfleet.launcher.cli import app
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.envcheck import spaces_of
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.policy.files import policy_bytes
+from rlfleet.shared.policy.manifest import PolicyManifest
+from rlfleet.shared.policy.nets import PolicyNet
+from rlfleet.shared.policy.predictor import load_policy
+from rlfleet.shared.storage.layout import BEST_POLICY, RunLayout
 from tests.support.dict_cartpole import DictCartPole
 from tests.support.pixelgrid import SIZE, PixelGrid
 from tests.support.policies import cartpole_expert

@@ -15,7 +15,7 @@ from tests.support.repo import REPO
 
 def rlfleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "rlfleet.launcher", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120, env=env, stdin=subprocess.DEVNULL)
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import torch
 from typer.testing import CliRunner
 
-from launcher.cli import app
-from shared.policy.files import policy_bytes
-from shared.policy.predictor import load_policy
-from shared.storage.layout import BEST_POLICY, RunLayout
+from rlfleet.launcher.cli import app
+from rlfleet.shared.policy.files import policy_bytes
+from rlfleet.shared.policy.predictor import load_policy
+from rlfleet.shared.storage.layout import BEST_POLICY, RunLayout
 from tests.support.policies import PENDULUM, manifest, policy_state
 
 

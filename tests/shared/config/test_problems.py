@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from shared.config.problems import config_problems, known_keys
-from shared.config.run_config import RunConfig
+from rlfleet.shared.config.problems import config_problems, known_keys
+from rlfleet.shared.config.run_config import RunConfig
 
 
 def problems(raw: dict) -> list[str]:

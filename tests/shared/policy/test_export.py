@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from shared.config.base import NetConfig
-from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
-from shared.policy.actors import build_actor
-from shared.policy.export import ExportError, check_exportable, export_bytes
-from shared.policy.manifest import Head, ObsNorm, PolicyManifest
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.policy.actors import build_actor
+from rlfleet.shared.policy.export import ExportError, check_exportable, export_bytes
+from rlfleet.shared.policy.manifest import Head, ObsNorm, PolicyManifest
 from tests.support.policies import CARTPOLE, manifest, policy_state
 
 torch.set_num_threads(1)

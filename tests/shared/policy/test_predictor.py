@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from safetensors.numpy import save as st_save
 
-from shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces
-from shared.policy.actors import build_actor
-from shared.policy.files import policy_bytes
-from shared.policy.manifest import MANIFEST_KEY, PolicyManifest
-from shared.policy.predictor import PolicyFileError, load_policy
-from shared.storage.layout import BEST_POLICY, RunLayout, policy_path
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.policy.actors import build_actor
+from rlfleet.shared.policy.files import policy_bytes
+from rlfleet.shared.policy.manifest import MANIFEST_KEY, PolicyManifest
+from rlfleet.shared.policy.predictor import PolicyFileError, load_policy
+from rlfleet.shared.storage.layout import BEST_POLICY, RunLayout, policy_path
 from tests.support.policies import CARTPOLE, manifest, policy_state
 
 BOX = Spaces(obs=ObsSpace(shape=(3,), dtype="float32"), action=BoxActions(low=(-2.0, 0.0), high=(2.0, 0.5)))
