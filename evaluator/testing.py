@@ -32,6 +32,7 @@ from rlfleet.evaluator.episodes import evaluate
 from rlfleet.evaluator.video import Recording, check_video_path, record_episode
 from rlfleet.shared.config.battle import BASELINES, is_two_player
 from rlfleet.shared.config.envcheck import spaces_of
+from rlfleet.shared.config.problems import config_problems
 from rlfleet.shared.config.run_config import RunConfig, load_run_config
 from rlfleet.shared.config.threshold import resolve_threshold
 from rlfleet.shared.envs.seeds import RETEST_TASK, base_seed, decode
@@ -161,7 +162,7 @@ def _load_config(path: Path) -> RunConfig:
     except FileNotFoundError as exc:
         raise UsageError(f"no run config {path}") from exc
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(config_problems(exc, RunConfig))
         raise UsageError(f"invalid run config {path}: {problems}") from exc
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise UsageError(f"cannot read run config {path}: {' '.join(str(exc).split())}") from exc

@@ -1,26 +1,45 @@
 """The `rlfleet` console script: a table of commands and their options (typer). Each command's work is in a module
 of its own (named in its body), imported only when that command runs, so a service's process loads nothing that
-another command needs.
+another command needs. User errors end a command with one line per problem and exit 2 (launcher/errors.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
-from rlfleet.launcher.configs import DEFAULT as DEFAULT_CONFIG
+from rlfleet.launcher.errors import DEBUG, CliGroup
 from rlfleet.shared.envs.seeds import MAX_TEST_COUNTER
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(cls=CliGroup, add_completion=False, no_args_is_help=True,
                   help="rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator.")
+
+
+def _version(show: bool) -> None:
+    if show:
+        from rlfleet import __version__
+
+        typer.echo(f"rlfleet {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    debug: Annotated[bool, typer.Option("--debug", help="show the traceback of a user error too")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print rlfleet's version and exit")] = False,
+) -> None:
+    """rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator."""
+    ctx.meta[DEBUG] = debug
 
 
 @app.command()
 def up(
     config: Annotated[str, typer.Option(help="a run config YAML file, or the name of a packaged config (`rlfleet "
-                                             "configs` lists them)")] = DEFAULT_CONFIG,
+                                             "configs` lists them)")] = "cartpole_dqn",
     collectors: Annotated[int | None, typer.Option(help="collector processes (like --scale collector=N)")] = None,
     seed: Annotated[int | None, typer.Option(help="override the config's seed")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="config override key=value (repeatable)")] = None,
@@ -46,15 +65,11 @@ def up(
     from rlfleet.launcher.startup import without_field_docs
 
     without_field_docs()  # before launcher.up loads the models; the services' environments say so too
-    from rlfleet.launcher.configs import UnknownConfig, resolve_config
+    from rlfleet.launcher.configs import config_file
     from rlfleet.launcher.up import UpOptions, launch
 
-    try:
-        config_file = resolve_config(config)
-    except UnknownConfig as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
-    raise typer.Exit(launch(UpOptions(config=config_file, resume=resume, data_dir=data_dir, port=port,
+    config_path = config_file(config) if resume is None else Path(config)  # a resumed run reads its own
+    raise typer.Exit(launch(UpOptions(config=config_path, resume=resume, data_dir=data_dir, port=port,
                                       collectors=collectors, overrides=list(set_ or []),
                                       max_quick_crashes=max_quick_crashes, stable_seconds=stable_seconds,
                                       open_rendezvous=open_rendezvous),
@@ -139,7 +154,8 @@ def status(
 def test(
     run_dir: Annotated[Path | None, typer.Argument(help="a run directory, data/runs/<name>")] = None,
     policy: Annotated[Path | None, typer.Option(help="a policy file to test instead of RUN_DIR's best")] = None,
-    config: Annotated[Path | None, typer.Option(help="run config to test with instead of RUN_DIR/config.yaml")] = None,
+    config: Annotated[str | None, typer.Option(help="run config to test with instead of RUN_DIR/config.yaml (a file, "
+                                                    "or a shipped config's name)")] = None,
     version: Annotated[int | None, typer.Option(
         min=1, help="test policies/v<N>.safetensors of the run's store (RUN_DIR/store or RLFLEET_STORE_URL) "
              "instead of the best policy")] = None,
@@ -157,9 +173,11 @@ def test(
     an independent re-test's mean reaches env.solve_threshold) and its mean reaches it ("no threshold" for a run
     without one; see evaluator/testing.py).
     Exits 0 whatever the score, 2 with one line on stderr for input that cannot be tested."""
+    from rlfleet.launcher.configs import config_file
     from rlfleet.launcher.held_out import held_out_test
 
-    raise typer.Exit(held_out_test(run_dir, policy, config, version, episodes, num_envs, seed_counter, video,
+    config_path = None if config is None else config_file(config)
+    raise typer.Exit(held_out_test(run_dir, policy, config_path, version, episodes, num_envs, seed_counter, video,
                                    json_path))
 
 
@@ -169,8 +187,8 @@ def record(
                                                           "policy and config")] = None,
     name: Annotated[str, typer.Option(help="the dataset's name (algo.dataset of the run that trains on it)")] = "",
     policy: Annotated[Path | None, typer.Option(help="a policy file to play instead of RUN_DIR's best")] = None,
-    config: Annotated[Path | None, typer.Option(help="run config whose env to play in instead of "
-                                                     "RUN_DIR/config.yaml")] = None,
+    config: Annotated[str | None, typer.Option(help="run config whose env to play in instead of "
+                                                    "RUN_DIR/config.yaml (a file, or a shipped config's name)")] = None,
     episodes: Annotated[int, typer.Option(min=2, max=100_000, help="episodes to record")] = 20,
     valid_fraction: Annotated[float, typer.Option(help="share of the episodes kept for the valid split")] = 0.2,
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seeds the envs, the split and any sampling")] = 0,
@@ -182,10 +200,26 @@ def record(
     """Play a trained policy for EPISODES episodes and store them as a named dataset of chunks with train and
     valid splits (see launcher/record.py); a run with `algo.dataset: NAME` (behavioural cloning) trains on it.
     Exits 2 with one line on stderr for input that cannot be recorded."""
+    from rlfleet.launcher.configs import config_file
     from rlfleet.launcher.record import Recording, record_command
 
-    raise typer.Exit(record_command(run_dir, policy, config,
+    raise typer.Exit(record_command(run_dir, policy, None if config is None else config_file(config),
                                     Recording(name, episodes, valid_fraction, seed, stochastic), data_dir))
+
+
+@app.command()
+def export(
+    source: Annotated[Path, typer.Argument(
+        metavar="RUN_OR_POLICY", help="a run directory (data/runs/<name>: its best policy) or a policy file")],
+    out: Annotated[Path, typer.Argument(help="the file to write (.onnx, or .pt for TorchScript)")],
+    format_: Annotated[Literal["onnx", "torchscript"], typer.Option(
+        "--format", help="onnx (onnxruntime; needs the onnx extra) or torchscript (libtorch)")] = "onnx",
+) -> None:
+    """Write a trained policy as a model that takes raw observations (a batch, [N, *shape]) and returns the
+    env's actions: normalisation, image scaling, action masks and the greedy choice are inside it."""
+    from rlfleet.launcher.export import export_command
+
+    export_command(source, out, format_)
 
 
 ctl = typer.Typer(no_args_is_help=True, help=(
@@ -260,9 +294,9 @@ def runs(data_dir: Annotated[Path, typer.Argument(help="where runs/<name>/ are k
 @app.command()
 def configs() -> None:
     """List the configs that ship with rlfleet: `rlfleet up --config NAME` runs one."""
-    from rlfleet.launcher.configs import packaged
+    from rlfleet.launcher.configs import shipped_configs
 
-    for name, path in packaged().items():
+    for name, path in shipped_configs().items():
         typer.echo(f"{name:28} {path}")
 
 

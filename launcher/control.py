@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import typer
 
+from rlfleet.launcher.errors import unreachable
 from rlfleet.shared.tokens import load_tokens_file
 
 
@@ -28,7 +29,7 @@ def command(url: str, token: str, method: str, path: str, body: dict[str, Any] |
         resp = httpx.request(method, f"{url.rstrip('/')}/v1/run/{path}", json=body, timeout=10,
                              headers={"Authorization": f"Bearer {token}"})
     except httpx.HTTPError as exc:
-        raise ControlError(f"cannot reach the coordinator at {url}: {exc}") from exc
+        raise ControlError(unreachable(url, exc)) from exc
     if resp.status_code != 200:
         try:
             detail = resp.json()

@@ -16,11 +16,13 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import httpx
-import typer
+from pydantic import ValidationError
 
-from rlfleet.coordinator.overrides import parse_overrides
+from rlfleet.launcher.configs import read_config
+from rlfleet.launcher.errors import UserError
 from rlfleet.launcher.places import OnThisHost
 from rlfleet.launcher.processes import Child, child_environment, import_path, start
 from rlfleet.launcher.progress import Progress
@@ -28,7 +30,8 @@ from rlfleet.launcher.restarts import CrashRecord, RestartPolicy
 from rlfleet.launcher.services import Service, fleet
 from rlfleet.learner_worker.threads import available_cores
 from rlfleet.shared.config.preflight import preflight
-from rlfleet.shared.config.run_config import RunConfig, load_run_config
+from rlfleet.shared.config.problems import config_problems
+from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.config.threshold import threshold_note
 from rlfleet.shared.storage.layout import RunLayout, new_run_name
 from rlfleet.shared.tokens import load_tokens_file
@@ -135,17 +138,25 @@ class Up:
         if resume is not None and Path(resume).parent.name == "runs" and Path(resume).is_dir():
             self.data_dir, resume = Path(resume).resolve().parent.parent, Path(resume).name  # a run directory
         if resume is None:
-            config = load_run_config(opts.config, parse_overrides(";".join(opts.overrides)))
+            config_path = opts.config
+            config = read_config(config_path, opts.overrides)
             self.run_name = new_run_name(config)
         elif RunLayout(self.data_dir, resume).journal.exists():
             self.run_name = resume
             started = RunLayout(self.data_dir, resume).config_file  # the config the run started with
-            config = load_run_config(started if started.exists() else opts.config)
+            config_path = started if started.exists() else opts.config
+            config = read_config(config_path)
         else:
             raise UnknownRun(f"no run {resume!r} to resume in {self.data_dir / 'runs'}")
         check_rendezvous(config, opts.open_rendezvous)
         # the env builds and the hooks load, before any service starts; which threshold applies is said at once
-        self.threshold_note = threshold_note(config, preflight(config).config)
+        try:
+            planned = preflight(config).config
+        except ValidationError as exc:
+            raise UserError(*(f"{config_path}: {line}" for line in config_problems(exc, RunConfig))) from exc
+        except ValueError as exc:
+            raise UserError(f"{config_path}: {exc}") from exc
+        self.threshold_note = threshold_note(config, planned)
         self.port = opts.port or free_port()
         self.layout = RunLayout(self.data_dir, self.run_name)
         # The coordinator is told the run by name, the one mechanism compose users have too (RLFLEET_RUN).
@@ -226,11 +237,23 @@ class Up:
         log_path = self.layout.logs / f"{service.name}.log"
         with open(log_path, "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             try:
-                get_command(app).main(service.command[len(self.place.rlfleet()):], prog_name="rlfleet",
-                                      standalone_mode=False)
-            except Exception as exc:  # a bad argument in the service table, an unwritable tokens file, ...
+                code = get_command(app).main(service.command[len(self.place.rlfleet()):], prog_name="rlfleet",
+                                             standalone_mode=False)
+            except Exception as exc:  # an unwritable tokens file, ...
                 raise ServiceFailed(f"{service.name} failed: {type(exc).__name__}: {exc}") from exc
+        if code:  # a bad argument in the service table: the command said why in its log, in one line
+            lines = log_path.read_text().strip().splitlines() or [""]
+            raise ServiceFailed(f"{service.name} failed (exit {code}): {lines[-1]}")
         self.completed.add(service.name)
+
+    def dashboard_url(self) -> str:
+        """The dashboard with the run's read token in the URL fragment, which browsers never send to a server: the
+        page takes it once, keeps it for the tab and drops it from the address bar (coordinator/webui/dashboard.js).
+        The token is printed because `rlfleet up` binds the coordinator to loopback only (launcher/places.py
+        OnThisHost): the link opens nothing for anyone off this host. Compose, which publishes the port, prints
+        no such link."""
+        read = load_tokens_file(Path(self.services["coordinator"].env["RLFLEET_TOKENS_FILE"]))["read"]
+        return f"http://127.0.0.1:{self.port}/#token={quote(read, safe='')}"
 
     # ----- watching ---------------------------------------------------------------------------------------
     def _supervise(self) -> None:
@@ -325,8 +348,7 @@ class Up:
             self.start_all()
             print(f"coordinator on http://127.0.0.1:{self.port} (docs at /docs); "
                   f"{self.services['collector'].replicas} collectors", flush=True)
-            print(f"dashboard: http://127.0.0.1:{self.port}/ with the 'read' token of "
-                  f"{self.data_dir / 'tokens.json'}", flush=True)
+            print(f"dashboard: {self.dashboard_url()}", flush=True)
             status = self.watch()
             self.progress.note(f"run {status.run_state} {time.monotonic() - self.launched:.1f}s after launch; "
                                "stopping services")
@@ -359,13 +381,13 @@ def launch(opts: UpOptions, seed: int | None, deterministic: bool) -> int:
     collectors = opts.collectors
     if deterministic:
         if collectors not in (None, 1):
-            raise typer.BadParameter(f"a deterministic run has exactly one collector, not {collectors}",
-                                     param_hint="--collectors")
+            raise UserError(f"--collectors {collectors}: a deterministic run has exactly one collector; leave "
+                            f"--collectors out or give 1")
         collectors, overrides = 1, [*overrides, "deterministic=true"]
     try:
         runner = Up(replace(opts, collectors=collectors, overrides=overrides))
     except UnknownRun as exc:
-        raise typer.BadParameter(str(exc), param_hint="--resume") from exc
+        raise UserError(f"--resume: {exc}; `rlfleet runs {opts.data_dir}` lists the runs there") from exc
     except OpenRendezvous as exc:
-        raise typer.BadParameter(str(exc), param_hint="learner.rendezvous") from exc
+        raise UserError(f"learner.rendezvous: {exc}") from exc
     return runner.run()

@@ -14,4 +14,5 @@ def test_an_unreachable_coordinator_is_one_line_and_exit_2(tmp_path: Path) -> No
     url = f"http://127.0.0.1:{free_port()}"
     result = CliRunner().invoke(app, ["status", "--url", url, "--tokens-file", str(tmp_path / "none.json")])
     assert result.exit_code == 2
-    assert result.stderr.startswith(f"cannot reach the coordinator at {url}: ") and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"rlfleet status: cannot reach the coordinator at {url} (ConnectError: ")
+    assert result.stderr.count("\n") == 1 and "is the run up?" in result.stderr

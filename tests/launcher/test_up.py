@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from typer.testing import CliRunner
 
 from rlfleet.coordinator.journal.database import Journal
 from rlfleet.launcher.cli import app
-from rlfleet.launcher.configs import PACKAGED
+from rlfleet.launcher.configs import CONFIGS
 from rlfleet.launcher.places import InContainers
 from rlfleet.launcher.processes import child_environment, import_path
 from rlfleet.launcher.services import fleet
@@ -65,11 +66,22 @@ def test_the_tokens_job_runs_in_the_launcher_and_writes_every_file(tmp_path: Pat
     up._wait_for("secrets", "service_completed_successfully")  # returns at once: the job is done
 
 
+def test_the_dashboard_link_carries_the_read_token_in_its_fragment(tmp_path: Path) -> None:
+    """The fragment never reaches a server (nor its logs); the page takes the token from it (dashboard.js)."""
+    up = Up(UpOptions(config=CONFIG, data_dir=tmp_path, port=0))
+    services, up.services = up.services, {"secrets": up.services["secrets"]}
+    up.start_all()  # the tokens job alone
+    up.services = services
+    read = load_tokens_file(tmp_path / "tokens.json")["read"]
+    assert up.dashboard_url() == f"http://127.0.0.1:{up.port}/#token={quote(read, safe='')}"
+    assert "takeTokenFromFragment" in (REPO / "coordinator/webui/dashboard.js").read_text()
+
+
 def test_a_failing_inline_tokens_job_fails_the_start_naming_it(tmp_path: Path) -> None:
     up = Up(UpOptions(config=CONFIG, data_dir=tmp_path, port=0))
     up.services = {"secrets": up.services["secrets"]}
     up.services["secrets"].command = [*up.services["secrets"].command, "--scope-file", "nobody=/x"]
-    with pytest.raises(ServiceFailed, match="secrets failed: BadParameter"):
+    with pytest.raises(ServiceFailed, match=r"secrets failed \(exit 2\): rlfleet secrets: .*nobody"):
         up.start_all()
 
 
@@ -147,4 +159,4 @@ def test_services_run_where_up_runs_and_import_from_there_and_beside_the_config(
     up = Up(UpOptions(config=config, data_dir=tmp_path / "data", port=0))
     assert up.workdir == work
     assert up.python_path.split(os.pathsep) == [str(work), str(elsewhere), "/from/the/shell"]
-    assert import_path(work, PACKAGED / "cartpole_dqn.yaml").split(os.pathsep) == [str(work), "/from/the/shell"]
+    assert import_path(work, CONFIGS / "cartpole_dqn.yaml").split(os.pathsep) == [str(work), "/from/the/shell"]

@@ -71,7 +71,7 @@ def _python_files() -> list[Path]:
 # the IMPALA paper's ResNet. The modules that declare and build encoders may say it; nothing else may.
 ENCODER_KINDS = {model.model_fields["kind"].default for model in get_args(get_args(Encoder)[0])}
 ENCODER_MODULES = {REPO / "shared" / "config" / "base.py", REPO / "shared" / "policy" / "manifest.py",
-                   REPO / "shared" / "policy" / "nets.py"}
+                   REPO / "shared" / "policy" / "nets.py", REPO / "shared" / "policy" / "export.py"}
 
 
 def test_no_module_outside_the_registry_names_an_algorithm() -> None:
