@@ -154,20 +154,29 @@ def _bare_env(env: EnvConfig, render_mode: str | None = None) -> gym.Env:
 
 
 def _entry_point(entry_point: str) -> Callable[..., Any]:
+    try:
+        return load_entry_point(entry_point)
+    except ValueError as exc:
+        raise EnvSectionError("id", str(exc)) from exc
+
+
+def load_entry_point(entry_point: str) -> Callable[..., Any]:
+    """The class or function `module:Name` names (a user's env or wrapper); ValueError naming the module and the
+    import path it was looked for on, or the names the module has."""
     module_name, _, attr = entry_point.partition(":")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
-        raise EnvSectionError("id", f"cannot import module {module_name!r} of entry point {entry_point!r} "
-                                    f"({type(exc).__name__}: {exc}) from this service's import path "
-                                    f"[{', '.join(p or '.' for p in import_path())}]: put it beside the config or "
-                                    f"where `rlfleet up` runs, install it, or add its directory to PYTHONPATH, in "
-                                    f"every service that loads the config or runs envs") from exc
+        raise ValueError(f"cannot import module {module_name!r} of entry point {entry_point!r} "
+                         f"({type(exc).__name__}: {exc}) from this service's import path "
+                         f"[{', '.join(p or '.' for p in import_path())}]: put it beside the config or where "
+                         f"`rlfleet up` runs, install it, or add its directory to PYTHONPATH, in every service that "
+                         f"loads the config or runs envs") from exc
     creator = getattr(module, attr, None)
     if not callable(creator):
         names = [n for n in dir(module) if not n.startswith("_")]
-        raise EnvSectionError("id", f"module {module_name!r} has no class or function {attr!r}"
-                                    f"{did_you_mean(attr, names)}; write the entry point as 'module:Name'")
+        raise ValueError(f"module {module_name!r} has no class or function {attr!r}{did_you_mean(attr, names)}; "
+                         f"write the entry point as 'module:Name'")
     return creator
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, JsonValue, field_validator
 
 from rlfleet.shared.config.base import Strict
 from rlfleet.shared.config.envcheck import EnvSectionError
@@ -26,7 +26,12 @@ if TYPE_CHECKING:
 
 
 class _Wrapper(Strict):
-    training_only: ClassVar[bool] = False
+    TRAINING_ONLY: ClassVar[bool] = False  # a reward transform: what users see stays the env's own
+
+    @property
+    def training_only(self) -> bool:
+        """Whether the wrapper is left out of the envs the evaluator plays (a reward transform, say)."""
+        return self.TRAINING_ONLY
 
     @property
     def transforms_training(self) -> bool:
@@ -161,7 +166,7 @@ class ScaleReward(_Wrapper):
     name: Literal["scale_reward"] = "scale_reward"
     """The wrapper's name in the env's wrappers list."""
     scale: Annotated[float, Field(gt=0, description="factor applied to each training reward")]
-    training_only: ClassVar[bool] = True
+    TRAINING_ONLY: ClassVar[bool] = True
 
     def wrap(self, env: gym.Env, training: bool) -> gym.Env:
         from gymnasium.wrappers import TransformReward
@@ -263,7 +268,42 @@ class Atari(_Wrapper):
         return env
 
 
-WrapperConfig = Annotated[ClipActions | FrameStack | ObsFilter | ScaleReward | NormalizeObs | Atari,
+class Gymnasium(_Wrapper):
+    """Any gymnasium-style wrapper by its import path, called as `call(env, **kwargs)`: one of gymnasium's
+    (`{name: gymnasium, call: "gymnasium.wrappers:TimeAwareObservation"}`) or your own
+    (`call: "my_pkg.wrappers:Shaping", kwargs: {bonus: 0.1}`).
+
+    The list of named wrappers above covers what rlfleet itself must know about (frame stacks it stores compactly,
+    statistics the learner owns); anything else a user's env needs goes through this entry rather than a factory
+    module written around the env. A wrapper that changes rewards for training only says `only_in_training: true`,
+    so the evaluator plays, and users see, the env's own returns."""
+
+    name: Literal["gymnasium"] = "gymnasium"
+    """The wrapper's name in the env's wrappers list."""
+    call: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", description=(
+        "the wrapper's class or factory, 'package.module:Name', called with the env and `kwargs`"))
+    kwargs: dict[str, JsonValue] = Field(default_factory=dict, description="keyword arguments after the env")
+    only_in_training: bool = Field(False, description=(
+        "true: training envs only (a reward transform, say); the evaluator's envs and the returns users see "
+        "are the env's own"))
+
+    @property
+    def training_only(self) -> bool:
+        return self.only_in_training
+
+    def wrap(self, env: gym.Env, training: bool) -> gym.Env:
+        from gymnasium import Wrapper
+
+        from rlfleet.shared.envs.build import load_entry_point  # build imports this module: on first use
+
+        wrapped = load_entry_point(self.call)(env, **self.kwargs)
+        if not isinstance(wrapped, Wrapper):
+            raise ValueError(f"{self.call}(env, ...) returned {type(wrapped).__name__}, not a gymnasium wrapper of "
+                             f"the env")
+        return wrapped
+
+
+WrapperConfig = Annotated[ClipActions | FrameStack | ObsFilter | ScaleReward | NormalizeObs | Atari | Gymnasium,
                           Field(discriminator="name")]
 
 

@@ -3,7 +3,7 @@ module would be: not registered with gymnasium, configured only through the env 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -219,3 +219,19 @@ class Cue(gym.Env):
         reward = float(int(action) == self.cue - 1)
         self.cue = int(self.np_random.integers(1, self.n + 1))
         return self.cue, reward, self.t >= self.length, False, {}
+
+
+class Bonus(gym.RewardWrapper):
+    """A user's own reward wrapper for `{name: gymnasium, call: "tests.support.userenv:Bonus"}`: adds `bonus` to
+    every reward."""
+
+    def __init__(self, env: gym.Env, bonus: float = 1.0) -> None:
+        super().__init__(env)
+        self.bonus = bonus
+
+    def reward(self, reward: SupportsFloat) -> float:
+        return float(reward) + self.bonus
+
+
+def not_a_wrapper(env: gym.Env) -> object:
+    return object()

@@ -3,9 +3,12 @@ reaches the learner's chunks but never a reported return."""
 
 from __future__ import annotations
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from rlfleet.collector_worker.rollout import Rollout
 from rlfleet.evaluator.episodes import evaluate
@@ -180,3 +183,35 @@ def test_normalize_obs_needs_a_box_part() -> None:
     plan = RunPlan.of(RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs",
                                                         "wrappers": [{"name": "normalize_obs"}]}}))
     assert plan.spaces.obs.norm_shape == (2,)  # the position's two values; the mode is read one-hot
+
+
+def test_a_gymnasium_wrapper_by_its_import_path_wraps_every_env() -> None:
+    env = EnvConfig(id="CartPole-v1", wrappers=[{"name": "gymnasium",
+                                                 "call": "gymnasium.wrappers:TimeAwareObservation"}])
+    for training in (True, False):
+        assert make_env(env, training=training).observation_space.shape == (5,)  # CartPole's 4 and the time
+    assert spaces_of(env).obs.shape == (5,)
+
+
+def test_a_users_reward_wrapper_marked_only_in_training_leaves_the_evaluators_returns_alone() -> None:
+    wrapper = {"name": "gymnasium", "call": "tests.support.userenv:Bonus", "kwargs": {"bonus": 2.0}}
+    for only_in_training, evaluated in ((True, 1.0), (False, 3.0)):
+        env = EnvConfig(id=COUNT, wrappers=[{**wrapper, "only_in_training": only_in_training}])
+        trained, played = make_env(env, training=True), make_env(env, training=False)
+        trained.reset(seed=0), played.reset(seed=0)
+        assert trained.step(0)[1] == 3.0 and played.step(0)[1] == evaluated
+
+
+@pytest.mark.parametrize(("call", "problem"), [
+    ("no_such_module:Wrapper", "env.wrappers[0]: gymnasium: cannot import module 'no_such_module'"),
+    ("tests.support.userenv:Bonsu", "has no class or function 'Bonsu' (did you mean 'Bonus'?)"),
+    ("tests.support.userenv:not_a_wrapper", "returned object, not a gymnasium wrapper"),
+])
+def test_a_gymnasium_wrapper_that_does_not_load_or_wrap_is_refused_naming_it(call: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        make_env(EnvConfig(id=COUNT, wrappers=[{"name": "gymnasium", "call": call}]))
+
+
+def test_a_gymnasium_wrapper_is_named_module_colon_name() -> None:
+    with pytest.raises(ValidationError, match="call"):
+        EnvConfig(id=COUNT, wrappers=[{"name": "gymnasium", "call": "gymnasium.wrappers.TimeAwareObservation"}])
