@@ -192,7 +192,7 @@ def _games(actor: Actor, task: EvaluatorTask, episodes: int, num_envs: int, seed
            ) -> tuple[list[float], list[int]]:
     """A validation's or test's episodes; under a battle rule, that many games against each of its baselines."""
     if task.evaluation.against:
-        return baseline_games(actor, task.env, task.evaluation.against, episodes, num_envs, seed)
+        return baseline_games(actor.greedy, task.env, task.evaluation.against, episodes, num_envs, seed)
     return evaluate(actor.greedy, task.env, num_envs, episodes, seed, reset=actor.reset)
 
 

@@ -54,7 +54,7 @@ class RecurrentPPOParams(ChunkParams):
         return self
 
 
-SPEC = AlgorithmSpec(name="recurrent_ppo", summary="recurrent PPO (sb3-contrib's RecurrentPPO): truncated BPTT over "
+SPEC = AlgorithmSpec(name="recurrent_ppo", summary="sb3-contrib's RecurrentPPO: clipped surrogate, truncated BPTT over "
                      "each env's sequence in a chunk from its stored core state, GAE per env",
                      params=RecurrentPPOParams, loop="chunks",
                      learner="learner_worker.algorithms.recurrent_ppo:RecurrentPPO", head=sampled_head,
