@@ -8,9 +8,13 @@ state with its current weights, with truncated backprop through time over the ch
 state" strategy; the state is the behaviour policy's, one or more versions old under policy lag).
 
 Actor and critic share the core (the stored state is the only state a collector has: the critic is never
-published, so a critic core of its own could not be carried through the episode), as CleanRL's LSTM agent and
-sb3-contrib's `shared_lstm` do; both losses train it. The critic reads the actor's last hidden layer (trunk
-`shared`) or has an MLP of its own on the core's output (`separate`, the default for MLP encoders).
+published, so a critic core of its own could not be carried through the episode). With trunk `separate` (the
+default for MLP encoders) the critic is an MLP of its own on the core's output, detached, as sb3-contrib's
+`shared_lstm=True` ("only the actor gradient is used"): the policy loss alone trains the core. Letting the value
+loss train it too stalled CartPole without velocities (measured: explained variance 0 and returns ~20 after 60k
+env steps, against returns ~200 with the detached core), since its larger gradients, clipped together with the
+policy's, drowned what the policy needed the core to remember. With trunk `shared` the critic is a value head on
+the actor's last hidden layer and both losses train everything, as CleanRL's LSTM agent does.
 
 `Sequences` packs the env columns of several chunks side by side, [T, S, ...], padded at the end to the longest
 chunk; padding rows are masked out and, coming after a column's real rows, never change the states of those.
@@ -58,7 +62,7 @@ class RecurrentActorCriticNet(nn.Module):
 
     def _heads(self, core_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = self.actor.body[:-1](core_out)
-        return self.actor.head(hidden), self.critic(hidden if self.shared else core_out)
+        return self.actor.head(hidden), self.critic(hidden if self.shared else core_out.detach())
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -15,12 +15,13 @@ from shared.config.values import CriticValue
 class RecurrentPPOParams(ChunkParams):
     """Defaults are rl-zoo's RecurrentPPO hyperparameters for CartPoleNoVel-v1 (hyperparams/ppo_lstm.yml: 8 envs x
     32 steps, 20 epochs, batch 256, gamma 0.98, GAE 0.8, lr 1e-3, clip 0.2) with sb3-contrib's MlpLstmPolicy
-    shape: 64x64 tanh MLPs behind one LSTM layer (rl-zoo's learning-rate and clip schedules are constants here)."""
+    shape: 64x64 tanh MLPs behind one LSTM layer of 256 units (rl-zoo's learning-rate and clip schedules are
+    constants here)."""
 
     name: Literal["recurrent_ppo"] = "recurrent_ppo"
     """Algorithm name."""
     actor_critic: ClassVar[bool] = True
-    net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh", core=CoreConfig(kind="lstm", hidden=64))
+    net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh", core=CoreConfig(kind="lstm", hidden=256))
     """The policy network: encoder, recurrent core (required), hidden layers and activation."""
     learning_rate: Annotated[float, Field(gt=0)] = 1e-3
     """Optimizer step size."""
@@ -49,7 +50,7 @@ class RecurrentPPOParams(ChunkParams):
     @model_validator(mode="after")
     def _needs_a_core(self) -> RecurrentPPOParams:
         if self.net.core is None:
-            raise ValueError("recurrent_ppo trains a recurrent core: set algo.net.core, e.g. {kind: lstm, hidden: 64} "
+            raise ValueError("recurrent_ppo trains a recurrent core: set algo.net.core, e.g. {kind: lstm, hidden: 256} "
                              "(or use an algorithm for memoryless policies)")
         return self
 

@@ -89,3 +89,13 @@ def test_the_value_of_a_chunks_last_next_observation_reads_the_memory_of_the_row
     boot_a = ppo.chunk_gae(a, 0.9, 0.0)[3][-1] - a["rewards"][-1]
     boot_b = ppo.chunk_gae(b, 0.9, 0.0)[3][-1] - b["rewards"][-1]
     assert not np.allclose(boot_a, boot_b)
+
+
+def test_with_a_separate_trunk_only_the_policy_loss_trains_the_core() -> None:
+    ppo = learner("lstm", "separate")
+    seqs = ppo.sequences([recurrent_chunk(4, "lstm")], 0.9, 0.8)
+    _, _, critic, _ = ppo.evaluate_sequences(seqs, torch.arange(3))
+    critic.sum().backward()
+    assert ppo.actor.core is not None
+    assert all(p.grad is None or not p.grad.any() for p in ppo.actor.core.parameters())
+    assert any(p.grad is not None and p.grad.any() for p in ppo.critic.parameters())
