@@ -12,6 +12,10 @@ Action heads (outputs of the network's last layer):
 * gaussian: the mean of a normal with a state-independent `log_std` parameter; actions are clipped into the
   Box bounds when applied to the env (the drawn action is what the learner scores).
 * tanh_gaussian: mean and log-std; a = tanh(u), u ~ N(mean, std), rescaled from [-1, 1] into the bounds.
+
+An optional recurrent `core` (GRU or LSTM) sits between the encoder and `net`, where sb3-contrib's RecurrentPPO puts
+its LSTM; actors then carry one state per env (shared/policy/actors.py). A manifest without one serialises without
+the key, so the files of memoryless policies stay byte-identical.
 """
 
 from __future__ import annotations
