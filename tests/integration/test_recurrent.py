@@ -1,5 +1,5 @@
 """`rlfleet up` trains a recurrent policy on a task only memory solves: recurrent_ppo remembers a cue shown at an
-episode's first step until its last, across chunk boundaries (episodes of 4 steps, chunks of 6), so collectors'
+episode's first step until its last, across chunk boundaries (episodes of 8 steps, chunks of 6), so collectors'
 stored core states, the learner's unrolling from them and the evaluator's per-episode resets all have to work."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.support.repo import REPO
 
 CONFIG = {
     "name": "recall",
-    "env": {"id": "tests.support.userenv:RecallEnv", "kwargs": {"length": 4}, "solve_threshold": 0.95},
+    "env": {"id": "tests.support.userenv:RecallEnv", "kwargs": {"length": 8}, "solve_threshold": 0.95},
     "collector": {"num_envs": 16, "chunk_steps": 6},
     "replay": {"sampler": "fifo", "capacity_transitions": 4096, "min_transitions": 1, "max_use": 1,
                "tolerance_transitions": 1024},
