@@ -210,3 +210,25 @@ def test_a_policy_with_memory_starts_every_episode_from_a_fresh_state(native: bo
     returns, _ = evaluate(act, EnvConfig(id="CartPole-v1"), 2, 6, seed=0, native=native, reset=reset)
     assert len(first_states) >= len(returns) == 6
     assert not np.any(first_states) and np.any(later_states)
+
+
+def test_under_next_step_autoreset_memory_restarts_after_the_reset_step_too() -> None:
+    """The reset step acts on the finished episode's last observation (its action is ignored): the next episode's
+    first real step must still begin from a zero state."""
+    spaces = flat_spaces(2, 2)
+    m = PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=NetConfig(hidden=(4,)),
+                       head="categorical", core=CoreConfig(kind="gru", hidden=4))
+    actor = build_actor(m, policy_state(m))
+    vec = CountdownVectorEnv(num_envs=2)
+    first, within = [], []
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        state = actor.core_state(len(obs))
+        assert state is not None
+        starting = (vec.t == 0) & ~vec.resetting  # the env's next step is its episode's first
+        first.extend(state[starting])
+        within.extend(state[(vec.t > 0) & ~vec.resetting])
+        return actor.greedy(obs)
+
+    episodes_module._play(act, vec, 3, seed=0, reset=actor.reset)
+    assert len(first) >= 6 and not np.any(first) and np.all(np.any(within, axis=1))
