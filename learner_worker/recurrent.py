@@ -71,10 +71,10 @@ class RecurrentActorCriticNet(nn.Module):
         return actor_out, critic_out, final
 
     def values_and_next(self, obs: torch.Tensor, next_obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Critic outputs for every row's `obs` and `next_obs`, [T, B, k] each (no gradient). `next_obs` of row t
-        is read from the state after row t, the state its env carried into it, so a truncated episode and a
-        chunk's last row bootstrap from the memory they had."""
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Critic outputs for every row's `obs` and `next_obs`, [T, B, k] each, and the state after every row,
+        [T, B, *S] (no gradient). `next_obs` of row t is read from the state after row t, the state its env
+        carried into it, so a truncated episode and a chunk's last row bootstrap from the memory they had."""
         steps, batch = obs.shape[:2]
         with torch.no_grad():
             core_out, after = self.core.states(self.actor.core_input(obs), state, starts)
@@ -82,7 +82,7 @@ class RecurrentActorCriticNet(nn.Module):
             next_in = self.actor.core_input(next_obs).reshape(1, steps * batch, -1)
             next_out, _ = self.core(next_in, after.reshape(steps * batch, *after.shape[2:]))
             next_values = self._heads(next_out)[1].reshape(steps, batch, -1)
-        return values, next_values
+        return values, next_values, after
 
 
 @dataclass(frozen=True)
@@ -142,13 +142,13 @@ class RecurrentActorCritic(ActorCritic):
         return self.model
 
     def chunk_gae(self, chunk: dict[str, np.ndarray], gamma: float, lam: float
-                  ) -> tuple[Steps, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(the cleaned chunk, its episode starts, advantages, value targets, values), [T, N] each, from the
-        chunk's stored core state with the current weights."""
+                  ) -> tuple[Steps, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(the cleaned chunk, its episode starts, advantages, value targets, values), [T, N] each, and the core
+        state after every row, [T, N, *S], from the chunk's stored core state with the current weights."""
         steps = clean(chunk, self.spaces)
         starts = episode_starts(chunk)
         dev = self.device
-        out, next_out = self.recurrent_model.values_and_next(
+        out, next_out, after = self.recurrent_model.values_and_next(
             to_device(steps.obs, dev), to_device(steps.next_obs, dev), to_device(chunk["core_state"], dev),
             to_device(starts, dev))
         shape = steps.rewards.shape
@@ -159,28 +159,35 @@ class RecurrentActorCritic(ActorCritic):
 
         values = raw(out)
         advantages, targets = gae(steps.rewards, values, raw(next_out), steps.terminated, steps.ends, gamma, lam)
-        return steps, starts, advantages, targets, values.astype(np.float32)
+        return steps, starts, advantages, targets, values.astype(np.float32), after.cpu().numpy()
 
-    def sequences(self, chunks: list[dict[str, np.ndarray]], gamma: float, lam: float) -> Sequences:
-        """Every env column of `chunks` with its GAE, side by side; ValueError without a valid row."""
-        parts = [(chunk, *self.chunk_gae(chunk, gamma, lam)) for chunk in chunks]
-        if sum(int(steps.valid.sum()) for _, steps, *_ in parts) == 0:
+    def sequences(self, chunks: list[dict[str, np.ndarray]], gamma: float, lam: float,
+                  window: int | None = None) -> Sequences:
+        """Every env column of `chunks` with its GAE, side by side; ValueError without a valid row.
+
+        `window`: columns longer than this are cut into windows of that many rows (the last one shorter, padded),
+        each unrolled from the state the current weights reached before its first row (its column's stored state
+        for the first window): truncated BPTT over windows, so a long chunk still makes many minibatches."""
+        columns: list[dict[str, np.ndarray]] = []
+        states: list[np.ndarray] = []
+        for chunk in chunks:
+            steps, starts, advantages, targets, values, after = self.chunk_gae(chunk, gamma, lam)
+            parts = {"obs": steps.obs, "actions": steps.actions, "logp": steps.logp, "starts": starts,
+                     "mask": steps.valid, "advantages": advantages, "targets": targets, "values": values}
+            size = len(starts) if window is None else window
+            for begin in range(0, len(starts), size):
+                columns.append({name: arr[begin:begin + size] for name, arr in parts.items()})
+                states.append(chunk["core_state"] if begin == 0 else after[begin - 1])
+        if sum(int(c["mask"].sum()) for c in columns) == 0:
             raise ValueError("update on an empty batch: no valid rows")
-        length = max(len(steps.rewards) for _, steps, *_ in parts)
+        length = max(len(c["starts"]) for c in columns)
 
-        def joined(arrays: list[np.ndarray]) -> torch.Tensor:
-            return to_device(np.concatenate([_padded(a, length) for a in arrays], axis=1), self.device)
+        def joined(name: str) -> torch.Tensor:
+            return to_device(np.concatenate([_padded(c[name], length) for c in columns], axis=1), self.device)
 
-        return Sequences(
-            obs=joined([steps.obs for _, steps, *_ in parts]),
-            actions=joined([steps.actions for _, steps, *_ in parts]),
-            logp=joined([steps.logp for _, steps, *_ in parts]),
-            starts=joined([starts for _, _, starts, *_ in parts]),
-            mask=joined([steps.valid for _, steps, *_ in parts]),
-            state=to_device(np.concatenate([chunk["core_state"] for chunk, *_ in parts]), self.device),
-            advantages=joined([adv for *_, adv, _, _ in parts]),
-            targets=joined([targets for *_, targets, _ in parts]),
-            values=joined([values for *_, values in parts]))
+        return Sequences(obs=joined("obs"), actions=joined("actions"), logp=joined("logp"), starts=joined("starts"),
+                         mask=joined("mask"), state=to_device(np.concatenate(states), self.device),
+                         advantages=joined("advantages"), targets=joined("targets"), values=joined("values"))
 
     def evaluate_sequences(self, seqs: Sequences, idx: torch.Tensor
                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

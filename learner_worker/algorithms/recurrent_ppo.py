@@ -4,9 +4,11 @@ Each chunk's env columns are unrolled from the core state the collector stored f
 state zeroed at every episode start inside the column (learner_worker/recurrent.py). Before any gradient step the
 current critic gives every row's value and, from the state after the row, its next observation's value; GAE runs
 per env column as for memoryless policies (learner_worker/gae.py). Each epoch shuffles the sequences with the
-learner's own generator and splits them into minibatches of minibatch_size // T whole sequences (at least one);
-every minibatch is unrolled again with gradient through the chunk's T steps (truncated backprop through time), so
-the core learns what to remember within a chunk and carries the rest in the stored states.
+learner's own generator and splits them into minibatches of minibatch_size // L whole sequences (at least one);
+every minibatch is unrolled again with gradient through its L steps (truncated backprop through time), so the core
+learns what to remember within a sequence and carries the rest in the states it starts from. A sequence is an env
+column of a chunk (L = T), or with `bptt_steps` a window of one, started from the state the current weights reached
+there before the update.
 
 The behaviour log-probabilities come from the collector, as for every importance-ratio learner: with policy lag the
 behaviour policy (and the memory it acted from) is one the learner no longer holds. Invalid rows (the env raised,
@@ -67,7 +69,7 @@ class RecurrentPPO(RecurrentActorCritic):
 
     def update(self, chunks: list[dict[str, np.ndarray]]) -> dict[str, float]:
         cfg = self.cfg
-        seqs = self.sequences(chunks, cfg.gamma, cfg.gae_lambda)
+        seqs = self.sequences(chunks, cfg.gamma, cfg.gae_lambda, cfg.bptt_steps)
         valid = seqs.mask.reshape(-1)
         explained = explained_variance(seqs.targets.reshape(-1)[valid], seqs.values.reshape(-1)[valid])
         sums = dict.fromkeys(TERMS, 0.0)

@@ -33,8 +33,12 @@ class RecurrentPPOParams(ChunkParams):
     """The ratio clip of the surrogate objective."""
     epochs: Annotated[int, Field(ge=1, le=1000, description="passes over each batch")] = 20
     minibatch_size: Annotated[int, Field(ge=1, le=2**20)] = 256
-    """Rows per minibatch, taken as whole env sequences: minibatch_size // T sequences of a batch of T-step chunks
-    (at least one)."""
+    """Rows per minibatch, taken as whole env sequences: minibatch_size // L sequences of L steps (at least one),
+    L being the chunks' length or `bptt_steps`."""
+    bptt_steps: Annotated[int | None, Field(ge=1, le=2**16)] = None
+    """Truncated backprop through time over windows of this many steps: each env column of a longer chunk is cut
+    into windows, each unrolled from the state the current weights reach at its start. Null: whole chunk columns.
+    Long chunks (Pendulum's 1,024 steps) need it for more than a few minibatches per epoch."""
     value_coef: Annotated[float, Field(ge=0)] = 0.5
     """Weight of the value loss."""
     entropy_coef: Annotated[float, Field(ge=0)] = 0.0

@@ -51,7 +51,7 @@ def test_a_sequence_with_an_episode_start_inside_gives_what_its_two_parts_give(k
     whole["terminated"][3] = True  # every env's episode ends at row 3: rows 4.. start from a zero state
     first = {k: (v if k == "core_state" else v[:4]) for k, v in whole.items()}
     second = {k: (np.zeros_like(v) if k == "core_state" else v[4:]) for k, v in whole.items()}
-    _, _, adv, targets, values = ppo.chunk_gae(whole, 0.9, 0.8)
+    _, _, adv, targets, values, _ = ppo.chunk_gae(whole, 0.9, 0.8)
     parts = [ppo.chunk_gae(part, 0.9, 0.8) for part in (first, second)]
     np.testing.assert_allclose(values, np.concatenate([p[4] for p in parts]), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(adv, np.concatenate([p[2] for p in parts]), rtol=1e-5, atol=1e-5)
@@ -99,3 +99,27 @@ def test_with_a_separate_trunk_only_the_policy_loss_trains_the_core() -> None:
     assert ppo.actor.core is not None
     assert all(p.grad is None or not p.grad.any() for p in ppo.actor.core.parameters())
     assert any(p.grad is not None and p.grad.any() for p in ppo.critic.parameters())
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_windows_of_a_long_column_unroll_as_the_whole_column_does(kind: str) -> None:
+    """Cut into windows of 3 rows, each started from the state reached before it, the columns give the same
+    outputs as unrolled whole (and the padded rows of the last, shorter window are masked)."""
+    ppo = learner(kind)
+    chunk = recurrent_chunk(5, kind)
+    chunk["terminated"][4, 1] = True  # an episode start inside the second window
+    whole = ppo.sequences([chunk], 0.9, 0.8)
+    windows = ppo.sequences([chunk], 0.9, 0.8, window=3)
+    assert windows.length == 3 and windows.count == 9 and int(windows.mask.sum()) == 24
+    with torch.no_grad():
+        logp, _, critic, _ = ppo.evaluate_sequences(whole, torch.arange(3))
+        logp_w, _, critic_w, _ = ppo.evaluate_sequences(windows, torch.arange(9))
+    # whole: rows (t, env) in t-major order; windows: (t within window, window w * 3 + env)
+    mask = windows.mask.reshape(-1)
+    flat = torch.zeros(3 * 9)
+    flat[mask] = logp_w
+    grid = flat.reshape(3, 3, 3)  # [t, window, env]
+    by_window = grid.permute(1, 0, 2).reshape(9, 3)[:8]
+    torch.testing.assert_close(by_window, logp.reshape(8, 3), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.sort(critic_w.flatten()).values, torch.sort(critic.flatten()).values,
+                               rtol=1e-5, atol=1e-5)
