@@ -28,15 +28,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from learner_worker.actor_critic import CPU, ActorCritic, Steps, clean
-from learner_worker.device import to_device
-from learner_worker.distributions import log_prob_entropy
-from learner_worker.gae import gae
-from shared.config.base import CoreConfig, NetConfig
-from shared.config.values import CriticValue
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
-from shared.policy.nets import PolicyNet, mlp
+from rlfleet.learner_worker.actor_critic import CPU, ActorCritic, Steps, clean
+from rlfleet.learner_worker.device import to_device
+from rlfleet.learner_worker.distributions import log_prob_entropy
+from rlfleet.learner_worker.gae import gae
+from rlfleet.shared.config.base import CoreConfig, NetConfig
+from rlfleet.shared.config.values import CriticValue
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
+from rlfleet.shared.policy.nets import PolicyNet, mlp
 
 
 def episode_starts(chunk: dict[str, np.ndarray]) -> np.ndarray:

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from learner_worker.actor_critic import LOG_RATIO_LIMIT
+from rlfleet.learner_worker.actor_critic import LOG_RATIO_LIMIT
 
 if TYPE_CHECKING:
-    from learner_worker.distributed import Group
+    from rlfleet.learner_worker.distributed import Group
 
 Average = Callable[[torch.Tensor], torch.Tensor]
 

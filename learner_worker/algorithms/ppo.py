@@ -29,12 +29,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from learner_worker.actor_critic import CPU, ActorCritic, explained_variance
-from learner_worker.optimizers import BackgroundOptimizer
-from learner_worker.surrogate import clipped_surrogate
-from shared.algorithms.ppo import PPOParams
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.actor_critic import CPU, ActorCritic, explained_variance
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.surrogate import clipped_surrogate
+from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 
 
 class PPO(ActorCritic):

@@ -23,13 +23,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from learner_worker.actor_critic import CPU, explained_variance
-from learner_worker.optimizers import BackgroundOptimizer
-from learner_worker.recurrent import RecurrentActorCritic, Sequences
-from learner_worker.surrogate import clipped_surrogate
-from shared.algorithms.recurrent_ppo import RecurrentPPOParams
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.actor_critic import CPU, explained_variance
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.recurrent import RecurrentActorCritic, Sequences
+from rlfleet.learner_worker.surrogate import clipped_surrogate
+from rlfleet.shared.algorithms.recurrent_ppo import RecurrentPPOParams
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 
 TERMS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm")
 

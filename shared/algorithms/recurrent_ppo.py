@@ -7,9 +7,9 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
-from shared.config.base import CoreConfig, NetConfig
-from shared.config.values import CriticValue
+from rlfleet.shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
+from rlfleet.shared.config.base import CoreConfig, NetConfig
+from rlfleet.shared.config.values import CriticValue
 
 
 class RecurrentPPOParams(ChunkParams):
@@ -62,5 +62,5 @@ class RecurrentPPOParams(ChunkParams):
 SPEC = AlgorithmSpec(name="recurrent_ppo", summary="sb3-contrib's RecurrentPPO: clipped surrogate, truncated BPTT over "
                      "each env's sequence in a chunk from its stored core state, GAE per env",
                      params=RecurrentPPOParams, loop="chunks",
-                     learner="learner_worker.algorithms.recurrent_ppo:RecurrentPPO", head=sampled_head,
+                     learner="rlfleet.learner_worker.algorithms.recurrent_ppo:RecurrentPPO", head=sampled_head,
                      behaviour=sampling_behaviour, recurrent=True)

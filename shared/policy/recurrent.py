@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.config.base import CoreConfig
+from rlfleet.shared.config.base import CoreConfig
 
 PREFIX = "core.rnn."
 WEIGHTS = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")

@@ -12,12 +12,12 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-import evaluator.episodes as episodes_module
-from evaluator.episodes import Act, evaluate
-from shared.config.base import CoreConfig, NetConfig
-from shared.config.run_config import EnvConfig
-from shared.policy.actors import build_actor
-from shared.policy.manifest import PolicyManifest, default_encoder
+import rlfleet.evaluator.episodes as episodes_module
+from rlfleet.evaluator.episodes import Act, evaluate
+from rlfleet.shared.config.base import CoreConfig, NetConfig
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.policy.actors import build_actor
+from rlfleet.shared.policy.manifest import PolicyManifest, default_encoder
 from tests.support.policies import CARTPOLE, flat_spaces, policy_state, random_actor
 
 torch.set_num_threads(1)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.policy.files import read_manifest
+from rlfleet.shared.policy.files import read_manifest
 from tests.support.repo import REPO
 
 CONFIG = {
@@ -36,7 +36,7 @@ def test_recurrent_ppo_learns_to_recall_a_cue_through_the_stack(tmp_path: Path) 
     config = tmp_path / "recall.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", str(config), "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(config), "--data-dir", str(tmp_path / "data"),
          "--port", "0"],
         cwd=REPO, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.algorithms.recurrent_ppo import RecurrentPPO
-from learner_worker.recurrent import episode_starts
-from shared.algorithms.recurrent_ppo import RecurrentPPOParams
-from shared.config.base import CoreConfig, NetConfig
+from rlfleet.learner_worker.algorithms.recurrent_ppo import RecurrentPPO
+from rlfleet.learner_worker.recurrent import episode_starts
+from rlfleet.shared.algorithms.recurrent_ppo import RecurrentPPOParams
+from rlfleet.shared.config.base import CoreConfig, NetConfig
 from tests.support.learner_data import N_ACTIONS, OBS_DIM, make_chunk
 from tests.support.policies import SAMPLING, flat_spaces
 

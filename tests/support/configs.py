@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.config.base import NetConfig
-from shared.config.run_config import RunConfig
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.run_config import RunConfig
 from tests.support.repo import REPO
 
 NO_ENCODER_FIELD = "NetConfig has no `encoder` field yet (issue 24's encoders branch adds it): this config names one"
@@ -19,7 +19,7 @@ NO_WRAPPER = "this checkout has no {} wrapper yet (issue 25's observation-spaces
 def _known_wrappers() -> set[str]:
     from typing import get_args
 
-    from shared.envs.wrappers import WrapperConfig
+    from rlfleet.shared.envs.wrappers import WrapperConfig
 
     return {model.model_fields["name"].default for model in get_args(get_args(WrapperConfig)[0])}
 

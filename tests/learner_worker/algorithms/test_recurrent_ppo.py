@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.algorithms.recurrent_ppo import RecurrentPPO
-from shared.algorithms.recurrent_ppo import RecurrentPPOParams
-from shared.config.base import CoreConfig, NetConfig
-from shared.policy.actors import build_actor
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.algorithms.recurrent_ppo import RecurrentPPO
+from rlfleet.shared.algorithms.recurrent_ppo import RecurrentPPOParams
+from rlfleet.shared.config.base import CoreConfig, NetConfig
+from rlfleet.shared.policy.actors import build_actor
+from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.learner_data import N_ACTIONS, OBS_DIM, garbage, make_chunk, params_equal, roundtrip
 from tests.support.policies import PENDULUM, SAMPLING, flat_spaces
 

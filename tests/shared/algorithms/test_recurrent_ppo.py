@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from shared.algorithms import REGISTRY
-from shared.algorithms.base import DatasetParams
-from shared.config.plan import RunPlan
-from shared.config.run_config import RunConfig
-from shared.payloads.schema import ChunkSchema
+from rlfleet.shared.algorithms import REGISTRY
+from rlfleet.shared.algorithms.base import DatasetParams
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.payloads.schema import ChunkSchema
 
 BASE: dict[str, Any] = {
     "name": "t", "env": {"id": "CartPole-v1", "solve_threshold": 475},

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from shared.config.base import CoreConfig, NetConfig
-from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
-from shared.policy.actors import NumpyActor, PolicyError, TorchActor, build_actor
-from shared.policy.files import decode_policy, policy_bytes
-from shared.policy.manifest import PolicyManifest, default_encoder
-from shared.policy.nets import Core, PolicyNet
-from shared.policy.recurrent import NumpyCore
+from rlfleet.shared.config.base import CoreConfig, NetConfig
+from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.policy.actors import NumpyActor, PolicyError, TorchActor, build_actor
+from rlfleet.shared.policy.files import decode_policy, policy_bytes
+from rlfleet.shared.policy.manifest import PolicyManifest, default_encoder
+from rlfleet.shared.policy.nets import Core, PolicyNet
+from rlfleet.shared.policy.recurrent import NumpyCore
 from tests.support.policies import CARTPOLE, PENDULUM
 
 torch.set_num_threads(1)
