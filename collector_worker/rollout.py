@@ -14,6 +14,13 @@ chunk also carries where its episodes end and which env columns start a fresh ep
 can serve sequences and whole episodes without opening the payload. Episodes are reported as the env has them:
 under the `atari` wrapper a lost life ends the learner's episode, but the game and its reported return go on.
 
+A policy with a recurrent core carries one state per env in its actor (shared/policy/actors.py). The chunk stores
+each env's state at its first row (`core_state`); after every step the actor zeroes the state of the envs whose
+episode ended (an env error's restart included), so a row begins with a zero state exactly when the row before it
+is terminated, truncated or not valid, which is what the learner reads from those columns. A state that turns
+non-finite makes its step count as an env error (`valid=False`) and restarts that env's state from zero. A newly
+published policy takes over the states where the last one left them.
+
 A frame-stacked image run's chunks use the schema's compact layout: each frame is stored once (`StackedFrames`),
 and the learner rebuilds the stacks (shared/payloads/framestack.py).
 
@@ -152,7 +159,9 @@ class Rollout:
         if manifest.spaces != self.spaces or manifest.head != self.behaviour.head:
             raise PolicyError(f"policy is a {manifest.head} policy for {manifest.spaces}; this run needs a "
                               f"{self.behaviour.head} policy for {self.spaces}")
-        self.actor = build_actor(manifest, state)
+        previous, self.actor = self.actor, build_actor(manifest, state)
+        if previous is not None:
+            self.actor.load_core_state(previous.core_state(self.num_envs))
         self.version = version
 
     def act(self, obs: np.ndarray, epsilon: float, random: bool) -> Decision:
@@ -177,6 +186,11 @@ class Rollout:
         actions, valid = arrays["actions"], arrays["valid"]
         rewards, terminated, truncated = arrays["rewards"], arrays["terminated"], arrays["truncated"]
         logp = arrays.get("logp")
+        if "core_state" in arrays:
+            if self.actor is not None:  # before the first policy: zeros, as the first policy will start
+                arrays["core_state"][:] = self.actor.core_state(n)
+            else:
+                arrays["core_state"][:] = 0.0
         episodes: list[tuple[float, int, str | None]] = []
         finished = 0
         t = 0
@@ -194,6 +208,7 @@ class Rollout:
             if logp is not None:
                 logp[t] = decision.logp
             rewards[t], terminated[t], truncated[t] = rew, term, trunc
+            broken = decision.broken  # a core state turned non-finite: an error of this step, its state reset
             if next_obs is not None:
                 next_obs[t] = self.obs
             self.ep_return += rew
@@ -218,6 +233,10 @@ class Rollout:
                 self.ep_return[done] = 0.0
                 self.ep_length[done] = 0
                 self.game_length[failed | game_over] = 0
+            if broken is not None:
+                valid[t] &= ~broken
+            if self.actor is not None:
+                self.actor.reset(done)
             if stacked is not None:
                 stacked.step(t, before, self.obs, done, valid[t], info.get("final_obs"))
             t += 1

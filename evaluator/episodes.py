@@ -8,6 +8,10 @@ Where gymnasium registers the env's own vectorized implementation (CartPole's), 
 it instead, one env per episode (up to MAX_NATIVE_ENVS): a 100-episode CartPole test then takes ~0.05 s
 instead of ~0.6 s, and validations cost the evaluator ~40% less CPU, which it shares with training. Its envs
 draw their starts from one generator seeded with `seed` (shared/envs/seeds.py).
+
+A policy with memory (a recurrent core) is told where episodes begin through `reset` (shared/policy/actors.py's
+`reset`): every env's state at the first step, and an env's own after each step that ends its episode (under
+NEXT_STEP autoreset also after the reset step, whose action the env ignores).
 """
 
 from __future__ import annotations
@@ -21,12 +25,14 @@ from rlfleet.shared.config.run_config import EnvConfig
 from rlfleet.shared.envs.build import make_native_vector_env, make_vector_env
 
 Act = Callable[[np.ndarray], np.ndarray]  # observations -> greedy actions
+Reset = Callable[[np.ndarray | None], None]  # envs whose next step begins an episode (None: all of them)
 Setup = Callable[[SyncVectorEnv], None]  # adjusts the envs before their first reset (self-play's opponents)
 MAX_NATIVE_ENVS = 256  # one env per episode up to this many (num_envs' own bound); more split over num_envs
 
 
 def evaluate(act: Act, env: EnvConfig, num_envs: int, episodes: int, seed: int,
-             setup: Setup | None = None, native: bool = True) -> tuple[list[float], list[int]]:
+             setup: Setup | None = None, native: bool = True, reset: Reset | None = None
+             ) -> tuple[list[float], list[int]]:
     """`native=False` always steps copies of the env (a SyncVectorEnv of `num_envs`), as single-env libraries
     do: the benchmark's baseline evaluates that way."""
     vec: VectorEnv | None = None
@@ -38,12 +44,13 @@ def evaluate(act: Act, env: EnvConfig, num_envs: int, episodes: int, seed: int,
             setup(sync)
         vec = sync
     try:
-        return _play(act, vec, episodes // vec.num_envs, seed)
+        return _play(act, vec, episodes // vec.num_envs, seed, reset)
     finally:
         vec.close()
 
 
-def _play(act: Act, vec: VectorEnv, per_env: int, seed: int) -> tuple[list[float], list[int]]:
+def _play(act: Act, vec: VectorEnv, per_env: int, seed: int, reset: Reset | None = None
+          ) -> tuple[list[float], list[int]]:
     n = vec.num_envs
     # NEXT_STEP autoreset: the step after an episode's end only resets that env (reward 0); it is not counted.
     next_step = vec.metadata.get("autoreset_mode") == AutoresetMode.NEXT_STEP
@@ -54,9 +61,13 @@ def _play(act: Act, vec: VectorEnv, per_env: int, seed: int) -> tuple[list[float
     resetting = np.zeros(n, dtype=bool)
     returns: list[float] = []
     lengths: list[int] = []
+    if reset is not None:
+        reset(None)
     while (done_count < per_env).any():
         obs, rew, term, trunc, _ = vec.step(act(obs))
         live = ~resetting
+        if reset is not None:
+            reset(term | trunc | resetting)
         ret[live] += rew[live]
         length[live] += 1
         ended = (term | trunc) & live

@@ -30,10 +30,10 @@ import uuid
 from typing import TypeVar
 
 from rlfleet.evaluator.battles import baseline_games, pool_records
-from rlfleet.evaluator.episodes import Act, evaluate
+from rlfleet.evaluator.episodes import evaluate
 from rlfleet.shared import solve_rule
 from rlfleet.shared.envs.seeds import base_seed, operator_task
-from rlfleet.shared.policy.actors import PolicyError, build_actor
+from rlfleet.shared.policy.actors import Actor, PolicyError, build_actor
 from rlfleet.shared.policy.files import MAX_POLICY_BYTES, decode_policy
 from rlfleet.shared.policy.manifest import ManifestError
 from rlfleet.shared.stats import estimate
@@ -116,7 +116,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             continue
         evaluation = task.evaluation
         seed = base_seed(task.seed, "valid", block, ref.version)
-        returns, lengths = _games(actor.greedy, task, evaluation.episodes, evaluation.num_envs, seed)
+        returns, lengths = _games(actor, task, evaluation.episodes, evaluation.num_envs, seed)
         battles = [] if task.self_play is None else pool_records(
             actor.greedy, task.env, session.client.call("GET", "/v1/policies/opponents", OpponentPool).pool, store,
             task.self_play, ref.version, evaluation.num_envs, seed)
@@ -130,7 +130,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
             _keep_best(best_store, data, {"validation": result.model_dump(mode="json")})
         if result.test_requested:
             seed = base_seed(task.seed, "test", block, ref.version)
-            returns, lengths = _games(actor.greedy, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
+            returns, lengths = _games(actor, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
             against = evaluation.against
             verdict = None if against else solve_rule.judge(returns, task.env.threshold)
             # The judge's rule, applied here too: the best file is written before reporting, since a confirmed
@@ -161,7 +161,7 @@ def _final_test(session: WorkerSession, task: EvaluatorTask, store: PayloadStore
     seed = base_seed(task.seed, "test", 0, version)
     log.info("training is over: testing the best policy, v%d, on %d held-out episodes", version,
              evaluation.test_episodes)
-    returns, lengths = _games(actor.greedy, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
+    returns, lengths = _games(actor, task, evaluation.test_episodes, evaluation.test_num_envs, seed)
     test = report(session, "/v1/tests", HoldoutResult, HoldoutReport, version, returns, lengths, seed)
     log.info("policy v%d: end-of-budget test %.1f ± %.1f over %d episodes (95%% CI %.1f .. %.1f; no threshold)",
              version, test.mean, test.std, test.episodes, *test.ci95)
@@ -188,11 +188,12 @@ def kept_policy(best: PayloadStore, store: PayloadStore, version: int) -> bytes:
                            f"stop) and test what it kept with `rlfleet test RUN_DIR`") from exc
 
 
-def _games(act: Act, task: EvaluatorTask, episodes: int, num_envs: int, seed: int) -> tuple[list[float], list[int]]:
+def _games(actor: Actor, task: EvaluatorTask, episodes: int, num_envs: int, seed: int
+           ) -> tuple[list[float], list[int]]:
     """A validation's or test's episodes; under a battle rule, that many games against each of its baselines."""
     if task.evaluation.against:
-        return baseline_games(act, task.env, task.evaluation.against, episodes, num_envs, seed)
-    return evaluate(act, task.env, num_envs, episodes, seed)
+        return baseline_games(actor.greedy, task.env, task.evaluation.against, episodes, num_envs, seed)
+    return evaluate(actor.greedy, task.env, num_envs, episodes, seed, reset=actor.reset)
 
 
 def _reread(session: WorkerSession, task: EvaluatorTask) -> EvaluatorTask:

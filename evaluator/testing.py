@@ -190,7 +190,9 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
     if video is not None:
         check_video_path(video)
     base = held_out_base(subject, counter)
-    returns, lengths = evaluate(subject.actor.greedy, subject.config.env, num_envs, episodes, base)
+    returns, lengths = evaluate(subject.actor.greedy, subject.config.env, num_envs, episodes, base,
+                                reset=subject.actor.reset)
+    subject.actor.reset()  # the video's episode, like every other, begins with a fresh memory
     stats = estimate(returns)
     mode, task, block = decode(subject.config.seed, base)
     threshold = subject.config.env.threshold

@@ -152,9 +152,8 @@ class ActorCritic:
                 self.actor.log_std.fill_(log_std_init)
         self.codec = ValueCodec(value)
         self.trunk = trunk_of(net, self._manifest.encoder)
-        self.critic: nn.Module = (nn.Linear(self.actor.hidden_width, self.codec.outputs) if self.trunk == "shared"
-                                  else Network(spaces.obs, self._manifest.encoder, net, self.codec.outputs)).to(device)
-        self.model = ActorCriticNet(self.actor, self.critic, shared=self.trunk == "shared")
+        self.critic: nn.Module = self._critic(net).to(device)
+        self.model: nn.Module = self._model()
         self.params = [*self.actor.parameters(), *self.critic.parameters()]
         # What the trained forward passes call: the model itself, or its DistributedDataParallel wrapper once the
         # learner joined a learner group (`join`).
@@ -162,6 +161,16 @@ class ActorCritic:
         self.group: Group | None = None
         self.updates = 0
         self.td_abs = None
+
+    def _critic(self, net: NetConfig) -> nn.Module:
+        """The critic: a value head on the actor's last hidden layer (shared trunk) or a network of its own."""
+        if self.trunk == "shared":
+            return nn.Linear(self.actor.hidden_width, self.codec.outputs)
+        return Network(self.spaces.obs, self._manifest.encoder, net, self.codec.outputs)
+
+    def _model(self) -> nn.Module:
+        """The actor and critic as the one module trained forward passes call."""
+        return ActorCriticNet(self.actor, self.critic, shared=self.trunk == "shared")
 
     def join(self, group: Group) -> None:
         """Train as one rank of `group`: gradients through both networks are averaged over the ranks."""
@@ -171,6 +180,7 @@ class ActorCritic:
     def values(self, obs: np.ndarray) -> np.ndarray:
         """Critic outputs for [T, N, *obs] observations, as a [T, N] float64 array (no gradient)."""
         steps, envs = obs.shape[:2]
+        assert isinstance(self.model, ActorCriticNet), "a recurrent actor-critic reads sequences from a state"
         with torch.no_grad():
             out = self.model.values(to_device(obs.reshape(steps * envs, *obs.shape[2:]), self.device))
         return self.codec.values(out).float().cpu().numpy().astype(np.float64).reshape(steps, envs)

@@ -29,8 +29,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlfleet.learner_worker.actor_critic import CPU, LOG_RATIO_LIMIT, ActorCritic, explained_variance
+from rlfleet.learner_worker.actor_critic import CPU, ActorCritic, explained_variance
 from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.surrogate import clipped_surrogate
 from rlfleet.shared.algorithms.ppo import PPOParams
 from rlfleet.shared.payloads.spaces import Spaces
 from rlfleet.shared.policy.manifest import Behaviour
@@ -58,46 +59,18 @@ class PPO(ActorCritic):
 
     def minibatch_loss(self, batch: dict[str, torch.Tensor],
                        idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The loss of rows `idx` of `batch` and its terms (detached, for learn info).
-
-        In a learner group the minibatch is the union of every rank's rows `idx`: advantages are normalised
-        with the moments of all of them (all-reduced), and each mean is this rank's sum over the total row
-        count times the world size, so DistributedDataParallel's average of the ranks' gradients is the
-        gradient of the whole minibatch's loss, whatever each rank's share (even none)."""
+        """The loss of rows `idx` of `batch` and its terms (detached, for learn info); in a learner group the
+        minibatch is the union of every rank's rows `idx` (learner_worker/surrogate.py)."""
         cfg = self.cfg
         obs = batch["obs"][idx]
         logp_new, entropy_rows, critic_out = self.evaluate(obs, batch["actions"][idx])
-        log_ratio = (logp_new - batch["logp"][idx]).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
-        ratio = log_ratio.exp()
-        adv = batch["advantages"][idx]
-        if self.group is None:
-            if cfg.normalize_advantages:
-                adv = (adv - adv.mean()) / (adv.std(correction=0) + 1e-8)
-
-            def average(x: torch.Tensor) -> torch.Tensor:
-                return x.mean()
-        else:
-            group, plain = self.group, adv.detach()
-            rows, total, squares = group.sum(torch.stack([plain.new_tensor(float(len(idx))), plain.sum(),
-                                                          plain.square().sum()]))
-            if cfg.normalize_advantages:
-                mean = total / rows
-                std = (squares / rows - mean.square()).clamp(min=0).sqrt()
-                adv = (adv - mean.to(adv.dtype)) / (std.to(adv.dtype) + 1e-8)
-            scale = group.world_size / rows.item()
-
-            def average(x: torch.Tensor) -> torch.Tensor:
-                return x.sum() * scale
-        surrogate = torch.min(ratio * adv, ratio.clamp(1 - cfg.clip_range, 1 + cfg.clip_range) * adv)
-        policy_loss = -average(surrogate)
+        policy_loss, average, terms = clipped_surrogate(logp_new, batch["logp"][idx], batch["advantages"][idx],
+                                                        cfg.clip_range, cfg.normalize_advantages, self.group)
         value_loss = average(self.codec.loss(critic_out, batch["targets"][idx]))
         entropy = average(entropy_rows)
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
-        with torch.no_grad():
-            terms = {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy,
-                     "approx_kl": average((ratio - 1) - log_ratio),  # k3 estimator of KL(mu || pi)
-                     "clip_fraction": average(((ratio - 1).abs() > cfg.clip_range).float())}
-        return loss, terms
+        return loss, {"policy_loss": policy_loss.detach(), "value_loss": value_loss.detach(),
+                      "entropy": entropy.detach(), **terms}
 
     def update(self, chunks: list[dict[str, np.ndarray]]) -> dict[str, float]:
         cfg = self.cfg

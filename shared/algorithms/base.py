@@ -122,8 +122,9 @@ def sampled_head(spaces: Spaces) -> Head:
 
 
 def sampling_behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
-    """Collectors of policy-gradient learners draw from the policy and record each action's log-prob."""
-    return Behaviour(head=sampled_head(spaces), sample=True)
+    """Collectors of policy-gradient learners draw from the policy and record each action's log-prob (and, for a
+    policy with a recurrent core, each env's core state at a chunk's first row)."""
+    return Behaviour(head=sampled_head(spaces), sample=True, core=config.algo.net.core)
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,9 @@ class AlgorithmSpec:
     # The parameters each rank of a learner group (learner.replicas > 1) takes an equal share of; None: the learner
     # cannot train data-parallel, so the run keeps one learner process.
     shares: tuple[str, ...] | None = None
+    # Whether the learner trains a recurrent core (`algo.net.core`) from the chunks' stored core states; every
+    # other algorithm refuses one at config load.
+    recurrent: bool = False
 
     def _splits(self, config: RunConfig) -> None:
         """A learner group needs every shared quantity split into equal shares: each rank's loss is a mean over
@@ -166,4 +170,21 @@ class AlgorithmSpec:
         """Refuse a learner group this algorithm cannot split, and buffer settings its loop kind cannot train on,
         naming the fields to change."""
         self._splits(config)
+        self._core(config)
         loop_of(self.loop).check(config)
+
+    def _core(self, config: RunConfig) -> None:
+        """A recurrent core needs a learner that unrolls it over sequences, and collectors that carry one state
+        per env through every step."""
+        if config.algo.net.core is None:
+            return
+        if not self.recurrent:
+            from rlfleet.shared.algorithms import REGISTRY  # the registry imports this module: resolved at call time
+
+            able = sorted(name for name, spec in REGISTRY.items() if spec.recurrent)
+            raise ValueError(f"{self.name} cannot train a recurrent core (algo.net.core): use "
+                             f"{' or '.join(able) or 'an algorithm that can'}, or leave algo.net.core out")
+        if config.collector.double_buffer:
+            raise ValueError("collector.double_buffer acts for half of the envs ahead of the other half, which a "
+                             "recurrent core's per-env state does not follow: leave collector.double_buffer off "
+                             "with algo.net.core")

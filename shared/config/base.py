@@ -60,6 +60,22 @@ Encoder = Annotated[MlpEncoder | CnnEncoder | NatureEncoder | ImpalaEncoder, Fie
 Trunk = Literal["shared", "separate"]
 
 
+class CoreConfig(Strict):
+    """A recurrent core: one GRU or LSTM layer between the encoder and the MLP, as sb3-contrib's RecurrentPPO places
+    its LSTM (after the features extractor, before the MLP of each head). Its equations and weights are torch's
+    nn.GRU / nn.LSTM (shared/policy/recurrent.py runs them in numpy)."""
+
+    kind: Literal["gru", "lstm"]
+    """The cell: `gru` (state: h) or `lstm` (state: h and c)."""
+    hidden: Annotated[int, Field(ge=1, le=4096)] = 128
+    """Width of the core's state and output (the MLP's input)."""
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        """One env's state: [hidden] for a GRU, [2, hidden] (h then c) for an LSTM."""
+        return (self.hidden,) if self.kind == "gru" else (2, self.hidden)
+
+
 class MlpConfig(Strict):
     """The fully connected part of a network: what a policy manifest records as its `net`."""
 
@@ -78,6 +94,9 @@ class NetConfig(MlpConfig):
     """Algorithms with an actor and a critic: `shared` trains one encoder and hidden layers under a policy head
     and a value head (as Stable-Baselines3 and CleanRL do for Atari: half the compute), `separate` gives the critic
     its own copy of the network. Null: shared for image encoders, separate for the MLP."""
+    core: CoreConfig | None = None
+    """A recurrent core between the encoder and the MLP: `{kind: gru, hidden: 128}` or `{kind: lstm, hidden: 128}`.
+    Null: no core, a memoryless policy. Only algorithms that train from sequences take one."""
 
     @property
     def mlp(self) -> MlpConfig:

@@ -40,7 +40,8 @@ def stacked_frames(env: EnvConfig, spaces: Spaces) -> int | None:
 
 
 def chunk_schema(spaces: Spaces, behaviour: Behaviour, env: EnvConfig) -> ChunkSchema:
-    return ChunkSchema.of(spaces, behaviour_logp=behaviour.sample, stack=stacked_frames(env, spaces))
+    return ChunkSchema.of(spaces, behaviour_logp=behaviour.sample, stack=stacked_frames(env, spaces),
+                          core_state=None if behaviour.core is None else behaviour.core.state_shape)
 
 
 def _handles(spec: AlgorithmSpec, spaces: Spaces) -> bool:

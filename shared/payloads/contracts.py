@@ -33,6 +33,8 @@ _OBS = (ObsSpace(shape=(4,), dtype="float32"), ObsSpace(shape=(8, 8, 3), dtype="
 _ACTIONS = (DiscreteActions(n=2), MultiDiscreteActions(nvec=(2, 3)), BoxActions(low=(-1.0,), high=(1.0,)))
 # A frame-stacked image run (the compact layout): stacks of 4 frames of 8x8x3.
 _STACKED = ObsSpace(shape=(4, 8, 8, 3), dtype="uint8")
+# Without a recurrent core, a gru's and an lstm's state of 8 units: the dtypes of `core_state` do not depend on them.
+_CORE_STATES = (None, (8,), (2, 8))
 _LEADS = {"step": "[T steps, N envs, *per-step shape]", "env": "[N envs, *shape]",
           "end": "[E rows that end an episode, *shape]"}
 
@@ -45,8 +47,9 @@ def _columns() -> tuple[dict[str, set[str]], dict[str, str], list[set[str]]]:
     required: list[set[str]] = []
     for stack, observations in ((None, _OBS), (_STACKED.shape[0], (_STACKED,))):
         common: set[str] | None = None
-        for obs, action, logp in itertools.product(observations, _ACTIONS, (False, True)):
-            columns = ChunkSchema.of(Spaces(obs=obs, action=action), behaviour_logp=logp, stack=stack).columns
+        for obs, action, logp, core in itertools.product(observations, _ACTIONS, (False, True), _CORE_STATES):
+            columns = ChunkSchema.of(Spaces(obs=obs, action=action), behaviour_logp=logp, stack=stack,
+                                     core_state=core).columns
             for name, col in columns.items():
                 dtypes.setdefault(name, set()).add(col.dtype)
                 leads[name] = _LEADS[col.per]
@@ -89,7 +92,8 @@ def chunk_schema() -> dict[str, Any]:
             "`frame_stack` over uint8 image observations (the last wrapper that changes observations; spaces.obs "
             "is then [k, *frame]); such a run's chunks use the compact layout, each frame stored once (frame, "
             "history, tail_frame, final_frame instead of obs and next_obs), from which a learner rebuilds obs and "
-            "next_obs (see each column; docs/protocol.md). "
+            "next_obs (see each column; docs/protocol.md). A run whose policy has a recurrent core "
+            "(behaviour.core) adds `core_state`, each env's core state at its first row. "
             "A learner refuses, as corrupt, a payload whose rows differ from the report's env_steps, or one "
             "with, on any row whose `valid` is true, a discrete action outside the space, a float that is not "
             f"finite or beyond ±{MAX_MAGNITUDE:g}, or an observation value of a Discrete, MultiDiscrete or "
@@ -105,7 +109,8 @@ def chunk_schema() -> dict[str, Any]:
             "arrays": {"type": "object", "additionalProperties": False, "properties": columns,
                        "oneOf": [{"required": sorted(flat)}, {"required": sorted(compact)}], "description": (
                            "the columns of one layout, flat or compact; `logp` is required when the task's "
-                           "behaviour.sample is true and must be absent otherwise")},
+                           "behaviour.sample is true and must be absent otherwise; `core_state` is required when "
+                           "the task's behaviour.core is set and must be absent otherwise")},
         },
         "$defs": {"array": array},
     }
@@ -133,6 +138,12 @@ def policy_schema() -> dict[str, Any]:
             "log-probability of the drawn action as `logp`; gaussian draws mean + exp(log_std) * noise; "
             "tanh_gaussian draws tanh(mean + exp(clip(log_std, -20, 2)) * noise), rescaled from [-1, 1] into the "
             "bounds. "
+            "With a `core` ({kind: gru|lstm, hidden: H}) the flattened (normalised) observation first passes one "
+            "layer of torch.nn.GRU / torch.nn.LSTM, whose tensors are `core.rnn.weight_ih_l0` [G*H, in], "
+            "`core.rnn.weight_hh_l0` [G*H, H], `core.rnn.bias_ih_l0` and `core.rnn.bias_hh_l0` [G*H] (G = 3, gates "
+            "r, z, n, for a gru; 4, gates i, f, g, o, for an lstm; torch's equations), and its output h feeds "
+            "net.hidden's first layer (fan_in H); the state (h, and c for an lstm) starts at zero for each episode "
+            "and is carried from step to step of an env. "
             "The tensors of image encoders (every kind but mlp) follow rlfleet's torch network "
             "(shared/policy/nets.py) and are outside this contract. The file is immutable, at "
             "policies/v<version, 8 digits>.safetensors in the store."),

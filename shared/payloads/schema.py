@@ -46,6 +46,12 @@ COLUMN_DOCS = {
                 "first row, oldest first (obs[0, i, :-1])"),
     "tail_frame": ("compact layout only, [N, *frame] (per env): the newest frame of the observation after each "
                    "env's last row (its next_obs when that row does not end the episode)"),
+    "core_state": ("float32 [N, *state_shape] (per env, not per step), present exactly when the task's behaviour.core "
+                   "is set: the recurrent core state each env's first row was acted from, after any reset at that "
+                   "row (zeros where the row begins an episode). state_shape is [hidden] for a gru core, [2, hidden] "
+                   "(h, then c) for an lstm. Later rows need no state: a row begins an episode, and its state is "
+                   "zeroed, exactly when the row before it in its env column is terminated, truncated or not valid. "
+                   "Every value must be finite and within the float bound, or the chunk is refused"),
     "final_frame": ("compact layout only, [E, *frame], one per row that ends an episode (terminated or truncated), "
                     "in row order: the newest frame of that row's true final observation; its next_obs is the "
                     "row's stack shifted by one with this frame last, or, on a row whose valid is false (the env "
@@ -84,9 +90,10 @@ class ChunkSchema:
     obs_integers: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None = None
 
     @classmethod
-    def of(cls, spaces: Spaces, behaviour_logp: bool, stack: int | None = None) -> ChunkSchema:
+    def of(cls, spaces: Spaces, behaviour_logp: bool, stack: int | None = None,
+           core_state: tuple[int, ...] | None = None) -> ChunkSchema:
         """The columns of a run with these spaces; `stack` (shared/config/plan.py `stacked_frames`) picks the
-        compact layout."""
+        compact layout, `core_state` (a recurrent core's per-env state shape) adds the `core_state` column."""
         obs = Column(spaces.obs.dtype, spaces.obs.shape)
         action = spaces.action
         if isinstance(action, BoxActions):
@@ -110,6 +117,8 @@ class ChunkSchema:
                             "final_frame": Column("uint8", frame, "end")})
         if behaviour_logp:
             columns["logp"] = Column("float32", ())
+        if core_state is not None:
+            columns["core_state"] = Column("float32", core_state, "env")
         integers = None if spaces.obs.parts is None else integer_columns(spaces.obs.parts)
         return cls(columns, counts, stack, integers if integers and integers[0] else None)
 
@@ -168,13 +177,21 @@ class ChunkSchema:
         in the space, every float value be finite and within ±MAX_MAGNITUDE, and every value of an observation's
         Discrete, MultiDiscrete or MultiBinary part an integer its space holds. Rows where the env failed
         (valid = false) are not checked: every learner already treats them as padding whatever they hold
-        (tests/support/learner_data.py's `garbage`)."""
+        (tests/support/learner_data.py's `garbage`). A stored core state is checked whole: a learner unrolls
+        every env column from it."""
         got = int(arrays["rewards"].size)
         if got != rows:
             raise SchemaError(f"the payload holds {got} rows, its report said {rows}")
         valid = arrays["valid"].reshape(-1)
+        if "core_state" in self.columns:
+            state = arrays["core_state"]
+            with np.errstate(invalid="ignore"):
+                bad_envs = ~(np.abs(state.reshape(len(state), -1)) <= MAX_MAGNITUDE).all(axis=1)
+            if bad_envs.any():
+                raise SchemaError(f"column 'core_state' is non-finite or beyond ±{MAX_MAGNITUDE:g} for env(s) "
+                                  f"{np.flatnonzero(bad_envs).tolist()[:8]}")
         for name, col in self.columns.items():
-            if col.per != "step":  # only the compact layout's uint8 frames: no value of theirs is out of range
+            if col.per != "step":  # the compact layout's uint8 frames (no value out of range), a core state (above)
                 continue
             flat = arrays[name].reshape(rows, -1)
             if name == "actions" and self.action_counts is not None:

@@ -8,6 +8,15 @@ exists, collectors act uniformly at random (`random_actions`).
 Each decision has two forms of the action: `actions`, in the policy's units (what the chunk stores and the
 learner scores), and `env_actions`, what the env receives (clipped, or rescaled from tanh's [-1, 1], into a
 Box's bounds). For discrete heads they are the same array.
+
+A policy with a recurrent core (`manifest.core`) is stateful: the actor carries one core state per env of the
+batch it acts for, [N, *state_shape], zero at first. Whoever steps the envs says where episodes begin: `reset(done)`
+after a step zeroes the state of the envs whose episode ended there (an env error's restart included), `reset()`
+forgets every env (a new set of episodes, or another number of envs). `core_state` is the state the next action
+will start from (what a chunk stores for its first row), `load_core_state` hands it to a newly built actor of the
+same core. An env whose state turns non-finite acts from a zero state instead and is flagged in the decision's
+`broken` (collectors count that step as an env error); its state restarts from zero. Memoryless actors accept the
+same calls and do nothing, so every caller can use one API.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import numpy as np
 from rlfleet.shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
 from rlfleet.shared.policy.manifest import Head, PolicyManifest
 from rlfleet.shared.policy.obs_encoding import ObsEncoder
+from rlfleet.shared.policy.recurrent import NumpyCore, core_keys
 
 ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0, out=x), "tanh": lambda x: np.tanh(x, out=x)}
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # tanh_gaussian's clamp, the same in the learner (shared/policy/nets.py)
@@ -36,6 +46,7 @@ class Decision:
     actions: np.ndarray
     env_actions: np.ndarray
     logp: np.ndarray | None = None
+    broken: np.ndarray | None = None  # [N] bool: envs whose core state turned non-finite (None: none did)
 
 
 def head_outputs(spaces: Spaces, head: Head) -> int:
@@ -155,13 +166,68 @@ def decide(manifest: PolicyManifest, out: np.ndarray, log_std: np.ndarray | None
 class _Actor:
     manifest: PolicyManifest
     log_std: np.ndarray | None
+    _state: np.ndarray | None = None  # [N, *state_shape] for a core; None: zeros for whatever N comes next
 
-    def forward(self, obs: np.ndarray) -> np.ndarray:
+    def _step(self, obs: np.ndarray, state: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """The network's outputs for `obs` [N, *obs] from core state `state` (None without a core), and the state
+        after the step."""
         raise NotImplementedError
 
+    @property
+    def recurrent(self) -> bool:
+        return self.manifest.core is not None
+
+    def core_state(self, n: int) -> np.ndarray | None:
+        """A copy of the state the next action for n envs starts from; None for a memoryless policy."""
+        core = self.manifest.core
+        if core is None:
+            return None
+        if self._state is None or len(self._state) != n:
+            return np.zeros((n, *core.state_shape), np.float32)
+        return self._state.copy()
+
+    def load_core_state(self, state: np.ndarray | None) -> None:
+        """Continue from `state` (another actor's `core_state`): a new policy version takes over mid-episode
+        without forgetting. Ignored when this policy has no core or its state has another shape."""
+        core = self.manifest.core
+        if core is not None and state is not None and state.shape[1:] == core.state_shape:
+            self._state = np.array(state, np.float32)
+
+    def reset(self, done: np.ndarray | None = None) -> None:
+        """Zero the state of the envs where `done` [N] is true (their next step begins an episode); None: of
+        every env."""
+        if done is None or self._state is None:
+            self._state = None
+        elif len(done) == len(self._state):
+            self._state[np.asarray(done, bool)] = 0.0
+        else:
+            self._state = None
+
+    def forward(self, obs: np.ndarray) -> np.ndarray:
+        """The network's outputs for `obs` [N, *obs], advancing the core state."""
+        return self._forward(obs)[0]
+
+    def _forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """`forward`, with the envs whose state turned non-finite (None: none did): their outputs are those of a
+        zero state and their state restarts from zero."""
+        n = len(obs)
+        state = self.core_state(n)
+        out, after = self._step(obs, state)
+        if after is None:
+            return out, None
+        broken = ~np.isfinite(after.reshape(n, -1)).all(axis=1)
+        if broken.any():
+            fresh = np.zeros((int(broken.sum()), *after.shape[1:]), np.float32)
+            out[broken] = self._step(obs[broken], fresh)[0]
+            after[broken] = 0.0
+        self._state = after
+        return out, broken if broken.any() else None
+
     def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator, epsilon: float = 0.0) -> Decision:
-        return decide(self.manifest, self.forward(obs), self.log_std, explore, rng, epsilon,
-                      legal(self.manifest.spaces, obs))
+        out, broken = self._forward(obs)
+        decision = decide(self.manifest, out, self.log_std, explore, rng, epsilon, legal(self.manifest.spaces, obs))
+        decision.broken = broken
+        return decision
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """The env actions of the deterministic policy (argmax, or the mean), for evaluation."""
@@ -179,11 +245,16 @@ class NumpyActor(_Actor):
     def __init__(self, manifest: PolicyManifest, state: dict[str, np.ndarray]) -> None:
         self.manifest = manifest
         self.encode = ObsEncoder(manifest.spaces.obs, manifest.obs_norm)
-        sizes = [manifest.spaces.obs.encoded_size, *manifest.net.hidden, head_outputs(manifest.spaces, manifest.head)]
+        core = manifest.core
+        features = manifest.spaces.obs.encoded_size
+        sizes = [features if core is None else core.hidden, *manifest.net.hidden,
+                 head_outputs(manifest.spaces, manifest.head)]
         self.activation = ACTIVATIONS[manifest.net.activation]
         expected = {f"body.{2 * i}.{kind}" for i in range(len(sizes) - 1) for kind in ("weight", "bias")}
         if manifest.head == "gaussian":
             expected.add("log_std")
+        if core is not None:
+            expected |= set(core_keys(core, features))
         if set(state) != expected:
             raise PolicyError(f"policy has keys {sorted(state)}, its manifest needs {sorted(expected)}")
         self.layers = []
@@ -196,15 +267,22 @@ class NumpyActor(_Actor):
         self.log_std = state.get("log_std")
         if self.log_std is not None and self.log_std.shape != (sizes[-1],):
             raise PolicyError(f"log_std has shape {self.log_std.shape}, expected {(sizes[-1],)}")
+        try:
+            self.core = None if core is None else NumpyCore(core, features, state)
+        except ValueError as exc:
+            raise PolicyError(str(exc)) from exc
 
-    def forward(self, obs: np.ndarray) -> np.ndarray:
+    def _step(self, obs: np.ndarray, state: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
         x = self.encode(obs)
+        if self.core is not None:
+            assert state is not None
+            x, state = self.core.step(x, state)
         for i, (weight, bias) in enumerate(self.layers):
             x = x @ weight
             x += bias
             if i < len(self.layers) - 1:
                 x = self.activation(x)
-        return x
+        return x, state
 
 
 TORCH_THREADS_VAR = "RLFLEET_TORCH_THREADS"
@@ -251,10 +329,14 @@ class TorchActor(_Actor):
         log_std = state.get("log_std")
         self.log_std = None if log_std is None else np.asarray(log_std)
 
-    def forward(self, obs: np.ndarray) -> np.ndarray:
+    def _step(self, obs: np.ndarray, state: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
         torch = self._torch
         with torch.inference_mode():
-            return self.net(torch.from_numpy(np.asarray(obs))).numpy()
+            x = torch.from_numpy(np.asarray(obs))
+            if state is None:
+                return self.net(x).numpy(), None
+            out, after = self.net.step(x, torch.from_numpy(state))
+            return out.numpy(), after.numpy()
 
 
 Actor = NumpyActor | TorchActor

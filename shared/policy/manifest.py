@@ -12,6 +12,10 @@ Action heads (outputs of the network's last layer):
 * gaussian: the mean of a normal with a state-independent `log_std` parameter; actions are clipped into the
   Box bounds when applied to the env (the drawn action is what the learner scores).
 * tanh_gaussian: mean and log-std; a = tanh(u), u ~ N(mean, std), rescaled from [-1, 1] into the bounds.
+
+An optional recurrent `core` (GRU or LSTM) sits between the encoder and `net`, where sb3-contrib's RecurrentPPO puts
+its LSTM; actors then carry one state per env (shared/policy/actors.py). A manifest without one serialises without
+the key, so the files of memoryless policies stay byte-identical.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pydantic import Field, field_validator
 
 from rlfleet.shared.config.base import (
     CnnEncoder,
+    CoreConfig,
     Encoder,
     EpsilonSchedule,
     MlpConfig,
@@ -62,6 +67,9 @@ class PolicyManifest(Strict):
     """The policy network's hidden layers and activation (the encoder before them is `encoder`)."""
     head: Head
     obs_norm: ObsNorm | None = None
+    core: CoreConfig | None = None
+    """The recurrent core between the encoder and `net`, if any (absent from the JSON of a policy without one, so
+    such files are byte-identical to those written before cores existed)."""
 
     @field_validator("net", mode="before")
     @classmethod
@@ -75,10 +83,13 @@ class PolicyManifest(Strict):
     def of(cls, spaces: Spaces, net: NetConfig, head: Head) -> PolicyManifest:
         """The manifest of a policy a learner builds from its `algo.net`: the configured encoder, or the default
         for the observation (`encoder_for`)."""
-        return cls(spaces=spaces, encoder=encoder_for(net, spaces.obs), net=net.mlp, head=head)
+        return cls(spaces=spaces, encoder=encoder_for(net, spaces.obs), net=net.mlp, head=head, core=net.core)
 
     def to_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        raw = self.model_dump(mode="json")
+        if raw["core"] is None:
+            del raw["core"]
+        return json.dumps(raw, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | None) -> PolicyManifest:
@@ -108,6 +119,9 @@ class Behaviour(Strict):
     epsilon: EpsilonSchedule | None = Field(None, description="epsilon-greedy on q_values")
     random_env_steps: Annotated[int, Field(ge=0, description=(
         "uniform random actions until the run has this many env steps (warm-up of off-policy learners)"))] = 0
+    core: CoreConfig | None = Field(None, description=(
+        "the policy's recurrent core (algo.net.core): collectors carry one state per env and store each env's state "
+        "at a chunk's first row in the chunk's `core_state` column"))
 
 
 def default_encoder(obs: ObsSpace) -> MlpEncoder | CnnEncoder:

@@ -11,6 +11,11 @@ Image encoders (their shapes and what they fit: shared/policy/manifest.py `encod
   those of policy files written before the other kinds existed, so they still load.
 * nature: Mnih et al. 2015, 32x8x8/4, 64x4x4/2, 64x3x3/1, ReLU after each.
 * impala: Espeholt et al. 2018, per stage conv3x3 -> max pool 3x3/2 -> two residual blocks, then ReLU.
+
+A recurrent core (`algo.net.core`, `Core`) sits between the encoder and the MLP, where sb3-contrib's RecurrentPPO puts
+its LSTM: encoder features -> GRU/LSTM -> MLP -> head. Such a network reads sequences ([T, B, *obs]) from a state
+([B, *state_shape]) with per-row episode starts, at which the state is zeroed before the row (`sequence`); acting is
+the one-row case (`step`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from torch import nn
 
-from rlfleet.shared.config.base import CnnEncoder, ImpalaEncoder, MlpConfig, MlpEncoder, NatureEncoder
+from rlfleet.shared.config.base import CnnEncoder, CoreConfig, ImpalaEncoder, MlpConfig, MlpEncoder, NatureEncoder
 from rlfleet.shared.payloads.spaces import ObsSpace
 from rlfleet.shared.policy.actors import head_outputs
 from rlfleet.shared.policy.manifest import Encoder, ObsNorm, PolicyManifest, encoder_features, image_dims
@@ -85,11 +90,61 @@ def image_encoder(encoder: CnnEncoder | NatureEncoder | ImpalaEncoder, channels:
     return nn.Sequential(*layers, nn.Flatten())
 
 
+class Core(nn.Module):
+    """One GRU or LSTM layer over sequences with episode starts (truncated backprop through time when trained).
+
+    States are [B, *CoreConfig.state_shape] tensors: h for a GRU, h and c stacked on axis 1 for an LSTM. At a row
+    whose `starts` flag is set the env's state is zeroed before the row, so one call over a sequence with a reset
+    inside equals two calls over its two parts. Runs of rows without any start go through torch's fused layer in
+    one call; the sequence is split only where some env starts an episode."""
+
+    def __init__(self, config: CoreConfig, in_dim: int) -> None:
+        super().__init__()
+        self.config = config
+        self.rnn: nn.GRU | nn.LSTM = (nn.GRU if config.kind == "gru" else nn.LSTM)(in_dim, config.hidden)
+
+    def initial(self, batch: int, device: torch.device | None = None) -> torch.Tensor:
+        return torch.zeros((batch, *self.config.state_shape), device=device)
+
+    def _run(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if isinstance(self.rnn, nn.GRU):
+            out, h = self.rnn(x, state.unsqueeze(0).contiguous())
+            return out, h.squeeze(0)
+        out, (h, c) = self.rnn(x, (state[:, 0].unsqueeze(0).contiguous(), state[:, 1].unsqueeze(0).contiguous()))
+        return out, torch.stack([h.squeeze(0), c.squeeze(0)], dim=1)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [T, B, in], state [B, *S], starts [T, B] bool (None: no row starts an episode) -> (outputs [T, B, H],
+        the state after the last row)."""
+        if starts is None:
+            return self._run(x, state)
+        cuts = [0, *[t for t in torch.nonzero(starts.any(dim=1)).flatten().tolist() if t > 0], len(x)]
+        outputs = []
+        keep = (~starts).to(x.dtype).reshape(*starts.shape, *([1] * (state.ndim - 1)))
+        for begin, end in zip(cuts, cuts[1:], strict=False):
+            state = state * keep[begin]
+            out, state = self._run(x[begin:end], state)
+            outputs.append(out)
+        return torch.cat(outputs), state
+
+    def states(self, x: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Like `forward`, but row by row, also returning the state after every row, [T, B, *S]: what a learner
+        bootstraps from where a sequence is cut (the state the env would carry into its next observation)."""
+        outputs, after = [], []
+        keep = (~starts).to(x.dtype).reshape(*starts.shape, *([1] * (state.ndim - 1)))
+        for t in range(len(x)):
+            out, state = self._run(x[t:t + 1], state * keep[t])
+            outputs.append(out)
+            after.append(state)
+        return torch.cat(outputs), torch.stack(after)
+
+
 class Network(nn.Module):
     """obs (+ an optional extra input such as an action, joined after the encoder) -> out_dim outputs."""
 
     def __init__(self, obs: ObsSpace, encoder: Encoder, net: MlpConfig, out_dim: int, extra_in: int = 0,
-                 obs_norm: ObsNorm | None = None) -> None:
+                 obs_norm: ObsNorm | None = None, core: CoreConfig | None = None) -> None:
         super().__init__()
         self.obs_space = obs
         features = encoder_features(encoder, obs)  # ValueError when the encoder cannot read this observation
@@ -98,7 +153,10 @@ class Network(nn.Module):
         self.image = not isinstance(encoder, MlpEncoder)
         if not isinstance(encoder, MlpEncoder):
             self.conv = image_encoder(encoder, image_dims(obs)[0])
-        self.body = mlp(features + extra_in, out_dim, net)
+        self.core: Core | None = None
+        if core is not None:
+            self.core = Core(core, features + extra_in)
+        self.body = mlp(features + extra_in if core is None else core.hidden, out_dim, net)
         self.register_buffer("norm_mean", torch.zeros(0), persistent=False)
         self.register_buffer("norm_std", torch.zeros(0), persistent=False)
         self.norm_clip = 0.0
@@ -134,11 +192,32 @@ class Network(nn.Module):
 
     def hidden(self, obs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
         """The last hidden layer's activations (the encoder's features when there is no hidden layer): what a
-        value head sharing this network's trunk reads."""
+        value head sharing this network's trunk reads. A network with a core reads sequences instead
+        (`sequence_hidden`)."""
+        if self.core is not None:
+            raise TypeError("a network with a recurrent core reads sequences from a state: call sequence_hidden")
         x = self.features(obs)
         if extra is not None:
             x = torch.cat([x, extra], dim=1)
         return self.body[:-1](x)
+
+    def core_input(self, obs: torch.Tensor) -> torch.Tensor:
+        """[T, B, *obs] -> the core's input [T, B, features], the encoder run once over all T * B rows."""
+        steps, batch = obs.shape[:2]
+        return self.features(obs.reshape(steps * batch, *obs.shape[2:])).reshape(steps, batch, -1)
+
+    def sequence_hidden(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        """[T, B, *obs] from state [B, *S] with episode starts [T, B] -> (last hidden layer [T, B, width], the
+        state after the last row)."""
+        assert self.core is not None, "sequence_hidden needs a network with a recurrent core"
+        out, state = self.core(self.core_input(obs), state, starts)
+        return self.body[:-1](out), state
+
+    def step(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One row for B envs: obs [B, *obs], state [B, *S] -> (outputs [B, out], the state after it)."""
+        hidden, state = self.sequence_hidden(obs.unsqueeze(0), state)
+        return self.head(hidden[0]), state
 
     @property
     def hidden_width(self) -> int:
@@ -157,6 +236,6 @@ class Network(nn.Module):
 class PolicyNet(Network):
     def __init__(self, manifest: PolicyManifest) -> None:
         super().__init__(manifest.spaces.obs, manifest.encoder, manifest.net,
-                         head_outputs(manifest.spaces, manifest.head), obs_norm=manifest.obs_norm)
+                         head_outputs(manifest.spaces, manifest.head), obs_norm=manifest.obs_norm, core=manifest.core)
         if manifest.head == "gaussian":
             self.log_std = nn.Parameter(torch.zeros(head_outputs(manifest.spaces, manifest.head)))

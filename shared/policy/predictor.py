@@ -89,6 +89,7 @@ class Policy:
         self.source = source
         self._actor = actor
         self._rng = np.random.default_rng(seed)
+        self._envs = 1  # the batch size of the last `predict`: a recurrent policy keeps one state per env of it
 
     def __repr__(self) -> str:
         obs, action = self.manifest.spaces.obs, self.manifest.spaces.action
@@ -101,6 +102,7 @@ class Policy:
         (a q_values head has none: it acts greedily either way). Raises ValueError naming the shape and dtype the
         policy expects when `obs` is not an observation of its env."""
         batch, single = self._batch(obs)
+        self._envs = len(batch)
         if deterministic or self.manifest.head == "q_values":
             actions = self._actor.greedy(batch)
         else:
@@ -108,9 +110,18 @@ class Policy:
         return actions[0] if single else actions
 
     def reset(self, env_index: int | None = None) -> None:
-        """Forget what a stateful policy remembers of the episode so far, for every env (None) or one of a batch:
-        call it when an episode starts. The policies of today's manifests keep no state between calls, so there is
-        nothing to forget yet; calling it at each episode start keeps a program right for recurrent policies."""
+        """Forget what a recurrent policy (a manifest with a `core`) remembers of the episode so far, for every env
+        (None) or the one at `env_index` of the batch `predict` was last given: call it when an episode starts. A
+        memoryless policy has nothing to forget. Its state follows the batch: a call with another batch size than
+        the last starts every env from a fresh state."""
+        if env_index is None:
+            self._actor.reset()
+            return
+        if not 0 <= env_index < self._envs:
+            raise IndexError(f"env_index {env_index}: the last batch had {self._envs} observation(s)")
+        done = np.zeros(self._envs, bool)
+        done[env_index] = True
+        self._actor.reset(done)
 
     def _batch(self, obs: Any) -> tuple[np.ndarray, bool]:
         """(a [N, *shape] batch in the manifest's dtype, whether `obs` was a single observation)."""

@@ -8,9 +8,12 @@ import pytest
 import torch
 
 from rlfleet.collector_worker.rollout import Chunk, Rollout
+from rlfleet.learner_worker.recurrent import episode_starts
+from rlfleet.shared.config.base import CoreConfig, NetConfig
 from rlfleet.shared.config.run_config import EnvConfig
 from rlfleet.shared.policy.actors import PolicyError
-from rlfleet.shared.policy.manifest import Behaviour
+from rlfleet.shared.policy.manifest import Behaviour, PolicyManifest, default_encoder
+from rlfleet.shared.policy.nets import PolicyNet
 from tests.support.policies import CARTPOLE as CARTPOLE_SPACES
 from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, manifest, policy_state
 
@@ -406,3 +409,61 @@ def test_stacks_that_do_not_continue_one_another_stop_the_collector_naming_the_w
             compact.collect(8, random=True)
     finally:
         compact.close()
+
+
+def recurrent_rollout(kind: str = "gru", num_envs: int = 2, seed: int = 0) -> tuple[Rollout, PolicyManifest, dict]:
+    """A sampling rollout on CartPole5 (every episode truncated after 5 steps) with a recurrent policy."""
+    core = CoreConfig(kind=kind, hidden=6)
+    m = PolicyManifest(spaces=CARTPOLE_SPACES, encoder=default_encoder(CARTPOLE_SPACES.obs),
+                       net=NetConfig(hidden=(8,)), head="categorical", core=core)
+    rollout = Rollout(EnvConfig(id=CARTPOLE5), num_envs, CARTPOLE_SPACES,
+                      Behaviour(head="categorical", sample=True, core=core), seed)
+    state = policy_state(m, seed)
+    rollout.load_policy(m, state)
+    return rollout, m, state
+
+
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_a_recurrent_policys_state_is_reset_at_every_episode_start_and_stored_per_chunk(kind: str) -> None:
+    """Replaying the chunks' observations through the learner's network from each chunk's stored state, resetting
+    where the chunk's columns say an episode begins, gives the log-probabilities the collector recorded and the
+    state the next chunk stored: the collector reset its state exactly there."""
+    rollout, m, state = recurrent_rollout(kind)
+    chunks = collect(rollout, [7, 7, 4], epsilon=0.0)
+    assert not chunks[0].arrays["core_state"].any()  # the first episode starts from zeros
+    net = PolicyNet(m)
+    net.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+    for chunk, following in zip(chunks, chunks[1:], strict=False):
+        a = chunk.arrays
+        assert a["core_state"].shape == (2, *CoreConfig(kind=kind, hidden=6).state_shape)
+        starts = torch.from_numpy(episode_starts(a))
+        assert starts.any()  # a reset inside the chunk: episodes are 5 steps, chunks 7
+        with torch.no_grad():
+            hidden, final = net.sequence_hidden(torch.from_numpy(a["obs"]), torch.from_numpy(a["core_state"]), starts)
+            logits = net.head(hidden).double()
+        logp = torch.log_softmax(logits, -1).gather(-1, torch.from_numpy(a["actions"])[..., None])[..., 0]
+        np.testing.assert_allclose(logp.numpy(), a["logp"], rtol=1e-4, atol=1e-5)
+        final[torch.from_numpy(a["truncated"][-1] | a["terminated"][-1])] = 0.0
+        np.testing.assert_allclose(following.arrays["core_state"], final.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_new_policy_version_takes_over_the_state_where_the_last_left_it() -> None:
+    rollout, m, _ = recurrent_rollout("gru")
+    try:
+        rollout.collect(3)
+        carried = rollout.actor.core_state(2)
+        rollout.load_policy(m, policy_state(m, 7), version=2)
+        assert carried is not None and carried.any()
+        np.testing.assert_array_equal(rollout.collect(1).arrays["core_state"], carried)
+    finally:
+        rollout.close()
+
+
+def test_a_core_state_that_turns_non_finite_counts_the_step_as_an_env_error_and_restarts_from_zero() -> None:
+    rollout, m, state = recurrent_rollout("gru")
+    state["core.rnn.bias_hh_l0"][0] = np.nan  # every step's state turns NaN
+    rollout.load_policy(m, state)
+    (chunk,) = collect(rollout, [4], epsilon=0.0)
+    assert chunk.env_errors == 8 and not chunk.arrays["valid"].any()
+    assert np.isfinite(chunk.arrays["core_state"]).all()
+    assert chunk.arrays["core_state"].shape == (2, 6)

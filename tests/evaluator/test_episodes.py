@@ -14,8 +14,11 @@ from gymnasium.vector.utils import batch_space
 
 import rlfleet.evaluator.episodes as episodes_module
 from rlfleet.evaluator.episodes import Act, evaluate
+from rlfleet.shared.config.base import CoreConfig, NetConfig
 from rlfleet.shared.config.run_config import EnvConfig
-from tests.support.policies import flat_spaces, random_actor
+from rlfleet.shared.policy.actors import build_actor
+from rlfleet.shared.policy.manifest import PolicyManifest, default_encoder
+from tests.support.policies import CARTPOLE, flat_spaces, policy_state, random_actor
 
 torch.set_num_threads(1)
 
@@ -175,3 +178,57 @@ def test_greedy_cartpole_on_its_native_vector_env():
     assert all(1 <= n <= 500 for n in lengths)
     assert evaluate(net, EnvConfig(id="CartPole-v1"), num_envs=10, episodes=20, seed=0) == (returns, lengths)
     assert evaluate(net, EnvConfig(id="CartPole-v1"), num_envs=10, episodes=20, seed=1) != (returns, lengths)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_policy_with_memory_starts_every_episode_from_a_fresh_state(native: bool, monkeypatch) -> None:
+    """NEXT_STEP (the native CartPole) or SAME_STEP autoreset: each episode's first action is taken from a zero core
+    state, and the memory carries on within an episode."""
+    monkeypatch.setattr(episodes_module, "MAX_NATIVE_ENVS", 2)  # native envs too play several episodes each
+    m = PolicyManifest(spaces=CARTPOLE, encoder=default_encoder(CARTPOLE.obs), net=NetConfig(hidden=(8,)),
+                       head="categorical", core=CoreConfig(kind="gru", hidden=4))
+    actor = build_actor(m, policy_state(m))
+    first_states: list[np.ndarray] = []
+    later_states: list[np.ndarray] = []
+    fresh: np.ndarray | None = None
+
+    def reset(done: np.ndarray | None) -> None:
+        nonlocal fresh
+        actor.reset(done)
+        fresh = None if done is None else np.asarray(done, bool) | (False if fresh is None else fresh)
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        nonlocal fresh
+        state = actor.core_state(len(obs))
+        assert state is not None
+        starting = np.ones(len(obs), bool) if fresh is None else fresh
+        first_states.extend(state[starting])
+        later_states.extend(state[~starting])
+        fresh = np.zeros(len(obs), bool)
+        return actor.greedy(obs)
+
+    returns, _ = evaluate(act, EnvConfig(id="CartPole-v1"), 2, 6, seed=0, native=native, reset=reset)
+    assert len(first_states) >= len(returns) == 6
+    assert not np.any(first_states) and np.any(later_states)
+
+
+def test_under_next_step_autoreset_memory_restarts_after_the_reset_step_too() -> None:
+    """The reset step acts on the finished episode's last observation (its action is ignored): the next episode's
+    first real step must still begin from a zero state."""
+    spaces = flat_spaces(2, 2)
+    m = PolicyManifest(spaces=spaces, encoder=default_encoder(spaces.obs), net=NetConfig(hidden=(4,)),
+                       head="categorical", core=CoreConfig(kind="gru", hidden=4))
+    actor = build_actor(m, policy_state(m))
+    vec = CountdownVectorEnv(num_envs=2)
+    first, within = [], []
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        state = actor.core_state(len(obs))
+        assert state is not None
+        starting = (vec.t == 0) & ~vec.resetting  # the env's next step is its episode's first
+        first.extend(state[starting])
+        within.extend(state[(vec.t > 0) & ~vec.resetting])
+        return actor.greedy(obs)
+
+    episodes_module._play(act, vec, 3, seed=0, reset=actor.reset)
+    assert len(first) >= 6 and not np.any(first) and np.all(np.any(within, axis=1))

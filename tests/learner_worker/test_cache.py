@@ -14,13 +14,17 @@ from rlfleet.learner_worker.cache import ChunkCache, PayloadReader
 from rlfleet.learner_worker.loops import cache_chunks
 from rlfleet.learner_worker.nstep import nstep_targets
 from rlfleet.shared.algorithms.dqn import DQNParams
+from rlfleet.shared.config.base import CoreConfig
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.config.plan import chunk_schema
 from rlfleet.shared.config.run_config import NetConfig, RunConfig
 from rlfleet.shared.payloads.codec import encode_chunk
 from rlfleet.shared.payloads.schema import ChunkSchema
+from rlfleet.shared.policy.manifest import Behaviour
 from rlfleet.shared.storage.layout import chunk_path
 from rlfleet.shared.storage.local import LocalStore
 from rlfleet.shared.wire import Directive, SampledChunk
-from tests.support.policies import EPSILON_GREEDY, flat_spaces, learner_task
+from tests.support.policies import CARTPOLE, EPSILON_GREEDY, flat_spaces, learner_task
 from tests.support.stored_chunks import GAMMA, NSTEP, SCHEMA, D, N, StoredChunks, T, numbered_arrays, transition_reply
 
 torch.set_num_threads(1)
@@ -364,3 +368,28 @@ def test_a_compact_chunk_with_inconsistent_columns_is_counted_corrupt(tmp_path: 
     assert reader.read(ref) is None
     ((chunk_id, reason),) = reader.take_corrupt()
     assert reader.corrupt == 1 and chunk_id == "pixels" and "final_frame" in reason and "SchemaError" in reason
+
+
+def test_a_stored_core_state_round_trips_and_a_broken_one_is_counted_corrupt(tmp_path: Path) -> None:
+    core = CoreConfig(kind="lstm", hidden=4)
+    schema = chunk_schema(CARTPOLE, Behaviour(head="categorical", sample=True, core=core), EnvConfig())
+    store = LocalStore(tmp_path)
+    reader = PayloadReader(store, schema)
+
+    def stored(name: str, state: np.ndarray) -> SampledChunk:
+        arrays = schema.allocate(3, 2)
+        for key, arr in arrays.items():
+            if key != "valid":
+                arr[...] = 0
+        arrays["core_state"] = state
+        path = chunk_path("task1", name)
+        return SampledChunk(chunk_id=name, payload_path=path, sha256=store.put(path, encode_chunk(arrays)),
+                            policy_version=0, num_envs=2, env_steps=6)
+
+    state = np.arange(16, dtype=np.float32).reshape(2, 2, 4) / 16
+    arrays = reader.read(stored("good", state))
+    assert arrays is not None
+    np.testing.assert_array_equal(arrays["core_state"], state)
+    assert reader.read(stored("shape", np.zeros((2, 4), np.float32))) is None
+    assert reader.read(stored("nan", np.full((2, 2, 4), np.nan, np.float32))) is None
+    assert reader.corrupt == 2 and [c for c, _ in reader.take_corrupt()] == ["shape", "nan"]

@@ -235,3 +235,30 @@ class Bonus(gym.RewardWrapper):
 
 def not_a_wrapper(env: gym.Env) -> object:
     return object()
+
+
+class RecallEnv(gym.Env):
+    """A memory task: the first observation shows a cue (-1 or +1), the next ones show nothing but, on the last
+    step of `length`, a "choose now" flag; the episode pays 1 when the last action names the cue (0 for -1, 1 for
+    +1), else 0. A memoryless policy averages 0.5; one that remembers the cue gets 1."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, length: int = 4) -> None:
+        self.length = length
+        self.t = 0
+        self.cue = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        self.cue = int(self.np_random.integers(0, 2))
+        return np.array([2.0 * self.cue - 1.0, 0.0], np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        last = self.t >= self.length
+        reward = float(int(action) == self.cue) if last else 0.0
+        choose = 1.0 if self.t == self.length - 1 else 0.0
+        return np.array([0.0, choose], np.float32), reward, last, False, {}

@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.shared.config.base import CoreConfig
 from rlfleet.shared.config.envcheck import spaces_of
 from rlfleet.shared.config.run_config import EnvConfig
 from rlfleet.shared.payloads.codec import encode_chunk
@@ -55,7 +56,7 @@ def _real_chunk(env_id: str, spaces: Spaces, behaviour: Behaviour) -> dict[str, 
     rollout = Rollout(EnvConfig(id=env_id), 2, spaces, behaviour, seed=3)
     try:
         if behaviour.sample:
-            m = manifest(spaces, behaviour.head)
+            m = manifest(spaces, behaviour.head).model_copy(update={"core": behaviour.core})
             rollout.load_policy(m, {k: v.numpy() for k, v in PolicyNet(m).state_dict().items()}, version=1)
         chunk = rollout.collect(300)  # CartPole episodes end within 300 steps: ends are in the file
     finally:
@@ -81,13 +82,15 @@ def test_openapi_description_links_the_schemas(client: TestClient) -> None:
     ("CartPole-v1", CARTPOLE, Behaviour(head="q_values", sample=False)),
     ("CartPole-v1", CARTPOLE, Behaviour(head="categorical", sample=True)),
     ("Pendulum-v1", PENDULUM, Behaviour(head="gaussian", sample=True)),
-], ids=["dqn", "ppo", "ppo-box"])
+    ("CartPole-v1", CARTPOLE, Behaviour(head="categorical", sample=True, core=CoreConfig(kind="lstm", hidden=4))),
+], ids=["dqn", "ppo", "ppo-box", "recurrent"])
 def test_real_chunks_match_the_served_schema(client: TestClient, env_id: str, spaces: Spaces,
                                              behaviour: Behaviour) -> None:
     validator = _validator(client, "chunk")
     doc = _real_chunk(env_id, spaces, behaviour)
     assert sorted(validator.iter_errors(doc), key=str) == []
     assert ("logp" in doc["arrays"]) == behaviour.sample
+    assert ("core_state" in doc["arrays"]) == (behaviour.core is not None)
     broken = json.loads(json.dumps(doc))
     del broken["arrays"]["valid"]
     broken["arrays"]["rewards"]["dtype"] = "float64"
@@ -169,3 +172,17 @@ def test_a_real_policy_file_of_observation_parts_matches_the_served_schema(clien
     assert list(_validator(client, "policy").iter_errors(doc)) == []
     assert PolicyManifest.model_validate(doc) == m
     assert header["body.0.weight"]["shape"] == [8, 7]
+
+
+@pytest.mark.parametrize(("kind", "gates"), [("gru", 3), ("lstm", 4)])
+def test_a_recurrent_policy_files_core_tensors_are_as_the_schema_says(client: TestClient, kind: str,
+                                                                      gates: int) -> None:
+    validator = _validator(client, "policy")
+    m = manifest(CARTPOLE, "categorical", hidden=(8,)).model_copy(update={"core": CoreConfig(kind=kind, hidden=5)})
+    header = _header(policy_bytes(PolicyNet(m).state_dict(), m))
+    doc = json.loads(header["__metadata__"]["rlfleet.manifest"])
+    assert list(validator.iter_errors(doc)) == [] and PolicyManifest.model_validate(doc) == m
+    shapes = {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
+    assert shapes == {"core.rnn.weight_ih_l0": [gates * 5, 4], "core.rnn.weight_hh_l0": [gates * 5, 5],
+                      "core.rnn.bias_ih_l0": [gates * 5], "core.rnn.bias_hh_l0": [gates * 5],
+                      "body.0.weight": [8, 5], "body.0.bias": [8], "body.2.weight": [2, 8], "body.2.bias": [2]}

@@ -157,3 +157,40 @@ def test_observations_outside_their_integer_parts_are_refused(spaces: Spaces, ch
     change(arrays)
     with pytest.raises(SchemaError, match=message):
         schema.check_values(arrays, rows=8)
+
+
+@pytest.mark.parametrize("state_shape", [(8,), (2, 8)])
+def test_a_recurrent_runs_chunks_carry_each_envs_core_state(state_shape: tuple[int, ...]) -> None:
+    schema = ChunkSchema.of(CARTPOLE, True, core_state=state_shape)
+    col = schema.columns["core_state"]
+    assert (col.dtype, col.shape, col.per) == ("float32", state_shape, "env")
+    arrays = _filled(schema, envs=3)
+    assert arrays["core_state"].shape == (3, *state_shape)
+    schema.check(arrays, num_envs=3)
+    schema.check_values(arrays, rows=12)
+    assert "core_state" not in ChunkSchema.of(CARTPOLE, True).columns
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda a: a.__setitem__("core_state", np.zeros((2, 4), np.float32)), r"column 'core_state' is float32\[2, 4\]"),
+    (lambda a: a.__setitem__("core_state", np.zeros((3, 8), np.float32)), r"column 'core_state' is float32\[3, 8\]"),
+    (lambda a: a.__setitem__("core_state", np.zeros((2, 8), np.float64)), "column 'core_state' is float64"),
+    (lambda a: a.pop("core_state"), r"missing \['core_state'\]"),
+])
+def test_a_stored_state_of_the_wrong_shape_is_refused(change, message: str) -> None:
+    schema = ChunkSchema.of(CARTPOLE, True, core_state=(8,))
+    arrays = _filled(schema)
+    change(arrays)
+    with pytest.raises(SchemaError, match=message):
+        schema.check(arrays, num_envs=2)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, 1e12])
+def test_a_stored_state_that_is_not_finite_is_refused(value: float) -> None:
+    schema = ChunkSchema.of(CARTPOLE, True, core_state=(2, 8))
+    arrays = _filled(schema)
+    arrays["valid"][:] = False  # a state is checked whole, whatever the rows hold
+    arrays["core_state"][1, 1, 3] = value
+    schema.check(arrays, num_envs=2)
+    with pytest.raises(SchemaError, match=r"'core_state' is non-finite or beyond .* env\(s\) \[1\]"):
+        schema.check_values(arrays, rows=8)

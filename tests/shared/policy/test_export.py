@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.base import CoreConfig, NetConfig
 from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
 from rlfleet.shared.policy.actors import build_actor
 from rlfleet.shared.policy.export import ExportError, check_exportable, export_bytes
@@ -93,13 +93,17 @@ def test_an_exported_image_policy_takes_uint8_frames(spaces: Spaces, head: Head,
 
 
 def test_a_manifest_field_the_exporter_does_not_reproduce_is_refused_by_name() -> None:
-    class WithCore(PolicyManifest):
-        core: dict | None = None
-
+    """A recurrent core (the exported model would act without its memory), and any field a later rlfleet adds."""
     m = manifest(CARTPOLE, "categorical")
-    check_exportable(WithCore(**m.model_dump()))  # unset: nothing changes how it acts
-    with pytest.raises(ExportError, match=r"cannot export a policy with a core \(\{'kind': 'gru'\}\)"):
-        check_exportable(WithCore(**m.model_dump(), core={"kind": "gru"}))
+    with pytest.raises(ExportError, match=r"cannot export a policy with a core \(kind='gru' hidden=4\)"):
+        check_exportable(m.model_copy(update={"core": CoreConfig(kind="gru", hidden=4)}))
+
+    class Later(PolicyManifest):
+        future: dict | None = None
+
+    check_exportable(Later(**m.model_dump()))  # unset: nothing changes how it acts
+    with pytest.raises(ExportError, match=r"cannot export a policy with a future \(\{'kind': 'x'\}\)"):
+        check_exportable(Later(**m.model_dump(), future={"kind": "x"}))
 
 
 def test_a_head_or_encoder_the_exporter_does_not_know_is_refused_by_name() -> None:

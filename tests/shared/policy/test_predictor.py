@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save as st_save
 
+from rlfleet.shared.config.base import CoreConfig
 from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces
 from rlfleet.shared.policy.actors import build_actor
 from rlfleet.shared.policy.files import policy_bytes
@@ -171,3 +172,26 @@ def test_weights_that_do_not_fit_the_manifest_are_a_corrupt_policy(tmp_path: Pat
     path.write_bytes(st_save(state, metadata={MANIFEST_KEY: m.to_json()}))
     with pytest.raises(PolicyFileError, match=f"{path} is a corrupt rlfleet policy: policy has keys"):
         load_policy(path)
+
+
+def test_a_recurrent_policy_remembers_between_calls_until_reset(tmp_path: Path) -> None:
+    """One observation at a time carries the core's state as the actor does over a sequence; reset() forgets it,
+    for every env or one of a batch."""
+    m = manifest(CARTPOLE, "categorical", (8,)).model_copy(update={"core": CoreConfig(kind="gru", hidden=6)})
+    policy = load_policy(write_policy(tmp_path / "p.safetensors", m))
+    obs = np.random.default_rng(1).normal(size=(4, 4)).astype(np.float32)
+    actor = build_actor(m, policy_state(m))
+    outputs = [actor.forward(o[None])[0] for o in obs]  # the actor's state runs through the sequence
+    assert not np.allclose(outputs[0], outputs[3])
+    for o, out in zip(obs, outputs, strict=True):
+        assert policy.predict(o) == int(np.argmax(out))
+    policy.reset()
+    actor.reset()
+    assert policy.predict(obs[0]) == int(np.argmax(actor.forward(obs[0][None])[0]))
+    both = policy.predict(obs[:2])
+    policy.reset(env_index=1)  # env 1's episode starts again; env 0 goes on
+    fresh = build_actor(m, policy_state(m))
+    second = policy.predict(obs[2:4])
+    assert second[1] == int(np.argmax(fresh.forward(obs[3][None])[0])) and len(both) == 2
+    with pytest.raises(IndexError, match="env_index 2: the last batch had 2"):
+        policy.reset(env_index=2)
