@@ -1,8 +1,16 @@
 """IMPALA (Espeholt et al. 2018): actor-critic on stale data, corrected by V-trace.
 
-    loss = -mean(A * log pi(a|s)) + value_coef * 0.5 * mean((V(s) - v)^2) - entropy_coef * mean(H(pi))
+    loss = policy term + value_coef * 0.5 * mean((V(s) - v)^2) - entropy_coef * mean(H(pi))
 
 with the V-trace targets v and advantages A (which carry their truncated rho) from learner_worker/vtrace.py.
+The policy term is the paper's -mean(A * log pi(a|s)), or with `clip_ratio` c the clipped surrogate of APPO
+(Sample Factory's and RLlib's asynchronous PPO):
+
+    -mean(min(r * A, clip(r, 1 - c, 1 + c) * A)),   r = pi(a|s) / mu(a|s)
+
+r is the current policy's probability over the behaviour policy's, the one that acted; A keeps its rho, as both
+APPOs keep it. On data one step old r ~ 1 and the gradient is the paper's; the clip only bites where the
+policy has already moved away from mu on a row, which is what `epochs` > 1 does (below).
 
 Where each quantity comes from, and why:
 
@@ -14,9 +22,12 @@ Where each quantity comes from, and why:
 * Invalid rows are zeroed and cut the recursion (learner_worker/actor_critic.py) and never enter a mean.
 
 `epochs` > 1 takes several gradient steps on one batch, re-running V-trace with the updated networks before
-each: the ratios then also measure how far this batch's own steps moved the policy, and rho_bar bounds
-their weight. The paper takes one step per batch (epochs = 1); on a small machine, where fetching a batch
-and publishing a policy cost more than a step, a few steps per batch learn more per second.
+each: the ratios then also measure how far this batch's own steps moved the policy, and rho_bar caps
+each row's weight but never takes it to zero: the plain policy gradient keeps pushing each row's action the way
+its advantage says, however far this batch's steps have moved it already. On LunarLander that ran away: returns rose to 160-218
+and collapsed to about -138 with 4 epochs. The clipped surrogate bounds the move per batch (a trust region around
+the behaviour policy), which is what lets a few steps per batch, cheaper than fetching a batch and publishing a
+policy on a small machine, hold. The paper takes one step per batch (epochs = 1) and needs no clip.
 """
 
 from __future__ import annotations
@@ -58,6 +69,18 @@ class Impala(ActorCritic):
             start = rows.stop
         return np.concatenate(out_targets), np.concatenate(out_advantages)
 
+    def normalized(self, advantages: torch.Tensor) -> torch.Tensor:
+        """`advantages` with mean 0 and (population) std 1 over the whole batch: every rank's rows in a learner
+        group, so each rank scales its share alike."""
+        plain = advantages.detach().double()
+        stats = torch.stack([plain.new_tensor(float(len(plain))), plain.sum(), plain.square().sum()])
+        if self.group is not None:
+            stats = self.group.sum(stats).to(plain.device)
+        count, total, squares = stats
+        mean = total / count
+        std = (squares / count - mean.square()).clamp(min=0).sqrt()
+        return (advantages - mean.to(advantages.dtype)) / (std.to(advantages.dtype) + 1e-8)
+
     def update(self, chunks: list[dict[str, np.ndarray]]) -> dict[str, float]:
         cfg = self.cfg
         steps = [clean(c, self.spaces) for c in chunks]
@@ -76,10 +99,15 @@ class Impala(ActorCritic):
             values = self.codec.values(both.detach()).float().cpu().numpy().astype(np.float64)
             targets, advantages = self.vtrace_targets(steps, logp.detach().float().cpu().numpy().astype(np.float64),
                                                       values[:rows], values[rows:])
+            adv = to_device(advantages.astype(np.float32), self.device)[keep]
+            if cfg.normalize_advantages:
+                adv = self.normalized(adv)
+            ratio = (None if cfg.clip_ratio is None else
+                     (logp[keep] - behaviour_logp[keep]).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT).exp())
             info = self.policy_gradient_step(logp[keep], entropy[keep], both[:rows][keep],
-                                             to_device(advantages.astype(np.float32), self.device)[keep],
-                                             to_device(targets.astype(np.float32), self.device)[keep],
-                                             cfg.value_coef, cfg.entropy_coef, cfg.max_grad_norm)
+                                             adv, to_device(targets.astype(np.float32), self.device)[keep],
+                                             cfg.value_coef, cfg.entropy_coef, cfg.max_grad_norm,
+                                             ratio=ratio, clip_ratio=cfg.clip_ratio)
             log_ratio = (logp.detach()[keep] - behaviour_logp[keep]).double().clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)
             # Both log-probs are float32 sums from different code (numpy collectors, torch here): a ratio within
             # 0.1% of rho_bar is rounding, not truncation.
