@@ -112,6 +112,10 @@ def expected_step(twin: Impala, chunks: list[dict[str, np.ndarray]]) -> None:
     else:
         behaviour = torch.from_numpy(np.concatenate([s.flat(s.logp) for s in steps]))
         ratio = torch.exp(logp[keep] - behaviour[keep])
+        rho = np.minimum(cfg.rho_bar, np.exp(target_logp - behaviour.double().numpy()))
+        adv = torch.from_numpy(advantages / rho).float()[keep]  # the ratio is the importance weight, not rho too
+        if cfg.normalize_advantages:
+            adv = (adv - adv.mean()) / (adv.std(correction=0) + 1e-8)
         clipped = torch.clamp(ratio, 1 - cfg.clip_ratio, 1 + cfg.clip_ratio)
         policy_loss = -torch.minimum(ratio * adv, clipped * adv).mean()
     loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy[keep].mean()
@@ -138,8 +142,8 @@ def test_each_epoch_is_one_adam_step_after_v_trace_with_the_updated_networks(epo
 
 def test_the_clipped_surrogate_is_written_out_on_the_pre_update_networks():
     """clip_ratio 0.2 on behaviour log-probs that put ratios on both sides of the clip range: the reported policy
-    loss is -mean(min(r * A, clip(r, 0.8, 1.2) * A)) with r = pi/mu and A V-trace's, and clip_fraction counts the
-    rows whose ratio left the range."""
+    loss is -mean(min(r * A, clip(r, 0.8, 1.2) * A)) with r = pi/mu and A V-trace's advantage without its rho (r
+    is the importance weight), and clip_fraction counts the rows whose ratio left the range."""
     cfg = ImpalaParams(net=NetConfig(hidden=(16,), activation="tanh"), clip_ratio=0.2)
     impala = make_impala(cfg)
     chunk = episode_chunk(4)
@@ -150,8 +154,9 @@ def test_the_clipped_surrogate_is_written_out_on_the_pre_update_networks():
         next_values = impala.critic(torch.from_numpy(chunk["next_obs"].reshape(-1, OBS_DIM))).squeeze(1).double()
         logp_all = torch.log_softmax(impala.actor(obs), dim=-1).double().numpy()
     logp = logp_all[np.arange(len(logp_all)), chunk["actions"].reshape(-1)]
-    _, adv = impala.vtrace_targets([steps], logp, values, next_values.numpy())
+    _, weighted = impala.vtrace_targets([steps], logp, values, next_values.numpy())
     ratio = np.exp(logp - chunk["logp"].reshape(-1))
+    adv = weighted / np.minimum(1.0, ratio)
     outside = np.abs(ratio - 1) > 0.2
     assert outside.any() and not outside.all()
     info = impala.update([chunk])
@@ -159,6 +164,22 @@ def test_the_clipped_surrogate_is_written_out_on_the_pre_update_networks():
     assert info["policy_loss"] == pytest.approx(-np.minimum(ratio * adv, np.clip(ratio, 0.8, 1.2) * adv).mean(),
                                                 rel=1e-4)
     assert info["clip_fraction"] == pytest.approx(outside.mean())
+
+
+def test_a_clip_that_does_not_bite_takes_the_papers_step():
+    """The surrogate's gradient is ratio * A * grad log pi; V-trace's is rho * A * grad log pi. With every ratio
+    inside the clip range and below rho_bar (so rho = ratio), one epoch of each is the same step: the clip adds a
+    trust region and nothing else (in particular it does not weight a row by its ratio twice)."""
+    plain = make_impala(ImpalaParams(net=NetConfig(hidden=(8,), activation="tanh"), rho_bar=2.0), 3)
+    clipped = make_impala(ImpalaParams(net=NetConfig(hidden=(8,), activation="tanh"), rho_bar=2.0,
+                                       clip_ratio=0.99), 3)
+    chunk = make_chunk(5)
+    info = clipped.update([chunk])
+    plain.update([chunk])
+    assert info["clip_fraction"] == 0.0  # behaviour probs 0.2-0.5 against ~1/3: ratios 0.67-1.67
+    for mine, theirs in ((clipped.actor, plain.actor), (clipped.critic, plain.critic)):
+        for x, y in zip(mine.parameters(), theirs.parameters(), strict=True):
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
 
 
 def drift_after_many_epochs(clip_ratio: float | None) -> float:
