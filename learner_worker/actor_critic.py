@@ -212,12 +212,12 @@ class ActorCritic:
         0.5 * (V(s) - target)^2 for a plain scalar critic (ValueCodec.loss in general). The policy term is
 
         * without `ratio`: -mean(A * log pi(a|s)), the plain policy gradient;
-        * with `ratio` (pi(a|s) / mu(a|s) with gradient, mu the policy that acted): the surrogate
-          -mean(min(ratio * A, clip(ratio, 1 - clip_ratio, 1 + clip_ratio) * A)) (PPO's, unclipped without
-          `clip_ratio`). Its gradient is ratio * A * grad log pi while the ratio is inside the clip range and nothing
-          once a row's ratio has left it in the direction its advantage pushes: several steps on one batch then
-          cannot move the policy on a row further than the clip range from the one that acted there. The
-          fraction of rows outside the range is reported as `clip_fraction`.
+        * with `ratio` (pi(a|s) / mu(a|s) with gradient, mu the policy that acted): the clipped surrogate of
+          proximal policy optimisation, -mean(min(ratio * A, clip(ratio, 1 - clip_ratio, 1 + clip_ratio) * A))
+          (unclipped without `clip_ratio`). Its gradient is ratio * A * grad log pi while the ratio is inside the
+          clip range and nothing once a row's ratio has left it in the direction its advantage pushes: several
+          steps on one batch then cannot move the policy on a row further than the clip range from the one that
+          acted there. The fraction of rows outside the range is reported as `clip_fraction`.
         """
         if clip_ratio is not None and ratio is None:
             raise ValueError("clip_ratio clips a ratio: pass the ratio pi/mu as well")

@@ -4,7 +4,7 @@
 
 with the V-trace targets v and advantages A = rho * (r + gamma * v' - V) from learner_worker/vtrace.py. The policy
 term is the paper's -mean(A * log pi(a|s)), or with `clip_ratio` c the clipped surrogate of APPO (the
-asynchronous PPO of Sample Factory and RLlib):
+asynchronous proximal policy optimisation of Sample Factory and RLlib):
 
     -mean(min(ratio * q, clip(ratio, 1 - c, 1 + c) * q)),   ratio = pi(a|s) / mu(a|s),   q = A / rho
 

@@ -33,9 +33,10 @@ class ImpalaParams(ChunkParams):
     c_bar: Annotated[float, Field(gt=0, description="truncation of the trace coefficients (how far back)")] = 1.0
     vtrace_lambda: Annotated[float, Field(ge=0, le=1, description="scales every trace coefficient c")] = 1.0
     clip_ratio: Annotated[float | None, Field(gt=0, lt=1, description=(
-        "APPO's trust region: the policy term becomes PPO's clipped surrogate of the ratio pi/mu (current policy "
-        "over the one that acted) on the V-trace advantages, clipped to [1 - clip_ratio, 1 + clip_ratio], so "
-        "several epochs on one batch stay near the data; null: the paper's plain policy gradient"))] = None
+        "APPO's trust region: the policy term becomes the clipped surrogate of the ratio pi/mu (current policy "
+        "over the one that acted, itself the importance weight) on the V-trace advantages without their rho, "
+        "clipped to [1 - clip_ratio, 1 + clip_ratio], so several epochs on one batch stay near the data; null: the "
+        "paper's plain policy gradient"))] = None
     normalize_advantages: bool = False
     """Scale each step's V-trace advantages to mean 0 and std 1 over the batch's valid rows (in a learner group,
     over every rank's rows), as Sample Factory's APPO does: the policy term then has the same size whatever the
