@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def rlfleet(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "rlfleet.launcher", *args], cwd=REPO, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=1800)
     if done.returncode not in (0, 1):
         raise RuntimeError(f"rlfleet {args[0]} failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")

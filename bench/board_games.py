@@ -26,9 +26,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from evaluator.battles import against  # noqa: E402
-from evaluator.testing import load_subject, resolve_inputs  # noqa: E402
-from shared.envs.seeds import base_seed  # noqa: E402
+from rlfleet.evaluator.battles import against  # noqa: E402
+from rlfleet.evaluator.testing import load_subject, resolve_inputs  # noqa: E402
+from rlfleet.shared.envs.seeds import base_seed  # noqa: E402
 
 HELD_OUT_TASK = 7  # a test-mode task index no run uses
 
@@ -43,7 +43,7 @@ def main() -> None:
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
             started = time.monotonic()
-            done = subprocess.run([sys.executable, "-m", "launcher", "up", "--config", args.config, "--data-dir", tmp,
+            done = subprocess.run([sys.executable, "-m", "rlfleet.launcher", "up", "--config", args.config, "--data-dir", tmp,
                                    "--port", "0", "--seed", str(seed)], cwd=REPO, capture_output=True, text=True,
                                   stdin=subprocess.DEVNULL)
             wall = time.monotonic() - started

@@ -36,11 +36,11 @@ if TYPE_CHECKING:
 def baseline_worker(envs: int, chunk_steps: int, seconds: float, warmup: float) -> None:
     import torch
 
-    from collector_worker.rollout import Rollout
-    from shared.config.plan import RunPlan
-    from shared.config.run_config import RunConfig
-    from shared.policy.manifest import PolicyManifest
-    from shared.policy.nets import PolicyNet
+    from rlfleet.collector_worker.rollout import Rollout
+    from rlfleet.shared.config.plan import RunPlan
+    from rlfleet.shared.config.run_config import RunConfig
+    from rlfleet.shared.policy.manifest import PolicyManifest
+    from rlfleet.shared.policy.nets import PolicyNet
 
     torch.set_num_threads(1)
     plan = RunPlan.of(RunConfig())
@@ -71,8 +71,8 @@ def run_stack(envs: int, chunk_steps: int, seconds: float, warmup: float, store_
               ) -> float:
     """Acknowledged env steps/s of one collector; `store_env`: the store settings of an object store for the
     coordinator and the collector (which then writes nothing to the data directory), None for the run dir."""
-    from shared.config.run_config import dump_run_config, load_run_config
-    from shared.tokens import generate_tokens_file
+    from rlfleet.shared.config.run_config import dump_run_config, load_run_config
+    from rlfleet.shared.tokens import generate_tokens_file
     from tests.support.fleet import Fleet
 
     with tempfile.TemporaryDirectory() as tmp_str:

@@ -3,7 +3,7 @@
   python bench/coordinator_load.py [--sweep 10 100 400 1000] [--seconds 20] [--warmup 5] [--chunk-interval 0.6]
                                    [--batch 1] [--publishes 3] [--paused] [--json out.json]
 
-Every N of the sweep gets a fresh coordinator (`python -m launcher coordinator`: uvicorn on 127.0.0.1, a new
+Every N of the sweep gets a fresh coordinator (`python -m rlfleet.launcher coordinator`: uvicorn on 127.0.0.1, a new
 data dir, a run config written here, the tokens file from `rlfleet secrets --out`) and, in this one process,
 on one asyncio loop with a minimal HTTP/1.1 keep-alive client (no rlfleet imports on the request path):
 
@@ -310,10 +310,10 @@ class Template:
 def make_templates(seed: int) -> list[Template]:
     """TEMPLATES consecutive CartPole chunks (random actions) from the collector's own rollout code, encoded as a
     collector encodes them: ends, episodes and fresh columns are exactly those of the bytes."""
-    from collector_worker.rollout import Rollout
-    from shared.config.plan import RunPlan
-    from shared.config.run_config import RunConfig
-    from shared.payloads.codec import encode_chunk
+    from rlfleet.collector_worker.rollout import Rollout
+    from rlfleet.shared.config.plan import RunPlan
+    from rlfleet.shared.config.run_config import RunConfig
+    from rlfleet.shared.payloads.codec import encode_chunk
 
     plan = RunPlan.of(RunConfig())  # CartPole; no policy loaded: the rollout acts uniformly at random
     rollout = Rollout(plan.config.env, NUM_ENVS, plan.spaces, plan.behaviour, seed)
@@ -1049,7 +1049,7 @@ def raise_nofile() -> tuple[int, int]:
 
 def make_tokens(path: Path) -> dict[str, str]:
     """`rlfleet secrets --out FILE`, run as the operator would."""
-    subprocess.run([sys.executable, "-m", "launcher", "secrets", "--out", str(path)], cwd=REPO, check=True,
+    subprocess.run([sys.executable, "-m", "rlfleet.launcher", "secrets", "--out", str(path)], cwd=REPO, check=True,
                    stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(REPO)})
     return json.loads(path.read_text())
 
@@ -1077,7 +1077,7 @@ def start_coordinator(point_dir: Path, config_file: Path, run: str, data_dir: Pa
     })
     log_path = point_dir / "coordinator.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "launcher", "coordinator"], cwd=REPO, env=env,
+        proc = subprocess.Popen([sys.executable, "-m", "rlfleet.launcher", "coordinator"], cwd=REPO, env=env,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # a Ctrl-C here reaches us; we stop it ourselves
     return proc, log_path

@@ -35,7 +35,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from launcher.up import free_port  # noqa: E402
+from rlfleet.launcher.up import free_port  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         log = open(Path(tmp) / "up.log", "wb")  # noqa: SIM115 - closed below
-        up = subprocess.Popen([sys.executable, "-m", "launcher", "up", "--data-dir", f"{tmp}/data", "--port",
+        up = subprocess.Popen([sys.executable, "-m", "rlfleet.launcher", "up", "--data-dir", f"{tmp}/data", "--port",
                                str(port), "--set", "env.solve_threshold=1000",
                                "--set", "budget.max_env_steps=100000000"],
                               cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -36,11 +36,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from learner_worker.algorithms.ppo import PPO  # noqa: E402
-from shared.algorithms.ppo import PPOParams  # noqa: E402
-from shared.config.base import NetConfig  # noqa: E402
-from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces  # noqa: E402
-from shared.policy.manifest import Behaviour  # noqa: E402
+from rlfleet.learner_worker.algorithms.ppo import PPO  # noqa: E402
+from rlfleet.shared.algorithms.ppo import PPOParams  # noqa: E402
+from rlfleet.shared.config.base import NetConfig  # noqa: E402
+from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces  # noqa: E402
+from rlfleet.shared.policy.manifest import Behaviour  # noqa: E402
 
 SPACES = Spaces(obs=ObsSpace(shape=(4, 84, 84), dtype="uint8"), action=DiscreteActions(n=6))  # Pong's 6 actions
 BEHAVIOUR = Behaviour(head="categorical", sample=True)

@@ -29,7 +29,7 @@ CONFIG = "configs/cartpole_es.yaml"
 
 def run(seed: int, collectors: int | None, *overrides: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="rlfleet-es-") as data:
-        args = [sys.executable, "-m", "launcher", "up", "--config", CONFIG, "--data-dir", data, "--port", "0",
+        args = [sys.executable, "-m", "rlfleet.launcher", "up", "--config", CONFIG, "--data-dir", data, "--port", "0",
                 "--seed", str(seed)]
         args += ["--collectors", str(collectors)] if collectors else []
         for override in overrides:

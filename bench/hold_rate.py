@@ -41,10 +41,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from coordinator.journal.database import stored_meta  # noqa: E402
-from shared.config.run_config import load_run_config  # noqa: E402
-from shared.solve_rule import RULE, RULE_TEXT  # noqa: E402
-from shared.storage.layout import RunLayout, policy_path  # noqa: E402
+from rlfleet.coordinator.journal.database import stored_meta  # noqa: E402
+from rlfleet.shared.config.run_config import load_run_config  # noqa: E402
+from rlfleet.shared.solve_rule import RULE, RULE_TEXT  # noqa: E402
+from rlfleet.shared.storage.layout import RunLayout, policy_path  # noqa: E402
 
 RETEST_COUNTER = 1  # `rlfleet test`'s block 0 is what a user's own first re-test uses; this one is ours alone
 OLD_RULE = "mean_at_threshold"
@@ -109,7 +109,7 @@ def train(case: Case, seed: int, data_dir: Path, kept: Path, budget: int | None,
     keeper.start()
     sets = [*case.overrides, f"budget.max_wall_seconds={budget or case.budget_seconds}"]
     try:
-        subprocess.run([sys.executable, "-m", "launcher", "up", "--config", case.config, "--seed", str(seed),
+        subprocess.run([sys.executable, "-m", "rlfleet.launcher", "up", "--config", case.config, "--seed", str(seed),
                         "--port", "0", "--data-dir", str(data_dir), *(a for s in sets for a in ("--set", s))],
                        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                        timeout=timeout)
@@ -127,7 +127,7 @@ def candidates(tests: list[dict[str, Any]], threshold: float) -> dict[str, dict[
 
 def retest(run_dir: Path, policy: Path, episodes: int) -> dict[str, Any]:
     out = policy.with_suffix(".retest.json")
-    subprocess.run([sys.executable, "-m", "launcher", "test", str(run_dir), "--policy", str(policy), "--episodes",
+    subprocess.run([sys.executable, "-m", "rlfleet.launcher", "test", str(run_dir), "--policy", str(policy), "--episodes",
                     str(episodes), "--seed-counter", str(RETEST_COUNTER), "--json", str(out)],
                    cwd=REPO, check=True, capture_output=True, stdin=subprocess.DEVNULL)
     report = json.loads(out.read_text())

@@ -33,13 +33,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from learner_worker.algorithms import load_learner  # noqa: E402
-from learner_worker.threads import torch_threads  # noqa: E402
-from shared.algorithms import REGISTRY  # noqa: E402
-from shared.config.plan import chunk_schema  # noqa: E402
-from shared.config.run_config import RunConfig  # noqa: E402
-from shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces  # noqa: E402
-from shared.wire import LearnerTask  # noqa: E402
+from rlfleet.learner_worker.algorithms import load_learner  # noqa: E402
+from rlfleet.learner_worker.threads import torch_threads  # noqa: E402
+from rlfleet.shared.algorithms import REGISTRY  # noqa: E402
+from rlfleet.shared.config.plan import chunk_schema  # noqa: E402
+from rlfleet.shared.config.run_config import RunConfig  # noqa: E402
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces  # noqa: E402
+from rlfleet.shared.wire import LearnerTask  # noqa: E402
 
 SPACES = {
     "flat-discrete": Spaces(obs=ObsSpace(shape=(4,), dtype="float32"), action=DiscreteActions(n=2)),
@@ -114,7 +114,7 @@ def sync(device: torch.device) -> None:
 
 
 def measure(task: LearnerTask, updates: int) -> dict:
-    from learner_worker.device import precision, resolve_device
+    from rlfleet.learner_worker.device import precision, resolve_device
 
     device = resolve_device(task.learner.device)
     learner = load_learner(task, device)

@@ -26,12 +26,12 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from learner_worker.algorithms.dqn import DQN  # noqa: E402
-from learner_worker.distributed import Group, digest  # noqa: E402
-from shared.algorithms.dqn import DQNParams  # noqa: E402
-from shared.config.base import NetConfig  # noqa: E402
-from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces  # noqa: E402
-from shared.policy.manifest import Behaviour  # noqa: E402
+from rlfleet.learner_worker.algorithms.dqn import DQN  # noqa: E402
+from rlfleet.learner_worker.distributed import Group, digest  # noqa: E402
+from rlfleet.shared.algorithms.dqn import DQNParams  # noqa: E402
+from rlfleet.shared.config.base import NetConfig  # noqa: E402
+from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces  # noqa: E402
+from rlfleet.shared.policy.manifest import Behaviour  # noqa: E402
 
 SPACES = Spaces(obs=ObsSpace(shape=(4,), dtype="float32"), action=DiscreteActions(n=2))
 BEHAVIOUR = Behaviour(head="q_values", sample=False)
@@ -74,7 +74,7 @@ def one(args: argparse.Namespace) -> float:
 
 
 def two(args: argparse.Namespace, check: bool = True) -> float:
-    from launcher.up import free_port
+    from rlfleet.launcher.up import free_port
 
     results: mp.SimpleQueue = mp.get_context("spawn").SimpleQueue()
     mp.spawn(_rank, args=(free_port(), args, check, results), nprocs=2, join=True)

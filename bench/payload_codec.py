@@ -42,14 +42,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
 
-    from collector_worker.rollout import Rollout
-    from shared.config.env import EnvConfig
-    from shared.envs.build import make_env
-    from shared.envs.gymspaces import describe
-    from shared.envs.wrappers import FrameStack
-    from shared.payloads.codec import decode_chunk, encode_chunk
-    from shared.payloads.framestack import flat_columns
-    from shared.policy.manifest import Behaviour
+    from rlfleet.collector_worker.rollout import Rollout
+    from rlfleet.shared.config.env import EnvConfig
+    from rlfleet.shared.envs.build import make_env
+    from rlfleet.shared.envs.gymspaces import describe
+    from rlfleet.shared.envs.wrappers import FrameStack
+    from rlfleet.shared.payloads.codec import decode_chunk, encode_chunk
+    from rlfleet.shared.payloads.framestack import flat_columns
+    from rlfleet.shared.policy.manifest import Behaviour
 
     env = EnvConfig(id="bench.payload_codec:pong", wrappers=(FrameStack(frames=4),), solve_threshold=None)
     single = make_env(env)

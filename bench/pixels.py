@@ -57,7 +57,7 @@ def load(config: Path, sets: list[str], overrides: dict[str, Any] | None = None)
     """The run config with `--set PATH=VALUE`s (YAML values) and `overrides` applied, its budget out of reach."""
     import yaml
 
-    from shared.config.run_config import load_run_config
+    from rlfleet.shared.config.run_config import load_run_config
 
     given = {path: yaml.safe_load(value) for path, _, value in (s.partition("=") for s in sets)}
     return load_run_config(config, {"budget.max_env_steps": 10**12, "budget.max_wall_seconds": 10**7,
@@ -80,11 +80,11 @@ def raw_worker(config: Path, sets: list[str], seconds: float, warmup: float, ran
 
     import torch
 
-    from collector_worker.rollout import Rollout
-    from collector_worker.stepping import make_stepped_env
-    from shared.config.plan import RunPlan
-    from shared.policy.manifest import PolicyManifest
-    from shared.policy.nets import PolicyNet
+    from rlfleet.collector_worker.rollout import Rollout
+    from rlfleet.collector_worker.stepping import make_stepped_env
+    from rlfleet.shared.config.plan import RunPlan
+    from rlfleet.shared.policy.manifest import PolicyManifest
+    from rlfleet.shared.policy.nets import PolicyNet
 
     torch.set_num_threads(1)
     cfg = load(config, sets)
@@ -125,8 +125,8 @@ def raw_worker(config: Path, sets: list[str], seconds: float, warmup: float, ran
 
 def write_chunks(chunks: Any) -> None:
     """Encode and write each chunk taken from `chunks` as collector_worker/uploader.py does, then delete it."""
-    from shared.payloads.codec import encode_chunk
-    from shared.storage.local import LocalStore
+    from rlfleet.shared.payloads.codec import encode_chunk
+    from rlfleet.shared.storage.local import LocalStore
 
     with tempfile.TemporaryDirectory() as tmp:
         store = LocalStore(Path(tmp))
@@ -159,9 +159,9 @@ def consume_only_learner() -> int:
     """The learner service with a loop that trains on nothing: it publishes its initial policy (collectors act
     with it), then takes every chunk the queue serves, read and decoded on its fetcher thread as the learner's
     are, and drops it."""
-    from learner_worker import loops
-    from learner_worker.main import run_learner
-    from shared.worker.settings import WorkerSettings
+    from rlfleet.learner_worker import loops
+    from rlfleet.learner_worker.main import run_learner
+    from rlfleet.shared.worker.settings import WorkerSettings
 
     class ConsumeOnly(loops.ChunkTrainer):
         def loop(self, running: Any) -> None:
@@ -177,8 +177,8 @@ def consume_only_learner() -> int:
 def run_fleet(args: argparse.Namespace, train: bool) -> tuple[float, float | None]:
     """(env steps/s, bytes per env step): trained on with `train`, else acknowledged with a consume-only
     learner (whose payload bytes per env step come too)."""
-    from shared.config.run_config import dump_run_config
-    from shared.tokens import generate_tokens_file
+    from rlfleet.shared.config.run_config import dump_run_config
+    from rlfleet.shared.tokens import generate_tokens_file
     from tests.support.fleet import Fleet
 
     # Every update reported: the learner's count in the status moves only with a report (default: every 10-100).

@@ -11,7 +11,7 @@ endpoint while collectors push chunks as fast as they can.
    the capacity, and the process RSS growth from before the buffer existed to after filling it (which also
    counts the per-chunk Python objects).
    Targets: sample(256) median < 2 ms; < 250 bytes per entry.
-2. Over REST: a real coordinator (`python -m launcher coordinator`, uvicorn on 127.0.0.1, prioritized DQN
+2. Over REST: a real coordinator (`python -m rlfleet.launcher coordinator`, uvicorn on 127.0.0.1, prioritized DQN
    run, capacity 100,000, samples_per_insert and tolerance set so the rate limiter never holds anyone back),
    prefilled to capacity, then --collectors collector processes (register, claim, write 2048-transition
    payloads into the store, POST /v1/chunks) for --load-seconds while one learner client loops over
@@ -103,8 +103,8 @@ def fmt_ms(value: float) -> str:
 
 # ----- 1. the buffer in process -----------------------------------------------------------------------------
 def make_entry(rng: np.random.Generator) -> Any:
-    from coordinator.replay.buffer import Entry
-    from shared.storage.layout import chunk_path
+    from rlfleet.coordinator.replay.buffer import Entry
+    from rlfleet.shared.storage.layout import chunk_path
 
     chunk_id = uuid.uuid4().hex
     return Entry(chunk_id=chunk_id, payload_path=chunk_path("bench-task", chunk_id), sha256=os.urandom(32).hex(),
@@ -123,9 +123,9 @@ def profile_top(fn: Any, calls: int, lines: int = 18) -> str:
 
 
 def bench_buffer(entries: int, repeats: int, seed: int, profile: bool) -> dict[str, Any]:
-    from coordinator.replay.buffer import ReplayBuffer
-    from coordinator.replay.samplers import ProportionalSampler
-    from shared.config.run_config import ReplayConfig, SamplingConfig
+    from rlfleet.coordinator.replay.buffer import ReplayBuffer
+    from rlfleet.coordinator.replay.samplers import ProportionalSampler
+    from rlfleet.shared.config.run_config import ReplayConfig, SamplingConfig
 
     rng = np.random.default_rng(seed)
     replay = ReplayConfig(capacity_transitions=entries, sampler="prioritized", alpha=0.6)
@@ -233,7 +233,7 @@ class FakeCollector:
     def __init__(self, url: str, token: str, store_root: Path, name: str, seed: int) -> None:
         import httpx
 
-        from shared.storage.local import LocalStore
+        from rlfleet.shared.storage.local import LocalStore
 
         self.http = httpx.Client(base_url=url, timeout=10, headers={"Authorization": f"Bearer {token}"})
         self.store = LocalStore(store_root)
@@ -264,8 +264,8 @@ class FakeCollector:
 
     def post_chunk(self) -> dict[str, Any]:
         """Write one payload, report it; returns the ack (raises on any non-200)."""
-        from shared.payloads.codec import encode_chunk
-        from shared.storage.layout import chunk_path
+        from rlfleet.shared.payloads.codec import encode_chunk
+        from rlfleet.shared.storage.layout import chunk_path
 
         chunk_id = uuid.uuid4().hex
         path = chunk_path(self.task_id, chunk_id)
@@ -428,10 +428,10 @@ def stop_process(proc: subprocess.Popen) -> None:
 
 def bench_coordinator(load_seconds: float, idle_seconds: float, collectors: int, capacity: int,
                       seed: int) -> dict[str, Any]:
-    from launcher.up import free_port
-    from shared.config.run_config import RunConfig, dump_run_config
-    from shared.storage.layout import RunLayout
-    from shared.tokens import generate_tokens_file
+    from rlfleet.launcher.up import free_port
+    from rlfleet.shared.config.run_config import RunConfig, dump_run_config
+    from rlfleet.shared.storage.layout import RunLayout
+    from rlfleet.shared.tokens import generate_tokens_file
 
     batch_size, num_batches = 64, 16
     tmp = Path(tempfile.mkdtemp(prefix="rlfleet-bench-replay-"))
@@ -460,7 +460,7 @@ def bench_coordinator(load_seconds: float, idle_seconds: float, collectors: int,
         coordinator_log = open(tmp / "coordinator.log", "wb")  # noqa: SIM115 - closed in finally
         logs.append(coordinator_log)
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "launcher", "coordinator"], cwd=REPO, stdin=subprocess.DEVNULL,
+            [sys.executable, "-m", "rlfleet.launcher", "coordinator"], cwd=REPO, stdin=subprocess.DEVNULL,
             stdout=coordinator_log, stderr=subprocess.STDOUT,
             env={**base_env, "RLFLEET_CONFIG": str(config_file), "RLFLEET_RUN": config.name,
                  "RLFLEET_DATA_DIR": str(data_dir),

@@ -160,7 +160,7 @@ def run_rlfleet(seed: int, algo: str, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "launcher", "up", "--config", CASES[algo].config, "--seed", str(seed),
+            [sys.executable, "-m", "rlfleet.launcher", "up", "--config", CASES[algo].config, "--seed", str(seed),
              "--port", "0", "--data-dir", tmp],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
         memory = PeakMemory(proc.pid)
@@ -197,7 +197,7 @@ def retest(run_dir: Path) -> dict:
     """`rlfleet test` on the run's best policy after the run: 100 more greedy episodes on a seed block that
     neither the run's training, validation nor its own test used (shared/envs/seeds.py, RETEST_TASK)."""
     out = run_dir / "retest.json"
-    subprocess.run([sys.executable, "-m", "launcher", "test", str(run_dir), "--json", str(out)], cwd=REPO,
+    subprocess.run([sys.executable, "-m", "rlfleet.launcher", "test", str(run_dir), "--json", str(out)], cwd=REPO,
                    check=True, capture_output=True, stdin=subprocess.DEVNULL)
     report = json.loads(out.read_text())
     return {"mean": report["mean"], "ci95": report["ci95"], "episodes": report["episodes"],
@@ -212,10 +212,10 @@ def sb3_worker(algo: str, seed: int, eval_every: int, launched: float, native_ev
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
-    from evaluator.episodes import evaluate
-    from shared import solve_rule
-    from shared.config.run_config import EnvConfig
-    from shared.envs.seeds import Mode, base_seed
+    from rlfleet.evaluator.episodes import evaluate
+    from rlfleet.shared import solve_rule
+    from rlfleet.shared.config.run_config import EnvConfig
+    from rlfleet.shared.envs.seeds import Mode, base_seed
 
     torch.set_num_threads(1)
     case = CASES[algo]
@@ -322,7 +322,7 @@ def main() -> None:
     if args.sb3_worker:
         sb3_worker(args.algo, args.seed, args.sb3_eval_every, args.launched, args.sb3_native_eval)
         return
-    from shared.solve_rule import RULE, RULE_TEXT
+    from rlfleet.shared.solve_rule import RULE, RULE_TEXT
 
     results = []
     print(f"solve rule, both sides: {RULE_TEXT} ({RULE})", flush=True)

@@ -31,7 +31,7 @@ def run(scale: str, transform: str, seed: int, max_env_steps: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="rlfleet-vt-") as data:
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "launcher", "up", "--config", CONFIG, "--data-dir", data, "--port", "0",
+            [sys.executable, "-m", "rlfleet.launcher", "up", "--config", CONFIG, "--data-dir", data, "--port", "0",
              "--seed", str(seed), "--set", f"algo.value.transform={transform}", "--set", f"env.wrappers={wrappers}",
              "--set", f"budget.max_env_steps={max_env_steps}"],
             cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=1800)

@@ -13,21 +13,21 @@ import logging
 import time
 from collections.abc import Callable
 
-from collector_worker.members import evaluate_members
-from collector_worker.opponents import OpponentDraw
-from collector_worker.rollout import Rollout
-from collector_worker.uploader import Pending, Uploader
-from shared.loops.kind import CollectorWork
-from shared.policy.actors import PolicyError
-from shared.policy.files import load_policy
-from shared.policy.manifest import ManifestError
-from shared.storage.factory import open_store
-from shared.storage.layout import RunLayout
-from shared.storage.protocol import IntegrityError, PayloadStore
-from shared.wire import CollectorTask, PolicyRef
-from shared.worker.lifecycle import run_worker
-from shared.worker.session import WorkerSession
-from shared.worker.settings import WorkerSettings
+from rlfleet.collector_worker.members import evaluate_members
+from rlfleet.collector_worker.opponents import OpponentDraw
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.collector_worker.uploader import Pending, Uploader
+from rlfleet.shared.loops.kind import CollectorWork
+from rlfleet.shared.policy.actors import PolicyError
+from rlfleet.shared.policy.files import load_policy
+from rlfleet.shared.policy.manifest import ManifestError
+from rlfleet.shared.storage.factory import open_store
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.storage.protocol import IntegrityError, PayloadStore
+from rlfleet.shared.wire import CollectorTask, PolicyRef
+from rlfleet.shared.worker.lifecycle import run_worker
+from rlfleet.shared.worker.session import WorkerSession
+from rlfleet.shared.worker.settings import WorkerSettings
 
 log = logging.getLogger("rlfleet.collector")
 SYNC_WAIT_SECONDS = 2.0  # one long poll of a wait for a newer policy; the wait itself loops over them (SyncWait)

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from shared.config.run_config import EnvConfig
-from shared.envs.build import make_env
-from shared.policy.actors import NumpyActor, PolicyError
-from shared.policy.files import load_policy
-from shared.policy.flat_params import flatten, policy_shapes, unflatten
-from shared.policy.manifest import ManifestError, PolicyManifest
-from shared.policy.noise_table import noise_table
-from shared.storage.protocol import IntegrityError, PayloadStore
-from shared.wire import CollectorTask, MemberClaim, MemberClaimRequest, MemberResult, MemberTask, PolicyRef, ResultAck
-from shared.worker.client import CoordinatorRejected
-from shared.worker.session import WorkerSession
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.envs.build import make_env
+from rlfleet.shared.policy.actors import NumpyActor, PolicyError
+from rlfleet.shared.policy.files import load_policy
+from rlfleet.shared.policy.flat_params import flatten, policy_shapes, unflatten
+from rlfleet.shared.policy.manifest import ManifestError, PolicyManifest
+from rlfleet.shared.policy.noise_table import noise_table
+from rlfleet.shared.storage.protocol import IntegrityError, PayloadStore
+from rlfleet.shared.wire import CollectorTask, MemberClaim, MemberClaimRequest, MemberResult, MemberTask, PolicyRef, ResultAck
+from rlfleet.shared.worker.client import CoordinatorRejected
+from rlfleet.shared.worker.session import WorkerSession
 
 log = logging.getLogger("rlfleet.collector")
 CLAIM_WAIT_SECONDS = 5.0

@@ -15,17 +15,17 @@ import logging
 import numpy as np
 from gymnasium.vector import SyncVectorEnv
 
-from collector_worker.rollout import Rollout
-from shared.config.battle import SelfPlayConfig
-from shared.envs.seeds import OPPONENT_STREAM
-from shared.envs.selfplay import draw_weights, game_envs, policy_player, set_opponents
-from shared.envs.two_player import Player
-from shared.policy.actors import Actor, PolicyError, build_actor
-from shared.policy.files import load_policy
-from shared.policy.manifest import ManifestError
-from shared.storage.protocol import IntegrityError, PayloadStore
-from shared.wire import OpponentPool
-from shared.worker.session import WorkerSession
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.shared.config.battle import SelfPlayConfig
+from rlfleet.shared.envs.seeds import OPPONENT_STREAM
+from rlfleet.shared.envs.selfplay import draw_weights, game_envs, policy_player, set_opponents
+from rlfleet.shared.envs.two_player import Player
+from rlfleet.shared.policy.actors import Actor, PolicyError, build_actor
+from rlfleet.shared.policy.files import load_policy
+from rlfleet.shared.policy.manifest import ManifestError
+from rlfleet.shared.storage.protocol import IntegrityError, PayloadStore
+from rlfleet.shared.wire import OpponentPool
+from rlfleet.shared.worker.session import WorkerSession
 
 log = logging.getLogger("rlfleet.collector")
 

@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from collector_worker.stepping import act_and_step, make_stepped_env, spaces_of
-from shared.config.plan import chunk_schema
-from shared.config.run_config import EnvBackend, EnvConfig
-from shared.envs.build import ENV_ERROR, RAW_EPISODE, records_raw_episodes
-from shared.envs.seeds import ACTOR_STREAM
-from shared.payloads.schema import ChunkSchema
-from shared.payloads.spaces import Spaces
-from shared.policy.actors import Actor, Decision, PolicyError, build_actor, random_actions
-from shared.policy.manifest import Behaviour, PolicyManifest
+from rlfleet.collector_worker.stepping import act_and_step, make_stepped_env, spaces_of
+from rlfleet.shared.config.plan import chunk_schema
+from rlfleet.shared.config.run_config import EnvBackend, EnvConfig
+from rlfleet.shared.envs.build import ENV_ERROR, RAW_EPISODE, records_raw_episodes
+from rlfleet.shared.envs.seeds import ACTOR_STREAM
+from rlfleet.shared.payloads.schema import ChunkSchema
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.actors import Actor, Decision, PolicyError, build_actor, random_actions
+from rlfleet.shared.policy.manifest import Behaviour, PolicyManifest
 
 
 @dataclass

@@ -23,13 +23,13 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from shared.config.env import EnvConfig
-from shared.config.run_config import EnvBackend
-from shared.envs.build import make_env
-from shared.envs.gymspaces import describe
-from shared.envs.vector import make_async_env, make_collector_env
-from shared.payloads.spaces import Spaces
-from shared.policy.actors import Decision
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.config.run_config import EnvBackend
+from rlfleet.shared.envs.build import make_env
+from rlfleet.shared.envs.gymspaces import describe
+from rlfleet.shared.envs.vector import make_async_env, make_collector_env
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.actors import Decision
 
 StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 Act = Callable[[np.ndarray], Decision]  # observations of some envs -> their decision

@@ -21,11 +21,11 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from collector_worker.rollout import Chunk
-from shared.payloads.codec import Compression, encode_chunk
-from shared.storage.layout import chunk_path
-from shared.storage.protocol import PayloadStore
-from shared.wire import (
+from rlfleet.collector_worker.rollout import Chunk
+from rlfleet.shared.payloads.codec import Compression, encode_chunk
+from rlfleet.shared.storage.layout import chunk_path
+from rlfleet.shared.storage.protocol import PayloadStore
+from rlfleet.shared.wire import (
     MAX_BODY_BYTES,
     ChunkAck,
     ChunkBatch,
@@ -35,8 +35,8 @@ from shared.wire import (
     EpisodeStat,
     batch_bytes,
 )
-from shared.worker.client import CoordinatorRejected, Stopped
-from shared.worker.session import WorkerSession
+from rlfleet.shared.worker.client import CoordinatorRejected, Stopped
+from rlfleet.shared.worker.session import WorkerSession
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from coordinator.api.apidoc import API_DESCRIPTION, apply_scopes
-from coordinator.api.fastpath import FastPath
-from coordinator.api.middleware import BodySizeLimit, TokenGate
-from coordinator.api.routes import (
+from rlfleet.coordinator.api.apidoc import API_DESCRIPTION, apply_scopes
+from rlfleet.coordinator.api.fastpath import FastPath
+from rlfleet.coordinator.api.middleware import BodySizeLimit, TokenGate
+from rlfleet.coordinator.api.routes import (
     control,
     dashboard,
     data,
@@ -30,27 +30,27 @@ from coordinator.api.routes import (
     tests,
     workers,
 )
-from coordinator.errors import CoordinatorError
-from coordinator.gcpacing import GcPacing
-from coordinator.journal.database import Journal
-from coordinator.journal.lock import JournalInUse, JournalLock
-from coordinator.observe.metrics import MetricsRecorder
-from coordinator.observe.timeline import Timeline
-from coordinator.overrides import parse_overrides
-from coordinator.run import Run
-from coordinator.runs import choose_run
-from coordinator.settings import CoordinatorSettings
-from coordinator.telemetry import RequestTimer, Telemetry
-from coordinator.webui import DashboardPages
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig, dump_run_config, load_run_config
-from shared.config.threshold import threshold_note
-from shared.loops import LOOPS
-from shared.loops.kind import resolve
-from shared.storage.factory import check_store, open_datasets, open_store
-from shared.storage.layout import RunLayout
-from shared.tokens import load_tokens_file
-from shared.wire import ErrorBody
+from rlfleet.coordinator.errors import CoordinatorError
+from rlfleet.coordinator.gcpacing import GcPacing
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.journal.lock import JournalInUse, JournalLock
+from rlfleet.coordinator.observe.metrics import MetricsRecorder
+from rlfleet.coordinator.observe.timeline import Timeline
+from rlfleet.coordinator.overrides import parse_overrides
+from rlfleet.coordinator.run import Run
+from rlfleet.coordinator.runs import choose_run
+from rlfleet.coordinator.settings import CoordinatorSettings
+from rlfleet.coordinator.telemetry import RequestTimer, Telemetry
+from rlfleet.coordinator.webui import DashboardPages
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config, load_run_config
+from rlfleet.shared.config.threshold import threshold_note
+from rlfleet.shared.loops import LOOPS
+from rlfleet.shared.loops.kind import resolve
+from rlfleet.shared.storage.factory import check_store, open_datasets, open_store
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.tokens import load_tokens_file
+from rlfleet.shared.wire import ErrorBody
 
 log = logging.getLogger("rlfleet.coordinator")
 REQUEST_STORE_RETRY = 2.0  # seconds an object store may stay unreachable within one request's size check

@@ -1,7 +1,7 @@
 """The committed copy of the OpenAPI document (docs/reference/openapi.json): what third parties write clients
 against and the docs site links, kept equal to the served one by tests/coordinator/test_openapi_snapshot.py.
 
-`python -m coordinator.openapi_file docs/reference/openapi.json` writes it anew after a deliberate change to a
+`python -m rlfleet.coordinator.openapi_file docs/reference/openapi.json` writes it anew after a deliberate change to a
 route or a wire model.
 """
 
@@ -12,9 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from coordinator.main import create_app
-from coordinator.settings import CoordinatorSettings
-from shared.tokens import generate_tokens_file
+from rlfleet.coordinator.main import create_app
+from rlfleet.coordinator.settings import CoordinatorSettings
+from rlfleet.shared.tokens import generate_tokens_file
 
 
 def write_openapi(path: Path) -> None:

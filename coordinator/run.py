@@ -11,20 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.observe.scrape import RunCollector
-from coordinator.observe.status import build_status
-from coordinator.operations.chunks import Chunks
-from coordinator.operations.context import RunContext
-from coordinator.operations.control import Controls
-from coordinator.operations.evaluations import Evaluations
-from coordinator.operations.housekeeping import Housekeeping
-from coordinator.operations.learning import Learning
-from coordinator.operations.publishing import Publishing
-from coordinator.operations.workers import Workers
-from coordinator.operations.workload import Workload
-from shared.config.run_config import RunConfig
-from shared.storage.protocol import PayloadStore
-from shared.wire import Status
+from rlfleet.coordinator.observe.scrape import RunCollector
+from rlfleet.coordinator.observe.status import build_status
+from rlfleet.coordinator.operations.chunks import Chunks
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.coordinator.operations.control import Controls
+from rlfleet.coordinator.operations.evaluations import Evaluations
+from rlfleet.coordinator.operations.housekeeping import Housekeeping
+from rlfleet.coordinator.operations.learning import Learning
+from rlfleet.coordinator.operations.publishing import Publishing
+from rlfleet.coordinator.operations.workers import Workers
+from rlfleet.coordinator.operations.workload import Workload
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.protocol import PayloadStore
+from rlfleet.shared.wire import Status
 
 
 class Run:

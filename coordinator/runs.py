@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from coordinator.journal.database import stored_run_state
-from shared.config.run_config import RunConfig
-from shared.storage.layout import RunLayout, new_run_name
+from rlfleet.coordinator.journal.database import stored_run_state
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.layout import RunLayout, new_run_name
 
 # a run name's start time (shared.storage.layout.STAMP_FORMAT), and a counter for runs started in one second
 _STAMP = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")

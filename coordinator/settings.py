@@ -7,9 +7,9 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from shared.ids import ID_PATTERN
-from shared.storage.factory import StoreSettings
-from shared.wire import MAX_BODY_BYTES
+from rlfleet.shared.ids import ID_PATTERN
+from rlfleet.shared.storage.factory import StoreSettings
+from rlfleet.shared.wire import MAX_BODY_BYTES
 
 
 class CoordinatorSettings(StoreSettings):

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from shared.wire import PolicyRef
+from rlfleet.shared.wire import PolicyRef
 
 ROUTE_KEY = "rlfleet.route"  # set on the ASGI scope by layers that answer in front of FastAPI's router
 _LATENCY_BUCKETS = (.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30)

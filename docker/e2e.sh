@@ -296,7 +296,7 @@ main() {
   if "$PY" -c 'import launcher' 2>/dev/null; then
     say "the same default run with rlfleet up (local processes), for comparison"
     t="$(now)"
-    "$PY" -m launcher up --data-dir "$WORK/up-data" --port 0 >"$WORK/up.log" 2>&1 \
+    "$PY" -m rlfleet.launcher up --data-dir "$WORK/up-data" --port 0 >"$WORK/up.log" 2>&1 \
       || { tail -n 20 "$WORK/up.log" >&2; fail "rlfleet up did not solve"; }
     up_s="$(since "$t")s"
   fi

@@ -13,16 +13,16 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from evaluator.episodes import Act, evaluate
-from shared.config.battle import BattleBar, SelfPlayConfig
-from shared.config.env import EnvConfig
-from shared.envs.selfplay import game_space, policy_player, set_opponents
-from shared.envs.two_player import Player
-from shared.policy.actors import PolicyError, build_actor
-from shared.policy.files import MAX_POLICY_BYTES, decode_policy
-from shared.policy.manifest import ManifestError
-from shared.storage.protocol import IntegrityError, PayloadStore
-from shared.wire import BattleRecord, PolicyRef
+from rlfleet.evaluator.episodes import Act, evaluate
+from rlfleet.shared.config.battle import BattleBar, SelfPlayConfig
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.envs.selfplay import game_space, policy_player, set_opponents
+from rlfleet.shared.envs.two_player import Player
+from rlfleet.shared.policy.actors import PolicyError, build_actor
+from rlfleet.shared.policy.files import MAX_POLICY_BYTES, decode_policy
+from rlfleet.shared.policy.manifest import ManifestError
+from rlfleet.shared.storage.protocol import IntegrityError, PayloadStore
+from rlfleet.shared.wire import BattleRecord, PolicyRef
 
 log = logging.getLogger("rlfleet.evaluator")
 

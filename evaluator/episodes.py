@@ -17,8 +17,8 @@ from collections.abc import Callable
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
-from shared.config.run_config import EnvConfig
-from shared.envs.build import make_native_vector_env, make_vector_env
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.envs.build import make_native_vector_env, make_vector_env
 
 Act = Callable[[np.ndarray], np.ndarray]  # observations -> greedy actions
 Setup = Callable[[SyncVectorEnv], None]  # adjusts the envs before their first reset (self-play's opponents)

@@ -29,18 +29,18 @@ import os
 import uuid
 from typing import TypeVar
 
-from evaluator.battles import baseline_games, pool_records
-from evaluator.episodes import Act, evaluate
-from shared import solve_rule
-from shared.envs.seeds import base_seed, operator_task
-from shared.policy.actors import PolicyError, build_actor
-from shared.policy.files import MAX_POLICY_BYTES, decode_policy
-from shared.policy.manifest import ManifestError
-from shared.stats import estimate
-from shared.storage.factory import open_store
-from shared.storage.layout import BEST_POLICY, BEST_SCORE, RunLayout, policy_path
-from shared.storage.protocol import IntegrityError, PayloadStore, sha256_hex
-from shared.wire import (
+from rlfleet.evaluator.battles import baseline_games, pool_records
+from rlfleet.evaluator.episodes import Act, evaluate
+from rlfleet.shared import solve_rule
+from rlfleet.shared.envs.seeds import base_seed, operator_task
+from rlfleet.shared.policy.actors import PolicyError, build_actor
+from rlfleet.shared.policy.files import MAX_POLICY_BYTES, decode_policy
+from rlfleet.shared.policy.manifest import ManifestError
+from rlfleet.shared.stats import estimate
+from rlfleet.shared.storage.factory import open_store
+from rlfleet.shared.storage.layout import BEST_POLICY, BEST_SCORE, RunLayout, policy_path
+from rlfleet.shared.storage.protocol import IntegrityError, PayloadStore, sha256_hex
+from rlfleet.shared.wire import (
     BattleRecord,
     EvaluationReport,
     EvaluationResult,
@@ -53,9 +53,9 @@ from shared.wire import (
     rule_met,
     rule_records,
 )
-from shared.worker.lifecycle import run_worker
-from shared.worker.session import WorkerSession
-from shared.worker.settings import WorkerSettings
+from rlfleet.shared.worker.lifecycle import run_worker
+from rlfleet.shared.worker.session import WorkerSession
+from rlfleet.shared.worker.settings import WorkerSettings
 
 log = logging.getLogger("rlfleet.evaluator")
 POLL_SECONDS = 0.2

@@ -3,7 +3,7 @@ seen, and how sure that number is.
 
 The validation score that picked a run's best policy is biased upward: the best of many noisy evaluations is
 more often lucky than best. A test plays fresh greedy episodes from the run's test seed block
-(`shared.envs.seeds`: the run seed, mode test, task RETEST_TASK, counter `--seed-counter`), which no training or
+(`rlfleet.shared.envs.seeds`: the run seed, mode test, task RETEST_TASK, counter `--seed-counter`), which no training or
 validation env of the run ever used: copies of the env start from base + i (env i), gymnasium's own vectorized
 implementation where one is registered (CartPole's: evaluator/episodes.py) from one generator seeded base; the
 `--video` episode starts from base + num_envs, still inside the block. `env_seeds` in the report is the range
@@ -27,25 +27,25 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from evaluator.battles import against
-from evaluator.episodes import evaluate
-from evaluator.video import Recording, check_video_path, record_episode
-from shared.config.battle import BASELINES, is_two_player
-from shared.config.envcheck import spaces_of
-from shared.config.run_config import RunConfig, load_run_config
-from shared.config.threshold import resolve_threshold
-from shared.envs.seeds import RETEST_TASK, base_seed, decode
-from shared.payloads.spaces import Spaces
-from shared.policy.actors import Actor, PolicyError, build_actor
-from shared.policy.files import MAX_POLICY_BYTES, decode_policy
-from shared.policy.manifest import ManifestError
-from shared.solve_rule import RULE, RULE_TEXT, judge
-from shared.stats import estimate
-from shared.storage.factory import StoreTarget, open_store
-from shared.storage.layout import BEST_POLICY, RunLayout, policy_path
-from shared.storage.local import LocalStore
-from shared.storage.protocol import IntegrityError, PayloadStore, StorePathError
-from shared.wire import BattleRecord
+from rlfleet.evaluator.battles import against
+from rlfleet.evaluator.episodes import evaluate
+from rlfleet.evaluator.video import Recording, check_video_path, record_episode
+from rlfleet.shared.config.battle import BASELINES, is_two_player
+from rlfleet.shared.config.envcheck import spaces_of
+from rlfleet.shared.config.run_config import RunConfig, load_run_config
+from rlfleet.shared.config.threshold import resolve_threshold
+from rlfleet.shared.envs.seeds import RETEST_TASK, base_seed, decode
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.actors import Actor, PolicyError, build_actor
+from rlfleet.shared.policy.files import MAX_POLICY_BYTES, decode_policy
+from rlfleet.shared.policy.manifest import ManifestError
+from rlfleet.shared.solve_rule import RULE, RULE_TEXT, judge
+from rlfleet.shared.stats import estimate
+from rlfleet.shared.storage.factory import StoreTarget, open_store
+from rlfleet.shared.storage.layout import BEST_POLICY, RunLayout, policy_path
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.protocol import IntegrityError, PayloadStore, StorePathError
+from rlfleet.shared.wire import BattleRecord
 
 CI_METHOD = "Student's t: mean ± t(0.975, n-1)·std/√n, std the sample standard deviation (ddof=1)"
 

@@ -18,10 +18,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from evaluator.episodes import Act
-from shared.config.envcheck import EnvSectionError
-from shared.config.run_config import EnvConfig
-from shared.envs.build import make_env
+from rlfleet.evaluator.episodes import Act
+from rlfleet.shared.config.envcheck import EnvSectionError
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.envs.build import make_env
 
 DEFAULT_FPS = 30
 SUFFIXES = (".mp4", ".gif")

@@ -1,3 +1,3 @@
-from launcher.cli import app
+from rlfleet.launcher.cli import app
 
 app()

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from shared.envs.seeds import MAX_TEST_COUNTER
+from rlfleet.shared.envs.seeds import MAX_TEST_COUNTER
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="rlfleet: distributed RL training with a coordinator, collectors, a learner and an evaluator.")
@@ -41,10 +41,10 @@ def up(
                                   "so only on a trusted network")] = False,
 ) -> None:
     """Run every service of docker-compose.yml as a local process and train until solved or out of budget."""
-    from launcher.startup import without_field_docs
+    from rlfleet.launcher.startup import without_field_docs
 
     without_field_docs()  # before launcher.up loads the models; the services' environments say so too
-    from launcher.up import UpOptions, launch
+    from rlfleet.launcher.up import UpOptions, launch
 
     raise typer.Exit(launch(UpOptions(config=config, resume=resume, data_dir=data_dir, port=port,
                                       collectors=collectors, overrides=list(set_ or []),
@@ -56,7 +56,7 @@ def up(
 @app.command()
 def coordinator() -> None:
     """Serve the coordinator (settings from RLFLEET_* variables; see coordinator/settings.py)."""
-    from launcher.serve import coordinator as serve
+    from rlfleet.launcher.serve import coordinator as serve
 
     raise typer.Exit(serve())
 
@@ -64,7 +64,7 @@ def coordinator() -> None:
 @app.command()
 def collector() -> None:
     """Run a collector worker until the run ends."""
-    from launcher.serve import collector as serve
+    from rlfleet.launcher.serve import collector as serve
 
     raise typer.Exit(serve())
 
@@ -72,7 +72,7 @@ def collector() -> None:
 @app.command()
 def learner() -> None:
     """Run the learner worker until the run ends."""
-    from launcher.serve import learner as serve
+    from rlfleet.launcher.serve import learner as serve
 
     raise typer.Exit(serve())
 
@@ -80,7 +80,7 @@ def learner() -> None:
 @app.command()
 def evaluator() -> None:
     """Run the evaluator worker until the run ends."""
-    from launcher.serve import evaluator as serve
+    from rlfleet.launcher.serve import evaluator as serve
 
     raise typer.Exit(serve())
 
@@ -89,7 +89,7 @@ def evaluator() -> None:
 def store_init() -> None:
     """Create the bucket that RLFLEET_STORE_URL names if it is missing, and check the store answers (settings
     as every service reads them: RLFLEET_S3_ENDPOINT_URL, AWS credentials). Nothing to do for the run directory."""
-    from launcher.store_init import store_init as init
+    from rlfleet.launcher.store_init import store_init as init
 
     raise typer.Exit(init())
 
@@ -102,7 +102,7 @@ def secrets(
              "service that must see no other token; repeatable")] = None,
 ) -> None:
     """Create the scoped bearer tokens file (mode 0600) unless it already exists; optionally one file per scope."""
-    from launcher.secrets_job import write_tokens
+    from rlfleet.launcher.secrets_job import write_tokens
 
     write_tokens(out, scope_file or [])
 
@@ -110,7 +110,7 @@ def secrets(
 @app.command()
 def health(url: str) -> None:
     """Exit 0 if URL answers 200 within 3 s (the compose healthcheck; needs no curl in the image)."""
-    from launcher.health import healthy
+    from rlfleet.launcher.health import healthy
 
     raise typer.Exit(0 if healthy(url) else 1)
 
@@ -122,7 +122,7 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="print the raw status document")] = False,
 ) -> None:
     """Print the run's status."""
-    from launcher.status import show_status
+    from rlfleet.launcher.status import show_status
 
     raise typer.Exit(show_status(url, tokens_file, as_json))
 
@@ -149,7 +149,7 @@ def test(
     an independent re-test's mean reaches env.solve_threshold) and its mean reaches it ("no threshold" for a run
     without one; see evaluator/testing.py).
     Exits 0 whatever the score, 2 with one line on stderr for input that cannot be tested."""
-    from launcher.held_out import held_out_test
+    from rlfleet.launcher.held_out import held_out_test
 
     raise typer.Exit(held_out_test(run_dir, policy, config, version, episodes, num_envs, seed_counter, video,
                                    json_path))
@@ -174,7 +174,7 @@ def record(
     """Play a trained policy for EPISODES episodes and store them as a named dataset of chunks with train and
     valid splits (see launcher/record.py); a run with `algo.dataset: NAME` (behavioural cloning) trains on it.
     Exits 2 with one line on stderr for input that cannot be recorded."""
-    from launcher.record import Recording, record_command
+    from rlfleet.launcher.record import Recording, record_command
 
     raise typer.Exit(record_command(run_dir, policy, config,
                                     Recording(name, episodes, valid_fraction, seed, stochastic), data_dir))
@@ -188,7 +188,7 @@ TokensFile = Annotated[Path, typer.Option(envvar="RLFLEET_TOKENS_FILE", help="to
 
 
 def _ctl(url: str, tokens_file: Path, method: str, path: str, body: dict | None = None) -> None:
-    from launcher.control import run_command
+    from rlfleet.launcher.control import run_command
 
     raise typer.Exit(run_command(url, tokens_file, method, path, body))
 
@@ -226,7 +226,7 @@ def ctl_set(
     url: Url = "http://127.0.0.1:8000", tokens_file: TokensFile = Path("data/tokens.json"),
 ) -> None:
     """Change live settings (those the run's algorithm declares live); journalled and shown in status."""
-    from launcher.control import set_settings
+    from rlfleet.launcher.control import set_settings
 
     raise typer.Exit(set_settings(url, tokens_file, settings))
 
@@ -244,7 +244,7 @@ def ctl_stop(
 def runs(data_dir: Annotated[Path, typer.Argument(help="where runs/<name>/ are kept")] = Path("data")) -> None:
     """List the runs of a data directory: state, env steps and the best held-out test of each (from their
     journals, read-only: live runs too). Continue a stopped one with `rlfleet up --resume <name>`."""
-    from launcher.runs import format_runs, list_runs
+    from rlfleet.launcher.runs import format_runs, list_runs
 
     typer.echo(format_runs(list_runs(data_dir)))
 
@@ -252,6 +252,6 @@ def runs(data_dir: Annotated[Path, typer.Argument(help="where runs/<name>/ are k
 @app.command()
 def plot(run_dir: Path) -> None:
     """(Re)draw RUN_DIR/learning_curve.png from its metrics."""
-    from launcher.plot import plot as draw
+    from rlfleet.launcher.plot import plot as draw
 
     typer.echo(str(draw(run_dir)))

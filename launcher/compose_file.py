@@ -3,7 +3,7 @@
 The file is committed, because it is what `docker compose` users run, and it is never edited by hand: change the
 table and regenerate it with
 
-    python -m launcher.compose_file > docker-compose.yml
+    python -m rlfleet.launcher.compose_file > docker-compose.yml
 
 (tests/launcher/test_compose_file.py fails while the committed file differs). User settings stay `${VAR:-default}`
 in the YAML, for compose to substitute; the file's header lists them with their defaults.
@@ -16,12 +16,12 @@ from typing import Any
 
 import yaml
 
-from launcher.places import InContainers
-from launcher.services import NETWORKS, VOLUMES, Service, fleet
+from rlfleet.launcher.places import InContainers
+from rlfleet.launcher.services import NETWORKS, VOLUMES, Service, fleet
 
 WIDTH = 120
 HEADER = """\
-GENERATED from launcher/services.py by `python -m launcher.compose_file > docker-compose.yml`: edit the table
+GENERATED from launcher/services.py by `python -m rlfleet.launcher.compose_file > docker-compose.yml`: edit the table
 there, not this file.
 
 rlfleet on one host: `docker compose up`, more collectors with `docker compose up --scale collector=4`.

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import typer
 
-from shared.tokens import load_tokens_file
+from rlfleet.shared.tokens import load_tokens_file
 
 
 class ControlError(RuntimeError):
@@ -65,7 +65,7 @@ def run_command(url: str, tokens_file: Path, method: str, path: str, body: dict[
 def set_settings(url: str, tokens_file: Path, settings: list[str]) -> int:
     """`rlfleet ctl set KEY=VALUE...`: settings parsed as config overrides are, refused before any call if
     malformed."""
-    from coordinator.overrides import parse_overrides
+    from rlfleet.coordinator.overrides import parse_overrides
 
     try:
         values = parse_overrides(";".join(settings))

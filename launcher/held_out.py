@@ -12,11 +12,11 @@ import typer
 def held_out_test(run_dir: Path | None, policy: Path | None, config: Path | None, version: int | None,
                   episodes: int, num_envs: int, seed_counter: int, video: Path | None, json_path: Path | None) -> int:
     """0 whatever the score; 2 with one line on stderr for input that cannot be tested."""
-    from evaluator.testing import UsageError, describe, load_subject, resolve_inputs, run_test
-    from evaluator.video import VideoError
-    from shared.storage.factory import StoreConfigError, StoreSettings
-    from shared.storage.local import atomic_write
-    from shared.storage.protocol import StoreUnavailable
+    from rlfleet.evaluator.testing import UsageError, describe, load_subject, resolve_inputs, run_test
+    from rlfleet.evaluator.video import VideoError
+    from rlfleet.shared.storage.factory import StoreConfigError, StoreSettings
+    from rlfleet.shared.storage.local import atomic_write
+    from rlfleet.shared.storage.protocol import StoreUnavailable
 
     try:
         store = StoreSettings().store_target()  # the run's policies: its directory, or RLFLEET_STORE_URL's store

@@ -134,7 +134,7 @@ class OnThisHost:
         return str(Path(self.data_dir, volume.local, *parts))
 
     def rlfleet(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "launcher", *args]
+        return [sys.executable, "-m", "rlfleet.launcher", *args]
 
     def setting(self, name: str, default: str, why: str = "") -> str:
         return self.values.get(name) or default

@@ -7,8 +7,8 @@ from pathlib import Path
 
 def plot(run_dir: Path) -> Path:
     """Draw RUN_DIR/learning_curve.png; returns its path."""
-    from coordinator.observe.curves import plot_learning_curve
-    from shared.storage.layout import RunLayout
+    from rlfleet.coordinator.observe.curves import plot_learning_curve
+    from rlfleet.shared.storage.layout import RunLayout
 
     layout = RunLayout(run_dir.parent.parent, run_dir.name)
     plot_learning_curve(layout)

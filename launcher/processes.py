@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.services import Service
+from rlfleet.launcher.services import Service
 
 
 @dataclass

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from shared.wire import Status
+    from rlfleet.shared.wire import Status
 
 
 def describe(st: Status) -> str:

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from collector_worker.rollout import Rollout
-from evaluator.testing import Subject, UsageError, load_subject, resolve_inputs
-from shared.config.envcheck import spaces_of
-from shared.payloads.recordings import DatasetError, DatasetManifest, check_name, split_episodes, write_dataset
-from shared.policy.manifest import Behaviour
-from shared.storage.factory import StoreConfigError, StoreSettings, open_datasets
-from shared.storage.protocol import PayloadStore, StoreUnavailable
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.evaluator.testing import Subject, UsageError, load_subject, resolve_inputs
+from rlfleet.shared.config.envcheck import spaces_of
+from rlfleet.shared.payloads.recordings import DatasetError, DatasetManifest, check_name, split_episodes, write_dataset
+from rlfleet.shared.policy.manifest import Behaviour
+from rlfleet.shared.storage.factory import StoreConfigError, StoreSettings, open_datasets
+from rlfleet.shared.storage.protocol import PayloadStore, StoreUnavailable
 
 MAX_EPISODE_STEPS = 100_000  # an env without a time limit must say how long an episode may be
 

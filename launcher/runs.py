@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coordinator.journal.database import stored_meta
-from shared.storage.layout import RunLayout
+from rlfleet.coordinator.journal.database import stored_meta
+from rlfleet.shared.storage.layout import RunLayout
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import typer
 def write_tokens(out: Path, scope_files: list[str]) -> None:
     """Create `out` unless it exists, then each SCOPE=PATH file; a malformed SCOPE=PATH is refused before anything
     is written."""
-    from shared.tokens import SCOPES, generate_tokens_file, write_token_file
+    from rlfleet.shared.tokens import SCOPES, generate_tokens_file, write_token_file
 
     targets: list[tuple[str, Path]] = []
     for item in scope_files:

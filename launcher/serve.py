@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import typer
 
-from launcher.readiness import await_coordinator
-from launcher.startup import configure_logging, without_field_docs
+from rlfleet.launcher.readiness import await_coordinator
+from rlfleet.launcher.startup import configure_logging, without_field_docs
 
 
 def coordinator() -> int:
     """Serve the coordinator until it is stopped; 2 when its store settings are wrong (the message says which)."""
     import uvicorn
 
-    from coordinator.main import serve_app
-    from coordinator.settings import CoordinatorSettings
-    from shared.storage.factory import StoreConfigError
+    from rlfleet.coordinator.main import serve_app
+    from rlfleet.coordinator.settings import CoordinatorSettings
+    from rlfleet.shared.storage.factory import StoreConfigError
 
     configure_logging()
     settings = CoordinatorSettings()
@@ -39,8 +39,8 @@ def coordinator() -> int:
 def collector() -> int:
     await_coordinator()  # before the imports below
     without_field_docs()
-    from collector_worker.main import run_collector
-    from shared.worker.settings import WorkerSettings
+    from rlfleet.collector_worker.main import run_collector
+    from rlfleet.shared.worker.settings import WorkerSettings
 
     configure_logging()
     return run_collector(WorkerSettings())
@@ -48,8 +48,8 @@ def collector() -> int:
 
 def learner() -> int:
     without_field_docs()
-    from learner_worker.main import run_learner
-    from shared.worker.settings import WorkerSettings
+    from rlfleet.learner_worker.main import run_learner
+    from rlfleet.shared.worker.settings import WorkerSettings
 
     configure_logging()
     return run_learner(WorkerSettings())
@@ -58,8 +58,8 @@ def learner() -> int:
 def evaluator() -> int:
     await_coordinator()  # before the imports below
     without_field_docs()
-    from evaluator.main import run_evaluator
-    from shared.worker.settings import WorkerSettings
+    from rlfleet.evaluator.main import run_evaluator
+    from rlfleet.shared.worker.settings import WorkerSettings
 
     configure_logging()
     return run_evaluator(WorkerSettings())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from launcher.places import CONTAINER_PORT, Place, Volume
+from rlfleet.launcher.places import CONTAINER_PORT, Place, Volume
 
 IMAGE = "rlfleet:latest"
 DATA = Volume("rlfleet-data", "/data", "")

@@ -10,7 +10,7 @@ import sys
 def without_field_docs() -> None:
     """For commands that never render a schema, before they import the models: their attribute docstrings are
     not read (shared/__init__.py), nor in the processes they start, unless those set their own environment."""
-    import shared
+    from rlfleet import shared
 
     shared.FIELD_DOCS = False
     os.environ["RLFLEET_FIELD_DOCS"] = "0"

@@ -11,9 +11,9 @@ def show_status(url: str, tokens_file: Path, as_json: bool) -> int:
     """Print the status; 2 with one line on stderr when the coordinator cannot be reached or refuses."""
     import httpx
 
-    from launcher.progress import describe
-    from shared.tokens import load_tokens_file
-    from shared.wire import Status
+    from rlfleet.launcher.progress import describe
+    from rlfleet.shared.tokens import load_tokens_file
+    from rlfleet.shared.wire import Status
 
     token = load_tokens_file(tokens_file)["read"] if tokens_file.exists() else ""
     try:

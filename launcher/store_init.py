@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import typer
 
-from launcher.startup import configure_logging
+from rlfleet.launcher.startup import configure_logging
 
 
 def store_init() -> int:
     """0 once the store is there and answers; 2 with the store's complaint (settings, credentials, reachability)."""
-    from shared.storage.factory import StoreConfigError, StoreSettings, object_store
-    from shared.storage.protocol import StoreUnavailable
+    from rlfleet.shared.storage.factory import StoreConfigError, StoreSettings, object_store
+    from rlfleet.shared.storage.protocol import StoreUnavailable
 
     configure_logging()
     try:

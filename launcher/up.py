@@ -20,21 +20,21 @@ from typing import TYPE_CHECKING
 import httpx
 import typer
 
-from coordinator.overrides import parse_overrides
-from launcher.places import OnThisHost
-from launcher.processes import Child, child_environment, start
-from launcher.progress import Progress
-from launcher.restarts import CrashRecord, RestartPolicy
-from launcher.services import Service, fleet
-from learner_worker.threads import available_cores
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig, load_run_config
-from shared.config.threshold import threshold_note
-from shared.storage.layout import RunLayout, new_run_name
-from shared.tokens import load_tokens_file
+from rlfleet.coordinator.overrides import parse_overrides
+from rlfleet.launcher.places import OnThisHost
+from rlfleet.launcher.processes import Child, child_environment, start
+from rlfleet.launcher.progress import Progress
+from rlfleet.launcher.restarts import CrashRecord, RestartPolicy
+from rlfleet.launcher.services import Service, fleet
+from rlfleet.learner_worker.threads import available_cores
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig, load_run_config
+from rlfleet.shared.config.threshold import threshold_note
+from rlfleet.shared.storage.layout import RunLayout, new_run_name
+from rlfleet.shared.tokens import load_tokens_file
 
 if TYPE_CHECKING:  # the wire models load in watch(), once the services are started (~0.1 s sooner)
-    from shared.wire import Status
+    from rlfleet.shared.wire import Status
 
 REPO = Path(__file__).resolve().parent.parent
 EXIT_SOLVED, EXIT_UNSOLVED, EXIT_FAILED = 0, 1, 3
@@ -216,7 +216,7 @@ class Up:
         without the ~0.2 s of a Python start-up that every other service would wait for."""
         from typer.main import get_command
 
-        from launcher.cli import app
+        from rlfleet.launcher.cli import app
 
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         log_path = self.layout.logs / f"{service.name}.log"
@@ -259,7 +259,7 @@ class Up:
                                      record.restarted(), reason)
 
     def _status(self, http: httpx.Client, wait: float = 0.0) -> Status | None:
-        from shared.wire import Status
+        from rlfleet.shared.wire import Status
 
         try:
             resp = http.get("/v1/status", params={"wait": wait} if wait else None)

@@ -30,19 +30,19 @@ import numpy as np
 import torch
 from torch import nn
 
-from learner_worker.device import to_device
-from learner_worker.distributions import log_prob_entropy
-from learner_worker.gae import gae
-from learner_worker.optimizers import BackgroundOptimizer
-from learner_worker.value_transform import ValueCodec
-from shared.config.base import Encoder, NetConfig, Trunk
-from shared.config.values import CriticValue
-from shared.payloads.spaces import DiscreteActions, MultiDiscreteActions, Spaces
-from shared.policy.manifest import Behaviour, PolicyManifest
-from shared.policy.nets import Network, PolicyNet
+from rlfleet.learner_worker.device import to_device
+from rlfleet.learner_worker.distributions import log_prob_entropy
+from rlfleet.learner_worker.gae import gae
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.value_transform import ValueCodec
+from rlfleet.shared.config.base import Encoder, NetConfig, Trunk
+from rlfleet.shared.config.values import CriticValue
+from rlfleet.shared.payloads.spaces import DiscreteActions, MultiDiscreteActions, Spaces
+from rlfleet.shared.policy.manifest import Behaviour, PolicyManifest
+from rlfleet.shared.policy.nets import Network, PolicyNet
 
 if TYPE_CHECKING:
-    from learner_worker.distributed import Group
+    from rlfleet.learner_worker.distributed import Group
 
 CPU = torch.device("cpu")
 LOG_RATIO_LIMIT = 20.0  # exp(88) overflows float32: a wildly stale logp must not turn the loss into inf/NaN

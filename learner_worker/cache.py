@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from learner_worker.nstep import nstep_targets
-from shared.payloads.codec import PayloadError, decode_chunk
-from shared.payloads.framestack import flat_columns
-from shared.payloads.schema import ChunkSchema, SchemaError
-from shared.storage.protocol import IntegrityError, PayloadStore, StorePathError
-from shared.wire import SampledChunk, SampleResponse
+from rlfleet.learner_worker.nstep import nstep_targets
+from rlfleet.shared.payloads.codec import PayloadError, decode_chunk
+from rlfleet.shared.payloads.framestack import flat_columns
+from rlfleet.shared.payloads.schema import ChunkSchema, SchemaError
+from rlfleet.shared.storage.protocol import IntegrityError, PayloadStore, StorePathError
+from rlfleet.shared.wire import SampledChunk, SampleResponse
 
 log = logging.getLogger(__name__)
 FIELDS = ("obs", "actions", "returns", "boot_obs", "discount")

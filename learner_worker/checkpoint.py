@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from shared.storage.protocol import PayloadStore, StoreUnavailable
+from rlfleet.shared.storage.protocol import PayloadStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 _NAME = re.compile(r"^learner-(\d{10})\.pt$")

@@ -22,16 +22,16 @@ from typing import Protocol
 
 import numpy as np
 
-from learner_worker.algorithms import Learner
-from learner_worker.trainer import Trainer, check_finite
-from shared.algorithms.base import DatasetParams
-from shared.payloads.codec import decode_chunk
-from shared.payloads.framestack import flat_columns
-from shared.payloads.recordings import check_usable, load_manifest, load_split
-from shared.storage.factory import open_datasets, open_store
-from shared.storage.layout import RunLayout
-from shared.wire import DatasetBatch, DatasetFile, DatasetSampleRequest, LearnerTask
-from shared.worker.session import WorkerSession
+from rlfleet.learner_worker.algorithms import Learner
+from rlfleet.learner_worker.trainer import Trainer, check_finite
+from rlfleet.shared.algorithms.base import DatasetParams
+from rlfleet.shared.payloads.codec import decode_chunk
+from rlfleet.shared.payloads.framestack import flat_columns
+from rlfleet.shared.payloads.recordings import check_usable, load_manifest, load_split
+from rlfleet.shared.storage.factory import open_datasets, open_store
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.wire import DatasetBatch, DatasetFile, DatasetSampleRequest, LearnerTask
+from rlfleet.shared.worker.session import WorkerSession
 
 log = logging.getLogger("rlfleet.learner")
 BEST_MODEL, BEST_MODEL_SCORES = "model.safetensors", "model.json"

@@ -36,8 +36,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from learner_worker.rendezvous import group_address, pin_transport, process_group_store
-from shared.wire import LearnerTask
+from rlfleet.learner_worker.rendezvous import group_address, pin_transport, process_group_store
+from rlfleet.shared.wire import LearnerTask
 
 log = logging.getLogger("rlfleet.learner")
 GROUP_TIMEOUT = timedelta(seconds=120)  # a collective waiting longer than this for a rank fails instead of hanging

@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from shared.payloads.spaces import MultiDiscreteActions, Spaces
-from shared.policy.actors import LOG_STD_MAX, LOG_STD_MIN, TANH_EPS
-from shared.policy.manifest import Head
+from rlfleet.shared.payloads.spaces import MultiDiscreteActions, Spaces
+from rlfleet.shared.policy.actors import LOG_STD_MAX, LOG_STD_MIN, TANH_EPS
+from rlfleet.shared.policy.manifest import Head
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 

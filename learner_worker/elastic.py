@@ -20,11 +20,11 @@ import os
 import socket
 import time
 
-from learner_worker import rendezvous
-from shared.config.run_config import RunConfig
-from shared.wire import RunResponse
-from shared.worker.client import CoordinatorClient
-from shared.worker.settings import WorkerSettings
+from rlfleet.learner_worker import rendezvous
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.wire import RunResponse
+from rlfleet.shared.worker.client import CoordinatorClient
+from rlfleet.shared.worker.settings import WorkerSettings
 
 log = logging.getLogger("rlfleet.learner")
 RANK_ENV = "TORCHELASTIC_RUN_ID"  # set by torchrun's agent in every worker it starts
@@ -62,7 +62,7 @@ def agent_args(config: RunConfig, local_address: str) -> list[str]:
     return [f"--nnodes={learner.replicas}", "--nproc-per-node=1", f"--rdzv-backend={rendezvous.BACKEND}",
             f"--rdzv-endpoint={learner.rendezvous}", f"--rdzv-id={config.name}",
             f"--rdzv-conf=join_timeout={timeout}", f"--local-addr={local_address}",
-            f"--max-restarts={learner.group_restarts}", "--module", "launcher", "learner"]
+            f"--max-restarts={learner.group_restarts}", "--module", "rlfleet.launcher", "learner"]
 
 
 class RendezvousUnreachable(RuntimeError):

@@ -15,8 +15,8 @@ import functools
 import logging
 from typing import Protocol
 
-from shared.config.hooks import Hook, HookConfig, HookEvent, HookView, load_hook
-from shared.worker.session import one_line
+from rlfleet.shared.config.hooks import Hook, HookConfig, HookEvent, HookView, load_hook
+from rlfleet.shared.worker.session import one_line
 
 log = logging.getLogger("rlfleet.learner")
 

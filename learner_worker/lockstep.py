@@ -16,11 +16,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from learner_worker.cache import ChunkCache
-from learner_worker.prefetch import post_priorities, report_corrupt
-from shared.wire import LearnerTask, SampleRequest, SampleResponse
-from shared.worker.client import CoordinatorRejected
-from shared.worker.session import WorkerSession
+from rlfleet.learner_worker.cache import ChunkCache
+from rlfleet.learner_worker.prefetch import post_priorities, report_corrupt
+from rlfleet.shared.wire import LearnerTask, SampleRequest, SampleResponse
+from rlfleet.shared.worker.client import CoordinatorRejected
+from rlfleet.shared.worker.session import WorkerSession
 
 
 def batches_allowed(task: LearnerTask, chunks: int, batch_size: int) -> int:

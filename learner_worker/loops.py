@@ -14,15 +14,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from learner_worker.cache import ChunkCache, PayloadReader
-from learner_worker.distributed import next_step
-from learner_worker.lockstep import LockstepFetcher, batches_allowed
-from learner_worker.prefetch import ChunkFetcher, Prefetcher
-from learner_worker.trainer import Trainer, check_finite
-from shared.algorithms.base import ReplayParams
-from shared.storage.layout import RunLayout
-from shared.wire import LearnerTask
-from shared.worker.session import WorkerSession
+from rlfleet.learner_worker.cache import ChunkCache, PayloadReader
+from rlfleet.learner_worker.distributed import next_step
+from rlfleet.learner_worker.lockstep import LockstepFetcher, batches_allowed
+from rlfleet.learner_worker.prefetch import ChunkFetcher, Prefetcher
+from rlfleet.learner_worker.trainer import Trainer, check_finite
+from rlfleet.shared.algorithms.base import ReplayParams
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.wire import LearnerTask
+from rlfleet.shared.worker.session import WorkerSession
 
 
 def cache_chunks(task: LearnerTask) -> int:

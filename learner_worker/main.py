@@ -10,17 +10,17 @@ import logging
 
 import torch
 
-from learner_worker.elastic import is_rank, rank_registration, run_agent, run_config
-from learner_worker.threads import torch_threads
-from learner_worker.trainer import Trainer
-from shared.algorithms import spec_of
-from shared.loops import loop_of
-from shared.loops.kind import resolve
-from shared.storage.layout import RunLayout
-from shared.wire import LearnerTask
-from shared.worker.lifecycle import exit_code, run_worker
-from shared.worker.session import COORDINATOR_ERRORS, WorkerSession, one_line
-from shared.worker.settings import WorkerSettings
+from rlfleet.learner_worker.elastic import is_rank, rank_registration, run_agent, run_config
+from rlfleet.learner_worker.threads import torch_threads
+from rlfleet.learner_worker.trainer import Trainer
+from rlfleet.shared.algorithms import spec_of
+from rlfleet.shared.loops import loop_of
+from rlfleet.shared.loops.kind import resolve
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.wire import LearnerTask
+from rlfleet.shared.worker.lifecycle import exit_code, run_worker
+from rlfleet.shared.worker.session import COORDINATOR_ERRORS, WorkerSession, one_line
+from rlfleet.shared.worker.settings import WorkerSettings
 
 log = logging.getLogger("rlfleet.learner")
 

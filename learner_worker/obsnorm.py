@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
-from shared.policy.manifest import ObsNorm
-from shared.policy.nets import Network
+from rlfleet.shared.policy.manifest import ObsNorm
+from rlfleet.shared.policy.nets import Network
 
 
 class RunningStats:

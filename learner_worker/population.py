@@ -14,11 +14,11 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
-from learner_worker.algorithms import Learner
-from learner_worker.trainer import Trainer, check_finite
-from shared.algorithms.base import PopulationParams
-from shared.storage.layout import RunLayout
-from shared.wire import (
+from rlfleet.learner_worker.algorithms import Learner
+from rlfleet.learner_worker.trainer import Trainer, check_finite
+from rlfleet.shared.algorithms.base import PopulationParams
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.wire import (
     GenerationClose,
     GenerationOpen,
     GenerationOpened,
@@ -27,7 +27,7 @@ from shared.wire import (
     MemberSpec,
     Perturbation,
 )
-from shared.worker.session import WorkerSession
+from rlfleet.shared.worker.session import WorkerSession
 
 
 class PopulationLearner(Learner, Protocol):

@@ -30,10 +30,10 @@ import uuid
 
 import numpy as np
 
-from learner_worker.cache import ChunkCache, PayloadReader
-from shared.wire import CorruptAck, CorruptReport, PriorityAck, PriorityUpdate, SampleRequest, SampleResponse
-from shared.worker.client import CoordinatorRejected
-from shared.worker.session import WorkerSession
+from rlfleet.learner_worker.cache import ChunkCache, PayloadReader
+from rlfleet.shared.wire import CorruptAck, CorruptReport, PriorityAck, PriorityUpdate, SampleRequest, SampleResponse
+from rlfleet.shared.worker.client import CoordinatorRejected
+from rlfleet.shared.worker.session import WorkerSession
 
 log = logging.getLogger(__name__)
 MAX_CHUNKS_PER_TAKE = 256  # chunk loop: an upper bound on chunks per sample; max_batch_size is the real limit

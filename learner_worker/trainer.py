@@ -32,21 +32,21 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from learner_worker.algorithms import Learner, load_learner
-from learner_worker.cache import PayloadReader
-from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
-from learner_worker.device import precision, resolve_device
-from learner_worker.distributed import join_group
-from learner_worker.hooks import learner_hooks
-from learner_worker.obsnorm import RunningStats
-from shared.config.plan import chunk_schema
-from shared.envs.wrappers import NormalizeObs
-from shared.policy.files import save_policy
-from shared.storage.factory import open_store
-from shared.storage.layout import RunLayout
-from shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish
-from shared.worker.client import CoordinatorRejected
-from shared.worker.session import COORDINATOR_ERRORS, WorkerSession, one_line
+from rlfleet.learner_worker.algorithms import Learner, load_learner
+from rlfleet.learner_worker.cache import PayloadReader
+from rlfleet.learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
+from rlfleet.learner_worker.device import precision, resolve_device
+from rlfleet.learner_worker.distributed import join_group
+from rlfleet.learner_worker.hooks import learner_hooks
+from rlfleet.learner_worker.obsnorm import RunningStats
+from rlfleet.shared.config.plan import chunk_schema
+from rlfleet.shared.envs.wrappers import NormalizeObs
+from rlfleet.shared.policy.files import save_policy
+from rlfleet.shared.storage.factory import open_store
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish
+from rlfleet.shared.worker.client import CoordinatorRejected
+from rlfleet.shared.worker.session import COORDINATOR_ERRORS, WorkerSession, one_line
 
 log = logging.getLogger("rlfleet.learner")
 

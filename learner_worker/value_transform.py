@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from shared.config.values import CriticValue, Support, ValueTransform
+from rlfleet.shared.config.values import CriticValue, Support, ValueTransform
 
 
 def h(x: torch.Tensor, eps: float) -> torch.Tensor:

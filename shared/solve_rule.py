@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from shared.stats import MeanEstimate, estimate, retest_lower_bound
+from rlfleet.shared.stats import MeanEstimate, estimate, retest_lower_bound
 
 RULE: Final = "retest_lower_bound_95"
 """The rule's name, as HoldoutResult.rule and `rlfleet test --json` carry it."""

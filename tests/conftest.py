@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.main import create_app
-from coordinator.settings import CoordinatorSettings
-from shared.config.run_config import RunConfig, dump_run_config
-from shared.storage.local import LocalStore
-from shared.tokens import generate_tokens_file
+from rlfleet.coordinator.main import create_app
+from rlfleet.coordinator.settings import CoordinatorSettings
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.tokens import generate_tokens_file
 from tests.support.configs import small_run_config
 from tests.support.seaweed import SeaweedFS
 
@@ -67,7 +67,7 @@ def store(data_dir: Path, run_config: RunConfig) -> LocalStore:
 def short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries of the worker client without jitter: each waits its shortest backoff, so tests of retries are quick
     and their timing fixed."""
-    monkeypatch.setattr("shared.worker.client.random.random", lambda: 0.0)
+    monkeypatch.setattr("rlfleet.shared.worker.client.random.random", lambda: 0.0)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from shared.wire import ErrorBody
+from rlfleet.shared.wire import ErrorBody
 
 API_DESCRIPTION = """\
 The coordinator of an rlfleet run. Workers (collectors, a learner, an evaluator) register, hold a lease

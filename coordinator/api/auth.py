@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from shared.tokens import Scope
+from rlfleet.shared.tokens import Scope
 
 MISSING_TOKEN = "missing bearer token: set RLFLEET_TOKEN or RLFLEET_TOKENS_FILE"
 UNKNOWN_TOKEN = ("unknown bearer token: check RLFLEET_TOKEN / RLFLEET_TOKENS_FILE match the coordinator's "

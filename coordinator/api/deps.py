@@ -7,9 +7,9 @@ from typing import Annotated, TypeVar
 
 from fastapi import Depends, Request
 
-from coordinator.api.auth import require
-from coordinator.errors import Conflict
-from coordinator.run import Run
+from rlfleet.coordinator.api.auth import require
+from rlfleet.coordinator.errors import Conflict
+from rlfleet.coordinator.run import Run
 
 T = TypeVar("T")
 

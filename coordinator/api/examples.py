@@ -5,10 +5,10 @@ One small CartPole run (the default config): collector task `collector-0`, its w
 
 from __future__ import annotations
 
-from shared.config.run_config import RunConfig
-from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
-from shared.policy.manifest import Behaviour
-from shared.wire import (
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.policy.manifest import Behaviour
+from rlfleet.shared.wire import (
     Ack,
     BufferStatus,
     ChunkAck,

@@ -22,9 +22,9 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from coordinator.api.auth import MISSING_TOKEN, UNKNOWN_TOKEN, DuplicateAuthorization, authorization, token_scope
-from coordinator.api.middleware import send_error
-from coordinator.errors import CoordinatorError, Forbidden, Invalid
+from rlfleet.coordinator.api.auth import MISSING_TOKEN, UNKNOWN_TOKEN, DuplicateAuthorization, authorization, token_scope
+from rlfleet.coordinator.api.middleware import send_error
+from rlfleet.coordinator.errors import CoordinatorError, Forbidden, Invalid
 
 _HEARTBEAT = re.compile(r"/v1/workers/([^/]+)/heartbeat")
 _HEARTBEAT_ROUTE = "/v1/workers/{worker_id}/heartbeat"

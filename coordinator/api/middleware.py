@@ -8,7 +8,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from coordinator.api.auth import MISSING_TOKEN, UNKNOWN_TOKEN, DuplicateAuthorization, authorization, token_scope
+from rlfleet.coordinator.api.auth import MISSING_TOKEN, UNKNOWN_TOKEN, DuplicateAuthorization, authorization, token_scope
 
 PUBLIC = "/v1/schemas"  # the file contracts: formats only, public like /openapi.json
 

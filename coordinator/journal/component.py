@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from coordinator.journal.committer import Statement
+from rlfleet.coordinator.journal.committer import Statement
 
 
 @dataclass(frozen=True)

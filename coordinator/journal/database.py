@@ -20,8 +20,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from coordinator.journal.committer import GroupCommitter, Statement
-from coordinator.journal.component import Stored, Table
+from rlfleet.coordinator.journal.committer import GroupCommitter, Statement
+from rlfleet.coordinator.journal.component import Stored, Table
 
 FORMAT = 2  # bumped whenever a table or a meta key changes meaning; a mismatch is refused, never misread
 META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from coordinator.journal.committer import Statement
-from coordinator.journal.component import Component
-from coordinator.journal.database import FORMAT, Journal
+from rlfleet.coordinator.journal.committer import Statement
+from rlfleet.coordinator.journal.component import Component
+from rlfleet.coordinator.journal.database import FORMAT, Journal
 
 
 class UnitOfWork:

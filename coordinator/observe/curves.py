@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 
-from shared.storage.layout import RunLayout
+from rlfleet.shared.storage.layout import RunLayout
 
 AXES = (("env_steps", "env steps"), ("wall_seconds", "wall-clock seconds"), ("iteration", "learner updates"))
 

@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from shared.storage.layout import RunLayout
-from shared.wire import Status
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.wire import Status
 
 METRIC_COLUMNS = [
     "wall_seconds", "env_steps", "env_steps_per_second", "episodes", "chunks", "recent_return_mean",
@@ -163,7 +163,7 @@ class MetricsRecorder:
         self.record(status)
         Path(self.layout.summary_json).write_text(status.model_dump_json(indent=2))
         self._tb.flush()
-        from coordinator.observe.curves import plot_learning_curve
+        from rlfleet.coordinator.observe.curves import plot_learning_curve
 
         plot_learning_curve(self.layout)
 

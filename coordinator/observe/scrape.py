@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from coordinator.operations.context import RunContext
-from coordinator.operations.workload import every_counter
-from coordinator.state.lag import TAIL
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.coordinator.operations.workload import every_counter
+from rlfleet.coordinator.state.lag import TAIL
 
 
 class RunCollector(Collector):

@@ -6,10 +6,10 @@ from collections import Counter
 
 import numpy as np
 
-from coordinator.operations.context import RunContext
-from shared.envs.seeds import base_seed
-from shared.loops import loop_of
-from shared.wire import LearnerStatus, SeedsUsed, Status
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.shared.envs.seeds import base_seed
+from rlfleet.shared.loops import loop_of
+from rlfleet.shared.wire import LearnerStatus, SeedsUsed, Status
 
 
 def build_status(run: RunContext, steps_per_second: float) -> Status:

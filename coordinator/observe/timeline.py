@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from shared.wire import EvaluationResult, HoldoutResult, Status
+from rlfleet.shared.wire import EvaluationResult, HoldoutResult, Status
 
 COLUMNS = ["seq", "wall_seconds", "env_steps", "env_steps_per_second", "recent_return_mean", "samples_per_insert",
            "buffer_fill", "policy_version", "losses"]

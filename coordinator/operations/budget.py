@@ -12,8 +12,8 @@ keeps: the best in the `best` store (the evaluator writes it at each better vali
 
 from __future__ import annotations
 
-from coordinator.operations.context import RunContext
-from shared.wire import HoldoutResult
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.shared.wire import HoldoutResult
 
 
 def check_budget(ctx: RunContext) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from coordinator.errors import (
+from rlfleet.coordinator.errors import (
     Conflict,
     CoordinatorError,
     Invalid,
@@ -14,11 +14,11 @@ from coordinator.errors import (
     TaskNotHeld,
     WorkerFlagged,
 )
-from coordinator.operations.budget import check_budget
-from coordinator.operations.context import RunContext
-from coordinator.state.ingest import check_report
-from shared.storage.protocol import StorePathError, StoreUnavailable
-from shared.wire import ChunkAck, ChunkBatchAck, ChunkReport, ChunkVerdict, CorruptAck, CorruptReport
+from rlfleet.coordinator.operations.budget import check_budget
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.coordinator.state.ingest import check_report
+from rlfleet.shared.storage.protocol import StorePathError, StoreUnavailable
+from rlfleet.shared.wire import ChunkAck, ChunkBatchAck, ChunkReport, ChunkVerdict, CorruptAck, CorruptReport
 
 log = logging.getLogger(__name__)
 PayloadSize = int | None | StorePathError | StoreUnavailable  # a size, absent, or why it could not be had

@@ -21,32 +21,32 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TypeVar
 
-from coordinator.errors import Conflict, JournalUnavailable
-from coordinator.journal.committer import JournalFailed
-from coordinator.journal.component import Component
-from coordinator.journal.database import Journal
-from coordinator.journal.unit import UnitOfWork
-from coordinator.operations.workload import Workload, workload_of
-from coordinator.signals import Signal
-from coordinator.state.config import LiveConfig
-from coordinator.state.control import Control
-from coordinator.state.dataplane import DataPlane
-from coordinator.state.fleet import Fleet
-from coordinator.state.judge import Judge
-from coordinator.state.lifecycle import Lifecycle
-from coordinator.state.opponents import Opponents
-from coordinator.state.payloads import PayloadLifetime
-from coordinator.state.policybook import PolicyBook
-from coordinator.state.progress import LearnerProgress
-from coordinator.telemetry import Telemetry
-from shared.algorithms import spec_of
-from shared.config.plan import RunPlan
-from shared.config.run_config import RunConfig
-from shared.config.threshold import resolve_threshold
-from shared.envs.seeds import COLLECTOR_TASKS
-from shared.loops import loop_of
-from shared.storage.protocol import PayloadStore
-from shared.wire import MAX_BODY_BYTES, Directive, JournalStatus, RunState, WorkerKind
+from rlfleet.coordinator.errors import Conflict, JournalUnavailable
+from rlfleet.coordinator.journal.committer import JournalFailed
+from rlfleet.coordinator.journal.component import Component
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.journal.unit import UnitOfWork
+from rlfleet.coordinator.operations.workload import Workload, workload_of
+from rlfleet.coordinator.signals import Signal
+from rlfleet.coordinator.state.config import LiveConfig
+from rlfleet.coordinator.state.control import Control
+from rlfleet.coordinator.state.dataplane import DataPlane
+from rlfleet.coordinator.state.fleet import Fleet
+from rlfleet.coordinator.state.judge import Judge
+from rlfleet.coordinator.state.lifecycle import Lifecycle
+from rlfleet.coordinator.state.opponents import Opponents
+from rlfleet.coordinator.state.payloads import PayloadLifetime
+from rlfleet.coordinator.state.policybook import PolicyBook
+from rlfleet.coordinator.state.progress import LearnerProgress
+from rlfleet.coordinator.telemetry import Telemetry
+from rlfleet.shared.algorithms import spec_of
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.config.threshold import resolve_threshold
+from rlfleet.shared.envs.seeds import COLLECTOR_TASKS
+from rlfleet.shared.loops import loop_of
+from rlfleet.shared.storage.protocol import PayloadStore
+from rlfleet.shared.wire import MAX_BODY_BYTES, Directive, JournalStatus, RunState, WorkerKind
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")

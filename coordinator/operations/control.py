@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.operations.context import RunContext
-from shared.wire import ControlStatus
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.shared.wire import ControlStatus
 
 
 class Controls:

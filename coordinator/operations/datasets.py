@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from coordinator.errors import NotFound
-from coordinator.operations.budget import training_over
-from coordinator.operations.context import RunContext
-from coordinator.state.datasets import DatasetServer
-from shared.wire import DatasetBatch, DatasetSampleRequest
+from rlfleet.coordinator.errors import NotFound
+from rlfleet.coordinator.operations.budget import training_over
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.coordinator.state.datasets import DatasetServer
+from rlfleet.shared.wire import DatasetBatch, DatasetSampleRequest
 
 
 class ServerOwner(Protocol):

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from coordinator.operations.budget import tested
-from coordinator.operations.context import RunContext
-from shared.storage.layout import policy_path
-from shared.wire import EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult
+from rlfleet.coordinator.operations.budget import tested
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.shared.storage.layout import policy_path
+from rlfleet.shared.wire import EvaluationReport, EvaluationResult, HoldoutReport, HoldoutResult
 
 
 class Evaluations:

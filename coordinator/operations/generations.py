@@ -11,14 +11,14 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Protocol
 
-from coordinator.errors import Conflict, Invalid
-from coordinator.operations.budget import check_budget
-from coordinator.operations.context import RunContext
-from coordinator.state.generations import Generations
-from shared.envs.seeds import population_seed
-from shared.policy.flat_params import parameter_count, policy_shapes
-from shared.policy.manifest import PolicyManifest
-from shared.wire import (
+from rlfleet.coordinator.errors import Conflict, Invalid
+from rlfleet.coordinator.operations.budget import check_budget
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.coordinator.state.generations import Generations
+from rlfleet.shared.envs.seeds import population_seed
+from rlfleet.shared.policy.flat_params import parameter_count, policy_shapes
+from rlfleet.shared.policy.manifest import PolicyManifest
+from rlfleet.shared.wire import (
     GenerationClose,
     GenerationOpen,
     GenerationOpened,

@@ -4,8 +4,8 @@ the idempotency window, and compact the buffer's replay log."""
 
 from __future__ import annotations
 
-from coordinator.operations.budget import check_budget
-from coordinator.operations.context import RunContext
+from rlfleet.coordinator.operations.budget import check_budget
+from rlfleet.coordinator.operations.context import RunContext
 
 
 class Housekeeping:

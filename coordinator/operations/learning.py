@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from coordinator.errors import Conflict, Invalid
-from coordinator.operations.context import RunContext
-from shared.wire import Ack, LearnReport, PriorityAck, PriorityUpdate, SampleRequest, SampleResponse
+from rlfleet.coordinator.errors import Conflict, Invalid
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.shared.wire import Ack, LearnReport, PriorityAck, PriorityUpdate, SampleRequest, SampleResponse
 
 
 class Learning:

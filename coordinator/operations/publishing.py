@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from coordinator.errors import Conflict, Invalid, StoreUnavailableError
-from coordinator.operations.context import RunContext
-from shared.storage.protocol import StorePathError, StoreUnavailable
-from shared.wire import Ack, OpponentPool, PolicyPublish, PolicyRef
+from rlfleet.coordinator.errors import Conflict, Invalid, StoreUnavailableError
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.shared.storage.protocol import StorePathError, StoreUnavailable
+from rlfleet.shared.wire import Ack, OpponentPool, PolicyPublish, PolicyRef
 
 log = logging.getLogger(__name__)
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from coordinator.errors import Invalid
-from coordinator.operations.context import RunContext
-from coordinator.state.dataplane import BUFFER_ID
-from coordinator.state.tasks import TaskRecord
-from shared.envs.seeds import base_seed
-from shared.loops import loop_of
-from shared.wire import (
+from rlfleet.coordinator.errors import Invalid
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.coordinator.state.dataplane import BUFFER_ID
+from rlfleet.coordinator.state.tasks import TaskRecord
+from rlfleet.shared.envs.seeds import base_seed
+from rlfleet.shared.loops import loop_of
+from rlfleet.shared.wire import (
     ClaimResponse,
     CollectorTask,
     EvaluatorTask,

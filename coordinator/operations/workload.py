@@ -14,13 +14,13 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypedDict
 
-from coordinator.journal.component import Component
-from shared.loops import LOOPS
-from shared.loops.kind import LoopKind, resolve
-from shared.wire import DatasetStatus, LearnReport, PopulationStatus
+from rlfleet.coordinator.journal.component import Component
+from rlfleet.shared.loops import LOOPS
+from rlfleet.shared.loops.kind import LoopKind, resolve
+from rlfleet.shared.wire import DatasetStatus, LearnReport, PopulationStatus
 
 if TYPE_CHECKING:
-    from coordinator.operations.context import RunContext
+    from rlfleet.coordinator.operations.context import RunContext
 
 
 class StatusSections(TypedDict, total=False):

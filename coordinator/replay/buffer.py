@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.replay.removers.max_use import MaxUse
-from coordinator.replay.removers.overwrite import Overwrite
-from coordinator.replay.removers.staleness import MaxStaleness
-from coordinator.replay.samplers import ProportionalSampler, Sampler, build_sampler
-from coordinator.replay.storage import Chunk, Entry, RingStorage
-from shared.config.run_config import ReplayConfig, SamplingConfig
+from rlfleet.coordinator.replay.removers.max_use import MaxUse
+from rlfleet.coordinator.replay.removers.overwrite import Overwrite
+from rlfleet.coordinator.replay.removers.staleness import MaxStaleness
+from rlfleet.coordinator.replay.samplers import ProportionalSampler, Sampler, build_sampler
+from rlfleet.coordinator.replay.storage import Chunk, Entry, RingStorage
+from rlfleet.shared.config.run_config import ReplayConfig, SamplingConfig
 
 __all__ = ["Chunk", "Entry", "ReplayBuffer", "Sampled"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.replay.units import chunk_items
-from shared.config.run_config import SamplingConfig
+from rlfleet.coordinator.replay.units import chunk_items
+from rlfleet.shared.config.run_config import SamplingConfig
 
 
 @dataclass(frozen=True)

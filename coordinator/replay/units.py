@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.config.run_config import SamplingConfig, SamplingUnit
+from rlfleet.shared.config.run_config import SamplingConfig, SamplingUnit
 
 
 def chunk_items(unit: SamplingUnit, steps: int, num_envs: int, ends: list[int], fresh_columns: list[int],

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from coordinator.journal.component import Pending, Stored, Table
-from shared.config.plan import RunPlan
-from shared.config.run_config import RunConfig
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import RunConfig
 
 
 class LiveConfig:

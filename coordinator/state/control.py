@@ -16,10 +16,10 @@ from typing import Any, ClassVar
 
 from pydantic import ValidationError
 
-from coordinator.errors import Conflict, Invalid
-from coordinator.journal.component import Pending, Stored, Table
-from shared.config.run_config import RunConfig
-from shared.wire import ControlStatus, SettingChange
+from rlfleet.coordinator.errors import Conflict, Invalid
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.wire import ControlStatus, SettingChange
 
 
 class Control:

@@ -17,16 +17,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from coordinator.errors import Conflict, Invalid, NotEnoughData
-from coordinator.journal.committer import Statement
-from coordinator.journal.component import Pending, Stored, Table
-from coordinator.replay.buffer import Entry, ReplayBuffer, Sampled
-from coordinator.state.ingest import IngestLedger
-from coordinator.state.lag import LagStats
-from coordinator.state.ratelimit import RateLimiter
-from shared.config.run_config import RunConfig
-from shared.config.samplers import samplers_where
-from shared.wire import BufferStatus, ChunkReport, SampledChunk, SampleRequest, SampleResponse
+from rlfleet.coordinator.errors import Conflict, Invalid, NotEnoughData
+from rlfleet.coordinator.journal.committer import Statement
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.coordinator.replay.buffer import Entry, ReplayBuffer, Sampled
+from rlfleet.coordinator.state.ingest import IngestLedger
+from rlfleet.coordinator.state.lag import LagStats
+from rlfleet.coordinator.state.ratelimit import RateLimiter
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.config.samplers import samplers_where
+from rlfleet.shared.wire import BufferStatus, ChunkReport, SampledChunk, SampleRequest, SampleResponse
 
 BUFFER_ID = "replay-0"
 SNAPSHOT_EVERY = 256  # replay-log records between buffer snapshots

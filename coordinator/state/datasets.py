@@ -15,12 +15,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from coordinator.journal.component import Pending, Stored, Table
-from shared.algorithms.base import DatasetParams
-from shared.payloads.recordings import DatasetError, DatasetManifest, check_usable, load_manifest
-from shared.payloads.spaces import Spaces
-from shared.storage.protocol import PayloadStore
-from shared.wire import DatasetFile, DatasetStatus, EpochScore
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.shared.algorithms.base import DatasetParams
+from rlfleet.shared.payloads.recordings import DatasetError, DatasetManifest, check_usable, load_manifest
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.storage.protocol import PayloadStore
+from rlfleet.shared.wire import DatasetFile, DatasetStatus, EpochScore
 
 
 class DatasetServer:

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from coordinator.errors import Forbidden, GroupFull, TooManyWorkers, UnknownWorker
-from coordinator.journal.committer import Statement
-from coordinator.journal.component import Pending, Stored, Table
-from coordinator.state.registry import Registry, Worker
-from coordinator.state.tasks import TaskQueue, TaskRecord
-from shared.wire import LearnerRank, TaskStatus, WorkerKind, WorkerStatus
+from rlfleet.coordinator.errors import Forbidden, GroupFull, TooManyWorkers, UnknownWorker
+from rlfleet.coordinator.journal.committer import Statement
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.coordinator.state.registry import Registry, Worker
+from rlfleet.coordinator.state.tasks import TaskQueue, TaskRecord
+from rlfleet.shared.wire import LearnerRank, TaskStatus, WorkerKind, WorkerStatus
 
 FLAG_AFTER_CORRUPT = 3  # a worker whose payloads were found corrupt this often may report no more chunks
 

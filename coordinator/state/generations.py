@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from coordinator.errors import Conflict, Invalid, MemberNotHeld, NotFound
-from coordinator.journal.component import Pending, Stored, Table
-from shared.wire import (
+from rlfleet.coordinator.errors import Conflict, Invalid, MemberNotHeld, NotFound
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.shared.wire import (
     GenerationOpen,
     MemberOutcome,
     MemberResult,

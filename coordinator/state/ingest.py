@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from coordinator.errors import Conflict, Invalid
-from shared.config.run_config import RunConfig
-from shared.storage.layout import chunk_path
-from shared.wire import ChunkReport
+from rlfleet.coordinator.errors import Conflict, Invalid
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.layout import chunk_path
+from rlfleet.shared.wire import ChunkReport
 
 
 def check_report(report: ChunkReport, config: RunConfig, latest_version: int) -> None:

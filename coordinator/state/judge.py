@@ -49,13 +49,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from coordinator.errors import Conflict, Invalid
-from coordinator.journal.component import Pending, Stored, Table
-from coordinator.state.ratings import elo_ratings
-from shared import solve_rule
-from shared.config.run_config import EnvConfig, EvalConfig
-from shared.stats import estimate
-from shared.wire import (
+from rlfleet.coordinator.errors import Conflict, Invalid
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.coordinator.state.ratings import elo_ratings
+from rlfleet.shared import solve_rule
+from rlfleet.shared.config.run_config import EnvConfig, EvalConfig
+from rlfleet.shared.stats import estimate
+from rlfleet.shared.wire import (
     BattleRecord,
     EvaluationReport,
     EvaluationResult,

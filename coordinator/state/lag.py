@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.wire import PolicyLagStatus
+from rlfleet.shared.wire import PolicyLagStatus
 
 TAIL = 8  # the histogram lumps lags of TAIL and more together
 

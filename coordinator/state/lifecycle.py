@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from coordinator.journal.component import Pending, Stored, Table
-from shared.config.run_config import BudgetConfig
-from shared.wire import RunState
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.shared.config.run_config import BudgetConfig
+from rlfleet.shared.wire import RunState
 
 
 class Lifecycle:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from coordinator.journal.component import Pending, Stored, Table
-from shared.config.battle import SelfPlayConfig
-from shared.wire import OpponentPool, PolicyRef, SelfPlayStatus, Tally
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.shared.config.battle import SelfPlayConfig
+from rlfleet.shared.wire import OpponentPool, PolicyRef, SelfPlayStatus, Tally
 
 
 class Opponents:

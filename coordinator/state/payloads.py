@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from shared.storage.protocol import PayloadStore
+from rlfleet.shared.storage.protocol import PayloadStore
 
 log = logging.getLogger(__name__)
 CONSUMED_GRACE_SECONDS = 30.0  # a learner reads what it sampled within this; then max_use'd files are deleted

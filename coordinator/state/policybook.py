@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections import deque
 from typing import ClassVar
 
-from coordinator.errors import Conflict
-from coordinator.journal.component import Pending, Stored, Table
-from shared.wire import PolicyRef
+from rlfleet.coordinator.errors import Conflict
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.shared.wire import PolicyRef
 
 
 class PolicyBook:

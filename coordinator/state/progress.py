@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from coordinator.journal.component import Pending, Stored, Table
-from shared.wire import LearnReport
+from rlfleet.coordinator.journal.component import Pending, Stored, Table
+from rlfleet.shared.wire import LearnReport
 
 
 class LearnerProgress:

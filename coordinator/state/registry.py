@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from shared.wire import WorkerKind
+from rlfleet.shared.wire import WorkerKind
 
 
 @dataclass

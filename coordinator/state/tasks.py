@@ -14,7 +14,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Literal
 
-from shared.wire import WorkerKind
+from rlfleet.shared.wire import WorkerKind
 
 
 @dataclass

@@ -12,7 +12,7 @@ from importlib import resources
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from coordinator.telemetry import ROUTE_KEY
+from rlfleet.coordinator.telemetry import ROUTE_KEY
 
 _TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript; charset=utf-8",
           ".css": b"text/css; charset=utf-8"}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from coordinator.journal.component import Component
-from coordinator.operations.context import RunContext
-from coordinator.operations.workload import StatusSections
-from shared.wire import LearnReport
+from rlfleet.coordinator.journal.component import Component
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.coordinator.operations.workload import StatusSections
+from rlfleet.shared.wire import LearnReport
 
 
 class DataPlaneWorkload:

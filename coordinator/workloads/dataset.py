@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from coordinator.journal.component import Component
-from coordinator.operations.context import RunContext
-from coordinator.operations.datasets import DatasetFeed
-from coordinator.operations.workload import StatusSections
-from coordinator.state.datasets import DatasetServer, dataset_server
-from shared.algorithms.base import DatasetParams
-from shared.wire import LearnReport
+from rlfleet.coordinator.journal.component import Component
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.coordinator.operations.datasets import DatasetFeed
+from rlfleet.coordinator.operations.workload import StatusSections
+from rlfleet.coordinator.state.datasets import DatasetServer, dataset_server
+from rlfleet.shared.algorithms.base import DatasetParams
+from rlfleet.shared.wire import LearnReport
 
 
 class DatasetWorkload:

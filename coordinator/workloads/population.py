@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from coordinator.journal.component import Component
-from coordinator.operations.context import RunContext
-from coordinator.operations.generations import Population
-from coordinator.operations.workload import StatusSections
-from coordinator.state.generations import Generations
-from shared.envs.seeds import population_seed
-from shared.wire import LearnReport
+from rlfleet.coordinator.journal.component import Component
+from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.coordinator.operations.generations import Population
+from rlfleet.coordinator.operations.workload import StatusSections
+from rlfleet.coordinator.state.generations import Generations
+from rlfleet.shared.envs.seeds import population_seed
+from rlfleet.shared.wire import LearnReport
 
 
 class PopulationWorkload:

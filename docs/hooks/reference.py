@@ -68,7 +68,7 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
 
 def run_config_reference() -> str:
     """Every section of the run config, top level first, each nested model as a section of its own."""
-    from shared.config.run_config import RunConfig
+    from rlfleet.shared.config.run_config import RunConfig
 
     out: list[str] = []
     for section, links in _walk(Section("", RunConfig, "top-level")):
@@ -83,8 +83,8 @@ def run_config_reference() -> str:
 
 def settings_reference() -> str:
     """The services' RLFLEET_* environment variables, one table per kind of process."""
-    from coordinator.settings import CoordinatorSettings
-    from shared.worker.settings import WorkerSettings
+    from rlfleet.coordinator.settings import CoordinatorSettings
+    from rlfleet.shared.worker.settings import WorkerSettings
 
     out = []
     for title, model in (("Coordinator", CoordinatorSettings), ("Workers (collector, learner, evaluator)",

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import torch
 
-from shared.algorithms import spec_of
-from shared.policy.manifest import PolicyManifest
-from shared.wire import LearnerTask
+from rlfleet.shared.algorithms import spec_of
+from rlfleet.shared.policy.manifest import PolicyManifest
+from rlfleet.shared.wire import LearnerTask
 
 if TYPE_CHECKING:
-    from learner_worker.distributed import Group
+    from rlfleet.learner_worker.distributed import Group
 
 
 class Learner(Protocol):

@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from learner_worker.actor_critic import CPU, ActorCritic
-from learner_worker.optimizers import BackgroundOptimizer
-from shared.algorithms.a2c import A2CParams
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.actor_critic import CPU, ActorCritic
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.shared.algorithms.a2c import A2CParams
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 
 
 class A2C(ActorCritic):

@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from learner_worker.actor_critic import CPU
-from learner_worker.device import to_device
-from learner_worker.distributions import log_prob_entropy
-from learner_worker.optimizers import BackgroundOptimizer
-from shared.algorithms.bc import BCParams
-from shared.payloads.spaces import MultiDiscreteActions, Spaces
-from shared.policy.manifest import Behaviour, PolicyManifest
-from shared.policy.nets import PolicyNet
+from rlfleet.learner_worker.actor_critic import CPU
+from rlfleet.learner_worker.device import to_device
+from rlfleet.learner_worker.distributions import log_prob_entropy
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.shared.algorithms.bc import BCParams
+from rlfleet.shared.payloads.spaces import MultiDiscreteActions, Spaces
+from rlfleet.shared.policy.manifest import Behaviour, PolicyManifest
+from rlfleet.shared.policy.nets import PolicyNet
 
 
 class BC:

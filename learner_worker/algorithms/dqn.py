@@ -17,17 +17,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from learner_worker.device import to_device
-from learner_worker.distributions import legal, masked
-from learner_worker.optimizers import BackgroundOptimizer
-from learner_worker.value_transform import ValueCodec
-from shared.algorithms.dqn import DQNParams
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour, PolicyManifest
-from shared.policy.nets import PolicyNet
+from rlfleet.learner_worker.device import to_device
+from rlfleet.learner_worker.distributions import legal, masked
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.value_transform import ValueCodec
+from rlfleet.shared.algorithms.dqn import DQNParams
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour, PolicyManifest
+from rlfleet.shared.policy.nets import PolicyNet
 
 if TYPE_CHECKING:
-    from learner_worker.distributed import Group
+    from rlfleet.learner_worker.distributed import Group
 
 CPU = torch.device("cpu")
 

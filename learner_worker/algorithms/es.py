@@ -15,15 +15,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from learner_worker.actor_critic import CPU
-from learner_worker.optimizers import BackgroundOptimizer
-from shared.algorithms.es import ESParams
-from shared.payloads.spaces import Spaces
-from shared.policy.flat_params import flatten, policy_shapes, unflatten
-from shared.policy.manifest import Behaviour, PolicyManifest
-from shared.policy.nets import PolicyNet
-from shared.policy.noise_table import NoiseTable, noise_table
-from shared.wire import MemberOutcome, MemberSpec, Perturbation
+from rlfleet.learner_worker.actor_critic import CPU
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.shared.algorithms.es import ESParams
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.flat_params import flatten, policy_shapes, unflatten
+from rlfleet.shared.policy.manifest import Behaviour, PolicyManifest
+from rlfleet.shared.policy.nets import PolicyNet
+from rlfleet.shared.policy.noise_table import NoiseTable, noise_table
+from rlfleet.shared.wire import MemberOutcome, MemberSpec, Perturbation
 
 
 def centred_ranks(returns: np.ndarray) -> np.ndarray:

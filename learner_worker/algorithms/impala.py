@@ -42,13 +42,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from learner_worker.actor_critic import CPU, LOG_RATIO_LIMIT, ActorCritic, Steps, clean
-from learner_worker.device import to_device
-from learner_worker.optimizers import BackgroundOptimizer
-from learner_worker.vtrace import vtrace
-from shared.algorithms.impala import ImpalaParams
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.actor_critic import CPU, LOG_RATIO_LIMIT, ActorCritic, Steps, clean
+from rlfleet.learner_worker.device import to_device
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.vtrace import vtrace
+from rlfleet.shared.algorithms.impala import ImpalaParams
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 
 
 class Impala(ActorCritic):

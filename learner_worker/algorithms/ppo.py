@@ -29,11 +29,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from learner_worker.actor_critic import CPU, LOG_RATIO_LIMIT, ActorCritic, explained_variance
-from learner_worker.optimizers import BackgroundOptimizer
-from shared.algorithms.ppo import PPOParams
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.actor_critic import CPU, LOG_RATIO_LIMIT, ActorCritic, explained_variance
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 
 
 class PPO(ActorCritic):

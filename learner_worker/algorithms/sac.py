@@ -24,16 +24,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from learner_worker.device import to_device
-from learner_worker.distributions import tanh_gaussian_sample
-from learner_worker.optimizers import BackgroundOptimizer
-from shared.algorithms.sac import SACParams
-from shared.payloads.spaces import BoxActions, Spaces
-from shared.policy.manifest import Behaviour, PolicyManifest
-from shared.policy.nets import Network, PolicyNet
+from rlfleet.learner_worker.device import to_device
+from rlfleet.learner_worker.distributions import tanh_gaussian_sample
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.shared.algorithms.sac import SACParams
+from rlfleet.shared.payloads.spaces import BoxActions, Spaces
+from rlfleet.shared.policy.manifest import Behaviour, PolicyManifest
+from rlfleet.shared.policy.nets import Network, PolicyNet
 
 if TYPE_CHECKING:
-    from learner_worker.distributed import Group
+    from rlfleet.learner_worker.distributed import Group
 
 CPU = torch.device("cpu")
 

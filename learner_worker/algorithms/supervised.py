@@ -16,13 +16,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from learner_worker.actor_critic import CPU
-from learner_worker.device import to_device
-from learner_worker.optimizers import BackgroundOptimizer
-from shared.algorithms.supervised import SupervisedParams
-from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces
-from shared.policy.manifest import Behaviour
-from shared.policy.nets import mlp
+from rlfleet.learner_worker.actor_critic import CPU
+from rlfleet.learner_worker.device import to_device
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.shared.algorithms.supervised import SupervisedParams
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces
+from rlfleet.shared.policy.manifest import Behaviour
+from rlfleet.shared.policy.nets import mlp
 
 MODEL_KEY = "rlfleet.model"
 

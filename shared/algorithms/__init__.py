@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Union
 
 from pydantic import Field
 
-from shared.algorithms.base import AlgoParams, AlgorithmSpec
+from rlfleet.shared.algorithms.base import AlgoParams, AlgorithmSpec
 
 DEFAULT = "dqn"
 

@@ -6,9 +6,9 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
-from shared.config.base import NetConfig
-from shared.config.values import CriticValue
+from rlfleet.shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.values import CriticValue
 
 
 class A2CParams(ChunkParams):
@@ -42,5 +42,5 @@ class A2CParams(ChunkParams):
 
 
 SPEC = AlgorithmSpec(name="a2c", summary="A2C, n-step/GAE advantages, one RMSprop step per batch; synchronous",
-                     params=A2CParams, loop="chunks", learner="learner_worker.algorithms.a2c:A2C", head=sampled_head,
+                     params=A2CParams, loop="chunks", learner="rlfleet.learner_worker.algorithms.a2c:A2C", head=sampled_head,
                      behaviour=sampling_behaviour, shares=())  # each rank trains on the chunks it takes

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Annotated, ClassVar
 
 from pydantic import Field, model_validator
 
-from shared.config.base import NetConfig, Strict
-from shared.loops import loop_of
-from shared.payloads.recordings import NAME_PATTERN
-from shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
-from shared.policy.manifest import Behaviour, Head
+from rlfleet.shared.config.base import NetConfig, Strict
+from rlfleet.shared.loops import loop_of
+from rlfleet.shared.payloads.recordings import NAME_PATTERN
+from rlfleet.shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
+from rlfleet.shared.policy.manifest import Behaviour, Head
 
 if TYPE_CHECKING:
-    from shared.config.run_config import RunConfig
+    from rlfleet.shared.config.run_config import RunConfig
 
 # Settings an operator may change while the run trains (`PATCH /v1/run/settings`), as dotted config paths. Each
 # registry entry lists its own: nothing outside the registry decides by an algorithm's name what is live.

@@ -12,10 +12,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from shared.algorithms.base import AlgorithmSpec, DatasetParams, sampled_head
-from shared.config.base import NetConfig
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.shared.algorithms.base import AlgorithmSpec, DatasetParams, sampled_head
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 
 
 class BCParams(DatasetParams):
@@ -36,5 +36,5 @@ def _behaviour(config: object, spaces: Spaces) -> Behaviour:
 
 
 SPEC = AlgorithmSpec(name="bc", summary="behavioural cloning: action log-likelihood over a recorded dataset",
-                     params=BCParams, loop="dataset", learner="learner_worker.algorithms.bc:BC", head=sampled_head,
+                     params=BCParams, loop="dataset", learner="rlfleet.learner_worker.algorithms.bc:BC", head=sampled_head,
                      behaviour=_behaviour)

@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
-from shared.algorithms.base import REPLAY_LIVE, AlgorithmSpec, ReplayParams
-from shared.config.base import NetConfig
-from shared.config.values import ValueTransform
-from shared.payloads.spaces import DiscreteActions, Spaces
-from shared.policy.manifest import Behaviour, Head
+from rlfleet.shared.algorithms.base import REPLAY_LIVE, AlgorithmSpec, ReplayParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.values import ValueTransform
+from rlfleet.shared.payloads.spaces import DiscreteActions, Spaces
+from rlfleet.shared.policy.manifest import Behaviour, Head
 
 if TYPE_CHECKING:
-    from shared.config.run_config import RunConfig
+    from rlfleet.shared.config.run_config import RunConfig
 
 
 class DQNParams(ReplayParams):
@@ -45,6 +45,6 @@ def _behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
 
 
 SPEC = AlgorithmSpec(name="dqn", summary="double DQN, n-step targets, (prioritized) replay", params=DQNParams,
-                     loop="replay", learner="learner_worker.algorithms.dqn:DQN", head=_head, behaviour=_behaviour,
+                     loop="replay", learner="rlfleet.learner_worker.algorithms.dqn:DQN", head=_head, behaviour=_behaviour,
                      live=(*REPLAY_LIVE, "collector.epsilon.end", "collector.epsilon.decay_env_steps"),
                      shares=("batch_size",))

@@ -11,10 +11,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from shared.algorithms.base import AlgorithmSpec, PopulationParams, sampled_head
-from shared.config.base import NetConfig
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.shared.algorithms.base import AlgorithmSpec, PopulationParams, sampled_head
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 
 
 class ESParams(PopulationParams):
@@ -48,10 +48,10 @@ def _behaviour(config: object, spaces: Spaces) -> Behaviour:
 
 def _fits(config: object, spaces: Spaces) -> None:
     """The noise table must hold a distinct offset for every antithetic pair of the policy's parameters."""
-    from shared.config.run_config import RunConfig
-    from shared.policy.flat_params import parameter_count, policy_shapes
-    from shared.policy.manifest import PolicyManifest
-    from shared.policy.noise_table import check_capacity
+    from rlfleet.shared.config.run_config import RunConfig
+    from rlfleet.shared.policy.flat_params import parameter_count, policy_shapes
+    from rlfleet.shared.policy.manifest import PolicyManifest
+    from rlfleet.shared.policy.noise_table import check_capacity
 
     assert isinstance(config, RunConfig) and isinstance(config.algo, ESParams)
     try:
@@ -71,5 +71,5 @@ def _fits(config: object, spaces: Spaces) -> None:
 
 
 SPEC = AlgorithmSpec(name="es", summary="evolution strategies: antithetic noise-table perturbations, centred ranks",
-                     params=ESParams, loop="population", learner="learner_worker.algorithms.es:ES",
+                     params=ESParams, loop="population", learner="rlfleet.learner_worker.algorithms.es:ES",
                      head=sampled_head, behaviour=_behaviour, fits=_fits)

@@ -6,9 +6,9 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
-from shared.config.base import NetConfig
-from shared.config.values import CriticValue
+from rlfleet.shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.values import CriticValue
 
 
 class ImpalaParams(ChunkParams):
@@ -53,5 +53,5 @@ class ImpalaParams(ChunkParams):
 
 
 SPEC = AlgorithmSpec(name="impala", summary="IMPALA, V-trace corrected actor-critic; asynchronous, bounded lag",
-                     params=ImpalaParams, loop="chunks", learner="learner_worker.algorithms.impala:Impala",
+                     params=ImpalaParams, loop="chunks", learner="rlfleet.learner_worker.algorithms.impala:Impala",
                      head=sampled_head, behaviour=sampling_behaviour, shares=())  # each rank: the chunks it takes

@@ -6,9 +6,9 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
-from shared.config.base import NetConfig
-from shared.config.values import CriticValue
+from rlfleet.shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.values import CriticValue
 
 
 class PPOParams(ChunkParams):
@@ -44,5 +44,5 @@ class PPOParams(ChunkParams):
 
 
 SPEC = AlgorithmSpec(name="ppo", summary="PPO, clipped surrogate, GAE; synchronous or bounded-lag",
-                     params=PPOParams, loop="chunks", learner="learner_worker.algorithms.ppo:PPO", head=sampled_head,
+                     params=PPOParams, loop="chunks", learner="rlfleet.learner_worker.algorithms.ppo:PPO", head=sampled_head,
                      behaviour=sampling_behaviour, shares=("minibatch_size",))

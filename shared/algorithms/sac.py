@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
-from shared.algorithms.base import REPLAY_LIVE, AlgorithmSpec, ReplayParams
-from shared.config.base import NetConfig
-from shared.payloads.spaces import BoxActions, Spaces
-from shared.policy.manifest import Behaviour, Head
+from rlfleet.shared.algorithms.base import REPLAY_LIVE, AlgorithmSpec, ReplayParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.payloads.spaces import BoxActions, Spaces
+from rlfleet.shared.policy.manifest import Behaviour, Head
 
 if TYPE_CHECKING:
-    from shared.config.run_config import RunConfig
+    from rlfleet.shared.config.run_config import RunConfig
 
 
 class SACParams(ReplayParams):
@@ -52,5 +52,5 @@ def _behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
 
 
 SPEC = AlgorithmSpec(name="sac", summary="soft actor-critic, twin critics, automatic entropy tuning",
-                     params=SACParams, loop="replay", learner="learner_worker.algorithms.sac:SAC", head=_head,
+                     params=SACParams, loop="replay", learner="rlfleet.learner_worker.algorithms.sac:SAC", head=_head,
                      behaviour=_behaviour, live=REPLAY_LIVE, shares=("batch_size",))

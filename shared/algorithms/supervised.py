@@ -13,10 +13,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from shared.algorithms.base import AlgorithmSpec, DatasetParams, sampled_head
-from shared.config.base import NetConfig
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.shared.algorithms.base import AlgorithmSpec, DatasetParams, sampled_head
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 
 Column = Literal["obs", "actions", "rewards", "next_obs", "terminated"]
 CLASS_TARGETS = ("actions", "terminated")  # columns whose values are classes (actions: when discrete)
@@ -52,7 +52,7 @@ class SupervisedParams(DatasetParams):
 
 def _fits(config: object, spaces: Spaces) -> None:
     """Classes need discrete actions."""
-    from shared.config.run_config import RunConfig
+    from rlfleet.shared.config.run_config import RunConfig
 
     assert isinstance(config, RunConfig) and isinstance(config.algo, SupervisedParams)
     if config.algo.loss != "cross_entropy" or config.algo.target != "actions":
@@ -69,5 +69,5 @@ def _behaviour(config: object, spaces: Spaces) -> Behaviour:
 
 
 SPEC = AlgorithmSpec(name="supervised", summary="supervised learning of a dataset column from others (SLTrainer)",
-                     params=SupervisedParams, loop="dataset", learner="learner_worker.algorithms.supervised:Supervised",
+                     params=SupervisedParams, loop="dataset", learner="rlfleet.learner_worker.algorithms.supervised:Supervised",
                      head=sampled_head, behaviour=_behaviour, fits=_fits)

@@ -6,7 +6,7 @@ sync and async step whatever builds, so only envpool is asked about, in a child 
 (shared/config/child.py): the coordinator and the launcher never load gymnasium or EnvPool. Answers are
 remembered per process.
 
-Run as `python -m shared.config.backendcheck` it is that child: {"env": the env section, "backend": the backend}
+Run as `python -m rlfleet.shared.config.backendcheck` it is that child: {"env": the env section, "backend": the backend}
 as JSON on stdin, the problem (a message, or null) as the last line of stdout.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import sys
 
-from shared.config.child import ChildCheckError, answer, ask_child
-from shared.config.env import EnvConfig
-from shared.config.run_config import EnvBackend
+from rlfleet.shared.config.child import ChildCheckError, answer, ask_child
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.config.run_config import EnvBackend
 
 _problems: dict[str, str | None] = {}
 
@@ -34,14 +34,14 @@ def env_backend_problem(env: EnvConfig, backend: EnvBackend) -> str | None:
 
 def _check_in_child(question: str) -> str | None:
     try:
-        problem = ask_child("shared.config.backendcheck", question)
+        problem = ask_child("rlfleet.shared.config.backendcheck", question)
     except ChildCheckError as exc:
         return f"collector.env_backend: the check that builds the backend {exc}"
     return problem if isinstance(problem, str) else None
 
 
 def _main() -> None:
-    from shared.envs.vector import backend_problem
+    from rlfleet.shared.envs.vector import backend_problem
 
     question = json.loads(sys.stdin.read())
     answer(backend_problem(EnvConfig.model_validate(question["env"]), question["backend"]))

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared import FIELD_DOCS
+from rlfleet.shared import FIELD_DOCS
 
 
 class Strict(BaseModel):

@@ -11,10 +11,10 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from shared.config.base import Strict
+from rlfleet.shared.config.base import Strict
 
 BASELINES = ("random", "lookahead")  # the fixed opponents of shared/envs/two_player.py's games
-ENTRY_POINT = "shared.envs.two_player:TwoPlayerEnv"
+ENTRY_POINT = "rlfleet.shared.envs.two_player:TwoPlayerEnv"
 GAME_IDS = {"rlfleet/TicTacToe-v0": "tictactoe", "rlfleet/ConnectFour-v0": "connect_four"}
 
 SELF_PLAY_CLASSES = ("latest", "pool", *BASELINES)  # what self_play.weights may name

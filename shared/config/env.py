@@ -14,8 +14,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field, JsonValue, field_validator
 
-from shared.config.base import Strict
-from shared.envs.wrappers import WrapperConfig
+from rlfleet.shared.config.base import Strict
+from rlfleet.shared.envs.wrappers import WrapperConfig
 
 DEFAULT_ENV_ID = "CartPole-v1"
 REGISTERED: Final = "registered"  # env.solve_threshold's default: the registration's reward_threshold, if any
@@ -58,5 +58,5 @@ class EnvConfig(Strict):
         (shared/config/threshold.py, before the run starts); asking an unresolved one is a bug."""
         if isinstance(self.solve_threshold, str):
             raise RuntimeError("env.solve_threshold 'registered' was not resolved: resolve the run config with "
-                               "shared.config.threshold.resolve_threshold before the run starts")
+                               "rlfleet.shared.config.threshold.resolve_threshold before the run starts")
         return self.solve_threshold

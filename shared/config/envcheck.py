@@ -10,7 +10,7 @@ built once however often it is asked about (the preflight, then the run plan, `r
 The verdict also carries the reward_threshold of the env's gymnasium registration: the default of
 env.solve_threshold (shared/config/threshold.py).
 
-Run as `python -m shared.config.envcheck` it is that child: the env section as JSON on stdin, the verdict as the
+Run as `python -m rlfleet.shared.config.envcheck` it is that child: the env section as JSON on stdin, the verdict as the
 last line of stdout (JSON: the build problem, and the spaces or why rlfleet cannot train them).
 """
 
@@ -19,11 +19,11 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from shared.config.child import ChildCheckError, answer, ask_child
+from rlfleet.shared.config.child import ChildCheckError, answer, ask_child
 
 if TYPE_CHECKING:
-    from shared.config.env import EnvConfig
-    from shared.payloads.spaces import Spaces
+    from rlfleet.shared.config.env import EnvConfig
+    from rlfleet.shared.payloads.spaces import Spaces
 
 Verdict = dict[str, Any]  # {"problem": str | None, "spaces": dict | None, "spaces_problem": str | None,
 #                             "reward_threshold": float | None}
@@ -52,7 +52,7 @@ def build_problem(env: EnvConfig) -> str | None:
 
 def spaces_of(env: EnvConfig) -> Spaces:
     """The spaces of the env the section builds; ValueError naming env.id if rlfleet cannot train them."""
-    from shared.payloads.spaces import Spaces
+    from rlfleet.shared.payloads.spaces import Spaces
 
     verdict = _verdict(env)
     if verdict["problem"] is not None:
@@ -73,8 +73,8 @@ def registered_threshold(env: EnvConfig) -> float | None:
 
 
 def _build_here(env: EnvConfig) -> Verdict:
-    from shared.envs.build import make_env  # gymnasium: only in processes that already loaded it
-    from shared.envs.gymspaces import describe
+    from rlfleet.shared.envs.build import make_env  # gymnasium: only in processes that already loaded it
+    from rlfleet.shared.envs.gymspaces import describe
 
     try:
         made = make_env(env)
@@ -93,7 +93,7 @@ def _build_here(env: EnvConfig) -> Verdict:
 
 def _build_in_child(key: str) -> Verdict:
     try:
-        verdict = ask_child("shared.config.envcheck", key)
+        verdict = ask_child("rlfleet.shared.config.envcheck", key)
     except ChildCheckError as exc:
         return _failed(f"env: the check that builds the env {exc}")
     return verdict if isinstance(verdict, dict) else _failed(f"env: the check answered {verdict!r}")
@@ -109,8 +109,8 @@ def _main() -> None:
 
     # Run as __main__, this file is a second copy of shared.config.envcheck: the verdict comes from the module
     # itself, whose EnvSectionError is the class make_env raises.
-    from shared.config import envcheck
-    from shared.config.env import EnvConfig
+    from rlfleet.shared.config import envcheck
+    from rlfleet.shared.config.env import EnvConfig
 
     try:
         env = EnvConfig.model_validate_json(sys.stdin.read())

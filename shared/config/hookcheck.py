@@ -8,7 +8,7 @@ pkg/__init__.py, and it cannot tell whether the function exists. One child per d
 fraction of a second plus the hook modules' own imports); answers are remembered per process. The learner loads
 its hooks again when it starts (learner_worker/hooks.py), in its own environment.
 
-Run as `python -m shared.config.hookcheck` it is that child: the calls as a JSON list on stdin, one problem (a
+Run as `python -m rlfleet.shared.config.hookcheck` it is that child: the calls as a JSON list on stdin, one problem (a
 message, or null) per hook as the last line of stdout.
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import sys
 
-from shared.config.child import ChildCheckError, answer, ask_child
-from shared.config.hooks import HookLoadError, load_hook
+from rlfleet.shared.config.child import ChildCheckError, answer, ask_child
+from rlfleet.shared.config.hooks import HookLoadError, load_hook
 
 _problems: dict[tuple[str, ...], str | None] = {}
 
@@ -34,7 +34,7 @@ def hooks_problem(calls: tuple[str, ...]) -> str | None:
 
 def _check_in_child(calls: tuple[str, ...]) -> str | None:
     try:
-        problems = ask_child("shared.config.hookcheck", json.dumps(calls))
+        problems = ask_child("rlfleet.shared.config.hookcheck", json.dumps(calls))
     except ChildCheckError as exc:
         return f"learner.hooks: the check that imports the hooks {exc}"
     return "; ".join(p for p in problems if p) or None

@@ -22,8 +22,8 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from shared.config.base import Strict
-from shared.config.hints import did_you_mean
+from rlfleet.shared.config.base import Strict
+from rlfleet.shared.config.hints import did_you_mean
 
 HookEvent = Literal["start", "every", "publish", "end"]
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -112,5 +112,5 @@ def load_hook(index: int, call: str) -> Hook:
         signature.bind(None)
     except TypeError:
         raise HookLoadError(index, f"{call} takes {signature}, but a hook is called with one argument, a "
-                                   f"shared.config.hooks.HookView") from None
+                                   f"rlfleet.shared.config.hooks.HookView") from None
     return hook

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.algorithms import REGISTRY, AlgorithmSpec, spec_of
-from shared.config.env import EnvConfig
-from shared.config.envcheck import spaces_of
-from shared.config.run_config import RunConfig
-from shared.envs.wrappers import FrameStack
-from shared.payloads.schema import ChunkSchema
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.shared.algorithms import REGISTRY, AlgorithmSpec, spec_of
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.config.envcheck import spaces_of
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.envs.wrappers import FrameStack
+from rlfleet.shared.payloads.schema import ChunkSchema
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 
 # Wrappers that leave observations as they are: a frame stack followed only by these still makes the observation.
 _OBS_UNCHANGED = frozenset({"scale_reward", "clip_actions"})

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from shared.algorithms import spec_of
-from shared.config.backendcheck import env_backend_problem
-from shared.config.envcheck import build_problem, spaces_of
-from shared.config.hookcheck import hooks_problem
-from shared.config.plan import RunPlan
-from shared.config.run_config import RunConfig
-from shared.config.threshold import resolve_threshold
-from shared.policy.manifest import encoder_features, encoder_for
+from rlfleet.shared.algorithms import spec_of
+from rlfleet.shared.config.backendcheck import env_backend_problem
+from rlfleet.shared.config.envcheck import build_problem, spaces_of
+from rlfleet.shared.config.hookcheck import hooks_problem
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.config.threshold import resolve_threshold
+from rlfleet.shared.policy.manifest import encoder_features, encoder_for
 
 
 def _refused(config: RunConfig, problem: str, field: str | None = None) -> ValidationError:

@@ -14,21 +14,21 @@ import annotated_types
 import yaml
 from pydantic import Field, model_validator
 
-from shared.algorithms import DEFAULT, REGISTRY, AlgoConfig, default_params, spec_of
-from shared.config.base import EpsilonSchedule, NetConfig, Strict
-from shared.config.battle import BattleBar, SelfPlayConfig, check_against, is_two_player
-from shared.config.env import EnvConfig
-from shared.config.hooks import MAX_HOOKS, HookConfig
-from shared.config.samplers import SAMPLERS, SamplerKind, SamplerTraits
-from shared.envs.seeds import MAX_RUN_SEED
-from shared.ids import ID_PATTERN
-from shared.loops import loop_of
+from rlfleet.shared.algorithms import DEFAULT, REGISTRY, AlgoConfig, default_params, spec_of
+from rlfleet.shared.config.base import EpsilonSchedule, NetConfig, Strict
+from rlfleet.shared.config.battle import BattleBar, SelfPlayConfig, check_against, is_two_player
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.config.hooks import MAX_HOOKS, HookConfig
+from rlfleet.shared.config.samplers import SAMPLERS, SamplerKind, SamplerTraits
+from rlfleet.shared.envs.seeds import MAX_RUN_SEED
+from rlfleet.shared.ids import ID_PATTERN
+from rlfleet.shared.loops import loop_of
 
 
 def chunk_rows_limit() -> int:
     """The most rows one chunk report may carry: `ChunkReport.env_steps`'s bound, read from the wire model so
     the number lives in one place. Imported when called: shared.wire imports this module."""
-    from shared.wire import ChunkReport
+    from rlfleet.shared.wire import ChunkReport
 
     bounds = [m.le for m in ChunkReport.model_fields["env_steps"].metadata if isinstance(m, annotated_types.Le)]
     return min(cast(list[int], bounds))
@@ -332,7 +332,7 @@ class RunConfig(Strict):
         """A chunk (num_envs x chunk_steps rows) must fit in one chunk report, its report in one request, and the
         chunk in the buffer; otherwise every collector's first report is refused (422 or 413), or evicts itself,
         long after the run started."""
-        from shared.wire import MAX_BODY_BYTES, report_bytes_bound  # imported when called: shared.wire imports this
+        from rlfleet.shared.wire import MAX_BODY_BYTES, report_bytes_bound  # imported when called: shared.wire imports this
 
         envs, steps = self.collector.num_envs, self.collector.chunk_steps
         rows = envs * steps

@@ -14,9 +14,9 @@ and ending on its budget is its success (coordinator/state/judge.py, coordinator
 
 from __future__ import annotations
 
-from shared.config.env import REGISTERED
-from shared.config.envcheck import registered_threshold
-from shared.config.run_config import RunConfig
+from rlfleet.shared.config.env import REGISTERED
+from rlfleet.shared.config.envcheck import registered_threshold
+from rlfleet.shared.config.run_config import RunConfig
 
 
 def resolve_threshold(config: RunConfig) -> RunConfig:

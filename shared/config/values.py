@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from shared.config.base import Strict
+from rlfleet.shared.config.base import Strict
 
 
 def pohlen(x: float, eps: float) -> float:

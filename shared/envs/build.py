@@ -16,11 +16,11 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.wrappers import FlattenObservation, RecordEpisodeStatistics, TimeLimit, TransformObservation
 
-import shared.envs.two_player  # noqa: F401 - registers rlfleet/TicTacToe-v0 and rlfleet/ConnectFour-v0
-from shared.config.env import EnvConfig
-from shared.config.envcheck import EnvSectionError
-from shared.config.hints import did_you_mean
-from shared.envs.wrappers import apply_wrappers
+import rlfleet.shared.envs.two_player  # noqa: F401 - registers rlfleet/TicTacToe-v0 and rlfleet/ConnectFour-v0
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.config.envcheck import EnvSectionError
+from rlfleet.shared.config.hints import did_you_mean
+from rlfleet.shared.envs.wrappers import apply_wrappers
 
 log = logging.getLogger(__name__)
 # ResetOnError's finiteness check multiplies infinities by zero on purpose, and logs what it found.

@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import FlattenObservation
 
-from shared.payloads.spaces import IMAGE_CHANNELS, BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.payloads.spaces import IMAGE_CHANNELS, BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
 
 
 def describe(env: gym.Env | gym.vector.VectorEnv) -> Spaces:

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 import gymnasium as gym
 import numpy as np
 
-from shared.config.env import EnvConfig
-from shared.envs.build import make_env
-from shared.envs.two_player import Player, TwoPlayerEnv
-from shared.policy.actors import Actor
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.envs.build import make_env
+from rlfleet.shared.envs.two_player import Player, TwoPlayerEnv
+from rlfleet.shared.policy.actors import Actor
 
 
 def policy_player(actor: Actor, space: gym.spaces.Space, epsilon: float = 0.0,

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from shared.config.battle import BASELINES, ENTRY_POINT, GAME_IDS
+from rlfleet.shared.config.battle import BASELINES, ENTRY_POINT, GAME_IDS
 
 # game -> (PettingZoo registry id, stones in a row that win, pieces fall to the lowest free row of a column)
 GAMES = {"tictactoe": ("classic/tictactoe_v3", 3, False), "connect_four": ("classic/connect_four_v3", 4, True)}

@@ -34,10 +34,10 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from shared.config.env import EnvConfig
-from shared.config.hints import did_you_mean
-from shared.config.run_config import EnvBackend
-from shared.envs.build import ResetOnError, make_env, make_vector_env
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.config.hints import did_you_mean
+from rlfleet.shared.config.run_config import EnvBackend
+from rlfleet.shared.envs.build import ResetOnError, make_env, make_vector_env
 
 SUBPROCESS_CONTEXT = "forkserver"
 ENVPOOL_SEEDS = 2**31  # EnvPool takes int32 seeds

@@ -3,7 +3,7 @@
 They are applied in the order listed, on top of the env and its time limit, with gymnasium's own wrappers.
 Reward transforms are `training_only`: the rewards written into chunks for the learner are transformed, but
 the evaluator builds its envs without them and collectors report returns recorded beneath them
-(see `shared.envs.build.make_env`), so every return a user sees is the environment's own. A wrapper that is
+(see `rlfleet.shared.envs.build.make_env`), so every return a user sees is the environment's own. A wrapper that is
 applied everywhere but changes rewards or episode ends in training only (`atari`: reward clipping, a lost life
 ending the episode) says so with `transforms_training` and gets `training` in `wrap`.
 
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from shared.config.base import Strict
-from shared.config.envcheck import EnvSectionError
+from rlfleet.shared.config.base import Strict
+from rlfleet.shared.config.envcheck import EnvSectionError
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -145,7 +145,7 @@ class Atari(_Wrapper):
         import numpy as np
         from gymnasium.wrappers import AtariPreprocessing, TransformReward
 
-        from shared.envs.atari import FireOnReset, LifeLossTerminal, fires_on_reset
+        from rlfleet.shared.envs.atari import FireOnReset, LifeLossTerminal, fires_on_reset
 
         game = env.unwrapped
         if not hasattr(game, "ale"):

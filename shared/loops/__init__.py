@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from shared.loops.kind import LoopKind
+from rlfleet.shared.loops.kind import LoopKind
 
 _KINDS = (
     "replay",

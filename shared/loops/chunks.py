@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shared.config.samplers import samplers_where
-from shared.loops.kind import LoopKind
+from rlfleet.shared.config.samplers import samplers_where
+from rlfleet.shared.loops.kind import LoopKind
 
 if TYPE_CHECKING:
-    from shared.config.run_config import RunConfig
+    from rlfleet.shared.config.run_config import RunConfig
 
 
 def _check(config: RunConfig) -> None:
@@ -26,7 +26,7 @@ KIND = LoopKind(
     name="chunks",
     summary="whole fresh chunks from an on-policy queue, consumed once",
     collector_work="chunks",
-    workload="coordinator.workloads.data_plane:DataPlaneWorkload",
-    trainer="learner_worker.loops:ChunkTrainer",
+    workload="rlfleet.coordinator.workloads.data_plane:DataPlaneWorkload",
+    trainer="rlfleet.learner_worker.loops:ChunkTrainer",
     check=_check,
 )

@@ -4,14 +4,14 @@ serves the epochs and ends the run after the last (coordinator/workloads/dataset
 
 from __future__ import annotations
 
-from shared.loops.kind import LoopKind
+from rlfleet.shared.loops.kind import LoopKind
 
 KIND = LoopKind(
     name="dataset",
     summary="epochs over a recorded dataset's train split, served by the coordinator; no collectors",
     collector_work="none",
-    workload="coordinator.workloads.dataset:DatasetWorkload",
-    trainer="learner_worker.dataset_loop:DatasetTrainer",
-    router="coordinator.api.routes.datasets:router",
-    wire="shared.wire.dataset_batches",
+    workload="rlfleet.coordinator.workloads.dataset:DatasetWorkload",
+    trainer="rlfleet.learner_worker.dataset_loop:DatasetTrainer",
+    router="rlfleet.coordinator.api.routes.datasets:router",
+    wire="rlfleet.shared.wire.dataset_batches",
 )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from shared.config.run_config import RunConfig
+    from rlfleet.shared.config.run_config import RunConfig
 
 # What a collector does in a run of the kind (CollectorTask.work): collect chunks, evaluate population members, or
 # nothing (the run trains on a recording; the collector exits at once).

@@ -4,14 +4,14 @@ keeps the generations (coordinator/workloads/population.py)."""
 
 from __future__ import annotations
 
-from shared.loops.kind import LoopKind
+from rlfleet.shared.loops.kind import LoopKind
 
 KIND = LoopKind(
     name="population",
     summary="generations of perturbed policies that collectors evaluate, no buffer",
     collector_work="members",
-    workload="coordinator.workloads.population:PopulationWorkload",
-    trainer="learner_worker.population:PopulationTrainer",
-    router="coordinator.api.routes.generations:router",
-    wire="shared.wire.generations",
+    workload="rlfleet.coordinator.workloads.population:PopulationWorkload",
+    trainer="rlfleet.learner_worker.population:PopulationTrainer",
+    router="rlfleet.coordinator.api.routes.generations:router",
+    wire="rlfleet.shared.wire.generations",
 )

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shared.config.samplers import samplers_where
-from shared.loops.kind import LoopKind
+from rlfleet.shared.config.samplers import samplers_where
+from rlfleet.shared.loops.kind import LoopKind
 
 if TYPE_CHECKING:
-    from shared.config.run_config import RunConfig
+    from rlfleet.shared.config.run_config import RunConfig
 
 
 def _check(config: RunConfig) -> None:
@@ -26,7 +26,7 @@ KIND = LoopKind(
     name="replay",
     summary="batches of transitions with n-step targets, from a replay buffer",
     collector_work="chunks",
-    workload="coordinator.workloads.data_plane:DataPlaneWorkload",
-    trainer="learner_worker.loops:ReplayTrainer",
+    workload="rlfleet.coordinator.workloads.data_plane:DataPlaneWorkload",
+    trainer="rlfleet.learner_worker.loops:ReplayTrainer",
     check=_check,
 )

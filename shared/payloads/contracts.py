@@ -12,10 +12,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from shared.payloads.codec import DTYPES, FORMAT, MAX_PAYLOAD_BYTES, VERSION
-from shared.payloads.schema import COLUMN_DOCS, MAX_MAGNITUDE, SCHEMA_VERSION, ChunkSchema
-from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
-from shared.policy.manifest import MANIFEST_FORMAT, MANIFEST_KEY, MANIFEST_VERSION, PolicyManifest
+from rlfleet.shared.payloads.codec import DTYPES, FORMAT, MAX_PAYLOAD_BYTES, VERSION
+from rlfleet.shared.payloads.schema import COLUMN_DOCS, MAX_MAGNITUDE, SCHEMA_VERSION, ChunkSchema
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.policy.manifest import MANIFEST_FORMAT, MANIFEST_KEY, MANIFEST_VERSION, PolicyManifest
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 # Every kind of space a run can have: the union of their chunk schemas is every column a chunk may hold.

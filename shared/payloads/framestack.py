@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from shared.payloads.schema import SchemaError
+from rlfleet.shared.payloads.schema import SchemaError
 
 COMPACT = ("frame", "history", "tail_frame", "final_frame")
 

@@ -1,6 +1,6 @@
 """Recorded datasets: whole episodes as chunk payloads, split into train and valid, with a manifest.
 
-A dataset lives in the data directory's dataset store (`shared.storage.factory.open_datasets`: `data/datasets/`, or the
+A dataset lives in the data directory's dataset store (`rlfleet.shared.storage.factory.open_datasets`: `data/datasets/`, or the
 bucket prefix's `datasets/`), beside the runs and outside every run's own stores: a run's replay eviction and
 orphan sweep act on that run's store only, so they cannot reach a dataset, and any number of runs can train
 from one recording. A dataset is written once (`rlfleet record`) and only read afterwards.
@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import Field, ValidationError
 
-from shared.config.base import Strict
-from shared.payloads.codec import decode_chunk, encode_chunk
-from shared.payloads.framestack import flat_columns
-from shared.payloads.spaces import Spaces
-from shared.storage.protocol import PayloadStore
+from rlfleet.shared.config.base import Strict
+from rlfleet.shared.payloads.codec import decode_chunk, encode_chunk
+from rlfleet.shared.payloads.framestack import flat_columns
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.storage.protocol import PayloadStore
 
 FORMAT_VERSION = 1
 SPLITS = ("train", "valid")

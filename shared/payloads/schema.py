@@ -19,7 +19,7 @@ from typing import Literal
 
 import numpy as np
 
-from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, Spaces
 
 # 2: the compact layout of frame-stacked image runs (a chunk of such a run no longer holds `obs`/`next_obs`).
 SCHEMA_VERSION = 2

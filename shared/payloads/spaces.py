@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from shared.config.base import Strict
+from rlfleet.shared.config.base import Strict
 
 IMAGE_CHANNELS = (1, 3, 4)
 

@@ -18,8 +18,8 @@ from types import ModuleType
 
 import numpy as np
 
-from shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
-from shared.policy.manifest import Head, ObsNorm, PolicyManifest
+from rlfleet.shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
+from rlfleet.shared.policy.manifest import Head, ObsNorm, PolicyManifest
 
 ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0, out=x), "tanh": lambda x: np.tanh(x, out=x)}
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # tanh_gaussian's clamp, the same in the learner (shared/policy/nets.py)
@@ -247,7 +247,7 @@ class TorchActor(_Actor):
     def __init__(self, manifest: PolicyManifest, state: dict[str, np.ndarray]) -> None:
         torch = _torch()
 
-        from shared.policy.nets import PolicyNet
+        from rlfleet.shared.policy.nets import PolicyNet
 
         self.manifest, self._torch = manifest, torch
         self.net = PolicyNet(manifest).eval()

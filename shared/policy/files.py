@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from safetensors.numpy import load as st_load_numpy
 
-from shared.policy.manifest import MANIFEST_KEY, ManifestError, PolicyManifest
-from shared.storage.layout import policy_path
-from shared.storage.protocol import PayloadStore
-from shared.wire import PolicyRef
+from rlfleet.shared.policy.manifest import MANIFEST_KEY, ManifestError, PolicyManifest
+from rlfleet.shared.storage.layout import policy_path
+from rlfleet.shared.storage.protocol import PayloadStore
+from rlfleet.shared.wire import PolicyRef
 
 if TYPE_CHECKING:
     import torch

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from shared.policy.actors import head_outputs
-from shared.policy.manifest import PolicyManifest
+from rlfleet.shared.policy.actors import head_outputs
+from rlfleet.shared.policy.manifest import PolicyManifest
 
 
 def policy_shapes(manifest: PolicyManifest) -> dict[str, tuple[int, ...]]:

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from shared.config.base import (
+from rlfleet.shared.config.base import (
     CnnEncoder,
     Encoder,
     EpsilonSchedule,
@@ -31,7 +31,7 @@ from shared.config.base import (
     NetConfig,
     Strict,
 )
-from shared.payloads.spaces import ObsSpace, Spaces
+from rlfleet.shared.payloads.spaces import ObsSpace, Spaces
 
 MANIFEST_KEY = "rlfleet.manifest"
 MANIFEST_FORMAT: Literal["rlfleet.policy"] = "rlfleet.policy"

@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F  # noqa: N812 (torch's own spelling)
 from torch import nn
 
-from shared.config.base import CnnEncoder, ImpalaEncoder, MlpConfig, MlpEncoder, NatureEncoder
-from shared.payloads.spaces import ObsSpace
-from shared.policy.actors import head_outputs
-from shared.policy.manifest import Encoder, ObsNorm, PolicyManifest, encoder_features, image_dims
+from rlfleet.shared.config.base import CnnEncoder, ImpalaEncoder, MlpConfig, MlpEncoder, NatureEncoder
+from rlfleet.shared.payloads.spaces import ObsSpace
+from rlfleet.shared.policy.actors import head_outputs
+from rlfleet.shared.policy.manifest import Encoder, ObsNorm, PolicyManifest, encoder_features, image_dims
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh}
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from shared.storage.local import LocalStore
-from shared.storage.protocol import PayloadStore, StorePathError, check_path
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.protocol import PayloadStore, StorePathError, check_path
 
 if TYPE_CHECKING:
-    from shared.storage.layout import RunLayout
-    from shared.storage.s3 import S3Store
+    from rlfleet.shared.storage.layout import RunLayout
+    from rlfleet.shared.storage.s3 import S3Store
 
 Area = Literal["store", "checkpoints", "best"]
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")  # S3's bucket naming rules (no uppercase, no _)
@@ -104,7 +104,7 @@ def open_datasets(data_dir: Path, target: StoreTarget | None) -> PayloadStore:
 
 def object_store(target: StoreTarget, prefix: str) -> S3Store:
     """The object store of `target` at `prefix` of its bucket (`open_store` adds the run's part)."""
-    from shared.storage.s3 import S3Store  # boto3 is imported only by services that use an object store
+    from rlfleet.shared.storage.s3 import S3Store  # boto3 is imported only by services that use an object store
 
     return S3Store(target.bucket, prefix, target.endpoint_url, retry_seconds=target.retry_seconds)
 

@@ -1,6 +1,6 @@
 """Where a run's files live under the data directory: one place for every path.
 
-Payloads, policies, checkpoints and the best policy live in the run's stores (`shared.storage.factory.open_store`):
+Payloads, policies, checkpoints and the best policy live in the run's stores (`rlfleet.shared.storage.factory.open_store`):
 the `store`, `checkpoints` and `best` directories below, or an object store when `store` names one."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from shared.config.run_config import RunConfig
-    from shared.storage.factory import StoreTarget
+    from rlfleet.shared.config.run_config import RunConfig
+    from rlfleet.shared.storage.factory import StoreTarget
 
 STAMP_FORMAT = "%Y%m%d-%H%M%S"
 

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from shared.storage.protocol import IntegrityError, StorePathError, check_path, sha256_hex, valid_path
+from rlfleet.shared.storage.protocol import IntegrityError, StorePathError, check_path, sha256_hex, valid_path
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -11,7 +11,7 @@ import hashlib
 import re
 from typing import Protocol
 
-from shared.ids import PAYLOAD_PATH_PATTERN
+from rlfleet.shared.ids import PAYLOAD_PATH_PATTERN
 
 _PATH_RE = re.compile(PAYLOAD_PATH_PATTERN)
 

@@ -29,7 +29,7 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as EndpointError
 
-from shared.storage.protocol import IntegrityError, StoreUnavailable, check_path, sha256_hex
+from rlfleet.shared.storage.protocol import IntegrityError, StoreUnavailable, check_path, sha256_hex
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

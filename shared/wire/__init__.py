@@ -12,7 +12,7 @@ lives; the modules of this package import each other directly.
 
 from __future__ import annotations
 
-from shared.wire.base import (
+from rlfleet.shared.wire.base import (
     Count,
     Directive,
     EntryId,
@@ -27,7 +27,7 @@ from shared.wire.base import (
     Wire,
     WorkerKind,
 )
-from shared.wire.battles import (
+from rlfleet.shared.wire.battles import (
     OPPONENT_PATTERN,
     BattleRecord,
     Opponent,
@@ -37,7 +37,7 @@ from shared.wire.battles import (
     rule_met,
     rule_records,
 )
-from shared.wire.chunks import (
+from rlfleet.shared.wire.chunks import (
     ChunkAck,
     ChunkBatch,
     ChunkBatchAck,
@@ -52,10 +52,10 @@ from shared.wire.chunks import (
     SampleRequest,
     SampleResponse,
 )
-from shared.wire.common import Ack, ErrorBody, LearnReport, PolicyPublish, RunResponse, SchemaInfo, StopRequest
-from shared.wire.control_plane import ControlStatus, EvaluateRequest, SettingChange, SettingsRequest
-from shared.wire.dataset_batches import DatasetBatch, DatasetFile, DatasetSampleRequest, DatasetStatus, EpochScore
-from shared.wire.evaluations import (
+from rlfleet.shared.wire.common import Ack, ErrorBody, LearnReport, PolicyPublish, RunResponse, SchemaInfo, StopRequest
+from rlfleet.shared.wire.control_plane import ControlStatus, EvaluateRequest, SettingChange, SettingsRequest
+from rlfleet.shared.wire.dataset_batches import DatasetBatch, DatasetFile, DatasetSampleRequest, DatasetStatus, EpochScore
+from rlfleet.shared.wire.evaluations import (
     EvaluationReport,
     EvaluationResult,
     HoldoutReport,
@@ -63,7 +63,7 @@ from shared.wire.evaluations import (
     Seed,
     SolveRule,
 )
-from shared.wire.generations import (
+from rlfleet.shared.wire.generations import (
     Fraction,
     Generation,
     GenerationClose,
@@ -81,8 +81,8 @@ from shared.wire.generations import (
     PopulationStatus,
     ResultAck,
 )
-from shared.wire.limits import MAX_BODY_BYTES, batch_bytes, report_bytes_bound
-from shared.wire.status import (
+from rlfleet.shared.wire.limits import MAX_BODY_BYTES, batch_bytes, report_bytes_bound
+from rlfleet.shared.wire.status import (
     BufferStatus,
     JournalStatus,
     LearnerRank,
@@ -93,7 +93,7 @@ from shared.wire.status import (
     TaskStatus,
     WorkerStatus,
 )
-from shared.wire.tasks import (
+from rlfleet.shared.wire.tasks import (
     ClaimResponse,
     CollectorTask,
     EvaluatorTask,

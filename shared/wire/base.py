@@ -6,8 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared import FIELD_DOCS
-from shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
+from rlfleet.shared import FIELD_DOCS
+from rlfleet.shared.ids import ID_PATTERN, PAYLOAD_PATH_PATTERN, SHA256_PATTERN
 
 Id = Annotated[str, Field(pattern=ID_PATTERN)]  # each field says who issues it
 RequestId = Annotated[str, Field(pattern=ID_PATTERN, description=(

@@ -10,8 +10,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from shared.config.battle import BattleBar
-from shared.wire.base import Count, PolicyRef, Wire
+from rlfleet.shared.config.battle import BattleBar
+from rlfleet.shared.wire.base import Count, PolicyRef, Wire
 
 # Who played the other seat: a baseline (random, lookahead), the latest version ("latest") or a pool
 # version ("v12").

@@ -9,9 +9,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from shared.config.run_config import SamplingUnit
-from shared.wire.base import Count, Directive, EntryId, FlatIndex, Id, PayloadPath, RequestId, Return, Sha256, Wire
-from shared.wire.battles import Opponent
+from rlfleet.shared.config.run_config import SamplingUnit
+from rlfleet.shared.wire.base import Count, Directive, EntryId, FlatIndex, Id, PayloadPath, RequestId, Return, Sha256, Wire
+from rlfleet.shared.wire.battles import Opponent
 
 
 class EpisodeStat(Wire):

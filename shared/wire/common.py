@@ -7,10 +7,10 @@ from typing import Annotated
 
 from pydantic import Field
 
-from shared.config.hooks import HooksFailed
-from shared.config.run_config import RunConfig
-from shared.ids import ID_PATTERN
-from shared.wire.base import Count, Directive, Id, PolicyRef, RunState, Wire
+from rlfleet.shared.config.hooks import HooksFailed
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.ids import ID_PATTERN
+from rlfleet.shared.wire.base import Count, Directive, Id, PolicyRef, RunState, Wire
 
 
 class ErrorBody(Wire):

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from shared.wire.base import Count, Wire
+from rlfleet.shared.wire.base import Count, Wire
 
 
 class SettingChange(Wire):

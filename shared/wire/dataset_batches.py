@@ -11,7 +11,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from shared.wire.base import Count, Directive, Id, PayloadPath, RequestId, Sha256, Wire
+from rlfleet.shared.wire.base import Count, Directive, Id, PayloadPath, RequestId, Sha256, Wire
 
 
 class DatasetSampleRequest(Wire):

@@ -6,8 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from shared.wire.base import Count, Id, RequestId, Return, Wire
-from shared.wire.battles import BattleRecord
+from rlfleet.shared.wire.base import Count, Id, RequestId, Return, Wire
+from rlfleet.shared.wire.battles import BattleRecord
 
 Seed = Annotated[int, Field(ge=0, lt=2**96, description="base seed of the vector env (env i: seed + i; see "
                                                         "shared/envs/seeds.py)")]

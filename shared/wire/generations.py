@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from shared.wire.base import Count, Directive, FlatIndex, Id, PolicyRef, RequestId, Return, Wire
+from rlfleet.shared.wire.base import Count, Directive, FlatIndex, Id, PolicyRef, RequestId, Return, Wire
 
 Generation = Annotated[int, Field(ge=1, le=2**53, description="generation number, issued by the coordinator from 1")]
 MemberIndex = Annotated[int, Field(ge=0, lt=10_000, description="the member's position in its generation")]

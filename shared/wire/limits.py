@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from shared.wire.chunks import ChunkReport, EpisodeStat
+from rlfleet.shared.wire.chunks import ChunkReport, EpisodeStat
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # the coordinator's default max_body_bytes
 BATCH_HEAD, BATCH_TAIL = b'{"reports":[', b"]}"  # a ChunkBatch's JSON around its reports, comma-separated

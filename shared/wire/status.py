@@ -8,14 +8,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared.config.hooks import HooksFailed
-from shared.config.run_config import SamplingUnit
-from shared.wire.base import Id, RunState, Wire, WorkerKind
-from shared.wire.battles import SelfPlayStatus
-from shared.wire.control_plane import ControlStatus
-from shared.wire.dataset_batches import DatasetStatus
-from shared.wire.evaluations import EvaluationResult, HoldoutResult, SolveRule
-from shared.wire.generations import PopulationStatus
+from rlfleet.shared.config.hooks import HooksFailed
+from rlfleet.shared.config.run_config import SamplingUnit
+from rlfleet.shared.wire.base import Id, RunState, Wire, WorkerKind
+from rlfleet.shared.wire.battles import SelfPlayStatus
+from rlfleet.shared.wire.control_plane import ControlStatus
+from rlfleet.shared.wire.dataset_batches import DatasetStatus
+from rlfleet.shared.wire.evaluations import EvaluationResult, HoldoutResult, SolveRule
+from rlfleet.shared.wire.generations import PopulationStatus
 
 
 class WorkerStatus(Wire):

@@ -8,14 +8,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from shared.algorithms import AlgoConfig
-from shared.config.battle import SelfPlayConfig
-from shared.config.run_config import CollectorConfig, EnvConfig, EvalConfig, LearnerConfig, ReplayConfig, SamplingConfig
-from shared.ids import ID_PATTERN
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
-from shared.wire.base import Count, Directive, Id, PolicyRef, RequestId, Wire, WorkerKind
-from shared.wire.limits import MAX_BODY_BYTES
+from rlfleet.shared.algorithms import AlgoConfig
+from rlfleet.shared.config.battle import SelfPlayConfig
+from rlfleet.shared.config.run_config import CollectorConfig, EnvConfig, EvalConfig, LearnerConfig, ReplayConfig, SamplingConfig
+from rlfleet.shared.ids import ID_PATTERN
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
+from rlfleet.shared.wire.base import Count, Directive, Id, PolicyRef, RequestId, Wire, WorkerKind
+from rlfleet.shared.wire.limits import MAX_BODY_BYTES
 
 
 class RegisterRequest(Wire):

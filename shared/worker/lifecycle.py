@@ -18,13 +18,13 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from shared.storage.factory import StoreConfigError, StoreTarget, check_store
-from shared.storage.layout import RunLayout
-from shared.storage.protocol import StoreUnavailable
-from shared.wire import WorkerKind
-from shared.worker.client import CoordinatorClient, Stopped
-from shared.worker.session import COORDINATOR_ERRORS, WorkerSession
-from shared.worker.settings import WorkerSettings
+from rlfleet.shared.storage.factory import StoreConfigError, StoreTarget, check_store
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.storage.protocol import StoreUnavailable
+from rlfleet.shared.wire import WorkerKind
+from rlfleet.shared.worker.client import CoordinatorClient, Stopped
+from rlfleet.shared.worker.session import COORDINATOR_ERRORS, WorkerSession
+from rlfleet.shared.worker.settings import WorkerSettings
 
 log = logging.getLogger("rlfleet.worker")
 EXIT_OK, EXIT_UNAVAILABLE, EXIT_CRASHED = 0, 2, 4

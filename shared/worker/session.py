@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from shared.wire import (
+from rlfleet.shared.wire import (
     ClaimResponse,
     CollectorTask,
     Directive,
@@ -30,7 +30,7 @@ from shared.wire import (
     Task,
     WorkerKind,
 )
-from shared.worker.client import CoordinatorClient, CoordinatorRejected, CoordinatorUnavailable, Stopped
+from rlfleet.shared.worker.client import CoordinatorClient, CoordinatorRejected, CoordinatorUnavailable, Stopped
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", CollectorTask, LearnerTask, EvaluatorTask)

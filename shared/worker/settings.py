@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from shared.storage.factory import StoreSettings
-from shared.tokens import Scope, load_token_file, load_tokens_file
+from rlfleet.shared.storage.factory import StoreSettings
+from rlfleet.shared.tokens import Scope, load_token_file, load_tokens_file
 
 
 class WorkerSettings(StoreSettings):

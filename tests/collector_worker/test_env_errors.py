@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control import CartPoleEnv
 
-from collector_worker.rollout import Rollout
-from shared.config.run_config import EnvConfig
-from shared.envs.build import ENV_ERROR, ResetOnError
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.envs.build import ENV_ERROR, ResetOnError
 from tests.support.policies import CARTPOLE, EPSILON_GREEDY, flat_spaces
 
 
@@ -117,7 +117,7 @@ def test_integer_observations_are_not_checked() -> None:
 def test_a_frame_that_changes_shape_mid_episode_is_an_env_error() -> None:
     """Step 4 of every episode returns a frame with one more channel: the vector env could not batch it (it raised
     out of the collector); now that step is an env error and the env starts over."""
-    from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
+    from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
 
     env = EnvConfig(id="tests.support.frames:Frames", kwargs={"reshape_at": 4, "max_steps": 9})
     rollout = Rollout(env, 2, Spaces(obs=ObsSpace(shape=(1, 6, 7), dtype="uint8"), action=DiscreteActions(n=3)),

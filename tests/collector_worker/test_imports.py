@@ -10,7 +10,7 @@ import pytest
 from tests.support.repo import REPO
 
 
-@pytest.mark.parametrize("module", ["collector_worker.main", "evaluator.main"])
+@pytest.mark.parametrize("module", ["rlfleet.collector_worker.main", "rlfleet.evaluator.main"])
 def test_service_runs_without_torch(module: str) -> None:
     script = f"import sys, {module}; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)

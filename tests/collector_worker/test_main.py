@@ -10,13 +10,13 @@ import httpx
 import pytest
 import torch
 
-from collector_worker import main as collector_main
-from collector_worker.rollout import Chunk, Rollout
-from shared.config.run_config import CollectorConfig, EnvConfig, SamplingConfig
-from shared.policy.files import save_policy
-from shared.storage.local import LocalStore
-from shared.wire import CollectorTask, Directive, HeartbeatResponse, PolicyRef
-from shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK, run_session
+from rlfleet.collector_worker import main as collector_main
+from rlfleet.collector_worker.rollout import Chunk, Rollout
+from rlfleet.shared.config.run_config import CollectorConfig, EnvConfig, SamplingConfig
+from rlfleet.shared.policy.files import save_policy
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import CollectorTask, Directive, HeartbeatResponse, PolicyRef
+from rlfleet.shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK, run_session
 from tests.support.fake_coordinator import FakeCoordinator, make_session, reply
 from tests.support.policies import CARTPOLE, EPSILON_GREEDY, manifest, policy_state
 

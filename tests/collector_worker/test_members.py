@@ -10,19 +10,19 @@ import numpy as np
 import pytest
 import torch
 
-from collector_worker.members import MemberEvaluator, _evaluate_one
-from shared.algorithms.base import sampled_head
-from shared.config.base import NetConfig
-from shared.config.run_config import EnvConfig
-from shared.policy.actors import NumpyActor
-from shared.policy.files import load_policy, save_policy
-from shared.policy.flat_params import flatten, policy_shapes, unflatten
-from shared.policy.manifest import PolicyManifest, default_encoder
-from shared.policy.nets import PolicyNet
-from shared.policy.noise_table import noise_table
-from shared.storage.local import LocalStore
-from shared.wire import MemberClaim, MemberTask, Perturbation
-from shared.worker.client import CoordinatorRejected
+from rlfleet.collector_worker.members import MemberEvaluator, _evaluate_one
+from rlfleet.shared.algorithms.base import sampled_head
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.policy.actors import NumpyActor
+from rlfleet.shared.policy.files import load_policy, save_policy
+from rlfleet.shared.policy.flat_params import flatten, policy_shapes, unflatten
+from rlfleet.shared.policy.manifest import PolicyManifest, default_encoder
+from rlfleet.shared.policy.nets import PolicyNet
+from rlfleet.shared.policy.noise_table import noise_table
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import MemberClaim, MemberTask, Perturbation
+from rlfleet.shared.worker.client import CoordinatorRejected
 from tests.support.fake_coordinator import FakeCoordinator, error, make_session, reply
 from tests.support.policies import CARTPOLE
 

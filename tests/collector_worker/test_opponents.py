@@ -10,14 +10,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from collector_worker.opponents import OpponentDraw
-from collector_worker.rollout import Rollout
-from shared.config.plan import RunPlan
-from shared.config.run_config import RunConfig
-from shared.policy.files import decode_policy
-from shared.storage.local import LocalStore
-from shared.wire import OpponentPool, PolicyRef
-from shared.worker.client import CoordinatorRejected
+from rlfleet.collector_worker.opponents import OpponentDraw
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.policy.files import decode_policy
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import OpponentPool, PolicyRef
+from rlfleet.shared.worker.client import CoordinatorRejected
 from tests.support.fake_coordinator import FakeCoordinator, make_session, reply
 from tests.support.policies import manifest, policy_state
 
@@ -30,7 +30,7 @@ PLAN = RunPlan.of(CONFIG)
 def write_policy(store: LocalStore, version: int) -> PolicyRef:
     import torch
 
-    from shared.policy.files import save_policy
+    from rlfleet.shared.policy.files import save_policy
 
     m = manifest(PLAN.spaces, "q_values", (16,))
     state = {k: torch.from_numpy(v) for k, v in policy_state(m, seed=version).items()}

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from collector_worker.rollout import Chunk, Rollout
-from shared.config.run_config import EnvConfig
-from shared.policy.actors import PolicyError
-from shared.policy.manifest import Behaviour
+from rlfleet.collector_worker.rollout import Chunk, Rollout
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.policy.actors import PolicyError
+from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.policies import CARTPOLE as CARTPOLE_SPACES
 from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, manifest, policy_state
 
@@ -344,7 +344,7 @@ def test_continuous_actions_are_stored_as_drawn_and_applied_within_bounds():
 def test_a_frame_stacked_image_run_stores_each_frame_once() -> None:
     """Compact chunks whose frame columns cost about one frame per env step (the flat layout: 2k frames), rebuilt
     exactly into the flat chunk of the same seeded run (episodes of up to 40 steps: ends cost a frame each)."""
-    from shared.payloads.framestack import flat_columns
+    from rlfleet.shared.payloads.framestack import flat_columns
     from tests.support.frames import twin_rollouts
 
     compact, flat = twin_rollouts(4, num_envs=4, seed=3, max_steps=40)
@@ -365,7 +365,7 @@ def test_a_frame_stacked_image_run_stores_each_frame_once() -> None:
 
 
 def test_an_n_episode_chunk_cut_short_keeps_its_per_env_columns() -> None:
-    from shared.payloads.framestack import flat_columns
+    from rlfleet.shared.payloads.framestack import flat_columns
     from tests.support.frames import twin_rollouts
 
     """Per-env columns keep one entry per env when an n_episode chunk stops before its step count (here after
@@ -394,7 +394,7 @@ class ZeroPaddedStacks(gym.vector.VectorWrapper):
 
 
 def test_stacks_that_do_not_continue_one_another_stop_the_collector_naming_the_wrapper() -> None:
-    from collector_worker.rollout import StackMismatch
+    from rlfleet.collector_worker.rollout import StackMismatch
     from tests.support.frames import twin_rollouts
 
     compact, flat = twin_rollouts(4, num_envs=2, seed=1)

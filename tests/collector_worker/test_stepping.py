@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from collector_worker.rollout import Chunk, Rollout
-from collector_worker.stepping import Halves, _joined
-from shared.config.run_config import EnvBackend, EnvConfig
-from shared.policy.manifest import Behaviour
+from rlfleet.collector_worker.rollout import Chunk, Rollout
+from rlfleet.collector_worker.stepping import Halves, _joined
+from rlfleet.shared.config.run_config import EnvBackend, EnvConfig
+from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.policies import CARTPOLE, EPSILON_GREEDY, SAMPLING, flat_spaces, manifest, policy_state
 
 torch.set_num_threads(1)

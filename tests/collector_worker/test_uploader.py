@@ -16,15 +16,15 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from collector_worker.rollout import Chunk
-from collector_worker.uploader import Pending, Uploader
-from launcher.up import free_port
-from shared.payloads.codec import decode_chunk
-from shared.storage.layout import chunk_path
-from shared.storage.local import LocalStore
-from shared.storage.protocol import PayloadStore, StoreUnavailable, sha256_hex
-from shared.storage.s3 import S3Store
-from shared.wire import (
+from rlfleet.collector_worker.rollout import Chunk
+from rlfleet.collector_worker.uploader import Pending, Uploader
+from rlfleet.launcher.up import free_port
+from rlfleet.shared.payloads.codec import decode_chunk
+from rlfleet.shared.storage.layout import chunk_path
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.protocol import PayloadStore, StoreUnavailable, sha256_hex
+from rlfleet.shared.storage.s3 import S3Store
+from rlfleet.shared.wire import (
     MAX_BODY_BYTES,
     ChunkAck,
     ChunkBatch,
@@ -34,9 +34,9 @@ from shared.wire import (
     Directive,
     PolicyRef,
 )
-from shared.worker.client import CoordinatorClient, Stopped
-from shared.worker.lifecycle import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
-from shared.worker.session import WorkerSession
+from rlfleet.shared.worker.client import CoordinatorClient, Stopped
+from rlfleet.shared.worker.lifecycle import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
+from rlfleet.shared.worker.session import WorkerSession
 from tests.support.seaweed import SeaweedFS
 
 torch.set_num_threads(1)

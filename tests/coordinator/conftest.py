@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from coordinator.run import Run
-from shared.config.run_config import RunConfig
-from shared.storage.local import LocalStore
+from rlfleet.coordinator.run import Run
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.run import FakeClock
 
 

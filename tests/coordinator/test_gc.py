@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from coordinator.run import Run
-from shared.config.run_config import RunConfig
-from shared.storage.factory import StoreTarget, open_datasets, open_store
-from shared.storage.layout import RunLayout
-from shared.storage.local import LocalStore
-from shared.storage.s3 import S3Store
+from rlfleet.coordinator.run import Run
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.factory import StoreTarget, open_datasets, open_store
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.s3 import S3Store
 from tests.support.configs import layout
 from tests.support.datasets import write_demo_dataset
 from tests.support.run import chunk, collector

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from coordinator.gcpacing import GcPacing
+from rlfleet.coordinator.gcpacing import GcPacing
 
 
 class Clock:

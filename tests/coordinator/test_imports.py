@@ -14,9 +14,9 @@ def test_coordinator_with_its_metrics_recorder_imports_no_torch_or_gymnasium(tmp
     script = f"""
 import sys
 from pathlib import Path
-from coordinator.main import create_app
-from coordinator.observe.metrics import MetricsRecorder
-from shared.storage.layout import RunLayout
+from rlfleet.coordinator.main import create_app
+from rlfleet.coordinator.observe.metrics import MetricsRecorder
+from rlfleet.shared.storage.layout import RunLayout
 recorder = MetricsRecorder(RunLayout(Path({str(tmp_path)!r}), "r"))
 recorder._tb.add_scalar("x", 1.0, 0)
 recorder.close()

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.payloads.codec import encode_chunk
-from shared.storage.layout import chunk_path, policy_path
-from shared.storage.local import LocalStore
+from rlfleet.shared.payloads.codec import encode_chunk
+from rlfleet.shared.storage.layout import chunk_path, policy_path
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.api import auth, make_settings, running_client, store_for
 from tests.support.configs import small_run_config
 from tests.support.journal import fill_journal, free_journal

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.run import Run
-from launcher.up import free_port
-from shared.storage.factory import StoreConfigError, open_store
-from shared.storage.layout import RunLayout
-from shared.storage.s3 import S3Store
+from rlfleet.coordinator.run import Run
+from rlfleet.launcher.up import free_port
+from rlfleet.shared.storage.factory import StoreConfigError, open_store
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.storage.s3 import S3Store
 from tests.support.api import auth, claim, get_status, make_settings, register, running_client
 from tests.support.chunks import write_chunk
 from tests.support.configs import small_run_config
@@ -67,7 +67,7 @@ def test_chunks_are_sized_in_the_object_store_and_never_acknowledged_while_it_is
 
 
 def test_the_coordinator_refuses_an_s3_url_without_an_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from coordinator.main import create_app
+    from rlfleet.coordinator.main import create_app
 
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.delenv("AWS_REGION", raising=False)

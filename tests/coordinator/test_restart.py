@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.journal.component import Stored
-from coordinator.journal.database import Journal
-from coordinator.run import Run
-from shared.config.run_config import RunConfig
-from shared.storage.local import LocalStore
-from shared.wire import EvaluationReport, LearnReport, SampleRequest
+from rlfleet.coordinator.journal.component import Stored
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.run import Run
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import EvaluationReport, LearnReport, SampleRequest
 from tests.support.configs import layout, make_config
 from tests.support.run import FakeClock, chunk, collector, learner, publish, register, rows
 

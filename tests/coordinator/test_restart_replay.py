@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-import coordinator.state.dataplane as dataplane
-from coordinator.errors import NotEnoughData
-from coordinator.journal.database import Journal
-from coordinator.run import Run
-from coordinator.state.dataplane import DataPlane
-from shared.config.run_config import RunConfig
-from shared.storage.local import LocalStore
-from shared.wire import PriorityUpdate, SampleRequest
+import rlfleet.coordinator.state.dataplane as dataplane
+from rlfleet.coordinator.errors import NotEnoughData
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.run import Run
+from rlfleet.coordinator.state.dataplane import DataPlane
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import PriorityUpdate, SampleRequest
 from tests.support.configs import layout, make_config, queue_config
 from tests.support.replay import tree_of
 from tests.support.run import FakeClock, chunk, collector, learner, publish, served_chunk_ids

@@ -7,15 +7,15 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from coordinator.errors import Conflict, Forbidden, GroupFull, Invalid, NotEnoughData, TaskNotHeld, UnknownWorker
-from coordinator.operations.context import PAUSE_SECONDS
-from coordinator.run import Run
-from coordinator.state.dataplane import BUFFER_ID
-from shared.config.run_config import RunConfig
-from shared.storage.layout import chunk_path, policy_path
-from shared.storage.local import LocalStore
-from shared.storage.protocol import sha256_hex
-from shared.wire import (
+from rlfleet.coordinator.errors import Conflict, Forbidden, GroupFull, Invalid, NotEnoughData, TaskNotHeld, UnknownWorker
+from rlfleet.coordinator.operations.context import PAUSE_SECONDS
+from rlfleet.coordinator.run import Run
+from rlfleet.coordinator.state.dataplane import BUFFER_ID
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.layout import chunk_path, policy_path
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.protocol import sha256_hex
+from rlfleet.shared.wire import (
     CollectorTask,
     EvaluationReport,
     EvaluatorTask,

@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coordinator.errors import Conflict, Invalid, NotEnoughData
-from coordinator.operations.context import PAUSE_SECONDS
-from coordinator.run import Run
-from coordinator.state.payloads import CONSUMED_GRACE_SECONDS
-from shared.config.run_config import RunConfig
-from shared.storage.local import LocalStore
-from shared.wire import HeartbeatResponse, PriorityUpdate, SampleRequest, SampleResponse
+from rlfleet.coordinator.errors import Conflict, Invalid, NotEnoughData
+from rlfleet.coordinator.operations.context import PAUSE_SECONDS
+from rlfleet.coordinator.run import Run
+from rlfleet.coordinator.state.payloads import CONSUMED_GRACE_SECONDS
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import HeartbeatResponse, PriorityUpdate, SampleRequest, SampleResponse
 from tests.support.configs import layout, make_config, queue_config
 from tests.support.journal import fill_journal, free_journal
 from tests.support.replay import tree_of
@@ -710,7 +710,7 @@ def test_a_paused_collectors_poll_ends_when_the_run_ends(run_config: RunConfig, 
 
 
 def test_lag_mean_is_exact_beyond_the_histogram_tail() -> None:
-    from coordinator.state.lag import LagStats
+    from rlfleet.coordinator.state.lag import LagStats
 
     stats = LagStats()
     for lag in (0, 8, 10):

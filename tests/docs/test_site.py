@@ -20,8 +20,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from shared.algorithms import REGISTRY
-from shared.config.run_config import RunConfig
+from rlfleet.shared.algorithms import REGISTRY
+from rlfleet.shared.config.run_config import RunConfig
 
 REPO = Path(__file__).resolve().parents[2]
 # Attributes through which a page makes the browser load something (an <a href> is only a link a reader may follow).

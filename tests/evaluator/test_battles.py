@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from evaluator.battles import against, baseline_games, pool_records
-from shared.config.battle import BattleBar, SelfPlayConfig
-from shared.config.plan import RunPlan
-from shared.config.run_config import RunConfig
-from shared.policy.files import save_policy
-from shared.storage.local import LocalStore
-from shared.wire import BattleRecord, PolicyRef, rule_met, rule_records
+from rlfleet.evaluator.battles import against, baseline_games, pool_records
+from rlfleet.shared.config.battle import BattleBar, SelfPlayConfig
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.policy.files import save_policy
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import BattleRecord, PolicyRef, rule_met, rule_records
 from tests.support.policies import manifest, policy_state, random_actor
 
 CONFIG = RunConfig.model_validate({"env": {"id": "rlfleet/TicTacToe-v0"}, "self_play": {}})

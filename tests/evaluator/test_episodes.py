@@ -12,9 +12,9 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-import evaluator.episodes as episodes_module
-from evaluator.episodes import Act, evaluate
-from shared.config.run_config import EnvConfig
+import rlfleet.evaluator.episodes as episodes_module
+from rlfleet.evaluator.episodes import Act, evaluate
+from rlfleet.shared.config.run_config import EnvConfig
 from tests.support.policies import flat_spaces, random_actor
 
 torch.set_num_threads(1)

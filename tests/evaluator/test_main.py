@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.main import kept_policy, report
-from shared.storage.layout import BEST_POLICY, BEST_SCORE, policy_path
-from shared.storage.local import LocalStore
-from shared.wire import EvaluationReport, EvaluationResult
+from rlfleet.evaluator.main import kept_policy, report
+from rlfleet.shared.storage.layout import BEST_POLICY, BEST_SCORE, policy_path
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import EvaluationReport, EvaluationResult
 from tests.support.fake_coordinator import FakeCoordinator, make_session
 
 pytestmark = pytest.mark.usefixtures("short_backoff")

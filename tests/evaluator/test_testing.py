@@ -9,10 +9,10 @@ import imageio.v3 as iio
 import pytest
 import torch
 
-from evaluator.testing import Subject, UsageError, describe, load_subject, resolve_inputs, run_test
-from evaluator.video import VideoError
-from shared.config.run_config import RunConfig
-from shared.envs.seeds import ENVS_PER_BLOCK, base_seed, decode
+from rlfleet.evaluator.testing import Subject, UsageError, describe, load_subject, resolve_inputs, run_test
+from rlfleet.evaluator.video import VideoError
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.envs.seeds import ENVS_PER_BLOCK, base_seed, decode
 from tests.support.policies import flat_spaces, random_actor
 from tests.support.run_files import write_run
 from tests.support.userenv import PaintedCountEnv
@@ -166,8 +166,8 @@ def test_unreadable_inputs_are_refused_in_one_line(tmp_path: Path, policy: str, 
 
 def test_a_board_game_policy_is_tested_against_each_baseline_alone(tmp_path: Path) -> None:
     """For a two-player game, the report adds won / drawn / lost against every baseline over the same games."""
-    from shared.envs.build import make_vector_env
-    from shared.envs.gymspaces import describe
+    from rlfleet.shared.envs.build import make_vector_env
+    from rlfleet.shared.envs.gymspaces import describe
 
     env = {"id": "rlfleet/TicTacToe-v0", "kwargs": {"opponent": {"random": 0.5, "lookahead": 0.5}}}
     vec = make_vector_env(RunConfig.model_validate({"env": {**env, "solve_threshold": 0.5}}).env, 1)
@@ -186,7 +186,7 @@ def test_a_board_game_policy_is_tested_against_each_baseline_alone(tmp_path: Pat
 
 def test_a_run_with_a_battle_rule_is_solved_by_its_bars_not_by_the_threshold(tmp_path: Path) -> None:
     """`rlfleet test` judges a battle-rule run as the judge does: every baseline's bar over its games."""
-    from shared.config.plan import RunPlan
+    from rlfleet.shared.config.plan import RunPlan
 
     rule = {"random": {"min_win_or_draw": 0.5}, "lookahead": {"min_win": 0.99}}
     config = RunConfig.model_validate({"seed": RUN_SEED, "env": {"id": "rlfleet/TicTacToe-v0", "solve_threshold": -5},
@@ -200,7 +200,7 @@ def test_a_run_with_a_battle_rule_is_solved_by_its_bars_not_by_the_threshold(tmp
 
 
 def describe_report(report: dict[str, Any]) -> str:
-    from evaluator.testing import describe
+    from rlfleet.evaluator.testing import describe
 
     return describe(report)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
 from tests.support.configs import small_run_config
 from tests.support.fleet import Fleet
 from tests.support.repo import REPO

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.config.run_config import RunConfig
+from rlfleet.shared.config.run_config import RunConfig
 from tests.support.fleet import Fleet
 
 

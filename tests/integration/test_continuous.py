@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from shared.policy.files import read_manifest
+from rlfleet.shared.policy.files import read_manifest
 from tests.support.repo import REPO
 
 
 @pytest.mark.slow
 def test_gaussian_ppo_solves_pendulum(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/pendulum_ppo.yaml", "--data-dir",
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/pendulum_ppo.yaml", "--data-dir",
          str(tmp_path), "--port", "0"],
         cwd=REPO, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -35,7 +35,7 @@ def test_learner_owned_observation_statistics_ship_with_every_policy(tmp_path: P
     """normalize_obs: the learner's running statistics are frozen into each published manifest, which every
     actor normalises with. A short budget (measured: with it PPO solves Pendulum after ~150k steps)."""
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/pendulum_ppo.yaml", "--data-dir",
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/pendulum_ppo.yaml", "--data-dir",
          str(tmp_path), "--port", "0", "--set", "env.wrappers=[{name: normalize_obs, clip: 5}]",
          "--set", "budget.max_env_steps=24576"],
         cwd=REPO, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)

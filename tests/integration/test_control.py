@@ -13,14 +13,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
 from tests.support.configs import small_run_config
 from tests.support.fleet import Fleet
 from tests.support.repo import REPO
 
 
 def ctl(fleet: Fleet, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "launcher", "ctl", *args, "--url", fleet.url, "--tokens-file",
+    done = subprocess.run([sys.executable, "-m", "rlfleet.launcher", "ctl", *args, "--url", fleet.url, "--tokens-file",
                            str(fleet.data_dir / "tokens.json")], cwd=REPO, capture_output=True, text=True,
                           timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from launcher.up import free_port
+from rlfleet.launcher.up import free_port
 from tests.support.repo import REPO
 
 pytestmark = pytest.mark.slow
@@ -46,7 +46,7 @@ def live_run(tmp_path: Path) -> Iterator[tuple[str, dict[str, str], Path]]:
     """`rlfleet up` (DQN on CartPole, 2 collectors) on a free port, stopped through the API at the end."""
     port = free_port()
     log = open(tmp_path / "up.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", "up", "--data-dir", str(tmp_path / "data"),
+    proc = subprocess.Popen([sys.executable, "-m", "rlfleet.launcher", "up", "--data-dir", str(tmp_path / "data"),
                              "--port", str(port), "--set", "env.solve_threshold=1000",
                              "--set", "budget.max_env_steps=2000000"],
                             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

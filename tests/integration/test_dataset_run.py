@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.config.run_config import load_run_config
+from rlfleet.shared.config.run_config import load_run_config
 from tests.support.repo import REPO
 from tests.support.run_files import write_expert_inputs
 
@@ -21,7 +21,7 @@ def _recorded(tmp_path: Path) -> tuple[Path, dict[Path, bytes]]:
     policy, config = write_expert_inputs(tmp_path)
     data = tmp_path / "data"
     recorded = subprocess.run(
-        [sys.executable, "-m", "launcher", "record", "--policy", str(policy), "--config", str(config), "--name",
+        [sys.executable, "-m", "rlfleet.launcher", "record", "--policy", str(policy), "--config", str(config), "--name",
          "cartpole-expert", "--episodes", "20", "--data-dir", str(data)],
         cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert recorded.returncode == 0, recorded.stderr
@@ -33,7 +33,7 @@ def test_bc_from_a_recorded_expert_solves_cartpole(tmp_path: Path) -> None:
     data, files = _recorded(tmp_path)
     assert load_run_config(REPO / "configs" / "cartpole_bc.yaml").algo.dataset == "cartpole-expert"  # type: ignore[attr-defined]
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_bc.yaml", "--data-dir", str(data),
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/cartpole_bc.yaml", "--data-dir", str(data),
          "--port", "0"], cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = (data / "runs").iterdir()
@@ -60,7 +60,7 @@ def test_bc_from_a_recorded_expert_solves_cartpole(tmp_path: Path) -> None:
 def test_a_supervised_dynamics_model_of_the_recording(tmp_path: Path) -> None:
     data, files = _recorded(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_supervised.yaml", "--data-dir",
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/cartpole_supervised.yaml", "--data-dir",
          str(data), "--port", "0", "--set", "algo.epochs=8"],
         cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # 1: ended by its budget, as planned

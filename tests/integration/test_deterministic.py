@@ -24,7 +24,7 @@ RUNS = {
 def _policies(data_dir: Path, config: str, overrides: list[str], seed: int) -> dict[str, str]:
     args = [arg for item in overrides for arg in ("--set", item)]
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
          "--deterministic", "--seed", str(seed), "--set", "env.solve_threshold=1000", *args],
         cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
         env={**os.environ, "RLFLEET_KEEP_POLICIES": "1000"})

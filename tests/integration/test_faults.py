@@ -20,13 +20,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from coordinator.journal.database import Journal
-from coordinator.run import Run
-from launcher.up import free_port
-from shared.config.run_config import RunConfig
-from shared.storage.local import LocalStore
-from shared.tokens import load_tokens_file
-from shared.wire import Status
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.run import Run
+from rlfleet.launcher.up import free_port
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.tokens import load_tokens_file
+from rlfleet.shared.wire import Status
 from tests.support.processes import launcher_child
 from tests.support.repo import REPO
 
@@ -35,7 +35,7 @@ from tests.support.repo import REPO
 def test_run_survives_kill_9_of_collector_learner_and_coordinator(tmp_path: Path) -> None:
     port = free_port()
     up = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir",
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir",
          str(tmp_path), "--port", str(port), "--seed", "3", "--set", "algo.publish_every=1000",
          "--set", "algo.checkpoint_every=100"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,

@@ -28,7 +28,7 @@ def test_collectors_wait_out_a_slow_update_and_nothing_is_discarded_as_stale(tmp
     path.write_text(yaml.safe_dump(config))
     rounds = 8
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", str(path), "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(path), "--data-dir", str(tmp_path / "data"),
          "--port", "0", "--set", f"budget.max_env_steps={rounds * 40}", "--set", "env.solve_threshold=1000"],
         cwd=REPO, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # the budget, not a solve, ends it

@@ -32,7 +32,7 @@ def test_hooks_see_the_run_and_a_failing_hook_shows_in_the_summary(tmp_path: Pat
     path.write_text(yaml.safe_dump(config))
     # Small chunks and an unreachable threshold, as in test_up.py: the budget, not a lucky policy, ends the run.
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", str(path), "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(path), "--data-dir", str(tmp_path / "data"),
          "--port", "0", "--set", "budget.max_env_steps=4000", "--set", "collector.chunk_steps=16",
          "--set", "env.solve_threshold=1000"],
         cwd=REPO, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,

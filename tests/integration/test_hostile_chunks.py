@@ -15,11 +15,11 @@ import httpx
 import numpy as np
 import pytest
 
-from shared.config.run_config import RunConfig, dump_run_config
-from shared.payloads.codec import encode_chunk
-from shared.payloads.schema import ChunkSchema
-from shared.payloads.spaces import Spaces
-from shared.storage.layout import chunk_path
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.payloads.codec import encode_chunk
+from rlfleet.shared.payloads.schema import ChunkSchema
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.storage.layout import chunk_path
 from tests.support.configs import small_run_config
 from tests.support.fleet import Fleet
 

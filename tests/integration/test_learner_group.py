@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from launcher.up import free_port
-from shared.tokens import load_tokens_file
-from shared.wire import Status
+from rlfleet.launcher.up import free_port
+from rlfleet.shared.tokens import load_tokens_file
+from rlfleet.shared.wire import Status
 from tests.support.network import non_loopback_address, reachable
 from tests.support.processes import launcher_child
 from tests.support.repo import REPO
@@ -78,7 +78,7 @@ def test_the_group_s_stores_listen_on_loopback_only(tmp_path: Path) -> None:
     other = non_loopback_address()
     port, rendezvous = free_port(), free_port()
     up = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir", str(tmp_path),
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir", str(tmp_path),
          "--port", str(port), "--seed", "0", "--set", "learner.replicas=2",
          "--set", f"learner.rendezvous=127.0.0.1:{rendezvous}"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
@@ -124,7 +124,7 @@ def test_a_killed_rank_re_forms_the_group_which_resumes_and_solves(tmp_path: Pat
     every 400 updates), so the solve cannot come from before it."""
     port = free_port()
     up = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir", str(tmp_path),
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir", str(tmp_path),
          "--port", str(port), "--seed", "0", "--set", "learner.replicas=2", "--set", "algo.publish_every=400",
          "--set", "algo.checkpoint_every=100"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,

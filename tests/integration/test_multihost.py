@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.journal.database import Journal
-from coordinator.run import Run
-from shared.config.run_config import RunConfig
-from shared.storage.factory import StoreSettings, open_store
-from shared.storage.layout import RunLayout
-from shared.storage.s3 import S3Store
-from shared.tokens import generate_tokens_file
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.run import Run
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.factory import StoreSettings, open_store
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.storage.s3 import S3Store
+from rlfleet.shared.tokens import generate_tokens_file
 from tests.support.fleet import Fleet
 from tests.support.repo import REPO
 from tests.support.seaweed import SeaweedFS
@@ -115,7 +115,7 @@ def test_services_on_separate_hosts_solve_cartpole_through_the_object_store(
           f"policies, {len(checkpoints.list_prefix(''))} checkpoints, best/ (2 objects); {len(everything)} keys")
 
     # `rlfleet test` on the coordinator's host reads the best policy from the object store.
-    done = subprocess.run([sys.executable, "-m", "launcher", "test", str(run_dir), "--episodes", "10",
+    done = subprocess.run([sys.executable, "-m", "rlfleet.launcher", "test", str(run_dir), "--episodes", "10",
                            "--num-envs", "10", "--json", str(tmp_path / "test.json")],
                           env={**_plain_env(), **store_env}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr

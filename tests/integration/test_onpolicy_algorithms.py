@@ -15,7 +15,7 @@ from tests.support.repo import REPO
 
 def _solved(data_dir: Path, config: str) -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0"],
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0"],
         cwd=REPO, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "run solved" in done.stdout

@@ -33,7 +33,7 @@ def test_a_frame_stacked_image_run_trains_on_compact_chunks(tmp_path: Path) -> N
     config = tmp_path / "frames.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", str(config), "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(config), "--data-dir", str(tmp_path / "data"),
          "--port", "0"],
         cwd=REPO, capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.config.run_config import dump_run_config, load_run_config
-from shared.policy.files import read_manifest
+from rlfleet.shared.config.run_config import dump_run_config, load_run_config
+from rlfleet.shared.policy.files import read_manifest
 from tests.support.configs import shipped
 from tests.support.fleet import Fleet
 from tests.support.repo import REPO
@@ -44,7 +44,7 @@ def test_minatar_breakout_dqn_trains_through_rlfleet_up_to_a_threshold(tmp_path:
     """The CI-sized pixel end-to-end run (issue 24, item 9): the shipped config with a lower threshold, so it is
     solved (a confirmed held-out test) in a few minutes on 2 cores."""
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", str(MINATAR), "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(MINATAR), "--data-dir", str(tmp_path / "data"),
          "--port", "0", "--set", f"env.solve_threshold={THRESHOLD}", "--set", "budget.max_wall_seconds=420"],
         cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

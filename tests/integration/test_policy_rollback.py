@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from shared.config.plan import RunPlan
-from shared.config.run_config import RunConfig
-from shared.policy.files import save_policy
-from shared.storage.layout import RunLayout
-from shared.storage.local import LocalStore
-from shared.wire import ClaimResponse, PolicyRef, RegisterResponse
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.policy.files import save_policy
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import ClaimResponse, PolicyRef, RegisterResponse
 from tests.support.configs import make_config, small_run_config
 from tests.support.fleet import Fleet
 from tests.support.policies import manifest, policy_state

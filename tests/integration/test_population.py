@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.config.run_config import RunConfig, dump_run_config, load_run_config
-from shared.wire import PopulationStatus
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config, load_run_config
+from rlfleet.shared.wire import PopulationStatus
 from tests.support.fleet import Fleet
 from tests.support.repo import REPO
 

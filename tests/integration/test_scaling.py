@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.config.run_config import RunConfig, dump_run_config
-from shared.wire import BufferStatus
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.wire import BufferStatus
 from tests.support.configs import small_run_config
 from tests.support.fleet import Fleet
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.up import free_port
+from rlfleet.launcher.up import free_port
 from tests.support.processes import launcher_child
 from tests.support.repo import REPO
 
@@ -57,7 +57,7 @@ def _soak_one_run(data_dir: Path, seed: int, rng: random.Random, order: list[str
     out_path = data_dir / "up.out"
     with open(out_path, "wb") as out_file:
         up = subprocess.Popen(
-            [sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir",
+            [sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/cartpole_dqn.yaml", "--data-dir",
              str(data_dir), "--port", str(free_port()), "--seed", str(seed)],
             cwd=REPO, stdout=out_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, "RLFLEET_IDEMPOTENCY_SECONDS": "7200"},  # keep every chunk row for the final check

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.config.run_config import RunConfig
+from rlfleet.shared.config.run_config import RunConfig
 from tests.support.configs import small_run_config
 from tests.support.fleet import Fleet
 

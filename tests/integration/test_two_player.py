@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from evaluator.battles import against
-from evaluator.testing import load_subject, resolve_inputs
-from shared.envs.seeds import base_seed
+from rlfleet.evaluator.battles import against
+from rlfleet.evaluator.testing import load_subject, resolve_inputs
+from rlfleet.shared.envs.seeds import base_seed
 from tests.support.repo import REPO
 
 
 def solved_run(config: str, data_dir: Path) -> tuple[Path, dict[str, Any]]:
     """Train `config` (seed 0) through `rlfleet up`; its run directory and summary, once it solved."""
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
          "--seed", "0"], cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     (run_dir,) = (data_dir / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())

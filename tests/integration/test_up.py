@@ -15,7 +15,7 @@ from tests.support.repo import REPO
 def _up(data_dir: Path, *args: str, timeout: float,
         config: str = "configs/cartpole_dqn.yaml") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
          *args],
         cwd=REPO, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
     )

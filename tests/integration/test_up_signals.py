@@ -38,7 +38,7 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_repeated_sigterms_still_stop_every_service(tmp_path: Path) -> None:
-    up = subprocess.Popen([sys.executable, "-m", "launcher", "up", "--config", "configs/cartpole_dqn.yaml",
+    up = subprocess.Popen([sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/cartpole_dqn.yaml",
                            "--data-dir", str(tmp_path), "--port", "0"], cwd=REPO, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

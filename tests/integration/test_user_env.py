@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.policy.files import read_manifest
+from rlfleet.shared.policy.files import read_manifest
 from tests.support.repo import REPO
 
 CONFIG = {
@@ -33,7 +33,7 @@ def test_a_user_image_env_given_as_an_entry_point_trains_through_the_stack(tmp_p
     config = tmp_path / "pixel_grid.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", str(config), "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(config), "--data-dir", str(tmp_path / "data"),
          "--port", "0"],
         cwd=REPO, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -8,7 +8,7 @@ import sys
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from launcher.cli import app
+from rlfleet.launcher.cli import app
 from tests.support.repo import REPO
 
 COMMANDS = {"up", "coordinator", "collector", "learner", "evaluator", "store-init", "secrets", "health", "status",

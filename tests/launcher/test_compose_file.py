@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import yaml
 
-from launcher.compose_file import render
-from launcher.places import InContainers
-from launcher.services import fleet
+from rlfleet.launcher.compose_file import render
+from rlfleet.launcher.places import InContainers
+from rlfleet.launcher.services import fleet
 from tests.support.repo import REPO
 
 
 def test_the_committed_file_is_the_generated_one() -> None:
     committed = (REPO / "docker-compose.yml").read_text()
     assert committed == render(), ("docker-compose.yml differs from the service table (launcher/services.py): "
-                                   "run `python -m launcher.compose_file > docker-compose.yml` and commit it")
+                                   "run `python -m rlfleet.launcher.compose_file > docker-compose.yml` and commit it")
 
 
 def test_compose_reads_the_tables_services_commands_and_settings() -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from launcher.cli import app
-from launcher.up import free_port
-from shared.tokens import generate_tokens_file
+from rlfleet.launcher.cli import app
+from rlfleet.launcher.up import free_port
+from rlfleet.shared.tokens import generate_tokens_file
 
 
 def test_a_tokens_file_without_an_admin_token_is_named(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from launcher.cli import app
-from launcher.health import healthy
-from launcher.up import free_port
+from rlfleet.launcher.cli import app
+from rlfleet.launcher.health import healthy
+from rlfleet.launcher.up import free_port
 
 
 class _Status(http.server.BaseHTTPRequestHandler):

@@ -15,13 +15,13 @@ import torch
 from PIL import Image
 from typer.testing import CliRunner
 
-from evaluator.episodes import evaluate
-from launcher.cli import app
-from shared.config.run_config import RunConfig
-from shared.envs.build import make_env
-from shared.envs.seeds import base_seed, decode
-from shared.policy.actors import build_actor
-from shared.policy.files import decode_policy
+from rlfleet.evaluator.episodes import evaluate
+from rlfleet.launcher.cli import app
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.envs.build import make_env
+from rlfleet.shared.envs.seeds import base_seed, decode
+from rlfleet.shared.policy.actors import build_actor
+from rlfleet.shared.policy.files import decode_policy
 from tests.support.policies import flat_spaces
 from tests.support.repo import REPO
 from tests.support.run_files import write_run
@@ -31,7 +31,7 @@ CARTPOLE_FPS = 50
 
 
 def rlfleet_test(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "launcher", "test", *map(str, args)], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "rlfleet.launcher", "test", *map(str, args)], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.places import InContainers, OnThisHost
-from launcher.services import DATA, SCOPE_TOKENS, TOKENS
+from rlfleet.launcher.places import InContainers, OnThisHost
+from rlfleet.launcher.services import DATA, SCOPE_TOKENS, TOKENS
 
 
 def test_in_containers_names_mounts_and_defers_settings_to_compose() -> None:
@@ -29,7 +29,7 @@ def test_on_this_host_maps_volumes_into_the_data_directory_and_reads_its_values(
     assert at.path(TOKENS, "tokens.json") == str(tmp_path / "d/tokens.json")  # where `rlfleet status` looks
     assert at.path(SCOPE_TOKENS["learner"], "token") == str(tmp_path / "d/secrets/learner/token")
     assert (at.coordinator_url, at.bind_host, at.repo) == ("http://127.0.0.1:1234", "127.0.0.1", str(tmp_path / "r"))
-    assert at.rlfleet("secrets") == [sys.executable, "-m", "launcher", "secrets"]
+    assert at.rlfleet("secrets") == [sys.executable, "-m", "rlfleet.launcher", "secrets"]
     assert at.setting("RLFLEET_RUN", "") == "mine"
     assert at.setting("RLFLEET_OVERRIDES", "d") == "d"  # empty counts as unset, as compose's `:-` has it
     assert at.setting("RLFLEET_CONFIG", "c") == "c"

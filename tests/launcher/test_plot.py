@@ -6,9 +6,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from coordinator.journal.database import Journal
-from launcher.cli import app
-from shared.storage.layout import RunLayout
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.launcher.cli import app
+from rlfleet.shared.storage.layout import RunLayout
 
 
 def test_the_curve_is_drawn_into_the_run_directory(tmp_path: Path) -> None:

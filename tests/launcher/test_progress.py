@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from coordinator.api.examples import STATUS, TESTED
-from coordinator.run import Run
-from launcher.progress import describe
-from shared.config.run_config import RunConfig
-from shared.storage.local import LocalStore
+from rlfleet.coordinator.api.examples import STATUS, TESTED
+from rlfleet.coordinator.run import Run
+from rlfleet.launcher.progress import describe
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.run import FakeClock, evaluate, holdout, learner, publish, register
 
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from launcher.readiness import await_coordinator
-from launcher.up import free_port
+from rlfleet.launcher.readiness import await_coordinator
+from rlfleet.launcher.up import free_port
 
 
 class _Readyz(http.server.BaseHTTPRequestHandler):

@@ -9,20 +9,20 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.config.env import EnvConfig
-from shared.config.plan import chunk_schema
-from shared.payloads.codec import decode_chunk
-from shared.payloads.recordings import load_manifest, load_split
-from shared.payloads.schema import ChunkSchema
-from shared.policy.manifest import Behaviour
-from shared.storage.local import LocalStore
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.config.plan import chunk_schema
+from rlfleet.shared.payloads.codec import decode_chunk
+from rlfleet.shared.payloads.recordings import load_manifest, load_split
+from rlfleet.shared.payloads.schema import ChunkSchema
+from rlfleet.shared.policy.manifest import Behaviour
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.policies import CARTPOLE
 from tests.support.repo import REPO
 from tests.support.run_files import write_expert_inputs
 
 
 def _record(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher", "record", *args, "--data-dir", str(tmp_path / "data")],
+    return subprocess.run([sys.executable, "-m", "rlfleet.launcher", "record", *args, "--data-dir", str(tmp_path / "data")],
                           cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import launcher.up as up_module
-from launcher.processes import Child
-from launcher.restarts import CrashRecord, RestartPolicy
-from launcher.services import Service
-from launcher.up import ServiceFailed, Up, UpOptions
+import rlfleet.launcher.up as up_module
+from rlfleet.launcher.processes import Child
+from rlfleet.launcher.restarts import CrashRecord, RestartPolicy
+from rlfleet.launcher.services import Service
+from rlfleet.launcher.up import ServiceFailed, Up, UpOptions
 from tests.support.repo import REPO
 
 QUICK = 0.5  # seconds of uptime: well under any stable_seconds used here

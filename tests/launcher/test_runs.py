@@ -7,10 +7,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from coordinator.journal.database import Journal
-from launcher.cli import app
-from launcher.runs import confirmation
-from shared.storage.layout import RunLayout
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.launcher.cli import app
+from rlfleet.launcher.runs import confirmation
+from rlfleet.shared.storage.layout import RunLayout
 
 
 def test_runs_lists_each_run_with_its_state_steps_and_best_test(tmp_path: Path) -> None:

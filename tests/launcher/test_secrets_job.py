@@ -7,8 +7,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from launcher.cli import app
-from shared.tokens import load_token_file, load_tokens_file
+from rlfleet.launcher.cli import app
+from rlfleet.shared.tokens import load_token_file, load_tokens_file
 
 
 def test_scope_files_hold_only_their_scopes_token(tmp_path: Path) -> None:

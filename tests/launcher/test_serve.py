@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from launcher.cli import app
-from shared.tokens import generate_tokens_file
+from rlfleet.launcher.cli import app
+from rlfleet.shared.tokens import generate_tokens_file
 from tests.support.repo import REPO
 
 

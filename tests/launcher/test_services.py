@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from launcher.places import InContainers, OnThisHost
-from launcher.services import COMPLETED, STARTED, fleet
+from rlfleet.launcher.places import InContainers, OnThisHost
+from rlfleet.launcher.services import COMPLETED, STARTED, fleet
 from tests.support.repo import REPO
 
 
@@ -17,7 +17,7 @@ def test_the_table_runs_every_service_locally(tmp_path: Path) -> None:
                 if not s.profiles}
     assert set(services) == {"secrets", "coordinator", "collector", "learner", "evaluator"}
     for name in ("coordinator", "collector", "learner", "evaluator"):
-        assert services[name].command == [sys.executable, "-m", "launcher", name]
+        assert services[name].command == [sys.executable, "-m", "rlfleet.launcher", name]
     assert services["secrets"].command[4:] == [
         "--out", str(data / "tokens.json"), *[arg for scope in ("collector", "learner", "evaluator")
                                               for arg in ("--scope-file", f"{scope}={data}/secrets/{scope}/token")]]
@@ -29,7 +29,7 @@ def test_the_table_runs_every_service_locally(tmp_path: Path) -> None:
     assert coord.env["RLFLEET_CONFIG"] == str(REPO / "configs/cartpole_dqn.yaml")
     assert coord.depends_on == {"secrets": COMPLETED}
     assert coord.healthcheck is not None
-    assert coord.healthcheck.test == [sys.executable, "-m", "launcher", "health", "http://127.0.0.1:4321/readyz"]
+    assert coord.healthcheck.test == [sys.executable, "-m", "rlfleet.launcher", "health", "http://127.0.0.1:4321/readyz"]
     assert coord.env["RLFLEET_TOKENS_FILE"] == str(data / "tokens.json")
     assert coord.env["RLFLEET_RUN"] == ""  # unset: the coordinator picks the run (coordinator/runs.py)
     assert coord.env["RLFLEET_DB_SYNCHRONOUS"] == "NORMAL"  # every worker dies with this host: nothing outlives it

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-import shared
-from launcher.startup import without_field_docs
+from rlfleet import shared
+from rlfleet.launcher.startup import without_field_docs
 
 
 def test_without_field_docs_reaches_this_process_and_its_children(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from launcher.cli import app
-from launcher.up import free_port
+from rlfleet.launcher.cli import app
+from rlfleet.launcher.up import free_port
 
 
 def test_an_unreachable_coordinator_is_one_line_and_exit_2(tmp_path: Path) -> None:

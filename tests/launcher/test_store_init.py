@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from launcher.cli import app
+from rlfleet.launcher.cli import app
 
 
 def test_no_store_url_means_nothing_to_do(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from coordinator.journal.database import Journal
-from launcher.cli import app
-from launcher.places import InContainers
-from launcher.processes import child_environment
-from launcher.services import fleet
-from launcher.up import OpenRendezvous, ServiceFailed, Up, UpOptions, check_rendezvous, learner_threads
-from shared.config.run_config import RunConfig
-from shared.storage.layout import RunLayout
-from shared.tokens import load_tokens_file
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.launcher.cli import app
+from rlfleet.launcher.places import InContainers
+from rlfleet.launcher.processes import child_environment
+from rlfleet.launcher.services import fleet
+from rlfleet.launcher.up import OpenRendezvous, ServiceFailed, Up, UpOptions, check_rendezvous, learner_threads
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.tokens import load_tokens_file
 from tests.support.network import non_loopback_address
 from tests.support.repo import REPO
 
@@ -123,7 +123,7 @@ def test_the_user_s_settings_reach_the_services_and_win_over_the_launcher_s_defa
 def test_the_learner_takes_the_cores_the_collectors_leave_unless_the_user_says(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RLFLEET_TORCH_THREADS", raising=False)
-    monkeypatch.setattr("launcher.up.available_cores", lambda: 16)
+    monkeypatch.setattr("rlfleet.launcher.up.available_cores", lambda: 16)
     up = Up(UpOptions(config=CONFIG, data_dir=tmp_path, port=0, collectors=4))
     assert child_environment(up.services["learner"])["RLFLEET_TORCH_THREADS"] == "12"
     assert learner_threads(collectors=4, ranks=2) == 6  # the ranks of a group share them

@@ -10,19 +10,19 @@ import pytest
 import torch
 from torch import nn
 
-from learner_worker.actor_critic import ActorCritic
-from learner_worker.algorithms.a2c import A2C
-from learner_worker.algorithms.impala import Impala
-from learner_worker.algorithms.ppo import PPO
-from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
-from shared.algorithms.a2c import A2CParams
-from shared.algorithms.impala import ImpalaParams
-from shared.algorithms.ppo import PPOParams
-from shared.config.base import NetConfig
-from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
-from shared.policy.actors import TorchActor, build_actor
-from shared.policy.nets import Network, PolicyNet
-from shared.storage.local import LocalStore
+from rlfleet.learner_worker.actor_critic import ActorCritic
+from rlfleet.learner_worker.algorithms.a2c import A2C
+from rlfleet.learner_worker.algorithms.impala import Impala
+from rlfleet.learner_worker.algorithms.ppo import PPO
+from rlfleet.learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
+from rlfleet.shared.algorithms.a2c import A2CParams
+from rlfleet.shared.algorithms.impala import ImpalaParams
+from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.policy.actors import TorchActor, build_actor
+from rlfleet.shared.policy.nets import Network, PolicyNet
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.learner_data import IMAGE_SHAPE, N_ACTIONS, make_image_chunk, params_equal
 from tests.support.policies import SAMPLING, flat_spaces
 

@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.algorithms.dqn import DQN
-from learner_worker.cache import ChunkCache, PayloadReader
-from learner_worker.loops import cache_chunks
-from learner_worker.nstep import nstep_targets
-from shared.algorithms.dqn import DQNParams
-from shared.config.run_config import NetConfig, RunConfig
-from shared.payloads.codec import encode_chunk
-from shared.payloads.schema import ChunkSchema
-from shared.storage.layout import chunk_path
-from shared.storage.local import LocalStore
-from shared.wire import Directive, SampledChunk
+from rlfleet.learner_worker.algorithms.dqn import DQN
+from rlfleet.learner_worker.cache import ChunkCache, PayloadReader
+from rlfleet.learner_worker.loops import cache_chunks
+from rlfleet.learner_worker.nstep import nstep_targets
+from rlfleet.shared.algorithms.dqn import DQNParams
+from rlfleet.shared.config.run_config import NetConfig, RunConfig
+from rlfleet.shared.payloads.codec import encode_chunk
+from rlfleet.shared.payloads.schema import ChunkSchema
+from rlfleet.shared.storage.layout import chunk_path
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import Directive, SampledChunk
 from tests.support.policies import EPSILON_GREEDY, flat_spaces, learner_task
 from tests.support.stored_chunks import GAMMA, NSTEP, SCHEMA, D, N, StoredChunks, T, numbered_arrays, transition_reply
 

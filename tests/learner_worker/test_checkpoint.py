@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from launcher.up import free_port
-from learner_worker.algorithms.dqn import DQN
-from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
-from shared.algorithms.dqn import DQNParams
-from shared.config.base import NetConfig
-from shared.storage.local import LocalStore
-from shared.storage.protocol import StoreUnavailable
-from shared.storage.s3 import S3Store
+from rlfleet.launcher.up import free_port
+from rlfleet.learner_worker.algorithms.dqn import DQN
+from rlfleet.learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
+from rlfleet.shared.algorithms.dqn import DQNParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.protocol import StoreUnavailable
+from rlfleet.shared.storage.s3 import S3Store
 from tests.support.policies import EPSILON_GREEDY, flat_spaces
 from tests.support.seaweed import SeaweedFS
 

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from collector_worker.rollout import Rollout
-from evaluator.episodes import evaluate
-from learner_worker.algorithms.ppo import PPO
-from shared.algorithms.ppo import PPOParams
-from shared.config.base import NetConfig
-from shared.config.plan import chunk_schema
-from shared.config.run_config import EnvConfig
-from shared.envs.gymspaces import describe
-from shared.policy.actors import build_actor
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.evaluator.episodes import evaluate
+from rlfleet.learner_worker.algorithms.ppo import PPO
+from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.plan import chunk_schema
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.envs.gymspaces import describe
+from rlfleet.shared.policy.actors import build_actor
 from tests.support.pixelgrid import PixelGrid
 
 torch.set_num_threads(1)
@@ -34,7 +34,7 @@ def test_ppo_with_the_cnn_encoder_learns_the_pixel_grid() -> None:
     assert spaces.obs.image and spaces.obs.dtype == "uint8"
     cfg = PPOParams(net=NetConfig(hidden=(64,), activation="relu"), learning_rate=1e-3, gamma=0.95, gae_lambda=0.9,
                     epochs=4, minibatch_size=128, entropy_coef=0.01)
-    from shared.policy.manifest import Behaviour
+    from rlfleet.shared.policy.manifest import Behaviour
 
     behaviour = Behaviour(head="categorical", sample=True)
     ppo = PPO(spaces, cfg, behaviour, seed=0)

@@ -9,20 +9,20 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.algorithms.a2c import A2C
-from learner_worker.algorithms.dqn import DQN
-from learner_worker.algorithms.impala import Impala
-from learner_worker.algorithms.ppo import PPO
-from learner_worker.algorithms.sac import SAC
-from learner_worker.device import precision, to_device
-from shared.algorithms.a2c import A2CParams
-from shared.algorithms.dqn import DQNParams
-from shared.algorithms.impala import ImpalaParams
-from shared.algorithms.ppo import PPOParams
-from shared.algorithms.sac import SACParams
-from shared.config.base import NetConfig
-from shared.config.run_config import LearnerConfig
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.algorithms.a2c import A2C
+from rlfleet.learner_worker.algorithms.dqn import DQN
+from rlfleet.learner_worker.algorithms.impala import Impala
+from rlfleet.learner_worker.algorithms.ppo import PPO
+from rlfleet.learner_worker.algorithms.sac import SAC
+from rlfleet.learner_worker.device import precision, to_device
+from rlfleet.shared.algorithms.a2c import A2CParams
+from rlfleet.shared.algorithms.dqn import DQNParams
+from rlfleet.shared.algorithms.impala import ImpalaParams
+from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.algorithms.sac import SACParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.run_config import LearnerConfig
+from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.learner_data import N_ACTIONS, OBS_DIM, make_batch, make_chunk
 from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, flat_spaces
 

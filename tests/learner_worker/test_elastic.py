@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from launcher.up import free_port
-from learner_worker.elastic import RendezvousUnreachable, agent_args, rank_registration, wait_for_rendezvous
-from shared.config.run_config import RunConfig
-from shared.ids import ID_PATTERN
+from rlfleet.launcher.up import free_port
+from rlfleet.learner_worker.elastic import RendezvousUnreachable, agent_args, rank_registration, wait_for_rendezvous
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.ids import ID_PATTERN
 
 
 def test_the_agent_runs_one_rank_per_node_at_the_configured_rendezvous() -> None:
@@ -22,7 +22,7 @@ def test_the_agent_runs_one_rank_per_node_at_the_configured_rendezvous() -> None
         "--nnodes=3", "--nproc-per-node=1", "--rdzv-backend=rlfleet-c10d",
         "--rdzv-endpoint=rlfleet-learner-0.rlfleet-learner:29500", "--rdzv-id=cartpole-dqn__s0",
         "--rdzv-conf=join_timeout=120", "--local-addr=10.1.2.3", "--max-restarts=4",
-        "--module", "launcher", "learner"]
+        "--module", "rlfleet.launcher", "learner"]
 
 
 def test_a_rank_registers_under_its_run_and_rank_and_a_single_learner_afresh(

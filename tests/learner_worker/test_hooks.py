@@ -15,12 +15,12 @@ import httpx
 import pytest
 import torch
 
-from learner_worker.cache import ChunkCache
-from learner_worker.hooks import learner_hooks
-from shared.config.hooks import HookConfig
-from shared.config.run_config import LearnerConfig, RunConfig
-from shared.wire import Ack, LearnerTask, SampleResponse
-from shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK
+from rlfleet.learner_worker.cache import ChunkCache
+from rlfleet.learner_worker.hooks import learner_hooks
+from rlfleet.shared.config.hooks import HookConfig
+from rlfleet.shared.config.run_config import LearnerConfig, RunConfig
+from rlfleet.shared.wire import Ack, LearnerTask, SampleResponse
+from rlfleet.shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK
 from tests.support.configs import make_config, small_run_config
 from tests.support.fake_coordinator import FakeCoordinator, reply
 from tests.support.hooks import LOG_VARIABLE

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.cache import ChunkCache
-from learner_worker.loops import ChunkTrainer
-from learner_worker.trainer import TrainingDiverged, check_finite
-from shared.storage.layout import RunLayout
-from shared.wire import SampleResponse
-from shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK
+from rlfleet.learner_worker.cache import ChunkCache
+from rlfleet.learner_worker.loops import ChunkTrainer
+from rlfleet.learner_worker.trainer import TrainingDiverged, check_finite
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.wire import SampleResponse
+from rlfleet.shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK
 from tests.support.configs import make_config, small_run_config
 from tests.support.fake_coordinator import FakeCoordinator, make_session
 from tests.support.learner import Payloads, learn, ppo_config, prioritized

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learner_worker.nstep import nstep_targets
+from rlfleet.learner_worker.nstep import nstep_targets
 
 HYPOTHESIS = settings(max_examples=300, derandomize=True, database=None, deadline=None)
 

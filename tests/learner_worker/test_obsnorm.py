@@ -7,9 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learner_worker.algorithms.ppo import PPO
-from learner_worker.obsnorm import RunningStats
-from shared.algorithms.ppo import PPOParams
+from rlfleet.learner_worker.algorithms.ppo import PPO
+from rlfleet.learner_worker.obsnorm import RunningStats
+from rlfleet.shared.algorithms.ppo import PPOParams
 from tests.support.policies import PENDULUM, SAMPLING
 
 

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 import torch
 
-from learner_worker.algorithms.a2c import A2C
-from learner_worker.algorithms.ppo import PPO
-from learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
-from learner_worker.optimizers import BackgroundOptimizer
-from shared.algorithms.a2c import A2CParams
-from shared.algorithms.ppo import PPOParams
-from shared.config.base import NetConfig
-from shared.storage.local import LocalStore
+from rlfleet.learner_worker.algorithms.a2c import A2C
+from rlfleet.learner_worker.algorithms.ppo import PPO
+from rlfleet.learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.shared.algorithms.a2c import A2CParams
+from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.learner_data import N_ACTIONS, OBS_DIM, make_chunk, params_equal, roundtrip
 from tests.support.policies import SAMPLING, flat_spaces
 
@@ -239,10 +239,10 @@ class Witness:
             importers.append(threading.current_thread().name)
         return None
 sys.meta_path.insert(0, Witness())
-from learner_worker.algorithms.dqn import DQN
-from learner_worker.algorithms.ppo import PPO
-from shared.algorithms.dqn import DQNParams
-from shared.algorithms.ppo import PPOParams
+from rlfleet.learner_worker.algorithms.dqn import DQN
+from rlfleet.learner_worker.algorithms.ppo import PPO
+from rlfleet.shared.algorithms.dqn import DQNParams
+from rlfleet.shared.algorithms.ppo import PPOParams
 from tests.support.learner_data import make_chunk
 from tests.support.policies import EPSILON_GREEDY, SAMPLING, flat_spaces
 import numpy as np

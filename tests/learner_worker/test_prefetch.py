@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from learner_worker.cache import ChunkCache, PayloadReader
-from learner_worker.prefetch import ChunkFetcher, Prefetcher
-from shared.config.plan import chunk_schema
-from shared.wire import SampledChunk, SampleRequest
-from shared.worker.lifecycle import EXIT_CRASHED, exit_code
-from shared.worker.session import WorkerSession
+from rlfleet.learner_worker.cache import ChunkCache, PayloadReader
+from rlfleet.learner_worker.prefetch import ChunkFetcher, Prefetcher
+from rlfleet.shared.config.plan import chunk_schema
+from rlfleet.shared.wire import SampledChunk, SampleRequest
+from rlfleet.shared.worker.lifecycle import EXIT_CRASHED, exit_code
+from rlfleet.shared.worker.session import WorkerSession
 from tests.support.fake_coordinator import FakeCoordinator, error, make_session, reply
 from tests.support.learner import Payloads, ppo_config
 from tests.support.policies import SAMPLING, learner_task

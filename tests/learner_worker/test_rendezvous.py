@@ -12,8 +12,8 @@ import pytest
 from torch.distributed import TCPStore
 from torch.distributed.elastic.rendezvous import RendezvousParameters
 
-from launcher.up import free_port
-from learner_worker import rendezvous
+from rlfleet.launcher.up import free_port
+from rlfleet.learner_worker import rendezvous
 from tests.support.network import non_loopback_address, reachable
 
 TIMEOUT = timedelta(seconds=10)

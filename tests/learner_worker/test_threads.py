@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from learner_worker.threads import available_cores, cgroup_quota, torch_threads
-from shared.worker.settings import WorkerSettings
+from rlfleet.learner_worker.threads import available_cores, cgroup_quota, torch_threads
+from rlfleet.shared.worker.settings import WorkerSettings
 
 MISSING = Path("/nonexistent/cpu.max")
 NO_V1 = (Path("/nonexistent/quota"), Path("/nonexistent/period"))

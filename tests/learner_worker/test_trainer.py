@@ -9,8 +9,8 @@ import httpx
 import pytest
 import torch
 
-from shared.wire import Ack
-from shared.worker.lifecycle import EXIT_OK
+from rlfleet.shared.wire import Ack
+from rlfleet.shared.worker.lifecycle import EXIT_OK
 from tests.support.configs import small_run_config
 from tests.support.fake_coordinator import FakeCoordinator, reply
 from tests.support.learner import Payloads, learn

@@ -8,8 +8,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from learner_worker.value_transform import ValueCodec, h, h_inv, scalar_to_support, support_to_scalar
-from shared.config.values import CriticValue, Support, ValueTransform
+from rlfleet.learner_worker.value_transform import ValueCodec, h, h_inv, scalar_to_support, support_to_scalar
+from rlfleet.shared.config.values import CriticValue, Support, ValueTransform
 
 torch.set_num_threads(1)
 

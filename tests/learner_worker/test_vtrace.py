@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from learner_worker.gae import gae
-from learner_worker.vtrace import vtrace
+from rlfleet.learner_worker.gae import gae
+from rlfleet.learner_worker.vtrace import vtrace
 
 
 def column(*values: float) -> np.ndarray:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from shared.solve_rule import judge
+from rlfleet.shared.solve_rule import judge
 
 
 def test_no_spread_confirms_at_the_mean_itself() -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from shared.stats import ci95, estimate, regularized_beta, retest_lower_bound, t_cdf, t_quantile
+from rlfleet.shared.stats import ci95, estimate, regularized_beta, retest_lower_bound, t_cdf, t_quantile
 
 
 @pytest.mark.parametrize(("p", "df", "table", "last_digit"), [  # last_digit: the table's precision

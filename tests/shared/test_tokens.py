@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.tokens import SCOPES, generate_tokens_file, load_token_file, load_tokens_file, new_token, write_token_file
-from shared.worker.settings import WorkerSettings
+from rlfleet.shared.tokens import SCOPES, generate_tokens_file, load_token_file, load_tokens_file, new_token, write_token_file
+from rlfleet.shared.worker.settings import WorkerSettings
 
 
 def _mode(path: Path) -> int:

@@ -11,11 +11,11 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from coordinator.main import create_app
-from coordinator.settings import CoordinatorSettings
-from shared.config.run_config import dump_run_config
-from shared.storage.local import LocalStore
-from shared.tokens import SCOPES, generate_tokens_file
+from rlfleet.coordinator.main import create_app
+from rlfleet.coordinator.settings import CoordinatorSettings
+from rlfleet.shared.config.run_config import dump_run_config
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.tokens import SCOPES, generate_tokens_file
 from tests.support.configs import small_run_config
 
 # Routes anyone may call without a token; everything else in the app must be in an auth table.

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from shared.config.run_config import RunConfig
-from shared.payloads.codec import encode_chunk
-from shared.storage.layout import chunk_path, policy_path
-from shared.storage.local import LocalStore
-from shared.wire import ChunkReport, EpisodeStat
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.payloads.codec import encode_chunk
+from rlfleet.shared.storage.layout import chunk_path, policy_path
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import ChunkReport, EpisodeStat
 from tests.support.configs import small_run_config
 
 

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from coordinator.journal.component import Component, Stored
-from coordinator.journal.database import Journal
-from coordinator.journal.unit import UnitOfWork
-from shared.config.run_config import RunConfig
-from shared.storage.layout import chunk_path
-from shared.wire import ChunkReport, EpisodeStat
+from rlfleet.coordinator.journal.component import Component, Stored
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.journal.unit import UnitOfWork
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.layout import chunk_path
+from rlfleet.shared.wire import ChunkReport, EpisodeStat
 from tests.support.chunks import spread_ends
 from tests.support.journal import journal_with
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from shared.config.base import NetConfig
-from shared.config.run_config import RunConfig
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.run_config import RunConfig
 from tests.support.repo import REPO
 
 NO_ENCODER_FIELD = "NetConfig has no `encoder` field yet (issue 24's encoders branch adds it): this config names one"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.payloads.recordings import DatasetManifest, write_dataset
-from shared.storage.local import LocalStore
+from rlfleet.shared.payloads.recordings import DatasetManifest, write_dataset
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.policies import CARTPOLE
 
 

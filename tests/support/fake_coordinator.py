@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import httpx
 from pydantic import BaseModel
 
-from shared.wire import (
+from rlfleet.shared.wire import (
     Ack,
     ChunkAck,
     ChunkReport,
@@ -31,8 +31,8 @@ from shared.wire import (
     Task,
     WorkerKind,
 )
-from shared.worker.client import CoordinatorClient
-from shared.worker.session import WorkerSession
+from rlfleet.shared.worker.client import CoordinatorClient
+from rlfleet.shared.worker.session import WorkerSession
 
 Handler = Callable[[httpx.Request], httpx.Response]
 ROUTES = [  # (name, method, path pattern)

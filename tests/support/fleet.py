@@ -12,12 +12,12 @@ from pathlib import Path
 
 import httpx
 
-from launcher.up import free_port
-from shared.wire import Status
+from rlfleet.launcher.up import free_port
+from rlfleet.shared.wire import Status
 
 
 class Fleet:
-    """Starts `python -m launcher <service>` processes with RLFLEET_* env, and stops them all at the end."""
+    """Starts `python -m rlfleet.launcher <service>` processes with RLFLEET_* env, and stops them all at the end."""
 
     def __init__(self, tmp: Path, data_dir: Path, config_file: Path, tokens: dict[str, str],
                  coordinator_env: dict[str, str] | None = None) -> None:
@@ -37,7 +37,7 @@ class Fleet:
         full = {k: v for k, v in os.environ.items() if not k.startswith("RLFLEET_")}
         full.update(env, PYTHONUNBUFFERED="1", RLFLEET_WORKER_NAME=name)
         log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child process
-        proc = subprocess.Popen([sys.executable, "-m", "launcher", service], env=full, stdout=log,
+        proc = subprocess.Popen([sys.executable, "-m", "rlfleet.launcher", service], env=full, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.procs[name] = proc
         return proc

@@ -52,7 +52,7 @@ class Frames(gym.Env):
 
 def frames_env(frames: int, **kwargs: Any) -> Any:
     """The env section of a Frames env under `frame_stack` (a shared.config.env.EnvConfig)."""
-    from shared.config.env import EnvConfig
+    from rlfleet.shared.config.env import EnvConfig
 
     return EnvConfig.model_validate({"id": "tests.support.frames:Frames", "kwargs": kwargs, "solve_threshold": None,
                                      "wrappers": [{"name": "frame_stack", "frames": frames}]})
@@ -61,11 +61,11 @@ def frames_env(frames: int, **kwargs: Any) -> Any:
 def twin_rollouts(frames: int, num_envs: int = 3, seed: int = 5, **kwargs: Any) -> tuple[Any, Any]:
     """Two rollouts of the same seeded Frames run acting at random: the first writes the compact chunks its run's
     schema asks for, the second the flat layout (obs and next_obs on every row) of the very same steps."""
-    from collector_worker.rollout import Rollout
-    from shared.envs.build import make_env
-    from shared.envs.gymspaces import describe
-    from shared.payloads.schema import ChunkSchema
-    from shared.policy.manifest import Behaviour
+    from rlfleet.collector_worker.rollout import Rollout
+    from rlfleet.shared.envs.build import make_env
+    from rlfleet.shared.envs.gymspaces import describe
+    from rlfleet.shared.payloads.schema import ChunkSchema
+    from rlfleet.shared.policy.manifest import Behaviour
 
     env = frames_env(frames, **kwargs)
     single = make_env(env)

@@ -11,7 +11,7 @@ import json
 import os
 import time
 
-from shared.config.hooks import HookView
+from rlfleet.shared.config.hooks import HookView
 
 LOG_VARIABLE = "HOOK_TEST_LOG"
 SLOW_SECONDS = 3.0  # above the 2 s a force_sync collector used to wait for a newer policy

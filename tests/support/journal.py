@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from coordinator.journal.component import Table
-from coordinator.journal.database import Journal
+from rlfleet.coordinator.journal.component import Table
+from rlfleet.coordinator.journal.database import Journal
 
 
 def journal_with(tables: Iterable[Table], path: Path | None = None) -> Journal:

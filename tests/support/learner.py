@@ -9,14 +9,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from learner_worker import main as learner_main
-from learner_worker.prefetch import MAX_CHUNKS_PER_TAKE
-from shared.config.run_config import RunConfig
-from shared.payloads.codec import encode_chunk
-from shared.storage.layout import RunLayout, chunk_path
-from shared.storage.local import LocalStore
-from shared.wire import SampledChunk, SampleRequest, SampleResponse
-from shared.worker.lifecycle import run_session
+from rlfleet.learner_worker import main as learner_main
+from rlfleet.learner_worker.prefetch import MAX_CHUNKS_PER_TAKE
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.payloads.codec import encode_chunk
+from rlfleet.shared.storage.layout import RunLayout, chunk_path
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import SampledChunk, SampleRequest, SampleResponse
+from rlfleet.shared.worker.lifecycle import run_session
 from tests.support.configs import small_run_config
 from tests.support.fake_coordinator import FakeCoordinator, make_session, reply
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from learner_worker.actor_critic import ActorCritic
-from shared.policy.actors import build_actor
+from rlfleet.learner_worker.actor_critic import ActorCritic
+from rlfleet.shared.policy.actors import build_actor
 
 OBS_DIM, N_ACTIONS = 4, 3
 IMAGE_SHAPE = (4, 12, 12)  # a small frame stack: big enough for every encoder but nature, cheap on one core

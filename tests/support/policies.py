@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from shared.config.base import NetConfig
-from shared.config.plan import RunPlan
-from shared.config.run_config import RunConfig
-from shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces
-from shared.policy.actors import Actor, build_actor
-from shared.policy.manifest import Behaviour, Head, PolicyManifest, default_encoder
-from shared.policy.nets import PolicyNet
-from shared.wire import LearnerTask
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.policy.actors import Actor, build_actor
+from rlfleet.shared.policy.manifest import Behaviour, Head, PolicyManifest, default_encoder
+from rlfleet.shared.policy.nets import PolicyNet
+from rlfleet.shared.wire import LearnerTask
 
 CARTPOLE = Spaces(obs=ObsSpace(shape=(4,), dtype="float32"), action=DiscreteActions(n=2))
 PENDULUM = Spaces(obs=ObsSpace(shape=(3,), dtype="float32"), action=BoxActions(low=(-2.0,), high=(2.0,)))

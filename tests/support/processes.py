@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def launcher_child(parent: int, service: str, exclude: list[int] | None = None) -> int | None:
-    """pid of a `python -m launcher <service>` started by `parent`, other than those in `exclude` (read from
+    """pid of a `python -m rlfleet.launcher <service>` started by `parent`, other than those in `exclude` (read from
     /proc, no extra dependency)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

@@ -1,7 +1,7 @@
 """Replay buffers for tests: builders, brute-force references for the sampling units and a full consistency
 recount.
 
-Everything here is written independently of `coordinator.replay` (the references re-derive items from their
+Everything here is written independently of `rlfleet.coordinator.replay` (the references re-derive items from their
 definitions), so a test comparing the buffer against them can actually catch a wrong implementation.
 """
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.replay.buffer import Entry, ReplayBuffer
-from coordinator.replay.samplers import ProportionalSampler, QueueSampler
-from coordinator.replay.sumtree import SumTree
-from shared.config.run_config import ReplayConfig, SamplingConfig
+from rlfleet.coordinator.replay.buffer import Entry, ReplayBuffer
+from rlfleet.coordinator.replay.samplers import ProportionalSampler, QueueSampler
+from rlfleet.coordinator.replay.sumtree import SumTree
+from rlfleet.shared.config.run_config import ReplayConfig, SamplingConfig
 
 # ----- builders ---------------------------------------------------------------------------------------------
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coordinator.run import Run
-from shared.config.run_config import RunConfig
-from shared.storage.layout import chunk_path, policy_path
-from shared.storage.local import LocalStore
-from shared.storage.protocol import sha256_hex
-from shared.wire import (
+from rlfleet.coordinator.run import Run
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.layout import chunk_path, policy_path
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.protocol import sha256_hex
+from rlfleet.shared.wire import (
     ChunkReport,
     CollectorTask,
     EpisodeStat,

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from shared.config.run_config import RunConfig, dump_run_config
-from shared.policy.files import policy_bytes
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.policy.files import policy_bytes
 from tests.support.policies import CARTPOLE, cartpole_expert, manifest, policy_state
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import boto3
 
-from launcher.up import free_port
-from shared.storage.s3 import client_config
+from rlfleet.launcher.up import free_port
+from rlfleet.shared.storage.s3 import client_config
 
 ACCESS_KEY, SECRET_KEY = "rlfleet-test", "rlfleet-test-secret"
 

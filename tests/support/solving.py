@@ -14,7 +14,7 @@ def up_until_solved(data_dir: Path, config: str, threshold: float, *args: str) -
     """`rlfleet up` with `config` until the run is solved and confirmed on 100 held-out episodes at `threshold`:
     the summary it leaves."""
     done = subprocess.run(
-        [sys.executable, "-m", "launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
+        [sys.executable, "-m", "rlfleet.launcher", "up", "--config", config, "--data-dir", str(data_dir), "--port", "0",
          *args],
         cwd=REPO, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL,
     )

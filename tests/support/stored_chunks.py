@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.payloads.codec import encode_chunk
-from shared.payloads.schema import ChunkSchema
-from shared.storage.layout import chunk_path
-from shared.storage.local import LocalStore
-from shared.wire import Directive, SampledChunk, SampleResponse
+from rlfleet.shared.payloads.codec import encode_chunk
+from rlfleet.shared.payloads.schema import ChunkSchema
+from rlfleet.shared.storage.layout import chunk_path
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import Directive, SampledChunk, SampleResponse
 from tests.support.policies import flat_spaces
 
 T, N, D = 8, 2, 3  # steps, envs and observation size of every chunk

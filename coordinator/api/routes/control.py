@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from coordinator.api import examples as ex
-from coordinator.api.apidoc import BODY, route_doc
-from coordinator.api.deps import AdminScope, RunDep
-from shared.wire import ControlStatus, EvaluateRequest, SettingsRequest
+from rlfleet.coordinator.api import examples as ex
+from rlfleet.coordinator.api.apidoc import BODY, route_doc
+from rlfleet.coordinator.api.deps import AdminScope, RunDep
+from rlfleet.shared.wire import ControlStatus, EvaluateRequest, SettingsRequest
 
 router = APIRouter(prefix="/v1/run", tags=["control"])
 _ENDED = ("conflict", "journal_unavailable")  # 409: the run has ended

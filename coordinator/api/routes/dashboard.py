@@ -7,10 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import Field
 
-from coordinator.api.apidoc import route_doc
-from coordinator.api.deps import ReaderScope, RunDep
-from coordinator.observe.timeline import COLUMNS, EVALUATION_COLUMNS
-from shared.wire import Wire
+from rlfleet.coordinator.api.apidoc import route_doc
+from rlfleet.coordinator.api.deps import ReaderScope, RunDep
+from rlfleet.coordinator.observe.timeline import COLUMNS, EVALUATION_COLUMNS
+from rlfleet.shared.wire import Wire
 
 router = APIRouter(prefix="/v1", tags=["run"])
 Since = Annotated[int, Query(ge=0, le=2**53, examples=[0], description=(

@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
-from coordinator.api import examples as ex
-from coordinator.api.apidoc import BODY, route_doc
-from coordinator.api.deps import CollectorScope, LearnerScope, RunDep
-from coordinator.errors import NotFound
-from shared.wire import (
+from rlfleet.coordinator.api import examples as ex
+from rlfleet.coordinator.api.apidoc import BODY, route_doc
+from rlfleet.coordinator.api.deps import CollectorScope, LearnerScope, RunDep
+from rlfleet.coordinator.errors import NotFound
+from rlfleet.shared.wire import (
     Ack,
     ChunkAck,
     ChunkBatch,

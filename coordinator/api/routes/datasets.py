@@ -6,12 +6,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path
 
-from coordinator.api import examples as ex
-from coordinator.api.apidoc import BODY, route_doc
-from coordinator.api.deps import LearnerScope, loop_operations
-from coordinator.operations.datasets import DatasetFeed
-from shared.payloads.recordings import NAME_PATTERN
-from shared.wire import DatasetBatch, DatasetSampleRequest
+from rlfleet.coordinator.api import examples as ex
+from rlfleet.coordinator.api.apidoc import BODY, route_doc
+from rlfleet.coordinator.api.deps import LearnerScope, loop_operations
+from rlfleet.coordinator.operations.datasets import DatasetFeed
+from rlfleet.shared.payloads.recordings import NAME_PATTERN
+from rlfleet.shared.wire import DatasetBatch, DatasetSampleRequest
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 DatasetName = Annotated[str, Path(pattern=f"^{NAME_PATTERN}$", examples=["cartpole-expert"],

@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path
 
-from coordinator.api import examples as ex
-from coordinator.api.apidoc import BODY, route_doc
-from coordinator.api.deps import CollectorScope, LearnerScope, loop_operations
-from coordinator.operations.generations import Population
-from shared.wire import (
+from rlfleet.coordinator.api import examples as ex
+from rlfleet.coordinator.api.apidoc import BODY, route_doc
+from rlfleet.coordinator.api.deps import CollectorScope, LearnerScope, loop_operations
+from rlfleet.coordinator.operations.generations import Population
+from rlfleet.shared.wire import (
     GenerationClose,
     GenerationOpen,
     GenerationOpened,

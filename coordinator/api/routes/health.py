@@ -11,8 +11,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 
-from coordinator.api.apidoc import route_doc
-from coordinator.api.deps import RunDep
+from rlfleet.coordinator.api.apidoc import route_doc
+from rlfleet.coordinator.api.deps import RunDep
 
 router = APIRouter(tags=["health"])
 

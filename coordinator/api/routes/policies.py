@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Header, Response
 
-from coordinator.api import examples as ex
-from coordinator.api.apidoc import BODY, route_doc
-from coordinator.api.deps import LearnerScope, ReaderScope, RunDep
-from coordinator.errors import NotFound
-from shared.wire import Ack, OpponentPool, PolicyPublish, PolicyRef
+from rlfleet.coordinator.api import examples as ex
+from rlfleet.coordinator.api.apidoc import BODY, route_doc
+from rlfleet.coordinator.api.deps import LearnerScope, ReaderScope, RunDep
+from rlfleet.coordinator.errors import NotFound
+from rlfleet.shared.wire import Ack, OpponentPool, PolicyPublish, PolicyRef
 
 router = APIRouter(prefix="/v1/policies", tags=["policies"])
 

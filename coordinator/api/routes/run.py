@@ -6,10 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 
-from coordinator.api import examples as ex
-from coordinator.api.apidoc import BODY, route_doc
-from coordinator.api.deps import AdminScope, ReaderScope, RunDep
-from shared.wire import RunResponse, Status, StopRequest
+from rlfleet.coordinator.api import examples as ex
+from rlfleet.coordinator.api.apidoc import BODY, route_doc
+from rlfleet.coordinator.api.deps import AdminScope, ReaderScope, RunDep
+from rlfleet.shared.wire import RunResponse, Status, StopRequest
 
 router = APIRouter(prefix="/v1", tags=["run"])
 

@@ -11,11 +11,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path
 
-from coordinator.api import examples as ex
-from coordinator.api.apidoc import route_doc
-from coordinator.errors import NotFound
-from shared.payloads.contracts import SCHEMAS
-from shared.wire import SchemaInfo
+from rlfleet.coordinator.api import examples as ex
+from rlfleet.coordinator.api.apidoc import route_doc
+from rlfleet.coordinator.errors import NotFound
+from rlfleet.shared.payloads.contracts import SCHEMAS
+from rlfleet.shared.wire import SchemaInfo
 
 router = APIRouter(prefix="/v1/schemas", tags=["schemas"])
 

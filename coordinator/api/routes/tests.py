@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from coordinator.api import examples as ex
-from coordinator.api.apidoc import BODY, route_doc
-from coordinator.api.deps import EvaluatorScope, ReaderScope, RunDep
-from shared.wire import HoldoutReport, HoldoutResult
+from rlfleet.coordinator.api import examples as ex
+from rlfleet.coordinator.api.apidoc import BODY, route_doc
+from rlfleet.coordinator.api.deps import EvaluatorScope, ReaderScope, RunDep
+from rlfleet.shared.wire import HoldoutReport, HoldoutResult
 
 router = APIRouter(prefix="/v1/tests", tags=["evaluations"])
 

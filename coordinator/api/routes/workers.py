@@ -6,11 +6,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from coordinator.api import examples as ex
-from coordinator.api.apidoc import BODY, route_doc
-from coordinator.api.deps import AnyWorkerScope, RunDep
-from coordinator.errors import Forbidden
-from shared.wire import ClaimResponse, HeartbeatResponse, RegisterRequest, RegisterResponse
+from rlfleet.coordinator.api import examples as ex
+from rlfleet.coordinator.api.apidoc import BODY, route_doc
+from rlfleet.coordinator.api.deps import AnyWorkerScope, RunDep
+from rlfleet.coordinator.errors import Forbidden
+from rlfleet.shared.wire import ClaimResponse, HeartbeatResponse, RegisterRequest, RegisterResponse
 
 router = APIRouter(prefix="/v1/workers", tags=["workers"])
 

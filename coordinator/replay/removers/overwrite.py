@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.replay.storage import Chunk
+from rlfleet.coordinator.replay.storage import Chunk
 
 
 class Overwrite:

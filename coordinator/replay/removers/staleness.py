@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from coordinator.replay.storage import Chunk
+from rlfleet.coordinator.replay.storage import Chunk
 
 
 class MaxStaleness:

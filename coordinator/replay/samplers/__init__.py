@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coordinator.replay.samplers.base import Sampler
-from coordinator.replay.samplers.priorities import Priorities
-from coordinator.replay.samplers.proportional import ProportionalSampler
-from coordinator.replay.samplers.queue import QueueSampler
-from shared.config.run_config import ReplayConfig
-from shared.config.samplers import SamplerKind
+from rlfleet.coordinator.replay.samplers.base import Sampler
+from rlfleet.coordinator.replay.samplers.priorities import Priorities
+from rlfleet.coordinator.replay.samplers.proportional import ProportionalSampler
+from rlfleet.coordinator.replay.samplers.queue import QueueSampler
+from rlfleet.shared.config.run_config import ReplayConfig
+from rlfleet.shared.config.samplers import SamplerKind
 
 __all__ = ["BUILDERS", "Priorities", "ProportionalSampler", "QueueSampler", "Sampler", "build_sampler"]
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.replay.samplers.priorities import Priorities
-from coordinator.replay.sumtree import SumTree
+from rlfleet.coordinator.replay.samplers.priorities import Priorities
+from rlfleet.coordinator.replay.sumtree import SumTree
 
 
 class ProportionalSampler:

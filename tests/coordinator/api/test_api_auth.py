@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.main import create_app
-from coordinator.settings import CoordinatorSettings
-from shared.tokens import SCOPES
+from rlfleet.coordinator.main import create_app
+from rlfleet.coordinator.settings import CoordinatorSettings
+from rlfleet.shared.tokens import SCOPES
 from tests.support.api import (
     EXPECTED,
     PUBLIC_PATHS,

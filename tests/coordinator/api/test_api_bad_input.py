@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.settings import CoordinatorSettings
-from shared.storage.layout import chunk_path
-from shared.wire import ChunkReport, EvaluationReport, LearnReport, PolicyPublish, RegisterRequest, SampleRequest
+from rlfleet.coordinator.settings import CoordinatorSettings
+from rlfleet.shared.storage.layout import chunk_path
+from rlfleet.shared.wire import ChunkReport, EvaluationReport, LearnReport, PolicyPublish, RegisterRequest, SampleRequest
 from tests.support.api import (
     assert_error_body,
     auth,

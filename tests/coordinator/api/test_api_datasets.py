@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.main import create_app
-from shared.config.run_config import RunConfig, dump_run_config
-from shared.payloads.recordings import DatasetError
-from shared.storage.factory import open_datasets, open_store
-from shared.storage.layout import RunLayout
+from rlfleet.coordinator.main import create_app
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.payloads.recordings import DatasetError
+from rlfleet.shared.storage.factory import open_datasets, open_store
+from rlfleet.shared.storage.layout import RunLayout
 from tests.support.api import assert_error_body, auth, claim, get_status, make_settings, register, running_client
 from tests.support.chunks import write_policy
 from tests.support.datasets import write_demo_dataset

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.config.run_config import RunConfig
-from shared.payloads.codec import decode_chunk
-from shared.storage.local import LocalStore
-from shared.wire import ChunkAck, ClaimResponse, HeartbeatResponse, RegisterResponse, SampleResponse, Status
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.payloads.codec import decode_chunk
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import ChunkAck, ClaimResponse, HeartbeatResponse, RegisterResponse, SampleResponse, Status
 from tests.support.api import (
     PUBLIC_PATHS,
     app_routes,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.config.run_config import RunConfig, dump_run_config
-from shared.storage.local import LocalStore
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.api import assert_error_body, auth, claim, get_status, make_settings, register, running_client
 from tests.support.chunks import write_policy
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from shared.storage.local import LocalStore
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.api import assert_error_body, auth, claim, make_settings, register, running_client, store_for
 from tests.support.chunks import write_chunk, write_policy
 

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from collector_worker.rollout import Rollout
-from shared.config.run_config import EnvConfig
-from shared.payloads.codec import encode_chunk
-from shared.payloads.spaces import MultiDiscreteActions, Spaces
-from shared.policy.files import policy_bytes
-from shared.policy.manifest import Behaviour, Head, ObsNorm, PolicyManifest
-from shared.policy.nets import PolicyNet
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.payloads.codec import encode_chunk
+from rlfleet.shared.payloads.spaces import MultiDiscreteActions, Spaces
+from rlfleet.shared.policy.files import policy_bytes
+from rlfleet.shared.policy.manifest import Behaviour, Head, ObsNorm, PolicyManifest
+from rlfleet.shared.policy.nets import PolicyNet
 from tests.support.policies import CARTPOLE, PENDULUM, manifest
 
 

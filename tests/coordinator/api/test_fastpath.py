@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.api.fastpath import FastPath
-from coordinator.main import create_app, serve_app
+from rlfleet.coordinator.api.fastpath import FastPath
+from rlfleet.coordinator.main import create_app, serve_app
 from tests.support.api import auth, make_settings, register
 
 LIMIT = 4096

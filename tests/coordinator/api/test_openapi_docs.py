@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.api.apidoc import ERRORS
+from rlfleet.coordinator.api.apidoc import ERRORS
 from tests.support.api import EXPECTED
 
 PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/metrics"), ("GET", "/v1/schemas"),

@@ -17,10 +17,10 @@ import schemathesis
 from fastapi import FastAPI
 from schemathesis import GenerationMode
 
-from coordinator.main import create_app
-from coordinator.settings import CoordinatorSettings
-from shared.config.run_config import RunConfig, dump_run_config
-from shared.tokens import generate_tokens_file
+from rlfleet.coordinator.main import create_app
+from rlfleet.coordinator.settings import CoordinatorSettings
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.tokens import generate_tokens_file
 
 CASES: dict[str, int] = {}
 EXCLUDED = [schemathesis.checks.positive_data_acceptance]

@@ -2,7 +2,7 @@
 docs/reference/openapi.json (what third-party collectors are written against, and what the docs site links).
 
 A deliberate change to a route or a wire model updates the file in the same commit:
-`python -m coordinator.openapi_file docs/reference/openapi.json`."""
+`python -m rlfleet.coordinator.openapi_file docs/reference/openapi.json`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.openapi_file import write_openapi
+from rlfleet.coordinator.openapi_file import write_openapi
 from tests.support.repo import REPO
 
 SNAPSHOT = REPO / "docs" / "reference" / "openapi.json"

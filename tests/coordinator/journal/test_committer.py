@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.journal.committer import JournalFailed
-from coordinator.journal.database import Journal
-from coordinator.state.dataplane import DataPlane, chunk_row, chunks_gone
-from coordinator.state.fleet import Fleet, task_row, worker_row
-from coordinator.state.registry import Worker
-from coordinator.state.tasks import TaskRecord
+from rlfleet.coordinator.journal.committer import JournalFailed
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.state.dataplane import DataPlane, chunk_row, chunks_gone
+from rlfleet.coordinator.state.fleet import Fleet, task_row, worker_row
+from rlfleet.coordinator.state.registry import Worker
+from rlfleet.coordinator.state.tasks import TaskRecord
 from tests.support.journal import journal_with, rows
 
 SCHEMA = "\n".join(t.ddl for t in Fleet.tables + DataPlane.tables)
@@ -101,8 +101,8 @@ def _apply(statements: list[tuple[str, tuple[object, ...]]]) -> list[list[tuple[
 
 
 def test_merged_statements_have_the_same_effect_in_fewer_executions() -> None:
-    from coordinator.journal.committer import merged
-    from coordinator.replay.buffer import Entry
+    from rlfleet.coordinator.journal.committer import merged
+    from rlfleet.coordinator.replay.buffer import Entry
 
     entries = [Entry(f"c{i:04d}", f"chunks/t/c{i:04d}.msgpack", f"{i:064x}", 8, 0, 2, (1, 5), (0,)) for i in range(40)]
     statements = [chunk_row(e, 8 * i, 1.0, "w", 1.5) for i, e in enumerate(entries[:25])]
@@ -121,7 +121,7 @@ def test_merged_statements_have_the_same_effect_in_fewer_executions() -> None:
 
 
 def test_merged_keeps_each_statement_under_the_bound_parameter_limit() -> None:
-    from coordinator.journal.committer import _MAX_PARAMS, merged
+    from rlfleet.coordinator.journal.committer import _MAX_PARAMS, merged
 
     statements = [task_row(TaskRecord(f"t-{i}", "collector", i)) for i in range(20_000)]
     out = merged(statements)

@@ -8,18 +8,18 @@ import sqlite3
 
 import pytest
 
-from coordinator.journal.component import Component, Pending, Stored
-from coordinator.state.config import LiveConfig
-from coordinator.state.control import Control
-from coordinator.state.dataplane import DataPlane
-from coordinator.state.datasets import DatasetServer
-from coordinator.state.fleet import Fleet
-from coordinator.state.generations import Generations
-from coordinator.state.judge import Judge
-from coordinator.state.lifecycle import Lifecycle
-from coordinator.state.opponents import Opponents
-from coordinator.state.policybook import PolicyBook
-from coordinator.state.progress import LearnerProgress
+from rlfleet.coordinator.journal.component import Component, Pending, Stored
+from rlfleet.coordinator.state.config import LiveConfig
+from rlfleet.coordinator.state.control import Control
+from rlfleet.coordinator.state.dataplane import DataPlane
+from rlfleet.coordinator.state.datasets import DatasetServer
+from rlfleet.coordinator.state.fleet import Fleet
+from rlfleet.coordinator.state.generations import Generations
+from rlfleet.coordinator.state.judge import Judge
+from rlfleet.coordinator.state.lifecycle import Lifecycle
+from rlfleet.coordinator.state.opponents import Opponents
+from rlfleet.coordinator.state.policybook import PolicyBook
+from rlfleet.coordinator.state.progress import LearnerProgress
 
 COMPONENTS: list[type[Component]] = [LiveConfig, Control, DataPlane, DatasetServer, Fleet, Generations, Judge,
                                      Lifecycle, Opponents, PolicyBook, LearnerProgress]

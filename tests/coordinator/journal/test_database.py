@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.journal.component import Table
-from coordinator.journal.database import FORMAT, Journal, JournalFormatError, stored_meta, stored_run_state
+from rlfleet.coordinator.journal.component import Table
+from rlfleet.coordinator.journal.database import FORMAT, Journal, JournalFormatError, stored_meta, stored_run_state
 from tests.support.journal import journal_with
 
 NOTES = Table("notes", "CREATE TABLE IF NOT EXISTS notes (n INTEGER PRIMARY KEY, text TEXT NOT NULL);",

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from coordinator.journal.lock import JournalInUse, JournalLock
-from coordinator.main import create_app
+from rlfleet.coordinator.journal.lock import JournalInUse, JournalLock
+from rlfleet.coordinator.main import create_app
 from tests.support.api import make_settings, running_client
 from tests.support.repo import REPO
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from coordinator.journal.lock import JournalLock
+from rlfleet.coordinator.journal.lock import JournalLock
 lock = JournalLock.acquire(Path(sys.argv[1]))
 print("held", flush=True)
 time.sleep(600)

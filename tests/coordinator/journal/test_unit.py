@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.journal.committer import JournalFailed
-from coordinator.journal.database import FORMAT
-from coordinator.journal.unit import UnitOfWork
-from coordinator.state.control import Control
-from coordinator.state.payloads import PayloadLifetime
-from coordinator.state.policybook import PolicyBook
-from coordinator.state.progress import LearnerProgress
-from shared.storage.local import LocalStore
-from shared.wire import PolicyRef
+from rlfleet.coordinator.journal.committer import JournalFailed
+from rlfleet.coordinator.journal.database import FORMAT
+from rlfleet.coordinator.journal.unit import UnitOfWork
+from rlfleet.coordinator.state.control import Control
+from rlfleet.coordinator.state.payloads import PayloadLifetime
+from rlfleet.coordinator.state.policybook import PolicyBook
+from rlfleet.coordinator.state.progress import LearnerProgress
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import PolicyRef
 from tests.support.journal import fill_journal, free_journal, journal_with, rows
 
 POLICY = PolicyRef(version=1, path="policies/v00000001.safetensors", sha256="ab" * 32)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from coordinator.main import create_app
-from coordinator.observe.timeline import Timeline
+from rlfleet.coordinator.main import create_app
+from rlfleet.coordinator.observe.timeline import Timeline
 from tests.support.api import auth, make_settings, register
 
 
@@ -70,7 +70,7 @@ def test_every_asset_is_package_data() -> None:
     from tests.support.repo import REPO
 
     patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
-        "coordinator.webui"]
+        "rlfleet.coordinator.webui"]
     assets = [p.name for p in (REPO / "coordinator" / "webui").iterdir() if p.suffix in (".html", ".js", ".css")]
     assert assets and all(any(fnmatch.fnmatch(name, pattern) for pattern in patterns) for name in assets)
 

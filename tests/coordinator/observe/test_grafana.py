@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from coordinator.main import create_app
+from rlfleet.coordinator.main import create_app
 from tests.support.api import make_settings
 from tests.support.repo import REPO
 

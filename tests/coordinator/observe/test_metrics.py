@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from coordinator.observe.metrics import MetricsRecorder
-from shared.storage.layout import RunLayout
-from shared.wire import EvaluationResult, HoldoutResult, LearnerStatus, PolicyLagStatus, Status
+from rlfleet.coordinator.observe.metrics import MetricsRecorder
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.wire import EvaluationResult, HoldoutResult, LearnerStatus, PolicyLagStatus, Status
 from tests.support.repo import REPO
 
 
@@ -94,7 +94,7 @@ def test_the_tensorboard_writer_loads_neither_torch_nor_boto3(tmp_path: Path) ->
     script = f"""
 import sys
 from pathlib import Path
-from coordinator.observe.metrics import _summary_writer
+from rlfleet.coordinator.observe.metrics import _summary_writer
 writer = _summary_writer(Path({str(tmp_path)!r}))
 writer.add_scalar("charts/SPS", 1.0, 0)
 writer.close()

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coordinator.run import Run
-from launcher.up import succeeded
-from shared.config.run_config import RunConfig
-from shared.storage.local import LocalStore
+from rlfleet.coordinator.run import Run
+from rlfleet.launcher.up import succeeded
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.configs import make_config
 from tests.support.run import chunk, collector, evaluate, holdout, learner, publish, register
 

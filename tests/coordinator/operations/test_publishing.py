@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coordinator.run import Run
-from shared.storage.local import LocalStore
+from rlfleet.coordinator.run import Run
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.run import evaluate, learner, publish, register, settle_files
 
 

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from coordinator.replay.buffer import Entry, ReplayBuffer, Sampled
-from shared.config.run_config import SamplingConfig
+from rlfleet.coordinator.replay.buffer import Entry, ReplayBuffer, Sampled
+from rlfleet.shared.config.run_config import SamplingConfig
 from tests.support.replay import (
     assert_consistent,
     brute_items,

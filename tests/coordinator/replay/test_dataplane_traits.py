@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.errors import Conflict
-from coordinator.state.dataplane import DataPlane
-from shared.config.run_config import RunConfig
-from shared.config.samplers import SAMPLERS, SamplerKind
+from rlfleet.coordinator.errors import Conflict
+from rlfleet.coordinator.state.dataplane import DataPlane
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.config.samplers import SAMPLERS, SamplerKind
 from tests.support.configs import small_run_config
 
 

@@ -8,10 +8,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.replay.removers.max_use import MaxUse
-from coordinator.replay.removers.overwrite import Overwrite
-from coordinator.replay.removers.staleness import MaxStaleness
-from coordinator.replay.storage import Chunk
+from rlfleet.coordinator.replay.removers.max_use import MaxUse
+from rlfleet.coordinator.replay.removers.overwrite import Overwrite
+from rlfleet.coordinator.replay.removers.staleness import MaxStaleness
+from rlfleet.coordinator.replay.storage import Chunk
 from tests.support.replay import entry
 
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.replay.samplers import BUILDERS, Priorities, ProportionalSampler, QueueSampler, Sampler, build_sampler
-from shared.config.run_config import ReplayConfig
-from shared.config.samplers import SAMPLERS, SamplerKind, samplers_where
+from rlfleet.coordinator.replay.samplers import BUILDERS, Priorities, ProportionalSampler, QueueSampler, Sampler, build_sampler
+from rlfleet.shared.config.run_config import ReplayConfig
+from rlfleet.shared.config.samplers import SAMPLERS, SamplerKind, samplers_where
 from tests.support.chisquare import chi2_critical, chi2_statistic
 
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.replay.buffer import ReplayBuffer
+from rlfleet.coordinator.replay.buffer import ReplayBuffer
 from tests.support.chisquare import chi2_critical, chi2_sf, chi2_statistic
 from tests.support.replay import brute_episodes, brute_windows, entry, item_ids, leaves, make_buffer
 

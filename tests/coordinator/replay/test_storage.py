@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from coordinator.replay.storage import RingStorage
-from shared.config.run_config import SamplingConfig
+from rlfleet.coordinator.replay.storage import RingStorage
+from rlfleet.shared.config.run_config import SamplingConfig
 from tests.support.replay import brute_items, entry
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.replay.sumtree import SumTree
+from rlfleet.coordinator.replay.sumtree import SumTree
 from tests.support.repo import REPO
 
 # ----- helpers ----------------------------------------------------------------------------------------------
@@ -283,8 +283,8 @@ def test_importing_the_sumtree_loads_no_torch() -> None:
 def test_a_ring_of_overwriting_chunks_keeps_every_internal_node_exact() -> None:
     """add() zeroes overwritten leaves without refreshing their ancestors and lets its own set() do it once:
     every node must still be exactly the sum (and min) of its children, also across the ring's wrap."""
-    from coordinator.replay.buffer import Entry, ReplayBuffer
-    from shared.config.run_config import ReplayConfig, SamplingConfig
+    from rlfleet.coordinator.replay.buffer import Entry, ReplayBuffer
+    from rlfleet.shared.config.run_config import ReplayConfig, SamplingConfig
     from tests.support.replay import tree_of
 
     buffer = ReplayBuffer("r", ReplayConfig(capacity_transitions=1000, min_transitions=1, sampler="prioritized"),

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.replay.units import chunk_items
-from shared.config.run_config import SamplingConfig
+from rlfleet.coordinator.replay.units import chunk_items
+from rlfleet.shared.config.run_config import SamplingConfig
 from tests.support.replay import brute_episodes, brute_windows
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.state.config import LiveConfig
-from shared.config.run_config import RunConfig
+from rlfleet.coordinator.state.config import LiveConfig
+from rlfleet.shared.config.run_config import RunConfig
 from tests.support.components import JournalFor
 from tests.support.configs import make_config
 

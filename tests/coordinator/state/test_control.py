@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.errors import Conflict, Invalid
-from coordinator.journal.component import Stored
-from coordinator.state.control import Control
-from shared.config.plan import RunPlan
-from shared.config.run_config import RunConfig
+from rlfleet.coordinator.errors import Conflict, Invalid
+from rlfleet.coordinator.journal.component import Stored
+from rlfleet.coordinator.state.control import Control
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import RunConfig
 from tests.support.components import JournalFor
 
 

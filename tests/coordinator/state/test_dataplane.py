@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator.errors import Invalid, NotEnoughData
-from coordinator.journal.component import Stored
-from coordinator.replay.buffer import Entry
-from coordinator.state.dataplane import DataPlane, chunk_row, chunks_forgotten, chunks_gone
-from shared.config.run_config import RunConfig
-from shared.wire import SampleRequest
+from rlfleet.coordinator.errors import Invalid, NotEnoughData
+from rlfleet.coordinator.journal.component import Stored
+from rlfleet.coordinator.replay.buffer import Entry
+from rlfleet.coordinator.state.dataplane import DataPlane, chunk_row, chunks_forgotten, chunks_gone
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.wire import SampleRequest
 from tests.support.components import JournalFor, report
 from tests.support.configs import make_config
 from tests.support.journal import journal_with, rows
@@ -150,7 +150,7 @@ def test_replies_and_expired_ids_mark_their_rows(run_config: RunConfig) -> None:
 
 
 def test_a_long_replay_log_is_replaced_by_one_snapshot(prioritized: RunConfig, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("coordinator.state.dataplane.SNAPSHOT_EVERY", 2)
+    monkeypatch.setattr("rlfleet.coordinator.state.dataplane.SNAPSHOT_EVERY", 2)
     data = filled(prioritized)
     for _ in range(3):
         data.update_priorities(np.array([0]), np.array([2.0]))
@@ -186,7 +186,7 @@ def test_counters_buffer_priorities_uses_and_replies_survive_a_round_trip(priori
 
 def test_a_snapshot_in_the_log_restores_the_same_buffer(prioritized: RunConfig, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("coordinator.state.dataplane.SNAPSHOT_EVERY", 1)
+    monkeypatch.setattr("rlfleet.coordinator.state.dataplane.SNAPSHOT_EVERY", 1)
     data = filled(prioritized)
     journal = JournalFor(tmp_path / "journal.sqlite", data)
     data.update_priorities(np.array([1, 2]), np.array([4.0, 0.1]))

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coordinator.journal.component import Stored
-from coordinator.state.datasets import DatasetServer
-from shared.payloads.recordings import DatasetManifest
-from shared.storage.local import LocalStore
+from rlfleet.coordinator.journal.component import Stored
+from rlfleet.coordinator.state.datasets import DatasetServer
+from rlfleet.shared.payloads.recordings import DatasetManifest
+from rlfleet.shared.storage.local import LocalStore
 from tests.support.components import JournalFor
 from tests.support.datasets import write_demo_dataset
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from coordinator.errors import Forbidden, GroupFull, TooManyWorkers, UnknownWorker
-from coordinator.journal.component import Stored
-from coordinator.state.fleet import FLAG_AFTER_CORRUPT, Fleet
+from rlfleet.coordinator.errors import Forbidden, GroupFull, TooManyWorkers, UnknownWorker
+from rlfleet.coordinator.journal.component import Stored
+from rlfleet.coordinator.state.fleet import FLAG_AFTER_CORRUPT, Fleet
 from tests.support.components import JournalFor
 
 LEASE = 10.0

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.errors import Conflict, Invalid, MemberNotHeld, NotFound
-from coordinator.journal.component import Stored
-from coordinator.state.generations import Generations
-from shared.wire import GenerationOpen, MemberResult, MemberSpec, Perturbation, PolicyRef
+from rlfleet.coordinator.errors import Conflict, Invalid, MemberNotHeld, NotFound
+from rlfleet.coordinator.journal.component import Stored
+from rlfleet.coordinator.state.generations import Generations
+from rlfleet.shared.wire import GenerationOpen, MemberResult, MemberSpec, Perturbation, PolicyRef
 from tests.support.components import JournalFor
 
 POLICY = PolicyRef(version=3, path="policies/v0000000003.safetensors", sha256="a" * 64)

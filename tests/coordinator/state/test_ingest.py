@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.errors import Conflict, Invalid
-from coordinator.state.ingest import IngestLedger, check_report
-from shared.config.run_config import RunConfig
+from rlfleet.coordinator.errors import Conflict, Invalid
+from rlfleet.coordinator.state.ingest import IngestLedger, check_report
+from rlfleet.shared.config.run_config import RunConfig
 from tests.support.components import report
 
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.errors import Conflict, Invalid
-from coordinator.journal.component import Stored
-from coordinator.journal.database import Journal
-from coordinator.run import Run
-from coordinator.state.judge import Judge
-from shared.config.run_config import RunConfig
-from shared.storage.local import LocalStore
-from shared.wire import BattleRecord, EvaluationReport, HoldoutReport, HoldoutResult
+from rlfleet.coordinator.errors import Conflict, Invalid
+from rlfleet.coordinator.journal.component import Stored
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.run import Run
+from rlfleet.coordinator.state.judge import Judge
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import BattleRecord, EvaluationReport, HoldoutReport, HoldoutResult
 from tests.support.components import JournalFor
 from tests.support.run import FakeClock, evaluate, holdout, learner, publish, register
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from coordinator.journal.component import Stored
-from coordinator.state.judge import Judge
-from shared.config.run_config import RunConfig
-from shared.wire import EvaluationReport, HoldoutReport
+from rlfleet.coordinator.journal.component import Stored
+from rlfleet.coordinator.state.judge import Judge
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.wire import EvaluationReport, HoldoutReport
 from tests.support.components import JournalFor
 from tests.support.configs import make_config
 

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from coordinator.state.lag import TAIL, LagStats
+from rlfleet.coordinator.state.lag import TAIL, LagStats
 
 
 def test_ingest_lags_are_binned_with_a_tail_and_negative_lags_count_as_zero() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.state.lifecycle import Lifecycle
-from shared.config.run_config import BudgetConfig
+from rlfleet.coordinator.state.lifecycle import Lifecycle
+from rlfleet.shared.config.run_config import BudgetConfig
 from tests.support.components import JournalFor
 from tests.support.run import FakeClock
 

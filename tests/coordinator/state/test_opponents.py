@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from coordinator.journal.database import Journal
-from coordinator.run import Run
-from coordinator.state.opponents import Opponents
-from shared.config.battle import SelfPlayConfig
-from shared.config.run_config import RunConfig, dump_run_config
-from shared.storage.local import LocalStore
-from shared.wire import EpisodeStat, PolicyRef
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.run import Run
+from rlfleet.coordinator.state.opponents import Opponents
+from rlfleet.shared.config.battle import SelfPlayConfig
+from rlfleet.shared.config.run_config import RunConfig, dump_run_config
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import EpisodeStat, PolicyRef
 from tests.support.api import assert_error_body, auth, make_settings, running_client
 from tests.support.components import JournalFor
 from tests.support.run import chunk, collector, learner, publish, settle_files

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.state.payloads import CONSUMED_GRACE_SECONDS, PayloadLifetime
-from shared.storage.local import LocalStore
+from rlfleet.coordinator.state.payloads import CONSUMED_GRACE_SECONDS, PayloadLifetime
+from rlfleet.shared.storage.local import LocalStore
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.errors import Conflict
-from coordinator.journal.component import Stored
-from coordinator.state.policybook import PolicyBook
-from shared.wire import PolicyRef
+from rlfleet.coordinator.errors import Conflict
+from rlfleet.coordinator.journal.component import Stored
+from rlfleet.coordinator.state.policybook import PolicyBook
+from rlfleet.shared.wire import PolicyRef
 from tests.support.components import JournalFor
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.journal.component import Stored
-from coordinator.state.progress import LearnerProgress
-from shared.wire import LearnReport
+from rlfleet.coordinator.journal.component import Stored
+from rlfleet.coordinator.state.progress import LearnerProgress
+from rlfleet.shared.wire import LearnReport
 from tests.support.components import JournalFor
 
 LEARNER = "learner-1-abcdef"

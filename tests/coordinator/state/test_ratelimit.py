@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.state.ratelimit import RateLimiter
+from rlfleet.coordinator.state.ratelimit import RateLimiter
 
 
 def test_cannot_sample_below_min_size() -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from coordinator.state.ratings import elo_ratings
+from rlfleet.coordinator.state.ratings import elo_ratings
 
 
 def expected_gap(share: float) -> float:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from coordinator.state.registry import Registry
-from shared.ids import ID_PATTERN
+from rlfleet.coordinator.state.registry import Registry
+from rlfleet.shared.ids import ID_PATTERN
 
 
 def test_register_assigns_unique_valid_ids_and_a_lease() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.state.tasks import TaskQueue
-from shared.wire import WorkerKind
+from rlfleet.coordinator.state.tasks import TaskQueue
+from rlfleet.shared.wire import WorkerKind
 
 
 def claim_id(q: TaskQueue, kind: WorkerKind, worker_id: str, create: bool = True) -> str | None:

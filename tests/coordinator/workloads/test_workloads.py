@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.errors import JournalUnavailable
-from coordinator.journal.database import Journal
-from coordinator.operations.generations import Population
-from coordinator.run import Run
-from coordinator.workloads.data_plane import DataPlaneWorkload
-from coordinator.workloads.population import PopulationWorkload
-from shared.config.run_config import RunConfig
+from rlfleet.coordinator.errors import JournalUnavailable
+from rlfleet.coordinator.journal.database import Journal
+from rlfleet.coordinator.operations.generations import Population
+from rlfleet.coordinator.run import Run
+from rlfleet.coordinator.workloads.data_plane import DataPlaneWorkload
+from rlfleet.coordinator.workloads.population import PopulationWorkload
+from rlfleet.shared.config.run_config import RunConfig
 from tests.support.journal import fill_journal, free_journal
 
 ES_RUN = RunConfig.model_validate({"name": "es-workload", "env": {"id": "CartPole-v1"},

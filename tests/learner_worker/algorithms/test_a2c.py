@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.algorithms.a2c import A2C
-from learner_worker.gae import gae
-from shared.algorithms.a2c import A2CParams
-from shared.config.base import NetConfig
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.algorithms.a2c import A2C
+from rlfleet.learner_worker.gae import gae
+from rlfleet.shared.algorithms.a2c import A2CParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.learner_data import (
     N_ACTIONS,
     OBS_DIM,

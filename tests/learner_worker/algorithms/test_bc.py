@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from learner_worker.algorithms.bc import BC
-from shared.algorithms.base import sampled_head
-from shared.algorithms.bc import BCParams
-from shared.config.base import NetConfig
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.algorithms.bc import BC
+from rlfleet.shared.algorithms.base import sampled_head
+from rlfleet.shared.algorithms.bc import BCParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.learner_data import roundtrip
 from tests.support.policies import CARTPOLE, PENDULUM
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from learner_worker.algorithms.dqn import DQN
-from shared.algorithms.dqn import DQNParams
-from shared.config.base import NetConfig
-from shared.config.values import ValueTransform
+from rlfleet.learner_worker.algorithms.dqn import DQN
+from rlfleet.shared.algorithms.dqn import DQNParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.values import ValueTransform
 from tests.support.learner_data import N_ACTIONS, OBS_DIM, make_batch, params_equal, roundtrip
 from tests.support.policies import EPSILON_GREEDY, flat_spaces
 

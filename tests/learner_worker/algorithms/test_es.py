@@ -9,20 +9,20 @@ import numpy as np
 import pytest
 import torch
 
-from collector_worker.members import MemberEvaluator
-from learner_worker.algorithms.es import ES, centred_ranks, gradient_estimate
-from shared.algorithms.base import sampled_head
-from shared.algorithms.es import ESParams
-from shared.config.base import NetConfig
-from shared.config.run_config import EnvConfig
-from shared.payloads.spaces import Spaces
-from shared.policy.files import save_policy
-from shared.policy.flat_params import unflatten
-from shared.policy.manifest import Behaviour
-from shared.policy.nets import PolicyNet
-from shared.policy.noise_table import NoiseTable
-from shared.storage.local import LocalStore
-from shared.wire import MemberOutcome, MemberTask
+from rlfleet.collector_worker.members import MemberEvaluator
+from rlfleet.learner_worker.algorithms.es import ES, centred_ranks, gradient_estimate
+from rlfleet.shared.algorithms.base import sampled_head
+from rlfleet.shared.algorithms.es import ESParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.files import save_policy
+from rlfleet.shared.policy.flat_params import unflatten
+from rlfleet.shared.policy.manifest import Behaviour
+from rlfleet.shared.policy.nets import PolicyNet
+from rlfleet.shared.policy.noise_table import NoiseTable
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import MemberOutcome, MemberTask
 from tests.support.learner_data import roundtrip
 from tests.support.policies import CARTPOLE, PENDULUM
 

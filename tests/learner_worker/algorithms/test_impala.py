@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.actor_critic import clean
-from learner_worker.algorithms.impala import Impala
-from shared.algorithms.impala import ImpalaParams
-from shared.config.base import NetConfig
-from shared.policy.actors import build_actor
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.actor_critic import clean
+from rlfleet.learner_worker.algorithms.impala import Impala
+from rlfleet.shared.algorithms.impala import ImpalaParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.policy.actors import build_actor
+from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.learner_data import (
     N_ACTIONS,
     OBS_DIM,

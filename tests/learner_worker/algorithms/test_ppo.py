@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.algorithms.ppo import PPO
-from shared.algorithms.ppo import PPOParams
-from shared.config.base import NetConfig
-from shared.config.values import CriticValue, Support
-from shared.policy.actors import build_actor
-from shared.policy.manifest import Behaviour
-from shared.policy.nets import PolicyNet
+from rlfleet.learner_worker.algorithms.ppo import PPO
+from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.values import CriticValue, Support
+from rlfleet.shared.policy.actors import build_actor
+from rlfleet.shared.policy.manifest import Behaviour
+from rlfleet.shared.policy.nets import PolicyNet
 from tests.support.learner_data import (
     N_ACTIONS,
     OBS_DIM,

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.algorithms import load_learner
-from learner_worker.algorithms.sac import SAC
-from learner_worker.distributions import tanh_gaussian_sample
-from shared.algorithms.sac import SACParams
-from shared.config.base import NetConfig
-from shared.config.plan import RunPlan
-from shared.config.run_config import EnvConfig, RunConfig, load_run_config
-from shared.payloads.spaces import BoxActions, ObsSpace, Spaces
-from shared.policy.actors import build_actor
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.algorithms import load_learner
+from rlfleet.learner_worker.algorithms.sac import SAC
+from rlfleet.learner_worker.distributions import tanh_gaussian_sample
+from rlfleet.shared.algorithms.sac import SACParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import EnvConfig, RunConfig, load_run_config
+from rlfleet.shared.payloads.spaces import BoxActions, ObsSpace, Spaces
+from rlfleet.shared.policy.actors import build_actor
+from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.learner_data import roundtrip
 from tests.support.policies import PENDULUM, learner_task
 from tests.support.repo import REPO

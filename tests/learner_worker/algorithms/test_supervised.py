@@ -11,14 +11,14 @@ import torch
 from pydantic import ValidationError
 from safetensors import safe_open
 
-from learner_worker.algorithms.supervised import MODEL_KEY, Supervised
-from shared.algorithms.base import sampled_head
-from shared.algorithms.supervised import SupervisedParams
-from shared.config.base import NetConfig
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig
-from shared.payloads.spaces import Spaces
-from shared.policy.manifest import Behaviour
+from rlfleet.learner_worker.algorithms.supervised import MODEL_KEY, Supervised
+from rlfleet.shared.algorithms.base import sampled_head
+from rlfleet.shared.algorithms.supervised import SupervisedParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.learner_data import roundtrip
 from tests.support.policies import CARTPOLE, PENDULUM
 

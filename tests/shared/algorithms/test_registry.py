@@ -15,15 +15,15 @@ import pytest
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from learner_worker.trainer import Trainer
-from shared import wire
-from shared.algorithms import DEFAULT, REGISTRY, default_params
-from shared.algorithms.base import AlgoParams, ChunkParams, DatasetParams, PopulationParams, ReplayParams
-from shared.config.base import Encoder
-from shared.config.run_config import RunConfig
-from shared.config.samplers import SAMPLERS
-from shared.loops import LOOPS, loop_of
-from shared.loops.kind import LoopKind, resolve
+from rlfleet.learner_worker.trainer import Trainer
+from rlfleet.shared import wire
+from rlfleet.shared.algorithms import DEFAULT, REGISTRY, default_params
+from rlfleet.shared.algorithms.base import AlgoParams, ChunkParams, DatasetParams, PopulationParams, ReplayParams
+from rlfleet.shared.config.base import Encoder
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.config.samplers import SAMPLERS
+from rlfleet.shared.loops import LOOPS, loop_of
+from rlfleet.shared.loops.kind import LoopKind, resolve
 from tests.support.policies import CARTPOLE, PENDULUM
 from tests.support.repo import REPO
 
@@ -161,7 +161,7 @@ def test_each_loop_kinds_parts_resolve(name: str) -> None:
     if kind.router is not None:
         assert isinstance(resolve(kind.router), APIRouter)
     if kind.wire is not None:
-        assert importlib.import_module(kind.wire).__name__.startswith("shared.wire.")
+        assert importlib.import_module(kind.wire).__name__.startswith("rlfleet.shared.wire.")
 
 
 def test_an_unregistered_loop_kind_is_refused_naming_the_registered_ones() -> None:
@@ -173,7 +173,7 @@ def test_every_wire_model_is_core_or_declared_by_exactly_one_loop_kind() -> None
     modules = {m.__module__ for m in vars(wire).values() if isinstance(m, type) and issubclass(m, BaseModel)}
     for module in sorted(modules):
         declared = [kind.name for kind in LOOPS.values() if kind.wire == module]
-        core = module.removeprefix("shared.wire.") in CORE_WIRE
+        core = module.removeprefix("rlfleet.shared.wire.") in CORE_WIRE
         assert (core and not declared) or (not core and len(declared) == 1), (module, declared)
 
 

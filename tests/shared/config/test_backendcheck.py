@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig
-from shared.envs.vector import EnvBackendError, EnvPoolVectorEnv, backend_problem, envpool_task
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.envs.vector import EnvBackendError, EnvPoolVectorEnv, backend_problem, envpool_task
 
 
 def config(env: dict[str, Any], **collector: Any) -> RunConfig:

@@ -12,11 +12,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from shared.config import envcheck
-from shared.config.env import REGISTERED
-from shared.config.preflight import preflight
-from shared.config.run_config import EnvConfig, RunConfig, load_run_config
-from shared.envs.build import make_vector_env
+from rlfleet.shared.config import envcheck
+from rlfleet.shared.config.env import REGISTERED
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import EnvConfig, RunConfig, load_run_config
+from rlfleet.shared.envs.build import make_vector_env
 from tests.support import userenv
 from tests.support.repo import REPO
 
@@ -157,8 +157,8 @@ def test_a_process_without_gymnasium_checks_the_env_in_a_child_and_stays_without
     script = f"""
 import sys
 from pydantic import ValidationError
-from shared.config.preflight import preflight
-from shared.config.run_config import load_run_config
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import load_run_config
 print(preflight(load_run_config(__import__("pathlib").Path({str(good)!r}))).config.env.kwargs)
 try:
     preflight(load_run_config(__import__("pathlib").Path({str(bad)!r})))

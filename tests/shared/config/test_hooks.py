@@ -12,10 +12,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-import shared.config.hookcheck
-from shared.config.hooks import HookView, load_hook
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig, load_run_config
+import rlfleet.shared.config.hookcheck
+from rlfleet.shared.config.hooks import HookView, load_hook
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig, load_run_config
 from tests.support import hooks as hook_functions
 from tests.support.repo import REPO
 
@@ -109,8 +109,8 @@ import sys
 from pathlib import Path
 from pydantic import ValidationError
 sys.path.append({str(tmp_path)!r})
-from shared.config.preflight import preflight
-from shared.config.run_config import load_run_config
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import load_run_config
 print(preflight(load_run_config(Path({str(good)!r}))).config.learner.hooks[0].name)
 try:
     preflight(load_run_config(Path({str(bad)!r})))

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from shared.algorithms.impala import ImpalaParams
-from shared.algorithms.ppo import PPOParams
-from shared.config.base import NetConfig
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig, load_run_config
+from rlfleet.shared.algorithms.impala import ImpalaParams
+from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig, load_run_config
 from tests.support.configs import NO_ENCODER_FIELD, shipped
 
 needs_encoders = pytest.mark.skipif("encoder" not in NetConfig.model_fields, reason=NO_ENCODER_FIELD)

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from shared.config.envcheck import spaces_of
-from shared.config.plan import RunPlan
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig
-from shared.payloads.spaces import BoxActions, DiscreteActions
+from rlfleet.shared.config.envcheck import spaces_of
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions
 from tests.support.policies import CARTPOLE
 from tests.support.repo import REPO
 
@@ -73,9 +73,9 @@ def test_dict_observations_with_images_are_refused_naming_the_field() -> None:
     ([{"name": "frame_stack", "frames": 3}, {"name": "frame_stack", "frames": 2}], ("uint8", (2, 3, 6, 7)), 2),
 ])
 def test_only_frame_stacked_images_get_the_compact_chunk_layout(wrappers: list, obs: tuple, stack: int | None) -> None:
-    from shared.config.env import EnvConfig
-    from shared.config.plan import chunk_schema, stacked_frames
-    from shared.payloads.spaces import ObsSpace, Spaces
+    from rlfleet.shared.config.env import EnvConfig
+    from rlfleet.shared.config.plan import chunk_schema, stacked_frames
+    from rlfleet.shared.payloads.spaces import ObsSpace, Spaces
     from tests.support.policies import EPSILON_GREEDY
 
     spaces = Spaces(obs=ObsSpace(shape=obs[1], dtype=obs[0]), action=DiscreteActions(n=2))

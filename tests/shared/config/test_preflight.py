@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig
 
 PIXELS = "tests.support.pixelgrid:PixelGrid"  # 5x5x3 uint8 frames
 

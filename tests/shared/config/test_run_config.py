@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from coordinator.overrides import parse_overrides
-from shared.algorithms import REGISTRY
-from shared.config.run_config import (
+from rlfleet.coordinator.overrides import parse_overrides
+from rlfleet.shared.algorithms import REGISTRY
+from rlfleet.shared.config.run_config import (
     CollectorConfig,
     EpsilonSchedule,
     EvalConfig,
@@ -21,7 +21,7 @@ from shared.config.run_config import (
     dump_run_config,
     load_run_config,
 )
-from shared.wire import MAX_BODY_BYTES, ChunkReport, report_bytes_bound
+from rlfleet.shared.wire import MAX_BODY_BYTES, ChunkReport, report_bytes_bound
 
 REPO = Path(__file__).resolve().parents[3]
 

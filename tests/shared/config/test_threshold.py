@@ -10,10 +10,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from shared.config.env import REGISTERED, EnvConfig
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig, load_run_config
-from shared.config.threshold import has_solve_rule, resolve_threshold, threshold_note
+from rlfleet.shared.config.env import REGISTERED, EnvConfig
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig, load_run_config
+from rlfleet.shared.config.threshold import has_solve_rule, resolve_threshold, threshold_note
 from tests.support.configs import shipped_configs
 
 OLD_DEFAULT = 475.0  # every env's threshold before it came from the registration

@@ -6,8 +6,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from shared.config.run_config import RunConfig
-from shared.config.values import CriticValue, Support, ValueTransform, pohlen
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.config.values import CriticValue, Support, ValueTransform, pohlen
 from tests.support.repo import REPO
 
 

@@ -12,11 +12,11 @@ import pytest
 pytest.importorskip("ale_py", reason="the atari extra (pip install 'rlfleet[atari]') is not installed")
 pytest.importorskip("cv2", reason="the atari extra (pip install 'rlfleet[atari]') is not installed")
 
-from collector_worker.rollout import Rollout  # noqa: E402
-from shared.config.envcheck import EnvSectionError, build_problem  # noqa: E402
-from shared.config.run_config import EnvConfig  # noqa: E402
-from shared.envs.build import ENV_ERROR, make_env, make_vector_env  # noqa: E402
-from shared.envs.gymspaces import describe  # noqa: E402
+from rlfleet.collector_worker.rollout import Rollout  # noqa: E402
+from rlfleet.shared.config.envcheck import EnvSectionError, build_problem  # noqa: E402
+from rlfleet.shared.config.run_config import EnvConfig  # noqa: E402
+from rlfleet.shared.envs.build import ENV_ERROR, make_env, make_vector_env  # noqa: E402
+from rlfleet.shared.envs.gymspaces import describe  # noqa: E402
 from tests.support.policies import EPSILON_GREEDY  # noqa: E402
 
 NO_SKIP = {"frameskip": 1, "repeat_action_probability": 0.0}

@@ -11,8 +11,8 @@ import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.vector import SyncVectorEnv
 
-from shared.config.run_config import EnvConfig
-from shared.envs.build import make_env, make_native_vector_env
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.envs.build import make_env, make_native_vector_env
 
 
 def test_a_registered_id_is_made_with_the_render_mode() -> None:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from collector_worker.rollout import Rollout
-from shared.config.run_config import EnvConfig
-from shared.envs.build import make_env
-from shared.envs.gymspaces import describe
-from shared.envs.seeds import MAX_RUN_SEED, REGIONS, base_seed
-from shared.payloads.spaces import ObsSpace
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.shared.config.run_config import EnvConfig
+from rlfleet.shared.envs.build import make_env
+from rlfleet.shared.envs.gymspaces import describe
+from rlfleet.shared.envs.seeds import MAX_RUN_SEED, REGIONS, base_seed
+from rlfleet.shared.payloads.spaces import ObsSpace
 from tests.support.policies import EPSILON_GREEDY
 
 INT_IMAGE = "tests.support.userenv:IntImageEnv"

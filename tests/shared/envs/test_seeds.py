@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.envs.seeds import (
+from rlfleet.shared.envs.seeds import (
     ENVS_PER_BLOCK,
     MAX_RUN_SEED,
     MODES,

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from shared.config.plan import RunPlan
-from shared.config.run_config import RunConfig
-from shared.envs.build import make_vector_env
-from shared.envs.selfplay import draw_weights, game_space, policy_player, set_opponents
-from shared.envs.two_player import TwoPlayerEnv
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.envs.build import make_vector_env
+from rlfleet.shared.envs.selfplay import draw_weights, game_space, policy_player, set_opponents
+from rlfleet.shared.envs.two_player import TwoPlayerEnv
 from tests.support.policies import random_actor
 
 TICTACTOE = RunConfig.model_validate({"env": {"id": "rlfleet/TicTacToe-v0"}, "self_play": {}})

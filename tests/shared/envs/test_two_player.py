@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.envs.two_player import TwoPlayerEnv, lookahead_move, place, wins_with
+from rlfleet.shared.envs.two_player import TwoPlayerEnv, lookahead_move, place, wins_with
 
 
 def board(rows: int, cols: int, mine: list[tuple[int, int]], theirs: list[tuple[int, int]]) -> np.ndarray:

@@ -7,12 +7,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from collector_worker.rollout import Rollout
-from evaluator.episodes import evaluate
-from shared.config.plan import RunPlan
-from shared.config.preflight import preflight
-from shared.config.run_config import EnvConfig, RunConfig
-from shared.envs.build import make_vector_env
+from rlfleet.collector_worker.rollout import Rollout
+from rlfleet.evaluator.episodes import evaluate
+from rlfleet.shared.config.plan import RunPlan
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import EnvConfig, RunConfig
+from rlfleet.shared.envs.build import make_vector_env
 from tests.support.policies import EPSILON_GREEDY, PENDULUM, flat_spaces
 
 IMAGE = "tests.support.userenv:ImageEnv"

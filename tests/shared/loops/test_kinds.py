@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config.run_config import RunConfig
-from shared.loops import loop_of
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.loops import loop_of
 
 
 def _on_policy() -> RunConfig:

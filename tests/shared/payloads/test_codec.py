@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from shared.payloads.codec import FORMAT, VERSION, PayloadError, decode_chunk, encode_chunk
+from rlfleet.shared.payloads.codec import FORMAT, VERSION, PayloadError, decode_chunk, encode_chunk
 
 ALLOWED = ["float32", "float64", "int64", "int32", "uint8", "bool"]
 
@@ -271,7 +271,7 @@ def test_non_string_map_keys_rejected() -> None:
 
 
 def test_oversized_payload_rejected_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("shared.payloads.codec.MAX_PAYLOAD_BYTES", 16)
+    monkeypatch.setattr("rlfleet.shared.payloads.codec.MAX_PAYLOAD_BYTES", 16)
     with pytest.raises(PayloadError, match="limit"):
         decode_chunk(VALID)
 
@@ -444,7 +444,7 @@ def test_a_frame_that_declares_no_size_is_refused() -> None:
 
 
 def test_arrays_that_decompress_beyond_the_limit_together_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("shared.payloads.codec.MAX_PAYLOAD_BYTES", 100_000)
+    monkeypatch.setattr("rlfleet.shared.payloads.codec.MAX_PAYLOAD_BYTES", 100_000)
     raw = encode_chunk({"a": np.zeros(60_000, np.uint8), "b": np.zeros(60_000, np.uint8)}, compression="zstd")
     assert len(raw) < 1000
     with pytest.raises(PayloadError, match="more than the 100000-byte limit once decompressed"):

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from shared.payloads.framestack import flat_columns
-from shared.payloads.schema import ChunkSchema, SchemaError
+from rlfleet.shared.payloads.framestack import flat_columns
+from rlfleet.shared.payloads.schema import ChunkSchema, SchemaError
 from tests.support.frames import twin_rollouts
 
 

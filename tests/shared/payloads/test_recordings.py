@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.payloads.recordings import (
+from rlfleet.shared.payloads.recordings import (
     FORMAT_VERSION,
     DatasetError,
     check_usable,
@@ -16,9 +16,9 @@ from shared.payloads.recordings import (
     manifest_path,
     split_episodes,
 )
-from shared.storage.factory import open_datasets
-from shared.storage.local import LocalStore
-from shared.storage.protocol import IntegrityError
+from rlfleet.shared.storage.factory import open_datasets
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.protocol import IntegrityError
 from tests.support.datasets import write_demo_dataset
 from tests.support.policies import CARTPOLE, PENDULUM
 
@@ -104,8 +104,8 @@ def test_a_recording_of_a_frame_stacked_run_is_stored_compact_and_read_as_stacks
     split rebuilds the stacks, so a dataset learner sees the flat columns."""
     import numpy as np
 
-    from shared.payloads.codec import decode_chunk
-    from shared.payloads.recordings import write_dataset
+    from rlfleet.shared.payloads.codec import decode_chunk
+    from rlfleet.shared.payloads.recordings import write_dataset
     from tests.support.frames import twin_rollouts
 
     compact, flat = twin_rollouts(3, num_envs=1, max_steps=6)

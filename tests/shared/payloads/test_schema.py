@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared.payloads.schema import ChunkSchema, SchemaError
-from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.payloads.schema import ChunkSchema, SchemaError
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
 from tests.support.policies import CARTPOLE, PENDULUM
 
 IMAGE = Spaces(obs=ObsSpace(shape=(8, 8, 3), dtype="uint8"), action=MultiDiscreteActions(nvec=(3, 2)))

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.distributions import log_prob_entropy
-from shared.config.base import NetConfig
-from shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
-from shared.policy import actors
-from shared.policy.actors import NumpyActor, PolicyError, TorchActor, build_actor, random_actions, to_env
-from shared.policy.manifest import ObsNorm, PolicyManifest
-from shared.policy.nets import PolicyNet
+from rlfleet.learner_worker.distributions import log_prob_entropy
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.policy import actors
+from rlfleet.shared.policy.actors import NumpyActor, PolicyError, TorchActor, build_actor, random_actions, to_env
+from rlfleet.shared.policy.manifest import ObsNorm, PolicyManifest
+from rlfleet.shared.policy.nets import PolicyNet
 from tests.support.policies import CARTPOLE, PENDULUM, manifest, policy_state
 
 torch.set_num_threads(1)

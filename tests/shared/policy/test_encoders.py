@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from shared.config.base import CnnEncoder, ImpalaEncoder, MlpEncoder, NatureEncoder, NetConfig
-from shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
-from shared.policy.files import decode_policy, policy_bytes
-from shared.policy.manifest import PolicyManifest, encoder_features, encoder_for
-from shared.policy.nets import PolicyNet
+from rlfleet.shared.config.base import CnnEncoder, ImpalaEncoder, MlpEncoder, NatureEncoder, NetConfig
+from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.policy.files import decode_policy, policy_bytes
+from rlfleet.shared.policy.manifest import PolicyManifest, encoder_features, encoder_for
+from rlfleet.shared.policy.nets import PolicyNet
 from tests.support.policies import CARTPOLE
 
 torch.set_num_threads(1)

@@ -11,13 +11,13 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save as st_save
 
-from shared.policy.actors import build_actor
-from shared.policy.files import decode_policy, load_policy, policy_bytes, save_policy
-from shared.policy.manifest import MANIFEST_KEY, ManifestError
-from shared.policy.nets import PolicyNet
-from shared.storage.local import LocalStore
-from shared.storage.protocol import IntegrityError, sha256_hex
-from shared.wire import PolicyRef
+from rlfleet.shared.policy.actors import build_actor
+from rlfleet.shared.policy.files import decode_policy, load_policy, policy_bytes, save_policy
+from rlfleet.shared.policy.manifest import MANIFEST_KEY, ManifestError
+from rlfleet.shared.policy.nets import PolicyNet
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.protocol import IntegrityError, sha256_hex
+from rlfleet.shared.wire import PolicyRef
 from tests.support.policies import CARTPOLE, manifest
 
 torch.set_num_threads(1)

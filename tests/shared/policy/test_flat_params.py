@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from shared.config.base import NetConfig
-from shared.payloads.spaces import Spaces
-from shared.policy.actors import NumpyActor
-from shared.policy.flat_params import flatten, parameter_count, policy_shapes, unflatten
-from shared.policy.manifest import PolicyManifest, default_encoder
-from shared.policy.nets import PolicyNet
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.actors import NumpyActor
+from rlfleet.shared.policy.flat_params import flatten, parameter_count, policy_shapes, unflatten
+from rlfleet.shared.policy.manifest import PolicyManifest, default_encoder
+from rlfleet.shared.policy.nets import PolicyNet
 from tests.support.policies import CARTPOLE, PENDULUM
 
 

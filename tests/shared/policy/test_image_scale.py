@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from shared.config.base import NetConfig
-from shared.payloads.spaces import ObsSpace
-from shared.policy.manifest import default_encoder
-from shared.policy.nets import Network
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.payloads.spaces import ObsSpace
+from rlfleet.shared.policy.manifest import default_encoder
+from rlfleet.shared.policy.nets import Network
 
 
 def test_a_0_1_image_reaches_the_cnn_as_a_255_frame_does() -> None:

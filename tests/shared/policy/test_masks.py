@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from learner_worker.algorithms.dqn import DQN
-from learner_worker.distributions import log_prob_entropy
-from shared.algorithms.dqn import DQNParams
-from shared.config.base import NetConfig
-from shared.config.env import EnvConfig
-from shared.envs.build import make_vector_env
-from shared.envs.gymspaces import describe
-from shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces
-from shared.policy.actors import build_actor, random_actions
-from shared.policy.nets import PolicyNet
+from rlfleet.learner_worker.algorithms.dqn import DQN
+from rlfleet.learner_worker.distributions import log_prob_entropy
+from rlfleet.shared.algorithms.dqn import DQNParams
+from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.env import EnvConfig
+from rlfleet.shared.envs.build import make_vector_env
+from rlfleet.shared.envs.gymspaces import describe
+from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.policy.actors import build_actor, random_actions
+from rlfleet.shared.policy.nets import PolicyNet
 from tests.support.policies import EPSILON_GREEDY, manifest, policy_state
 
 torch.set_num_threads(1)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from shared.config.preflight import preflight
-from shared.config.run_config import RunConfig
-from shared.policy.noise_table import NoiseTable, check_capacity, noise_table
+from rlfleet.shared.config.preflight import preflight
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.policy.noise_table import NoiseTable, check_capacity, noise_table
 
 
 def _digest(table: NoiseTable) -> str:

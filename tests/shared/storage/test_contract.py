@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.storage.local import LocalStore
-from shared.storage.protocol import IntegrityError, PayloadStore, StorePathError, sha256_hex
-from shared.storage.s3 import S3Store
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.protocol import IntegrityError, PayloadStore, StorePathError, sha256_hex
+from rlfleet.shared.storage.s3 import S3Store
 from tests.support.seaweed import SeaweedFS
 
 

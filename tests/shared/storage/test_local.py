@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.storage.local import LocalStore, atomic_write
-from shared.storage.protocol import StorePathError
+from rlfleet.shared.storage.local import LocalStore, atomic_write
+from rlfleet.shared.storage.protocol import StorePathError
 
 
 def _all_files(root: Path) -> list[str]:

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from launcher.up import free_port
-from shared.storage.factory import StoreConfigError, StoreSettings, StoreTarget, open_store
-from shared.storage.layout import RunLayout
-from shared.storage.local import LocalStore
-from shared.storage.protocol import StoreUnavailable
-from shared.storage.s3 import S3Store
-from shared.worker.lifecycle import EXIT_UNAVAILABLE, run_worker
-from shared.worker.settings import WorkerSettings
+from rlfleet.launcher.up import free_port
+from rlfleet.shared.storage.factory import StoreConfigError, StoreSettings, StoreTarget, open_store
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.storage.protocol import StoreUnavailable
+from rlfleet.shared.storage.s3 import S3Store
+from rlfleet.shared.worker.lifecycle import EXIT_UNAVAILABLE, run_worker
+from rlfleet.shared.worker.settings import WorkerSettings
 from tests.support.seaweed import SECRET_KEY, SeaweedFS
 
 
@@ -140,7 +140,7 @@ def test_a_missing_bucket_is_named_at_the_start_check(s3_env: SeaweedFS) -> None
 def test_store_init_creates_the_bucket_once(s3_env: SeaweedFS, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from launcher.cli import app
+    from rlfleet.launcher.cli import app
 
     bucket = f"init-{uuid.uuid4().hex[:12]}"
     monkeypatch.setenv("RLFLEET_STORE_URL", f"s3://{bucket}/fleet")

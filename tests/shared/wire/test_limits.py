@@ -3,7 +3,7 @@ report the wire models accept."""
 
 from __future__ import annotations
 
-from shared.wire import ChunkBatch, ChunkReport, EpisodeStat, batch_bytes, report_bytes_bound
+from rlfleet.shared.wire import ChunkBatch, ChunkReport, EpisodeStat, batch_bytes, report_bytes_bound
 
 
 def _report(chunk_id: str, rows: int, num_envs: int = 1, every_row_ends: bool = False) -> ChunkReport:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from shared.algorithms.ppo import PPOParams
-from shared.config.run_config import RunConfig
-from shared.wire import (
+from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.wire import (
     ChunkReport,
     ClaimResponse,
     CollectorTask,

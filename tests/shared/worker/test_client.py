@@ -11,8 +11,8 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from shared.worker import client as client_module
-from shared.worker.client import CoordinatorClient, CoordinatorRejected, CoordinatorUnavailable, Stopped
+from rlfleet.shared.worker import client as client_module
+from rlfleet.shared.worker.client import CoordinatorClient, CoordinatorRejected, CoordinatorUnavailable, Stopped
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -32,7 +32,7 @@ OK = httpx.Response(200, json={"value": 42})
 @pytest.fixture(autouse=True)
 def _no_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
     """Minimal backoff (0.5 x nominal) keeps the retry tests fast and their timing deterministic."""
-    monkeypatch.setattr("shared.worker.client.random.random", lambda: 0.0)
+    monkeypatch.setattr("rlfleet.shared.worker.client.random.random", lambda: 0.0)
 
 
 class Recorder:
@@ -257,7 +257,7 @@ def test_stop_event_does_not_block_a_successful_call(make_client: Callable[..., 
 def test_stop_event_set_while_retrying_interrupts_backoff(
     make_client: Callable[..., CoordinatorClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("shared.worker.client.random.random", lambda: 1.0)  # long-ish waits: 0.15, 0.3, 0.6 ...
+    monkeypatch.setattr("rlfleet.shared.worker.client.random.random", lambda: 1.0)  # long-ish waits: 0.15, 0.3, 0.6 ...
     stop = threading.Event()
     rec = Recorder([], then=httpx.ConnectError("refused"))
     client = make_client(rec, stop_event=stop, max_unavailable_seconds=60)
@@ -329,7 +329,7 @@ def test_a_refused_connection_is_retried_quickly_only_while_the_coordinator_may_
     """Workers start beside the coordinator: while nothing listens, each retry is cheap, so they come back within
     REFUSED_RETRY_MAX (plus jitter) for about its start-up; a server that answers badly, or a longer outage,
     gets the exponential backoff that spreads a fleet out."""
-    monkeypatch.setattr("shared.worker.client.random.random", lambda: 1.0)  # the longest jitter: x 1.5
+    monkeypatch.setattr("rlfleet.shared.worker.client.random.random", lambda: 1.0)  # the longest jitter: x 1.5
     stop = DelayLog()
     tries = client_module.REFUSED_QUICK_TRIES + 5
     client = make_client(Recorder([failure] * tries, then=OK), stop_event=stop, max_unavailable_seconds=3600)

@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.storage.layout import RunLayout
-from shared.worker.client import CoordinatorUnavailable, Stopped
-from shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK, EXIT_UNAVAILABLE, run_session
-from shared.worker.session import WorkerSession
+from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.worker.client import CoordinatorUnavailable, Stopped
+from rlfleet.shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK, EXIT_UNAVAILABLE, run_session
+from rlfleet.shared.worker.session import WorkerSession
 from tests.support.fake_coordinator import FakeCoordinator, error, make_session
 
 pytestmark = pytest.mark.timeout(60)

@@ -8,10 +8,10 @@ import time
 import httpx
 import pytest
 
-from shared.wire import Directive, HeartbeatResponse
-from shared.worker.client import CoordinatorUnavailable, Stopped
-from shared.worker.lifecycle import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
-from shared.worker.session import one_line
+from rlfleet.shared.wire import Directive, HeartbeatResponse
+from rlfleet.shared.worker.client import CoordinatorUnavailable, Stopped
+from rlfleet.shared.worker.lifecycle import EXIT_CRASHED, EXIT_UNAVAILABLE, exit_code
+from rlfleet.shared.worker.session import one_line
 from tests.support.fake_coordinator import FakeCoordinator, make_session, reply
 from tests.support.waiting import wait_for
 
