@@ -213,15 +213,34 @@ class ActorCritic:
 
     def policy_gradient_step(self, logp: torch.Tensor, entropy: torch.Tensor, critic_out: torch.Tensor,
                              advantages: torch.Tensor, targets: torch.Tensor, value_coef: float, entropy_coef: float,
-                             max_grad_norm: float) -> dict[str, float]:
+                             max_grad_norm: float, ratio: torch.Tensor | None = None,
+                             clip_ratio: float | None = None) -> dict[str, float]:
         """One gradient step on the actor-critic loss of rows whose log pi(a|s), entropy and critic outputs carry
         gradient; the reported losses are those before the step.
 
-        loss = -mean(A * log pi(a|s)) + value_coef * mean(value loss) - entropy_coef * mean(H), the value loss
-        being 0.5 * (V(s) - target)^2 for a plain scalar critic (ValueCodec.loss in general)
+        loss = policy term + value_coef * mean(value loss) - entropy_coef * mean(H), the value loss being
+        0.5 * (V(s) - target)^2 for a plain scalar critic (ValueCodec.loss in general). The policy term is
+
+        * without `ratio`: -mean(A * log pi(a|s)), the plain policy gradient;
+        * with `ratio` (pi(a|s) / mu(a|s) with gradient, mu the policy that acted): the clipped surrogate of
+          proximal policy optimisation, -mean(min(ratio * A, clip(ratio, 1 - clip_ratio, 1 + clip_ratio) * A))
+          (unclipped without `clip_ratio`). Its gradient is ratio * A * grad log pi while the ratio is inside the
+          clip range and nothing once a row's ratio has left it in the direction its advantage pushes: several
+          steps on one batch then cannot move the policy on a row further than the clip range from the one that
+          acted there. The fraction of rows outside the range is reported as `clip_fraction`.
         """
+        if clip_ratio is not None and ratio is None:
+            raise ValueError("clip_ratio clips a ratio: pass the ratio pi/mu as well")
         average = self.batch_mean(len(logp))
-        policy_loss = -average(advantages * logp)
+        info: dict[str, float] = {}
+        if ratio is None:
+            policy_loss = -average(advantages * logp)
+        elif clip_ratio is None:
+            policy_loss = -average(ratio * advantages)
+        else:
+            clipped = ratio.clamp(1 - clip_ratio, 1 + clip_ratio)
+            policy_loss = -average(torch.min(ratio * advantages, clipped * advantages))
+            info["clip_fraction"] = average(((ratio.detach() - 1).abs() > clip_ratio).float()).item()
         value_loss = average(self.codec.loss(critic_out, targets))
         values = self.codec.values(critic_out.detach())
         mean_entropy = average(entropy)
@@ -231,7 +250,7 @@ class ActorCritic:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_grad_norm)
         self.optimizer.step()
         return {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": mean_entropy.item(),
-                "grad_norm": grad_norm.item(), "explained_variance": explained_variance(targets, values)}
+                "grad_norm": grad_norm.item(), "explained_variance": explained_variance(targets, values), **info}
 
     def batch_mean(self, rows: int) -> Callable[[torch.Tensor], torch.Tensor]:
         """The mean over the whole batch of a per-row loss term of this learner's `rows` rows. In a learner group

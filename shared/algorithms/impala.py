@@ -12,9 +12,10 @@ from rlfleet.shared.config.values import CriticValue
 
 
 class ImpalaParams(ChunkParams):
-    """Defaults follow the paper: rho_bar = c_bar = 1, one gradient step per batch, gradients clipped at a norm
-    of 40 (configs/cartpole_impala.yaml tunes them for CartPole). One update is cheap, so learn-info reports
-    and checkpoints come less often than the chunk loop's defaults."""
+    """Defaults follow the paper: rho_bar = c_bar = 1, one gradient step per batch, the plain policy gradient
+    (no clip_ratio), gradients clipped at a norm of 40 (configs/cartpole_impala.yaml tunes them for CartPole;
+    configs/lunarlander_impala.yaml adds the clipped surrogate, which lets several epochs per batch hold). One
+    update is cheap, so learn-info reports and checkpoints come less often than the chunk loop's defaults."""
 
     name: Literal["impala"] = "impala"
     """Algorithm name."""
@@ -31,6 +32,15 @@ class ImpalaParams(ChunkParams):
     rho_bar: Annotated[float, Field(gt=0, description="truncation of the importance weights in the TD errors")] = 1.0
     c_bar: Annotated[float, Field(gt=0, description="truncation of the trace coefficients (how far back)")] = 1.0
     vtrace_lambda: Annotated[float, Field(ge=0, le=1, description="scales every trace coefficient c")] = 1.0
+    clip_ratio: Annotated[float | None, Field(gt=0, lt=1, description=(
+        "APPO's trust region: the policy term becomes the clipped surrogate of the ratio pi/mu (current policy "
+        "over the one that acted, itself the importance weight) on the V-trace advantages without their rho, "
+        "clipped to [1 - clip_ratio, 1 + clip_ratio], so several epochs on one batch stay near the data; null: the "
+        "paper's plain policy gradient"))] = None
+    normalize_advantages: bool = False
+    """Scale each step's V-trace advantages to mean 0 and std 1 over the batch's valid rows (in a learner group,
+    over every rank's rows), as Sample Factory's APPO does: the policy term then has the same size whatever the
+    rewards' scale, and entropy_coef keeps its meaning. false: the paper's raw advantages."""
     value_coef: Annotated[float, Field(ge=0)] = 0.5
     """Weight of the value loss."""
     entropy_coef: Annotated[float, Field(ge=0)] = 0.01

@@ -116,3 +116,33 @@ def test_a_checkpoint_of_the_other_form_is_refused_naming_the_setting() -> None:
     old = ppo(NetConfig(hidden=(16,)), spaces=flat_spaces(4, N_ACTIONS)).state()
     del old["trunk"]  # written before the trunk was a choice: always separate
     ppo(NetConfig(hidden=(16,)), spaces=flat_spaces(4, N_ACTIONS)).load(old)
+
+
+def test_policy_gradient_step_with_a_ratio_takes_the_importance_weighted_gradient() -> None:
+    """Without clip_ratio the policy term is -mean(ratio * A): its gradient is ratio * A * grad log pi, the
+    plain policy gradient's weighted by pi/mu. Two A2C learners on one batch: one told the ratios, one given the
+    advantages pre-multiplied by them, take the same step."""
+    told, weighted = (A2C(flat_spaces(4, N_ACTIONS), A2CParams(net=NetConfig(hidden=(8,))), SAMPLING, seed=1)
+                      for _ in range(2))
+    rng = np.random.default_rng(0)
+    obs = torch.from_numpy(rng.normal(size=(16, 4)).astype(np.float32))
+    actions = torch.from_numpy(rng.integers(0, N_ACTIONS, 16))
+    advantages = torch.from_numpy(rng.normal(size=16).astype(np.float32))
+    behaviour = torch.from_numpy(np.log(rng.uniform(0.2, 0.5, 16)).astype(np.float32))
+    targets = torch.zeros(16)
+    logp, entropy, critic_out = told.evaluate(obs, actions)
+    told.policy_gradient_step(logp, entropy, critic_out, advantages, targets, 0.5, 0.0, 1e6,
+                              ratio=(logp - behaviour).exp())
+    logp, entropy, critic_out = weighted.evaluate(obs, actions)
+    weights = (logp.detach() - behaviour).exp()
+    weighted.policy_gradient_step(logp, entropy, critic_out, weights * advantages, targets, 0.5, 0.0, 1e6)
+    for x, y in zip(told.params, weighted.params, strict=True):
+        torch.testing.assert_close(x, y)
+
+
+def test_a_clip_without_a_ratio_is_refused() -> None:
+    learner = A2C(flat_spaces(4, N_ACTIONS), A2CParams(net=NetConfig(hidden=(8,))), SAMPLING, seed=1)
+    logp, entropy, critic_out = learner.evaluate(torch.zeros(2, 4), torch.zeros(2, dtype=torch.int64))
+    with pytest.raises(ValueError, match="pass the ratio"):
+        learner.policy_gradient_step(logp, entropy, critic_out, torch.ones(2), torch.zeros(2), 0.5, 0.0, 1.0,
+                                     clip_ratio=0.2)

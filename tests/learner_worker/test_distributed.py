@@ -190,13 +190,15 @@ def _ppo_shared_trunk_body(rank: int) -> None:
 def test_ppo_group_trains_a_shared_trunk() -> None:
     run_group(_ppo_shared_trunk_body)
 def _chunk_learners_body(rank: int) -> None:
-    """A2C and IMPALA: each rank trains on the chunks it took (8 and 12 steps here, shares that differ); the group
-    steps as one learner on all of them."""
+    """A2C and IMPALA (also with APPO's clip and advantages normalised over the whole batch): each rank trains on
+    the chunks it took (8 and 12 steps here, shares that differ); the group steps as one learner on all of them."""
     group = Group.join(CPU, CONFIG, TIMEOUT)
     spaces = flat_spaces(OBS_DIM, N_ACTIONS)
     net = NetConfig(hidden=(16,))
     for make in (lambda seed: A2C(spaces, A2CParams(net=net, entropy_coef=0.01), SAMPLING, seed),
-                 lambda seed: Impala(spaces, ImpalaParams(net=net, epochs=2, entropy_coef=0.01), SAMPLING, seed)):
+                 lambda seed: Impala(spaces, ImpalaParams(net=net, epochs=2, entropy_coef=0.01), SAMPLING, seed),
+                 lambda seed: Impala(spaces, ImpalaParams(net=net, epochs=2, entropy_coef=0.01, clip_ratio=0.1,
+                                                          normalize_advantages=True), SAMPLING, seed)):
         single, member = make(0), make(rank)  # different seeds: DDP starts every rank at rank 0's weights
         member.join(group)
         for step in range(1, 4):
