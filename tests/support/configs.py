@@ -6,37 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from rlfleet.shared.config.base import NetConfig
 from rlfleet.shared.config.run_config import RunConfig
 from tests.support.repo import REPO
 
-NO_ENCODER_FIELD = "NetConfig has no `encoder` field yet (issue 24's encoders branch adds it): this config names one"
-NO_WRAPPER = "this checkout has no {} wrapper yet (issue 25's observation-spaces branch adds obs_filter)"
-
-
-def _known_wrappers() -> set[str]:
-    from typing import get_args
-
-    from rlfleet.shared.envs.wrappers import WrapperConfig
-
-    return {model.model_fields["name"].default for model in get_args(get_args(WrapperConfig)[0])}
-
 
 def shipped_configs() -> list[Any]:
-    """configs/*.yaml as pytest params; one that names `algo.net.encoder` is skipped, saying why, until NetConfig
-    has that field."""
-    params = []
-    for path in sorted((REPO / "configs").glob("*.yaml")):
-        raw = yaml.safe_load(path.read_text())
-        net = ((raw.get("algo") or {}).get("net") or {})
-        missing = "encoder" in net and "encoder" not in NetConfig.model_fields
-        wrappers = {w["name"] for w in (raw.get("env") or {}).get("wrappers") or []} - _known_wrappers()
-        marks = ([pytest.mark.skip(NO_ENCODER_FIELD)] if missing else []) + (
-            [pytest.mark.skip(NO_WRAPPER.format(", ".join(sorted(wrappers))))] if wrappers else [])
-        params.append(pytest.param(path, id=path.name, marks=marks))
-    return params
+    """configs/*.yaml as pytest params, each named by its file."""
+    return [pytest.param(path, id=path.name) for path in sorted((REPO / "configs").glob("*.yaml"))]
 
 
 def shipped(name: str) -> Path:
