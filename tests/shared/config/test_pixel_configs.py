@@ -10,14 +10,11 @@ import pytest
 
 from rlfleet.shared.algorithms.impala import ImpalaParams
 from rlfleet.shared.algorithms.ppo import PPOParams
-from rlfleet.shared.config.base import NetConfig
 from rlfleet.shared.config.preflight import preflight
 from rlfleet.shared.config.run_config import RunConfig, load_run_config
-from tests.support.configs import NO_ENCODER_FIELD, shipped
+from tests.support.configs import shipped
 
-needs_encoders = pytest.mark.skipif("encoder" not in NetConfig.model_fields, reason=NO_ENCODER_FIELD)
-ATARI = [pytest.param(name, marks=needs_encoders) for name in ("pong_ppo.yaml", "breakout_ppo.yaml",
-                                                              "pong_impala.yaml")]
+ATARI = ["pong_ppo.yaml", "breakout_ppo.yaml", "pong_impala.yaml"]
 
 
 def planned(path: Path) -> RunConfig:
