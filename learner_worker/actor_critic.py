@@ -34,6 +34,7 @@ from rlfleet.learner_worker.device import to_device
 from rlfleet.learner_worker.distributions import log_prob_entropy
 from rlfleet.learner_worker.gae import gae
 from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.surrogate import clipped_objective
 from rlfleet.learner_worker.value_transform import ValueCodec
 from rlfleet.shared.config.base import Encoder, NetConfig, Trunk
 from rlfleet.shared.config.values import CriticValue
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from rlfleet.learner_worker.distributed import Group
 
 CPU = torch.device("cpu")
-LOG_RATIO_LIMIT = 20.0  # exp(88) overflows float32: a wildly stale logp must not turn the loss into inf/NaN
 
 
 def valid_rows(chunk: dict[str, np.ndarray]) -> np.ndarray:
@@ -223,11 +223,8 @@ class ActorCritic:
 
         * without `ratio`: -mean(A * log pi(a|s)), the plain policy gradient;
         * with `ratio` (pi(a|s) / mu(a|s) with gradient, mu the policy that acted): the clipped surrogate of
-          proximal policy optimisation, -mean(min(ratio * A, clip(ratio, 1 - clip_ratio, 1 + clip_ratio) * A))
-          (unclipped without `clip_ratio`). Its gradient is ratio * A * grad log pi while the ratio is inside the
-          clip range and nothing once a row's ratio has left it in the direction its advantage pushes: several
-          steps on one batch then cannot move the policy on a row further than the clip range from the one that
-          acted there. The fraction of rows outside the range is reported as `clip_fraction`.
+          proximal policy optimisation (learner_worker/surrogate.py: clipped_objective), -mean(ratio * A) without
+          `clip_ratio`; the fraction of rows outside the clip range is reported as `clip_fraction`.
         """
         if clip_ratio is not None and ratio is None:
             raise ValueError("clip_ratio clips a ratio: pass the ratio pi/mu as well")
@@ -238,9 +235,9 @@ class ActorCritic:
         elif clip_ratio is None:
             policy_loss = -average(ratio * advantages)
         else:
-            clipped = ratio.clamp(1 - clip_ratio, 1 + clip_ratio)
-            policy_loss = -average(torch.min(ratio * advantages, clipped * advantages))
-            info["clip_fraction"] = average(((ratio.detach() - 1).abs() > clip_ratio).float()).item()
+            surrogate, clipped = clipped_objective(ratio, advantages, clip_ratio)
+            policy_loss = -average(surrogate)
+            info["clip_fraction"] = average(clipped.float()).item()
         value_loss = average(self.codec.loss(critic_out, targets))
         values = self.codec.values(critic_out.detach())
         mean_entropy = average(entropy)

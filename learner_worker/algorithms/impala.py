@@ -42,9 +42,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from rlfleet.learner_worker.actor_critic import CPU, LOG_RATIO_LIMIT, ActorCritic, Steps, clean
+from rlfleet.learner_worker.actor_critic import CPU, ActorCritic, Steps, clean
 from rlfleet.learner_worker.device import to_device
 from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.surrogate import LOG_RATIO_LIMIT, moments, normalized
 from rlfleet.learner_worker.vtrace import vtrace
 from rlfleet.shared.algorithms.impala import ImpalaParams
 from rlfleet.shared.payloads.spaces import Spaces
@@ -76,18 +77,6 @@ class Impala(ActorCritic):
             start = rows.stop
         return np.concatenate(out_targets), np.concatenate(out_advantages)
 
-    def normalized(self, advantages: torch.Tensor) -> torch.Tensor:
-        """`advantages` with mean 0 and (population) std 1 over the whole batch: every rank's rows in a learner
-        group, so each rank scales its share alike."""
-        plain = advantages.detach().double()
-        stats = torch.stack([plain.new_tensor(float(len(plain))), plain.sum(), plain.square().sum()])
-        if self.group is not None:
-            stats = self.group.sum(stats).to(plain.device)
-        count, total, squares = stats
-        mean = total / count
-        std = (squares / count - mean.square()).clamp(min=0).sqrt()
-        return (advantages - mean.to(advantages.dtype)) / (std.to(advantages.dtype) + 1e-8)
-
     def update(self, chunks: list[dict[str, np.ndarray]]) -> dict[str, float]:
         cfg = self.cfg
         steps = [clean(c, self.spaces) for c in chunks]
@@ -110,8 +99,8 @@ class Impala(ActorCritic):
             if cfg.clip_ratio is not None:
                 advantages = without_rho(advantages, target_logp - behaviour_log64, cfg.rho_bar)
             adv = to_device(advantages.astype(np.float32), self.device)[keep]
-            if cfg.normalize_advantages:
-                adv = self.normalized(adv)
+            if cfg.normalize_advantages:  # over the whole batch: every rank's rows in a learner group
+                adv = normalized(adv, *moments(adv, self.group)[1:])
             ratio = (None if cfg.clip_ratio is None else
                      (logp[keep] - behaviour_logp[keep]).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT).exp())
             info = self.policy_gradient_step(logp[keep], entropy[keep], both[:rows][keep],
