@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar
 from pydantic import Field, model_validator
 
 from rlfleet.shared.config.base import NetConfig, Strict
+from rlfleet.shared.config.values import CriticValue
 from rlfleet.shared.loops import loop_of
 from rlfleet.shared.payloads.recordings import NAME_PATTERN
 from rlfleet.shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
@@ -78,6 +79,35 @@ class ChunkParams(AlgoParams):
     # learner's time at 15 updates/s); every 10th still gives loss curves a row per second or less.
     report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 10
     checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 50
+
+
+class ClippedSurrogateParams(ChunkParams):
+    """The knobs of the learners that take clipped importance-ratio steps on GAE advantages over fresh chunks
+    (learner_worker/surrogate.py), memoryless or recurrent: one model, so both read and default them alike.
+    Defaults are rl-zoo's CartPole-v1 hyperparameters."""
+
+    learning_rate: Annotated[float, Field(gt=0)] = 1e-3
+    """Optimizer step size."""
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.98
+    """Discount factor."""
+    gae_lambda: Annotated[float, Field(ge=0, le=1)] = 0.8
+    """GAE lambda."""
+    clip_range: Annotated[float, Field(gt=0)] = 0.2
+    """The ratio clip of the surrogate objective."""
+    epochs: Annotated[int, Field(ge=1, le=1000, description="passes over each batch")] = 20
+    minibatch_size: Annotated[int, Field(ge=1, le=2**20)] = 256
+    """Rows per minibatch (a recurrent learner takes them as whole env sequences)."""
+    value_coef: Annotated[float, Field(ge=0)] = 0.5
+    """Weight of the value loss."""
+    entropy_coef: Annotated[float, Field(ge=0)] = 0.0
+    """Weight of the entropy bonus."""
+    max_grad_norm: Annotated[float, Field(gt=0)] = 0.5
+    """Gradients are clipped to this global norm."""
+    normalize_advantages: bool = True
+    """Normalise advantages per minibatch."""
+    log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
+    value: CriticValue = CriticValue()
+    """The critic's value representation: Pohlen's transform, a scalar or categorical head."""
 
 
 class PopulationParams(AlgoParams):

@@ -7,12 +7,11 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from rlfleet.shared.algorithms.base import AlgorithmSpec, ChunkParams, sampled_head, sampling_behaviour
+from rlfleet.shared.algorithms.base import AlgorithmSpec, ClippedSurrogateParams, sampled_head, sampling_behaviour
 from rlfleet.shared.config.base import CoreConfig, NetConfig
-from rlfleet.shared.config.values import CriticValue
 
 
-class RecurrentPPOParams(ChunkParams):
+class RecurrentPPOParams(ClippedSurrogateParams):
     """Defaults are rl-zoo's RecurrentPPO hyperparameters for CartPoleNoVel-v1 (hyperparams/ppo_lstm.yml: 8 envs x
     32 steps, 20 epochs, batch 256, gamma 0.98, GAE 0.8, lr 1e-3, clip 0.2) with sb3-contrib's MlpLstmPolicy
     shape: 64x64 tanh MLPs behind one LSTM layer of 256 units (rl-zoo's learning-rate and clip schedules are
@@ -23,33 +22,11 @@ class RecurrentPPOParams(ChunkParams):
     actor_critic: ClassVar[bool] = True
     net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh", core=CoreConfig(kind="lstm", hidden=256))
     """The policy network: encoder, recurrent core (required), hidden layers and activation."""
-    learning_rate: Annotated[float, Field(gt=0)] = 1e-3
-    """Optimizer step size."""
-    gamma: Annotated[float, Field(gt=0, le=1)] = 0.98
-    """Discount factor."""
-    gae_lambda: Annotated[float, Field(ge=0, le=1)] = 0.8
-    """GAE lambda."""
-    clip_range: Annotated[float, Field(gt=0)] = 0.2
-    """The ratio clip of the surrogate objective."""
-    epochs: Annotated[int, Field(ge=1, le=1000, description="passes over each batch")] = 20
-    minibatch_size: Annotated[int, Field(ge=1, le=2**20)] = 256
-    """Rows per minibatch, taken as whole env sequences: minibatch_size // L sequences of L steps (at least one),
-    L being the chunks' length or `bptt_steps`."""
     bptt_steps: Annotated[int | None, Field(ge=1, le=2**16)] = None
     """Truncated backprop through time over windows of this many steps: each env column of a longer chunk is cut
     into windows, each unrolled from the state the current weights reach at its start. Null: whole chunk columns.
-    Long chunks (Pendulum's 1,024 steps) need it for more than a few minibatches per epoch."""
-    value_coef: Annotated[float, Field(ge=0)] = 0.5
-    """Weight of the value loss."""
-    entropy_coef: Annotated[float, Field(ge=0)] = 0.0
-    """Weight of the entropy bonus."""
-    max_grad_norm: Annotated[float, Field(gt=0)] = 0.5
-    """Gradients are clipped to this global norm."""
-    normalize_advantages: bool = True
-    """Normalise advantages per minibatch."""
-    log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
-    value: CriticValue = CriticValue()
-    """The critic's value representation: Pohlen's transform, a scalar or categorical head."""
+    Long chunks (Pendulum's 1,024 steps) need it for more than a few minibatches per epoch. A minibatch is
+    minibatch_size // L sequences of L steps (at least one), L being the chunks' length or `bptt_steps`."""
 
     @model_validator(mode="after")
     def _needs_a_core(self) -> RecurrentPPOParams:
