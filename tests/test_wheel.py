@@ -25,8 +25,14 @@ EXAMPLE = REPO / "examples" / "custom_env"
 
 
 def _wheel(out: Path) -> Path:
+    """The wheel of this checkout, built from a copy of its tree: setuptools builds in the source's build/, whose
+    files from an earlier build (a module since removed) would otherwise end up in the wheel."""
+    source = out / "source"
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".whl", "data", "wheels", "build", "dist", "*.egg-info", "__pycache__", ".mypy_cache",
+        ".ruff_cache", "site"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-                    "--wheel-dir", str(out), str(REPO)], check=True, capture_output=True, timeout=300)
+                    "--wheel-dir", str(out), str(source)], check=True, capture_output=True, timeout=300)
     (wheel,) = out.glob("rlfleet-*.whl")
     return wheel
 
