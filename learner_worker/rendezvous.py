@@ -3,7 +3,7 @@
 A learner group has two c10d TCPStores: the rendezvous store torchrun's agents meet at (`learner.rendezvous`), and
 each round's process-group store, which rank 0 serves at MASTER_ADDR:MASTER_PORT for gloo/NCCL to connect the
 ranks. torch's TCPStore server listens on every interface whatever host it is given, and torch's dynamic
-rendezvous `pickle.loads` the state it keeps in its store: whoever reaches that port runs code in every learner
+rendezvous unpickles the state it keeps in its store: whoever reaches that port runs code in every learner
 agent, which holds the learner token and the store's credentials. So rlfleet creates both stores itself, each on
 a socket it bound to one address and handed to TCPStore (`master_listen_fd`):
 
