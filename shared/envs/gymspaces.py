@@ -21,6 +21,7 @@ from rlfleet.shared.payloads.spaces import (
     BoxPart,
     DiscreteActions,
     DiscretePart,
+    ImagePart,
     MultiBinaryPart,
     MultiDiscreteActions,
     MultiDiscretePart,
@@ -102,6 +103,8 @@ def raw_dtype(parts: list[ObsPart]) -> ObsDtype:
         elif isinstance(part, MultiDiscretePart):
             low = min(low, *part.start)
             high = max(high, *(s + n - 1 for s, n in zip(part.start, part.nvec, strict=True)))
+        elif isinstance(part, ImagePart):
+            high = max(high, part.image_max)
     for name in INTEGER_DTYPES:
         info = np.iinfo(name)
         if info.min <= low and high <= info.max:
@@ -145,10 +148,9 @@ def _values(space: gym.Space, obs: Any) -> Iterator[Any]:
 def _check_leaf(path: str, leaf: gym.Space) -> None:
     where = f"observation entry {path!r}" if path else "observation"
     if isinstance(leaf, gym.spaces.Box):
-        if len(leaf.shape) == 3 and leaf.dtype == np.uint8:
-            raise ValueError(f"{where} is an image ({leaf}) inside a Dict or Tuple observation: rlfleet flattens "
-                             f"those, which would lose the image's layout; return the image alone (a Box) or wrap "
-                             f"the env to encode it")
+        if _is_image(leaf) and not (leaf.shape[-1] in IMAGE_CHANNELS or leaf.shape[0] in IMAGE_CHANNELS):
+            raise ValueError(f"{where} is a uint8 image of shape {leaf.shape} without 1, 3 or 4 channels first or "
+                             f"last: the convolutional encoder of a Dict or Tuple observation's image reads those")
         if not (np.issubdtype(leaf.dtype, np.floating) or np.issubdtype(leaf.dtype, np.integer)
                 or leaf.dtype == np.bool_):
             raise ValueError(f"{where} has dtype {leaf.dtype}: use floats, integers or booleans")
@@ -159,7 +161,15 @@ def _check_leaf(path: str, leaf: gym.Space) -> None:
         raise ValueError(f"{where} space {leaf} is not supported: use {SUPPORTED}")
 
 
+def _is_image(leaf: gym.spaces.Box) -> bool:
+    """A uint8 Box of three dimensions: an image, read by a CNN of its own inside a Dict or Tuple observation."""
+    return len(leaf.shape) == 3 and leaf.dtype == np.uint8
+
+
 def _part(leaf: gym.Space) -> ObsPart:
+    if isinstance(leaf, gym.spaces.Box) and _is_image(leaf):
+        return ImagePart(shape=tuple(int(d) for d in leaf.shape),  # type: ignore[arg-type]
+                         image_max=max(1, int(np.max(leaf.high))))
     if isinstance(leaf, gym.spaces.Discrete):
         return DiscretePart(n=int(leaf.n), start=int(leaf.start))
     if isinstance(leaf, gym.spaces.MultiDiscrete):

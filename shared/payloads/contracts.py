@@ -96,8 +96,8 @@ def chunk_schema() -> dict[str, Any]:
             "(behaviour.core) adds `core_state`, each env's core state at its first row. "
             "A learner refuses, as corrupt, a payload whose rows differ from the report's env_steps, or one "
             "with, on any row whose `valid` is true, a discrete action outside the space, a float that is not "
-            f"finite or beyond ±{MAX_MAGNITUDE:g}, or an observation value of a Discrete, MultiDiscrete or "
-            "MultiBinary part (spaces.obs.parts) that is not an integer the part holds. Column layout version "
+            f"finite or beyond ±{MAX_MAGNITUDE:g}, or an observation value of a Discrete, MultiDiscrete, "
+            "MultiBinary or image part (spaces.obs.parts) that is not an integer the part holds. Column layout version "
             f"{SCHEMA_VERSION}."),
         "type": "object", "required": ["format", "version", "meta", "arrays"], "additionalProperties": False,
         "properties": {
@@ -144,6 +144,7 @@ def policy_schema() -> dict[str, Any]:
             "r, z, n, for a gru; 4, gates i, f, g, o, for an lstm; torch's equations), and its output h feeds "
             "net.hidden's first layer (fan_in H); the state (h, and c for an lstm) starts at zero for each episode "
             "and is carried from step to step of an env. "
+            "An image part of spaces.obs.parts is read by an image encoder of its own and needs one. "
             "The tensors of image encoders (every kind but mlp) follow rlfleet's torch network "
             "(shared/policy/nets.py) and are outside this contract. The file is immutable, at "
             "policies/v<version, 8 digits>.safetensors in the store."),

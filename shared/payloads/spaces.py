@@ -6,13 +6,14 @@ chunk schema and policy manifest are both derived from them. Images (uint8, HxWx
 way to the learner. Boolean and integer Box observations arrive already cast by the env builder (uint8 images where
 their bounds fit 0..255, float32 otherwise).
 
-Every other observation space (Discrete, MultiDiscrete, MultiBinary, and Dict or Tuple of any of them and of flat
-Boxes) reaches rlfleet flattened into one vector of raw values, its leaves in order (shared/envs/gymspaces.py):
-a Discrete as its one integer, a MultiDiscrete as its integers, a MultiBinary as its 0/1 values, a Box as its
-values. `ObsSpace.parts` lists those leaves, so chunks store the integers compactly and the policy's input
-encoding (one-hot for Discrete and MultiDiscrete, 0/1 floats for MultiBinary, as Stable-Baselines3's
-`preprocess_obs`; shared/policy/obs_encoding.py) is part of the manifest, reproducible by any reader. A Dict or
-Tuple of Boxes alone needs no encoding: it is one float32 vector without parts, as it always was.
+Every other observation space (Discrete, MultiDiscrete, MultiBinary, and Dict or Tuple of any of them, of flat
+Boxes and of images) reaches rlfleet flattened into one vector of raw values, its leaves in order
+(shared/envs/gymspaces.py): a Discrete as its one integer, a MultiDiscrete as its integers, a MultiBinary as its 0/1
+values, a Box as its values, an image as its pixels. `ObsSpace.parts` lists those leaves, so chunks store the
+integers compactly and the policy's input encoding (one-hot for Discrete and MultiDiscrete, 0/1 floats for
+MultiBinary, as Stable-Baselines3's `preprocess_obs`; a CNN per image, as its MultiInputPolicy;
+shared/policy/obs_encoding.py) is part of the manifest, reproducible by any reader. A Dict or Tuple of Boxes alone
+needs no encoding: it is one float32 vector without parts, as it always was.
 """
 
 from __future__ import annotations
@@ -78,10 +79,49 @@ class MultiBinaryPart(Strict):
     """Values (columns) of the part."""
 
 
-ObsPart = Annotated[BoxPart | DiscretePart | MultiDiscretePart | MultiBinaryPart, Field(discriminator="kind")]
+class ImagePart(Strict):
+    """An image inside a Dict or Tuple observation (a uint8 Box of three dimensions, 1, 3 or 4 channels first or
+    last): its pixels in C order, integers 0..image_max, read by a convolutional encoder of its own (the policy's
+    `encoder` kind, one per image part) whose features join the other parts' encodings, as Stable-Baselines3's
+    MultiInputPolicy reads an image key. Never fed to the MLP directly, never normalised."""
+
+    kind: Literal["image"] = "image"
+    """Part kind."""
+    shape: tuple[Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)], Annotated[int, Field(ge=1)]]
+    """The image's shape as the env gives it: height, width, channels or channels, height, width."""
+    image_max: Annotated[int, Field(ge=1, le=255)] = 255
+    """The largest value its pixels take (the space's upper bound): the encoder divides by it."""
+
+    @model_validator(mode="after")
+    def _channels(self) -> ImagePart:
+        if self.shape[-1] not in IMAGE_CHANNELS and self.shape[0] not in IMAGE_CHANNELS:
+            raise ValueError(f"an image part of shape {list(self.shape)} has no 1, 3 or 4 channels first or last")
+        return self
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def channels_last(self) -> bool:
+        return self.shape[-1] in IMAGE_CHANNELS
 
 
-def raw_width(part: BoxPart | DiscretePart | MultiDiscretePart | MultiBinaryPart) -> int:
+PartModel = BoxPart | DiscretePart | MultiDiscretePart | MultiBinaryPart | ImagePart
+ObsPart = Annotated[PartModel, Field(discriminator="kind")]
+
+
+def image_dims(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(channels, height, width) of an image of this shape, whichever way round the env gives it (channels last
+    where the last dimension can be a channel count, as in gymnasium's and ALE's frames)."""
+    if shape[-1] in IMAGE_CHANNELS:
+        height, width, channels = shape
+    else:
+        channels, height, width = shape
+    return channels, height, width
+
+
+def raw_width(part: PartModel) -> int:
     """Columns the part takes in the stored (raw) observation."""
     if isinstance(part, DiscretePart):
         return 1
@@ -90,12 +130,14 @@ def raw_width(part: BoxPart | DiscretePart | MultiDiscretePart | MultiBinaryPart
     return part.size
 
 
-def encoded_width(part: BoxPart | DiscretePart | MultiDiscretePart | MultiBinaryPart) -> int:
-    """Values the part gives the network once encoded."""
+def encoded_width(part: PartModel) -> int:
+    """Values the part gives the network once encoded: none for an image, which its own encoder reads."""
     if isinstance(part, DiscretePart):
         return part.n
     if isinstance(part, MultiDiscretePart):
         return sum(part.nvec)
+    if isinstance(part, ImagePart):
+        return 0
     return part.size
 
 
@@ -115,10 +157,10 @@ def integer_columns(parts: tuple[ObsPart, ...]) -> tuple[tuple[int, ...], tuple[
             columns += range(at, at + len(part.nvec))
             low += part.start
             high += (start + n - 1 for start, n in zip(part.start, part.nvec, strict=True))
-        elif isinstance(part, MultiBinaryPart):
+        elif isinstance(part, MultiBinaryPart | ImagePart):
             columns += range(at, at + part.size)
             low += [0] * part.size
-            high += [1] * part.size
+            high += [1 if isinstance(part, MultiBinaryPart) else part.image_max] * part.size
         at += raw_width(part)
     return tuple(columns), tuple(low), tuple(high)
 
@@ -135,8 +177,9 @@ class ObsSpace(Strict):
     parts: tuple[ObsPart, ...] | None = Field(None, min_length=1, description=(
         "the leaves of a Discrete, MultiDiscrete, MultiBinary, Dict or Tuple observation in order (Dict keys "
         "sorted, Tuple positions, nested ones depth first): the observation is their raw values side by side "
-        "(shape [sum of raw widths]) and the network reads each encoded (docs/protocol.md). Null: a Box (or a Dict "
-        "or Tuple of Boxes alone, flattened), read as it is"))
+        "(shape [sum of raw widths]; an image's pixels in C order) and the network reads each encoded, an image "
+        "by a convolutional encoder of its own (docs/protocol.md). Null: a Box (or a Dict or Tuple of Boxes "
+        "alone, flattened), read as it is"))
 
     @model_validator(mode="after")
     def _parts_fit(self) -> ObsSpace:
@@ -172,6 +215,17 @@ class ObsSpace(Strict):
     @property
     def channels_last(self) -> bool:
         return self.image and self.shape[-1] in IMAGE_CHANNELS
+
+    @property
+    def image_parts(self) -> tuple[tuple[int, ImagePart], ...]:
+        """(first raw column, part) of each image inside a Dict or Tuple observation, in order: the inputs of a
+        multi-input encoder (a CNN per image, the other parts encoded beside them)."""
+        found, at = [], 0
+        for part in self.parts or ():
+            if isinstance(part, ImagePart):
+                found.append((at, part))
+            at += raw_width(part)
+        return tuple(found)
 
     @property
     def flat_size(self) -> int:

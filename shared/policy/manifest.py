@@ -30,6 +30,7 @@ from rlfleet.shared.config.base import (
     CoreConfig,
     Encoder,
     EpsilonSchedule,
+    ImpalaEncoder,
     MlpConfig,
     MlpEncoder,
     NatureEncoder,
@@ -37,6 +38,7 @@ from rlfleet.shared.config.base import (
     Strict,
 )
 from rlfleet.shared.payloads.spaces import ObsSpace, Spaces
+from rlfleet.shared.payloads.spaces import image_dims as dims_of
 
 MANIFEST_KEY = "rlfleet.manifest"
 MANIFEST_FORMAT: Literal["rlfleet.policy"] = "rlfleet.policy"
@@ -125,9 +127,10 @@ class Behaviour(Strict):
 
 
 def default_encoder(obs: ObsSpace) -> MlpEncoder | CnnEncoder:
-    """Images get the small CNN, everything else is flattened into the MLP (the choice when `algo.net.encoder`
-    is null; policy files from before encoders were configurable were built this way)."""
-    return CnnEncoder() if obs.image else MlpEncoder()
+    """Images (alone or inside a Dict or Tuple) get the small CNN, everything else is flattened into the MLP (the
+    choice when `algo.net.encoder` is null; policy files from before encoders were configurable were built this
+    way)."""
+    return CnnEncoder() if obs.image or obs.image_parts else MlpEncoder()
 
 
 def encoder_for(net: NetConfig, obs: ObsSpace) -> Encoder:
@@ -140,11 +143,7 @@ NATURE_MIN_SIZE = 36  # 8x8/4 -> 4x4/2 -> 3x3/1 leaves one pixel of a 36x36 fram
 
 def image_dims(obs: ObsSpace) -> tuple[int, int, int]:
     """(channels, height, width) of an image observation, whichever way round the env gives it."""
-    if obs.channels_last:
-        height, width, channels = obs.shape
-    else:
-        channels, height, width = obs.shape
-    return channels, height, width
+    return dims_of(obs.shape)
 
 
 def _nature_side(size: int) -> int:
@@ -158,14 +157,26 @@ def _nature_side(size: int) -> int:
 
 def encoder_features(encoder: Encoder, obs: ObsSpace) -> int:
     """How many features `encoder` gives the MLP for one observation; ValueError naming `algo.net.encoder` and
-    what fits when it cannot read this observation."""
+    what fits when it cannot read this observation. With image parts (a Dict or Tuple holding images), a CNN of the
+    encoder's kind reads each image and the other parts' encodings follow."""
+    if obs.image_parts:
+        if isinstance(encoder, MlpEncoder):
+            raise ValueError("algo.net.encoder: this env's Dict or Tuple observation holds images, which an mlp "
+                             "encoder cannot read: use {kind: cnn}, {kind: nature} or {kind: impala} (a CNN per "
+                             "image, the other entries encoded beside them), or leave algo.net.encoder out")
+        return sum(image_features(encoder, part.shape) for _, part in obs.image_parts) + obs.encoded_size
     if isinstance(encoder, MlpEncoder):
         return obs.encoded_size  # images too: flattened, as they are
     if not obs.image:
         raise ValueError(f"algo.net.encoder: the {encoder.kind} encoder reads images (uint8, three dimensions), "
                          f"this env observes {obs.dtype}{list(obs.shape)}: use {{kind: mlp}} or leave "
                          "algo.net.encoder out")
-    _, height, width = image_dims(obs)
+    return image_features(encoder, obs.shape)
+
+
+def image_features(encoder: CnnEncoder | NatureEncoder | ImpalaEncoder, shape: tuple[int, ...]) -> int:
+    """Features a convolutional encoder gives for one image of this shape; ValueError when it leaves nothing."""
+    _, height, width = dims_of(shape)
     if isinstance(encoder, NatureEncoder):
         side_h, side_w = _nature_side(height), _nature_side(width)
         if side_h < 1 or side_w < 1:

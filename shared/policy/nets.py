@@ -6,6 +6,9 @@ MLP. `PolicyNet` is the published actor: a Network whose last layer matches the 
 state-independent `log_std` of a gaussian head. Critics and Q-networks are Networks that are never published, or
 (a shared trunk, learner_worker/actor_critic.py) a value head on the actor's last hidden layer.
 
+A Dict or Tuple observation holding images (`ObsSpace.image_parts`) gets a multi-input encoder: a CNN of the
+encoder's kind per image (`convs.<i>`), its features followed by the other parts' encodings.
+
 Image encoders (their shapes and what they fit: shared/policy/manifest.py `encoder_features`):
 * cnn: rlfleet's small encoder, 3x3 stride-2 convolutions with ReLU. Its state-dict keys (`conv.<i>.*`) are
   those of policy files written before the other kinds existed, so they still load.
@@ -26,6 +29,7 @@ from torch import nn
 
 from rlfleet.shared.config.base import CnnEncoder, CoreConfig, ImpalaEncoder, MlpConfig, MlpEncoder, NatureEncoder
 from rlfleet.shared.payloads.spaces import ObsSpace
+from rlfleet.shared.payloads.spaces import image_dims as dims_of
 from rlfleet.shared.policy.actors import head_outputs
 from rlfleet.shared.policy.manifest import Encoder, ObsNorm, PolicyManifest, encoder_features, image_dims
 from rlfleet.shared.policy.obs_encoding import ObsLayout
@@ -90,6 +94,14 @@ def image_encoder(encoder: CnnEncoder | NatureEncoder | ImpalaEncoder, channels:
     return nn.Sequential(*layers, nn.Flatten())
 
 
+def chw(frames: torch.Tensor, image_max: int, channels_last: bool) -> torch.Tensor:
+    """[B, *image] frames -> float32 in [0, 1], channels-first: divided by the image's largest value (255, or 1 for
+    0/1 images). One conversion is the only copy: a channels-last batch becomes a permuted view (strides in torch's
+    channels_last format, which convolutions read as is)."""
+    x = frames.to(torch.float32, copy=True).div_(float(image_max))
+    return x.permute(0, 3, 1, 2) if channels_last else x
+
+
 class Core(nn.Module):
     """One GRU or LSTM layer over sequences with episode starts (truncated backprop through time when trained).
 
@@ -150,9 +162,13 @@ class Network(nn.Module):
         features = encoder_features(encoder, obs)  # ValueError when the encoder cannot read this observation
         layout = ObsLayout.of(obs)
         self.encoding = None if layout is None else TorchObsEncoder(layout)  # one-hot / binary parts
-        self.image = not isinstance(encoder, MlpEncoder)
-        if not isinstance(encoder, MlpEncoder):
+        self.image = obs.image and not isinstance(encoder, MlpEncoder)
+        if obs.image and not isinstance(encoder, MlpEncoder):
             self.conv = image_encoder(encoder, image_dims(obs)[0])
+        self.image_parts = obs.image_parts  # only with a convolutional encoder: encoder_features refuses mlp
+        if self.image_parts:
+            assert not isinstance(encoder, MlpEncoder)
+            self.convs = nn.ModuleList(image_encoder(encoder, dims_of(part.shape)[0]) for _, part in self.image_parts)
         self.core: Core | None = None
         if core is not None:
             self.core = Core(core, features + extra_in)
@@ -173,22 +189,31 @@ class Network(nn.Module):
         self.norm_std = torch.sqrt(torch.tensor(norm.var, dtype=torch.float32, device=device).reshape(shape) + 1e-8)
         self.norm_clip = norm.clip
 
-    def _chw(self, obs: torch.Tensor) -> torch.Tensor:
-        """Frames -> float32 in [0, 1], channels-first: divided by the image's largest value (255, or 1 for 0/1
-        images). One conversion is the only copy: a channels-last batch becomes a permuted view (strides in torch's
-        channels_last format, which convolutions read as is)."""
-        x = obs.to(torch.float32, copy=True).div_(float(self.obs_space.image_max))
-        return x.permute(0, 3, 1, 2) if self.obs_space.channels_last else x
-
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         if self.image:
-            return self.conv(self._chw(obs))
+            return self.conv(chw(obs, self.obs_space.image_max, self.obs_space.channels_last))
+        if self.image_parts:
+            return self.multi_input(obs)
         if self.encoding is not None:
             return self.encoding(obs, self.norm_mean, self.norm_std, self.norm_clip)
         x = obs.to(torch.float32)
         if self.norm_mean.numel():
             x = ((x - self.norm_mean) / self.norm_std).clamp(-self.norm_clip, self.norm_clip)
         return x.flatten(start_dim=x.ndim - len(self.obs_space.shape))  # any leading batch dims
+
+    def multi_input(self, obs: torch.Tensor) -> torch.Tensor:
+        """[*lead, raw] observations holding images -> each image's CNN features, then the other parts' encodings
+        ([*lead, features]), as Stable-Baselines3's CombinedExtractor joins a MultiInputPolicy's keys. Batch sizes
+        are never written as numbers (-1 instead), so a traced export takes any batch."""
+        x = obs.reshape(-1, obs.shape[-1])
+        features = []
+        for (start, part), conv in zip(self.image_parts, self.convs, strict=True):
+            pixels = x[:, start:start + part.size].reshape(-1, *part.shape)
+            features.append(conv(chw(pixels, part.image_max, part.channels_last)))
+        assert self.encoding is not None  # an observation with image parts has parts
+        features.append(self.encoding(x, self.norm_mean, self.norm_std, self.norm_clip))
+        joined = torch.cat(features, dim=1)
+        return joined if obs.dim() == 2 else joined.reshape(*obs.shape[:-1], -1)
 
     def hidden(self, obs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
         """The last hidden layer's activations (the encoder's features when there is no hidden layer): what a

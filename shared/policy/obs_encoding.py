@@ -1,13 +1,15 @@
 """What the network reads for a stored observation: its input encoding, in numpy (torch-free, for the actors).
 
-Chunks and actors hold observations raw: a Box's values, and the integers of Discrete and MultiDiscrete parts and
-the 0/1 values of MultiBinary ones (`ObsSpace.parts`, shared/payloads/spaces.py). The network reads them encoded as
-Stable-Baselines3's `preprocess_obs` does: each Discrete or MultiDiscrete integer x of a part starting at `start`
-one-hot (n values, 1 at x - start), MultiBinary values as 0.0 / 1.0, Box values as they are, normalised by the
-manifest's obs_norm when it has one (Box values only), all side by side in the parts' order. Encoding inside the
-policy keeps chunks small (one byte for a Discrete(4) observation, not four floats) and makes the encoding part of
-the published manifest, which is all a third-party actor needs to reproduce it. The learner's torch networks
-encode the same way (shared/policy/obs_encoding_torch.py), from the same `ObsLayout`.
+Chunks and actors hold observations raw: a Box's values, the integers of Discrete and MultiDiscrete parts, the 0/1
+values of MultiBinary ones and the pixels of images (`ObsSpace.parts`, shared/payloads/spaces.py). The network reads
+them encoded as Stable-Baselines3's `preprocess_obs` does: each Discrete or MultiDiscrete integer x of a part
+starting at `start` one-hot (n values, 1 at x - start), MultiBinary values as 0.0 / 1.0, Box values as they are,
+normalised by the manifest's obs_norm when it has one (Box values only), all side by side in the parts' order.
+Image parts are not encoded here: each has a convolutional encoder of its own (torch; shared/policy/nets.py), whose
+features the network puts before these. Encoding inside the policy keeps chunks small (one byte for a Discrete(4)
+observation, not four floats) and makes the encoding part of the published manifest, which is all a third-party
+actor needs to reproduce it. The learner's torch networks encode the same way
+(shared/policy/obs_encoding_torch.py), from the same `ObsLayout`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rlfleet.shared.payloads.spaces import BoxPart, DiscretePart, MultiBinaryPart, ObsSpace, encoded_width
+from rlfleet.shared.payloads.spaces import BoxPart, DiscretePart, ImagePart, MultiBinaryPart, ObsSpace, encoded_width
 from rlfleet.shared.policy.manifest import ObsNorm
 
 LAYOUT_ARRAYS = ("box_src", "box_dst", "binary_src", "binary_dst", "categorical_src", "categorical_shift",
@@ -50,6 +52,9 @@ class ObsLayout:
         columns: dict[str, list[int]] = {name: [] for name in LAYOUT_ARRAYS}
         raw = out = 0
         for part in obs.parts:
+            if isinstance(part, ImagePart):
+                raw += part.size  # read by the image's own encoder (shared/policy/nets.py), not encoded here
+                continue
             if isinstance(part, BoxPart | MultiBinaryPart):
                 kind = "box" if isinstance(part, BoxPart) else "binary"
                 columns[f"{kind}_src"] += range(raw, raw + part.size)

@@ -1,9 +1,10 @@
 """A trained run's policy used outside rlfleet: `load_policy(run).predict(obs)`, one observation at a time in a
 plain gymnasium loop, plays the env as well as the run's held-out test (`rlfleet test`) scored it, for a flat, a
-Dict and an image env.
+Dict, an image env and a Dict holding an image.
 
 The policies are produced here, as a learner would publish them: a hand-made CartPole controller (also playing
-CartPole observed as a Dict) and a CNN trained on PixelGrid's optimal moves; each is written as a run's best
+CartPole observed as a Dict) and CNNs trained on PixelGrid's optimal moves (seen whole, or the agent in an image and
+the goal as coordinates); each is written as a run's best
 policy next to the run's config, exactly where `rlfleet up` leaves them."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from rlfleet.shared.policy.nets import PolicyNet
 from rlfleet.shared.policy.predictor import load_policy
 from rlfleet.shared.storage.layout import BEST_POLICY, RunLayout
 from tests.support.dict_cartpole import DictCartPole
-from tests.support.pixelgrid import SIZE, PixelGrid
+from tests.support.pixelgrid import SIZE, DictPixelGrid, PixelGrid
 from tests.support.policies import cartpole_expert
 
 TEST_EPISODES = 10
@@ -114,3 +115,39 @@ def test_an_image_policy_plays_pixelgrid_one_frame_at_a_time(tmp_path: Path) -> 
     assert tested >= 0.86  # every start reaches the goal by a shortest path (at most 8 steps: 1 - 0.02 * 7)
     played = play(run_dir, PixelGrid(), episodes=50)
     assert played >= 0.86 and abs(played - tested) < 0.05  # the same policy, on other starts
+
+
+def dict_pixelgrid_policy(manifest: PolicyManifest) -> dict[str, torch.Tensor]:
+    """A multi-input policy taught DictPixelGrid's optimal move for every goal and start: rows first, then columns."""
+    torch.manual_seed(0)
+    env = DictPixelGrid()
+    observations, moves = [], []
+    for goal in np.ndindex(SIZE, SIZE):
+        for pos in np.ndindex(SIZE, SIZE):
+            if pos == goal:
+                continue
+            env.goal, env.pos = np.array(goal), np.array(pos)
+            observations.append(env._obs())
+            moves.append(1 if pos[0] < goal[0] else 0 if pos[0] > goal[0] else 3 if pos[1] < goal[1] else 2)
+    flat = np.stack([np.concatenate([o["frame"].ravel(), o["goal"]]) for o in observations])  # the builder's order
+    obs, target = torch.from_numpy(flat), torch.tensor(moves)
+    net = PolicyNet(manifest)
+    optimiser = torch.optim.Adam(net.parameters(), lr=0.01)
+    for _ in range(300):
+        optimiser.zero_grad()
+        F.cross_entropy(net(obs), target).backward()
+        optimiser.step()
+    assert (net(obs).argmax(dim=1) == target).float().mean() > 0.99
+    return net.state_dict()
+
+
+def test_a_multi_input_policy_plays_dict_pixelgrid_one_dict_at_a_time(tmp_path: Path) -> None:
+    section = {"id": "tests.support.pixelgrid:DictPixelGrid", "solve_threshold": 0.8}
+    spaces = spaces_of(RunConfig.model_validate({"env": section}).env)
+    manifest = PolicyManifest.of(spaces, NetConfig(hidden=(64,)), "categorical")
+    assert manifest.encoder.kind == "cnn"  # chosen for the image entry
+    run_dir = make_run(tmp_path, section, manifest, dict_pixelgrid_policy(manifest))
+    tested = held_out_mean(run_dir)
+    assert tested >= 0.86
+    played = play(run_dir, DictPixelGrid(), episodes=50)
+    assert played >= 0.86 and abs(played - tested) < 0.05

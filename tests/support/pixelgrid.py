@@ -4,6 +4,10 @@ The observation is a 5x5x3 uint8 image (channel 0: the agent, channel 1: the goa
 so a policy must read positions from pixels; actions are up, down, left, right. Reward 1 on reaching the
 goal, -0.02 per step otherwise; episodes are cut after 20 steps. Optimal returns are 1 - 0.02 * (d - 1) for a
 start d steps away (about 0.9 on average); a random walk rarely reaches the goal in time.
+
+`DictPixelGrid` splits what the policy must know over a Dict observation: the agent is seen only in the image
+(`frame`, 5x5x1) and the goal, drawn anew each episode, only as its coordinates (`goal`, MultiDiscrete [5, 5]).
+Neither half alone beats a random walk, so a policy that solves it reads both: a multi-input encoder's task.
 """
 
 from __future__ import annotations
@@ -47,3 +51,23 @@ class PixelGrid(gym.Env):
         self.t += 1
         reached = bool((self.pos == self.goal).all())
         return self._obs(), 1.0 if reached else -0.02, reached, self.t >= self.max_steps and not reached, {}
+
+
+class DictPixelGrid(PixelGrid):
+    observation_space = gym.spaces.Dict({"frame": gym.spaces.Box(0, 255, (SIZE, SIZE, 1), np.uint8),
+                                         "goal": gym.spaces.MultiDiscrete([SIZE, SIZE])})
+
+    def _obs(self) -> dict[str, np.ndarray]:  # type: ignore[override]
+        frame = np.zeros((SIZE, SIZE, 1), np.uint8)
+        frame[self.pos[0], self.pos[1], 0] = 255
+        return {"frame": frame, "goal": self.goal.copy()}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        gym.Env.reset(self, seed=seed)
+        self.goal = self.np_random.integers(0, SIZE, 2)
+        while True:
+            self.pos = self.np_random.integers(0, SIZE, 2)
+            if not (self.pos == self.goal).all():
+                break
+        self.t = 0
+        return self._obs(), {}

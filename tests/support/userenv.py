@@ -167,6 +167,10 @@ OBS_SPACES: dict[str, gym.Space] = {
                                "a": gym.spaces.Dict({"pos": gym.spaces.Box(-5.0, 5.0, (3,), np.float32),
                                                      "flags": gym.spaces.MultiBinary(3)})}),
     "masked": gym.spaces.Dict({"action_mask": gym.spaces.MultiBinary(2), "a_mode": gym.spaces.Discrete(3)}),
+    "camera": gym.spaces.Dict({"speed": gym.spaces.Box(-1.0, 1.0, (1,), np.float32), "gear": gym.spaces.Discrete(3),
+                               "cam": gym.spaces.Box(0, 255, (6, 4, 3), np.uint8)}),
+    "grid_and_cue": gym.spaces.Tuple((gym.spaces.Box(0, 1, (1, 5, 5), np.uint8), gym.spaces.Discrete(2))),
+    "five_channel_image": gym.spaces.Dict({"img": gym.spaces.Box(0, 255, (5, 5, 5), np.uint8)}),
     "text": gym.spaces.Text(5),
 }
 

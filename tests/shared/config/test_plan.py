@@ -9,9 +9,8 @@ import pytest
 
 from rlfleet.shared.config.envcheck import spaces_of
 from rlfleet.shared.config.plan import RunPlan
-from rlfleet.shared.config.preflight import preflight
 from rlfleet.shared.config.run_config import RunConfig
-from rlfleet.shared.payloads.spaces import BoxActions, BoxPart, DiscreteActions, DiscretePart, ObsSpace
+from rlfleet.shared.payloads.spaces import BoxActions, BoxPart, DiscreteActions, DiscretePart, ImagePart, ObsSpace
 from tests.support.policies import CARTPOLE
 from tests.support.repo import REPO
 
@@ -61,9 +60,13 @@ def test_dict_observations_are_flattened_the_same_everywhere() -> None:
     assert plan.spaces.obs.encoded_size == 5
 
 
-def test_dict_observations_with_images_are_refused_naming_the_field() -> None:
-    with pytest.raises(ValueError, match="env.id: observation entry 'pixels' is an image"):
-        preflight(RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs", "kwargs": {"image": True}}}))
+def test_dict_observations_with_images_plan_a_cnn_for_the_image_beside_the_other_entries() -> None:
+    plan = RunPlan.of(RunConfig.model_validate({"env": {"id": "tests.support.userenv:DictObs",
+                                                        "kwargs": {"image": True}}}))
+    # keys sorted: mode, pixels, position; a Box entry makes the vector float32
+    assert plan.spaces.obs == ObsSpace(shape=(195,), dtype="float32", parts=(
+        DiscretePart(n=3), ImagePart(shape=(8, 8, 3)), BoxPart(size=2)))
+    assert plan.spaces.obs.encoded_size == 5  # the image goes to its CNN, not the one-hot / box encoding
 
 
 @pytest.mark.parametrize(("wrappers", "obs", "stack"), [

@@ -31,6 +31,13 @@ def test_an_image_encoder_on_flat_observations_is_refused() -> None:
         preflight(config("CartPole-v1", {"kind": "impala"}, algo="dqn"))
 
 
+def test_an_mlp_encoder_on_a_dict_holding_an_image_is_refused_naming_the_encoders_that_read_it() -> None:
+    with pytest.raises(ValidationError, match=r"algo.net.encoder: this env's Dict or Tuple observation holds images, "
+                                              r"which an mlp encoder cannot read: use \{kind: cnn\}"):
+        preflight(config("tests.support.pixelgrid:DictPixelGrid", {"kind": "mlp"}))
+    preflight(config("tests.support.pixelgrid:DictPixelGrid", {"kind": "impala"}))
+
+
 @pytest.mark.parametrize("encoder", [{"kind": "impala", "channels": [8, 8]}, {"kind": "cnn"}, {"kind": "mlp"}])
 def test_encoders_that_fit_the_frames_pass(encoder: dict) -> None:
     plan = preflight(config(PIXELS, encoder))

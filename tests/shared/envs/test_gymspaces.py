@@ -15,6 +15,7 @@ from rlfleet.shared.envs.seeds import MAX_RUN_SEED, REGIONS, base_seed
 from rlfleet.shared.payloads.spaces import (
     BoxPart,
     DiscretePart,
+    ImagePart,
     MultiBinaryPart,
     MultiDiscretePart,
     ObsSpace,
@@ -96,6 +97,10 @@ def any_space(space: str, **kwargs: object) -> EnvConfig:
                        parts=(DiscretePart(n=3), BoxPart(size=2), MultiBinaryPart(size=2)))),
     ("nested", ObsSpace(shape=(9,), dtype="float32", parts=(  # keys sorted, depth first: a.flags, a.pos, z.0, z.1
         MultiBinaryPart(size=3), BoxPart(size=3), DiscretePart(n=2), MultiDiscretePart(nvec=(3, 3), start=(0, 0))))),
+    ("camera", ObsSpace(shape=(74,), dtype="float32", parts=(  # cam, gear, speed: an image beside a box is float32
+        ImagePart(shape=(6, 4, 3)), DiscretePart(n=3), BoxPart(size=1)))),
+    ("grid_and_cue", ObsSpace(shape=(26,), dtype="uint8", parts=(ImagePart(shape=(1, 5, 5), image_max=1),
+                                                                 DiscretePart(n=2)))),
 ])
 def test_every_observation_space_is_stored_raw_in_the_smallest_integer_dtype(space: str, found: ObsSpace) -> None:
     env = any_space(space)
@@ -113,6 +118,23 @@ def test_every_observation_space_is_stored_raw_in_the_smallest_integer_dtype(spa
 def test_unsupported_observation_spaces_are_refused_naming_what_is_supported() -> None:
     with pytest.raises(EnvSectionError, match="Text.*not supported: use Box, Discrete, MultiDiscrete, MultiBinary"):
         spaces_of(any_space("text"))
+
+
+def test_an_image_inside_a_dict_needs_1_3_or_4_channels_first_or_last() -> None:
+    with pytest.raises(EnvSectionError, match=r"entry 'img' is a uint8 image of shape \(5, 5, 5\) without 1, 3 or 4"):
+        spaces_of(any_space("five_channel_image"))
+
+
+def test_an_image_inside_a_dict_is_stored_pixel_for_pixel_in_c_order() -> None:
+    made = make_env(any_space("camera"))
+    try:
+        raw = made.reset(seed=3)[0]
+        made.unwrapped.observation_space.seed(3)  # type: ignore[attr-defined]
+        original = made.unwrapped.observation_space.sample()  # type: ignore[attr-defined]
+    finally:
+        made.close()
+    np.testing.assert_array_equal(raw[:72], original["cam"].reshape(-1))
+    assert raw[72] == original["gear"] and raw[73] == original["speed"][0]
 
 
 def test_an_observation_outside_its_space_is_an_env_error_never_trained_on() -> None:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlfleet.shared.config.base import CnnEncoder, ImpalaEncoder, MlpEncoder, NatureEncoder, NetConfig
-from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.payloads.spaces import BoxPart, DiscreteActions, DiscretePart, ImagePart, ObsSpace, Spaces
 from rlfleet.shared.policy.files import decode_policy, policy_bytes
 from rlfleet.shared.policy.manifest import PolicyManifest, encoder_features, encoder_for
 from rlfleet.shared.policy.nets import PolicyNet
@@ -126,3 +126,37 @@ def test_a_cnn_policy_file_written_before_encoders_were_configurable_still_loads
     assert sorted(net.state_dict()) == ["body.0.bias", "body.0.weight", "body.2.bias", "body.2.weight",
                                         "conv.0.bias", "conv.0.weight", "conv.2.bias", "conv.2.weight"]
     assert net(torch.from_numpy(np.zeros((1, 5, 5, 3), np.uint8))).shape == (1, 4)
+
+
+# {"cam": 12x10x3 image, "gear": Discrete(3), "speed": Box(2)}, flattened by rlfleet's env builder
+MULTI_INPUT = ObsSpace(shape=(363,), dtype="float32",
+                       parts=(ImagePart(shape=(12, 10, 3)), DiscretePart(n=3), BoxPart(size=2)))
+
+
+@pytest.mark.parametrize("kind", ["cnn", "impala"])
+def test_a_dict_with_an_image_gets_a_cnn_for_the_image_and_its_other_entries_beside(kind: str) -> None:
+    m = image_manifest(MULTI_INPUT, {"kind": kind}, hidden=(8,))
+    features = encoder_features(m.encoder, MULTI_INPUT)
+    conv = {"cnn": 32 * 3 * 3, "impala": 32 * 2 * 2}[kind]  # 12x10 halved (rounding up) twice / three times
+    assert features == conv + 3 + 2
+    net = PolicyNet(m)
+    assert net.body[0].in_features == features and len(net.convs) == 1
+    rng = np.random.default_rng(0)
+    obs = np.concatenate([rng.integers(0, 256, (4, 360)), rng.integers(0, 3, (4, 1)), rng.normal(size=(4, 2))],
+                         axis=1)
+    x = torch.from_numpy(obs.astype(np.float32))
+    with torch.no_grad():
+        image = net.convs[0](x[:, :360].reshape(4, 12, 10, 3).permute(0, 3, 1, 2) / 255.0)
+        expected = torch.cat([image, torch.nn.functional.one_hot(x[:, 360].long(), 3).float(), x[:, 361:]], dim=1)
+        torch.testing.assert_close(net.features(x), expected)
+        moved = x.clone()
+        moved[:, 0] = 255 - moved[:, 0]  # one pixel: the output follows the image
+        assert not torch.equal(net(moved), net(x))
+
+
+def test_a_dict_with_an_image_defaults_to_the_cnn_and_refuses_an_mlp_naming_what_reads_it() -> None:
+    assert encoder_for(NetConfig(), MULTI_INPUT) == CnnEncoder()
+    with pytest.raises(ValueError, match=r"holds images, which an mlp encoder cannot read: use \{kind: cnn\}"):
+        encoder_features(MlpEncoder(), MULTI_INPUT)
+    with pytest.raises(ValueError, match="the nature encoder needs frames of at least 36x36"):
+        encoder_features(NatureEncoder(), MULTI_INPUT)

@@ -10,7 +10,19 @@ import pytest
 import torch
 
 from rlfleet.shared.config.base import CoreConfig, NetConfig
-from rlfleet.shared.payloads.spaces import BoxActions, DiscreteActions, MultiDiscreteActions, ObsSpace, Spaces
+from rlfleet.shared.payloads.spaces import (
+    BoxActions,
+    BoxPart,
+    DiscreteActions,
+    DiscretePart,
+    ImagePart,
+    MultiBinaryPart,
+    MultiDiscreteActions,
+    MultiDiscretePart,
+    ObsPart,
+    ObsSpace,
+    Spaces,
+)
 from rlfleet.shared.policy.actors import build_actor
 from rlfleet.shared.policy.export import ExportError, check_exportable, export_bytes
 from rlfleet.shared.policy.manifest import Head, ObsNorm, PolicyManifest
@@ -23,7 +35,15 @@ BOX = Spaces(obs=ObsSpace(shape=(3,), dtype="float32"), action=BoxActions(low=(-
 MASKED = Spaces(obs=ObsSpace(shape=(7,), dtype="float32"), action=DiscreteActions(n=4), action_mask_offset=0)
 IMAGE_LAST = Spaces(obs=ObsSpace(shape=(40, 40, 3), dtype="uint8"), action=DiscreteActions(n=4))
 IMAGE_FIRST = Spaces(obs=ObsSpace(shape=(4, 40, 40), dtype="uint8"), action=BoxActions(low=(-1.0,), high=(3.0,)))
-FLAT_CASES: list[tuple[Spaces, Head]] = [(CARTPOLE, "q_values"), (CARTPOLE, "categorical"), (MASKED, "q_values"),
+# A Dict observation {"cam": 6x6x3 image, "mode": Discrete(3), "pos": Box(2)}, image first in the flat vector
+MULTI_INPUT = Spaces(obs=ObsSpace(shape=(111,), dtype="float32", parts=(ImagePart(shape=(6, 6, 3)),
+                                                                       DiscretePart(n=3), BoxPart(size=2))),
+                     action=DiscreteActions(n=4))
+# POPGym-like integer observations: a Discrete(4), a MultiDiscrete [3, 2] starting at (0, -1), one binary value
+PARTS = Spaces(obs=ObsSpace(shape=(4,), dtype="int8", parts=(DiscretePart(n=4), MultiDiscretePart(nvec=(3, 2),
+               start=(0, -1)), MultiBinaryPart(size=1))), action=DiscreteActions(n=3))
+FLAT_CASES: list[tuple[Spaces, Head]] = [(CARTPOLE, "q_values"), (PARTS, "categorical"), (PARTS, "q_values"),
+                                         (CARTPOLE, "categorical"), (MASKED, "q_values"),
                                          (MASKED, "categorical"), (MULTI, "multi_categorical"), (BOX, "gaussian"),
                                          (BOX, "tanh_gaussian")]
 IMAGE_CASES: list[tuple[Spaces, Head, str]] = [(IMAGE_LAST, "categorical", "cnn"), (IMAGE_LAST, "q_values", "nature"),
@@ -32,6 +52,8 @@ IMAGE_CASES: list[tuple[Spaces, Head, str]] = [(IMAGE_LAST, "categorical", "cnn"
 
 def observations(spaces: Spaces, n: int = OBSERVATIONS, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
+    if spaces.obs.parts:  # each part's values as the env gives them
+        return np.concatenate([part_values(part, rng, n) for part in spaces.obs.parts], axis=1).astype(spaces.obs.dtype)
     if spaces.obs.dtype == "uint8":
         return rng.integers(0, 256, (n, *spaces.obs.shape)).astype(np.uint8)
     obs = (3.0 * rng.standard_normal((n, *spaces.obs.shape))).astype(np.float32)
@@ -40,9 +62,21 @@ def observations(spaces: Spaces, n: int = OBSERVATIONS, seed: int = 0) -> np.nda
     return obs
 
 
+def part_values(part: ObsPart, rng: np.random.Generator, n: int) -> np.ndarray:
+    if isinstance(part, ImagePart):
+        return rng.integers(0, part.image_max + 1, (n, part.size))
+    if isinstance(part, DiscretePart):
+        return rng.integers(part.start, part.start + part.n, (n, 1))
+    if isinstance(part, MultiDiscretePart):
+        return np.stack([rng.integers(s, s + k, n) for k, s in zip(part.nvec, part.start, strict=True)], axis=1)
+    if isinstance(part, MultiBinaryPart):
+        return rng.integers(0, 2, (n, part.size))
+    return 3.0 * rng.standard_normal((n, part.size))
+
+
 def normalised(m: PolicyManifest) -> PolicyManifest:
     """`m` with observation statistics far from the identity, so a model that skipped them would act otherwise."""
-    size = m.spaces.obs.flat_size
+    size = int(np.prod(m.spaces.obs.norm_shape))  # the box values: parts' one-hots are never normalised
     rng = np.random.default_rng(3)
     norm = ObsNorm(mean=tuple(rng.normal(size=size).tolist()), var=tuple(rng.uniform(0.1, 4.0, size).tolist()),
                    clip=2.0)
@@ -79,7 +113,8 @@ def assert_same_actions(m: PolicyManifest, state: dict[str, np.ndarray], fmt: st
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
-@pytest.mark.parametrize(("spaces", "head"), FLAT_CASES, ids=[f"{s.action.kind}-{h}" for s, h in FLAT_CASES])
+@pytest.mark.parametrize(("spaces", "head"), FLAT_CASES,
+                         ids=[f"{s.action.kind}-{h}{'-parts' if s.obs.parts else ''}" for s, h in FLAT_CASES])
 def test_an_exported_mlp_policy_acts_as_the_actor_on_raw_observations(spaces: Spaces, head: Head, fmt: str) -> None:
     m = normalised(manifest(spaces, head, (16, 16)))
     assert_same_actions(m, policy_state(m, seed=1), fmt)
@@ -90,6 +125,13 @@ def test_an_exported_mlp_policy_acts_as_the_actor_on_raw_observations(spaces: Sp
 def test_an_exported_image_policy_takes_uint8_frames(spaces: Spaces, head: Head, kind: str, fmt: str) -> None:
     m = PolicyManifest.of(spaces, NetConfig(hidden=(16,), encoder={"kind": kind}), head)
     assert_same_actions(m, policy_state(m, seed=2), fmt, n=OBSERVATIONS if kind == "cnn" else 200)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+@pytest.mark.parametrize("kind", ["cnn", "impala"])
+def test_an_exported_multi_input_policy_reads_the_image_and_the_other_entries(kind: str, fmt: str) -> None:
+    m = normalised(PolicyManifest.of(MULTI_INPUT, NetConfig(hidden=(16,), encoder={"kind": kind}), "categorical"))
+    assert_same_actions(m, policy_state(m, seed=4), fmt)
 
 
 def test_a_manifest_field_the_exporter_does_not_reproduce_is_refused_by_name() -> None:
