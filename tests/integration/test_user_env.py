@@ -1,5 +1,6 @@
-"""A user's own env, given as `module:Class` with kwargs, with image observations: trained through the whole
-stack (the coordinator plans it from a child process, collectors act through the CNN in torch)."""
+"""A user's own env, given as `module:Class` with kwargs, with image observations (alone, or in a Dict beside the
+goal's coordinates): trained through the whole stack (the coordinator plans it from a child process, collectors
+act through the CNN in torch)."""
 
 from __future__ import annotations
 
@@ -29,9 +30,11 @@ CONFIG = {
 
 
 @pytest.mark.slow
-def test_a_user_image_env_given_as_an_entry_point_trains_through_the_stack(tmp_path: Path) -> None:
+@pytest.mark.parametrize("env_class", ["PixelGrid", "DictPixelGrid"])
+def test_a_user_image_env_given_as_an_entry_point_trains_through_the_stack(tmp_path: Path, env_class: str) -> None:
     config = tmp_path / "pixel_grid.yaml"
-    config.write_text(yaml.safe_dump(CONFIG))
+    env = {**CONFIG["env"], "id": f"tests.support.pixelgrid:{env_class}"}  # type: ignore[dict-item]
+    config.write_text(yaml.safe_dump({**CONFIG, "env": env}))
     done = subprocess.run(
         [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(config), "--data-dir", str(tmp_path / "data"),
          "--port", "0"],
@@ -42,4 +45,5 @@ def test_a_user_image_env_given_as_an_entry_point_trains_through_the_stack(tmp_p
     assert summary["run_state"] == "solved" and summary["best_evaluation"]["mean"] >= 0.8
     manifest = read_manifest((run_dir / "best" / "policy.safetensors").read_bytes())
     assert manifest.encoder.kind == "cnn" and manifest.spaces.obs.dtype == "uint8"
+    assert bool(manifest.spaces.obs.image_parts) == (env_class == "DictPixelGrid")  # the multi-input encoder
     print(f"solved: {summary['env_steps']} env steps, {summary['wall_seconds']:.1f}s")
