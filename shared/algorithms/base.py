@@ -110,6 +110,43 @@ class ClippedSurrogateParams(ChunkParams):
     """The critic's value representation: Pohlen's transform, a scalar or categorical head."""
 
 
+class VtraceParams(ChunkParams):
+    """The knobs of the V-trace actor-critics (Espeholt et al. 2018; learner_worker/vtrace_step.py), memoryless or
+    recurrent: one model, so both read and default them alike. Defaults follow the paper: rho_bar = c_bar = 1, one
+    gradient step per batch, the plain policy gradient (no clip_ratio), gradients clipped at a norm of 40. One
+    update is cheap, so learn-info reports and checkpoints come less often than the chunk loop's defaults."""
+
+    checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 500
+    learning_rate: Annotated[float, Field(gt=0)] = 1e-3
+    """Optimizer step size."""
+    epochs: Annotated[int, Field(ge=1, le=100, description=(
+        "gradient steps per batch, each after re-running V-trace with the updated networks"))] = 1
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.99
+    """Discount factor."""
+    rho_bar: Annotated[float, Field(gt=0, description="truncation of the importance weights in the TD errors")] = 1.0
+    c_bar: Annotated[float, Field(gt=0, description="truncation of the trace coefficients (how far back)")] = 1.0
+    vtrace_lambda: Annotated[float, Field(ge=0, le=1, description="scales every trace coefficient c")] = 1.0
+    clip_ratio: Annotated[float | None, Field(gt=0, lt=1, description=(
+        "APPO's trust region: the policy term becomes the clipped surrogate of the ratio pi/mu (current policy "
+        "over the one that acted, itself the importance weight) on the V-trace advantages without their rho, "
+        "clipped to [1 - clip_ratio, 1 + clip_ratio], so several epochs on one batch stay near the data; null: the "
+        "paper's plain policy gradient"))] = None
+    normalize_advantages: bool = False
+    """Scale each step's V-trace advantages to mean 0 and std 1 over the batch's valid rows (in a learner group,
+    over every rank's rows), as Sample Factory's APPO does: the policy term then has the same size whatever the
+    rewards' scale, and entropy_coef keeps its meaning. false: the paper's raw advantages."""
+    value_coef: Annotated[float, Field(ge=0)] = 0.5
+    """Weight of the value loss."""
+    entropy_coef: Annotated[float, Field(ge=0)] = 0.01
+    """Weight of the entropy bonus."""
+    max_grad_norm: Annotated[float, Field(gt=0)] = 40.0
+    """Gradients are clipped to this global norm."""
+    log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
+    value: CriticValue = CriticValue()
+    """The critic's value representation: Pohlen's transform, a scalar or categorical head."""
+
+
+
 class PopulationParams(AlgoParams):
     """The population loop's knobs: how a generation is evaluated and when the learner stops waiting for it."""
 
