@@ -109,7 +109,7 @@ class Sequences:
         return int(self.obs.shape[0])
 
 
-def _padded(arr: np.ndarray, steps: int) -> np.ndarray:
+def padded(arr: np.ndarray, steps: int) -> np.ndarray:
     """[T, N, ...] -> [steps, N, ...], zeros after row T."""
     if len(arr) == steps:
         return arr
@@ -183,7 +183,7 @@ class RecurrentActorCritic(ActorCritic):
         length = max(len(c["starts"]) for c in columns)
 
         def joined(name: str) -> torch.Tensor:
-            return to_device(np.concatenate([_padded(c[name], length) for c in columns], axis=1), self.device)
+            return to_device(np.concatenate([padded(c[name], length) for c in columns], axis=1), self.device)
 
         return Sequences(obs=joined("obs"), actions=joined("actions"), logp=joined("logp"), starts=joined("starts"),
                          mask=joined("mask"), state=to_device(np.concatenate(states), self.device),

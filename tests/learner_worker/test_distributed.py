@@ -22,6 +22,7 @@ from rlfleet.learner_worker.algorithms.a2c import A2C
 from rlfleet.learner_worker.algorithms.dqn import DQN
 from rlfleet.learner_worker.algorithms.impala import Impala
 from rlfleet.learner_worker.algorithms.ppo import PPO
+from rlfleet.learner_worker.algorithms.recurrent_impala import RecurrentImpala
 from rlfleet.learner_worker.algorithms.sac import SAC
 from rlfleet.learner_worker.distributed import Group, GroupMismatch, digest, next_step
 from rlfleet.learner_worker.obsnorm import RunningStats
@@ -29,8 +30,9 @@ from rlfleet.shared.algorithms.a2c import A2CParams
 from rlfleet.shared.algorithms.dqn import DQNParams
 from rlfleet.shared.algorithms.impala import ImpalaParams
 from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.algorithms.recurrent_impala import RecurrentImpalaParams
 from rlfleet.shared.algorithms.sac import SACParams
-from rlfleet.shared.config.base import NetConfig
+from rlfleet.shared.config.base import CoreConfig, NetConfig
 from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
 from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.learner_data import IMAGE_SHAPE, N_ACTIONS, OBS_DIM, make_batch, make_chunk, make_image_chunk
@@ -190,19 +192,26 @@ def _ppo_shared_trunk_body(rank: int) -> None:
 def test_ppo_group_trains_a_shared_trunk() -> None:
     run_group(_ppo_shared_trunk_body)
 def _chunk_learners_body(rank: int) -> None:
-    """A2C and IMPALA (also with APPO's clip and advantages normalised over the whole batch): each rank trains on
-    the chunks it took (8 and 12 steps here, shares that differ); the group steps as one learner on all of them."""
+    """A2C and IMPALA (also with APPO's clip and advantages normalised over the whole batch, and with a GRU core):
+    each rank trains on the chunks it took (8 and 12 steps here, shares that differ, padded side by side for the
+    recurrent learner); the group steps as one learner on all of them."""
     group = Group.join(CPU, CONFIG, TIMEOUT)
     spaces = flat_spaces(OBS_DIM, N_ACTIONS)
     net = NetConfig(hidden=(16,))
     for make in (lambda seed: A2C(spaces, A2CParams(net=net, entropy_coef=0.01), SAMPLING, seed),
                  lambda seed: Impala(spaces, ImpalaParams(net=net, epochs=2, entropy_coef=0.01), SAMPLING, seed),
                  lambda seed: Impala(spaces, ImpalaParams(net=net, epochs=2, entropy_coef=0.01, clip_ratio=0.1,
-                                                          normalize_advantages=True), SAMPLING, seed)):
+                                                          normalize_advantages=True), SAMPLING, seed),
+                 lambda seed: RecurrentImpala(spaces, RecurrentImpalaParams(
+                     net=NetConfig(hidden=(16,), core=CoreConfig(kind="gru", hidden=8)), epochs=2, clip_ratio=0.1,
+                     normalize_advantages=True), SAMPLING, seed)):
         single, member = make(0), make(rank)  # different seeds: DDP starts every rank at rank 0's weights
         member.join(group)
         for step in range(1, 4):
             chunks = [make_chunk(10 * step, steps=8, invalid=0.1), make_chunk(10 * step + 1, steps=12)]
+            for seed, chunk in enumerate(chunks):  # stored core states, read by the recurrent learner alone
+                envs = chunk["rewards"].shape[1]
+                chunk["core_state"] = np.random.default_rng(seed).uniform(-1, 1, (envs, 8)).astype(np.float32)
             single.update(chunks)
             member.update([chunks[rank]])
             group.check_weights(step)
