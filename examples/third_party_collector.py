@@ -291,6 +291,8 @@ class Collector:
             for i, env in enumerate(self.envs):
                 try:
                     nxt, rew, term, trunc, _ = env.step(int(acts[i]))
+                    # a core state gone non-finite is an error of this step too: this example ends the episode
+                    # there, as for an env error, rather than go on with one whose memory was lost
                     ok = np.isfinite(rew) and np.isfinite(nxt).all() and not broken[i]
                 except Exception as exc:  # an env error: the step is kept, invalid, and ends the episode
                     log.warning("env %d raised %r", i, exc)
