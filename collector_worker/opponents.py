@@ -18,7 +18,7 @@ from gymnasium.vector import SyncVectorEnv
 from rlfleet.collector_worker.rollout import Rollout
 from rlfleet.shared.config.battle import SelfPlayConfig
 from rlfleet.shared.envs.seeds import OPPONENT_STREAM
-from rlfleet.shared.envs.selfplay import draw_weights, game_envs, policy_player, set_opponents
+from rlfleet.shared.envs.selfplay import PolicyPlayer, draw_weights, game_envs, set_opponents
 from rlfleet.shared.envs.two_player import Player
 from rlfleet.shared.policy.actors import Actor, PolicyError, build_actor
 from rlfleet.shared.policy.files import load_policy
@@ -61,7 +61,7 @@ class OpponentDraw:
         set_opponents(self.games, weights, players)
 
     def _player(self, actor: Actor) -> Player:
-        return policy_player(actor, self.space, self.config.opponent_epsilon, self.rng)
+        return PolicyPlayer(actor, self.space, self.config.opponent_epsilon, self.rng)
 
     def _load_pool(self, pool: OpponentPool) -> None:
         self.pool = [ref.version for ref in pool.pool]

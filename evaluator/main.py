@@ -118,7 +118,7 @@ def _claim_and_evaluate(session: WorkerSession, layout: RunLayout) -> None:
         seed = base_seed(task.seed, "valid", block, ref.version)
         returns, lengths = _games(actor, task, evaluation.episodes, evaluation.num_envs, seed)
         battles = [] if task.self_play is None else pool_records(
-            actor.greedy, task.env, session.client.call("GET", "/v1/policies/opponents", OpponentPool).pool, store,
+            actor, task.env, session.client.call("GET", "/v1/policies/opponents", OpponentPool).pool, store,
             task.self_play, ref.version, evaluation.num_envs, seed)
         result = report(session, "/v1/evaluations", EvaluationResult, EvaluationReport, ref.version, returns, lengths,
                         seed, battles)
@@ -192,7 +192,7 @@ def _games(actor: Actor, task: EvaluatorTask, episodes: int, num_envs: int, seed
            ) -> tuple[list[float], list[int]]:
     """A validation's or test's episodes; under a battle rule, that many games against each of its baselines."""
     if task.evaluation.against:
-        return baseline_games(actor.greedy, task.env, task.evaluation.against, episodes, num_envs, seed)
+        return baseline_games(actor, task.env, task.evaluation.against, episodes, num_envs, seed)
     return evaluate(actor.greedy, task.env, num_envs, episodes, seed, reset=actor.reset)
 
 

@@ -199,7 +199,7 @@ def run_test(subject: Subject, episodes: int, num_envs: int, counter: int, video
     recording = None if video is None else record_episode(subject.actor.greedy, subject.config.env,
                                                           base + num_envs, video)
     battles = [] if not is_two_player(subject.config.env.id) else [  # the same games, one baseline at a time
-        against(subject.actor.greedy, subject.config.env, opponent, episodes, num_envs, base) for opponent in BASELINES]
+        against(subject.actor, subject.config.env, opponent, episodes, num_envs, base) for opponent in BASELINES]
     rule = subject.config.evaluation.against  # a battle rule decides "solved" instead of the threshold
     verdict = None if rule else judge(returns, threshold)
     met = {b.opponent: rule[b.opponent].met(b.wins, b.draws, b.games) for b in battles if b.opponent in rule}

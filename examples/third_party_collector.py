@@ -11,7 +11,8 @@ It registers, claims a collector task, long-polls heartbeats for new policies, a
 (numpy, built from the manifest; uniformly at random before the first policy), steps gymnasium envs, writes
 chunk payloads into the store and reports them, and honours pause directives. Scope: gymnasium ids without
 wrappers, flat float32 observations, Discrete actions, q_values (epsilon-greedy) or categorical heads, mlp
-encoder: enough for CartPole DQN and PPO; anything else is refused at claim time with a message.
+encoder, with or without a recurrent core (gru or lstm: one state per env, written as each chunk's `core_state`):
+enough for CartPole DQN, PPO and recurrent PPO; anything else is refused at claim time with a message.
 """
 
 from __future__ import annotations
@@ -122,9 +123,14 @@ class Session:
             self.stop.set()
 
 
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (np.tanh(0.5 * x) + 1.0)  # the logistic function, without exp's overflow for large |x|
+
+
 class Policy:
     """The policy file: safetensors (8-byte little-endian header size, JSON header, tensor bytes) whose metadata
-    holds the manifest (GET /v1/schemas/policy); an MLP `body.<2k>.weight/bias` with the manifest's activation."""
+    holds the manifest (GET /v1/schemas/policy); an MLP `body.<2k>.weight/bias` with the manifest's activation,
+    after the manifest's recurrent `core` if it has one (docs/protocol.md, Recurrent core)."""
 
     def __init__(self, data: bytes) -> None:
         (size,) = struct.unpack("<Q", data[:8])
@@ -140,20 +146,50 @@ class Policy:
             tensors[name] = np.frombuffer(data[8 + size + start:8 + size + end], "<f4").reshape(info["shape"])
         self.layers = [(tensors[f"body.{2 * k}.weight"], tensors[f"body.{2 * k}.bias"])
                        for k in range(len(self.manifest["net"]["hidden"]) + 1)]
+        self.core: dict[str, Any] | None = self.manifest.get("core")
+        if self.core is not None:  # torch's nn.GRU / nn.LSTM tensors: the gates' blocks of `hidden` rows stacked
+            self.w_ih, self.w_hh, self.b_ih, self.b_hh = (tensors[f"core.rnn.{name}_l0"] for name in (
+                "weight_ih", "weight_hh", "bias_ih", "bias_hh"))
         norm = self.manifest.get("obs_norm")
         self.norm = None if norm is None else (np.asarray(norm["mean"]), np.sqrt(np.asarray(norm["var"]) + 1e-8),
                                                norm["clip"])
 
-    def forward(self, obs: np.ndarray) -> np.ndarray:
+    def forward(self, obs: np.ndarray, state: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """The head's outputs for observations [N, ...] from the core states [N, *state] (None without a core),
+        and the states after this step."""
         x = obs.reshape(len(obs), -1).astype(np.float64)
         if self.norm is not None:
             mean, std, clip = self.norm
             x = np.clip((x - mean) / std, -clip, clip)
+        if self.core is not None:
+            assert state is not None
+            x, state = self.step_core(x, state.astype(np.float64))
         for k, (weight, bias) in enumerate(self.layers):
             x = x @ weight.T + bias
             if k < len(self.layers) - 1:
                 x = np.maximum(x, 0) if self.manifest["net"]["activation"] == "relu" else np.tanh(x)
-        return x
+        return x, state
+
+    def step_core(self, x: np.ndarray, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One step of the core: (its output h', the new state); a gru's state is h [N, H], an lstm's h then c
+        [N, 2, H]. The equations are docs/protocol.md's table, torch's own."""
+        assert self.core is not None
+        size = self.core["hidden"]
+        gi = x @ self.w_ih.T + self.b_ih
+        if self.core["kind"] == "gru":  # gates r, z, n
+            gh = state @ self.w_hh.T + self.b_hh
+            r = sigmoid(gi[:, :size] + gh[:, :size])
+            z = sigmoid(gi[:, size:2 * size] + gh[:, size:2 * size])
+            n = np.tanh(gi[:, 2 * size:] + r * gh[:, 2 * size:])
+            h = (1.0 - z) * n + z * state
+            return h, h
+        h, c = state[:, 0], state[:, 1]  # lstm, gates i, f, g, o
+        a = gi + h @ self.w_hh.T + self.b_hh
+        i, f = sigmoid(a[:, :size]), sigmoid(a[:, size:2 * size])
+        g, o = np.tanh(a[:, 2 * size:3 * size]), sigmoid(a[:, 3 * size:])
+        c = f * c + i * g
+        h = o * np.tanh(c)
+        return h, np.stack([h, c], axis=1)
 
 
 def check_task(task: dict[str, Any]) -> None:
@@ -186,6 +222,12 @@ class Collector:
         self.policy: Policy | None = None
         self.version = 0
         self.sync = task["sampling"]["force_sync"] or task["lockstep"]
+        # A recurrent run: each env's core state, zero at first and wherever an episode begins; a random action
+        # leaves it as it is, a new policy version continues from it (docs/protocol.md, Recurrent core).
+        self.core = self.behaviour.get("core")
+        self.state = None if self.core is None else np.zeros(
+            (self.n, self.core["hidden"]) if self.core["kind"] == "gru" else (self.n, 2, self.core["hidden"]),
+            np.float32)
 
     def refresh_policy(self) -> None:
         ref = self.session.directive["policy"]
@@ -194,26 +236,38 @@ class Collector:
         data = (self.store / ref["path"]).read_bytes()
         if hashlib.sha256(data).hexdigest() != ref["sha256"]:
             raise ValueError(f"policy {ref['path']}: sha256 mismatch")
-        self.policy, self.version = Policy(data), ref["version"]
+        policy = Policy(data)
+        if policy.core != self.core:
+            raise ValueError(f"policy {ref['path']} has core {policy.core}, the task's behaviour.core is {self.core}")
+        self.policy, self.version = policy, ref["version"]
         log.info("acting with policy v%d", self.version)
 
-    def act(self, obs: np.ndarray, env_steps_total: int) -> tuple[np.ndarray, np.ndarray | None]:
+    def act(self, obs: np.ndarray, env_steps_total: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """(actions, their log-probabilities or None, the envs whose core state turned non-finite)."""
         b = self.behaviour
+        broken = np.zeros(self.n, bool)
         if self.policy is None or env_steps_total < b["random_env_steps"]:
-            return self.rng.integers(0, self.n_actions, self.n), None
-        out = self.policy.forward(obs)
+            return self.rng.integers(0, self.n_actions, self.n), None, broken
+        out, state = self.policy.forward(obs, self.state)
+        if state is not None:
+            # A state gone NaN or inf is an error of this step: act from a zero state, restart from zero.
+            broken = ~np.isfinite(state.reshape(self.n, -1)).all(axis=1)
+            if broken.any():
+                out[broken] = self.policy.forward(obs[broken], np.zeros_like(state[broken]))[0]
+                state[broken] = 0.0
+            self.state = state.astype(np.float32)
         if b["head"] == "categorical":  # sample from softmax(logits); record the log-probability (logp column)
             logp_all = out - out.max(1, keepdims=True)
             logp_all -= np.log(np.exp(logp_all).sum(1, keepdims=True))
             acts = np.array([self.rng.choice(self.n_actions, p=np.exp(row)) for row in logp_all])
-            return acts, logp_all[np.arange(self.n), acts]
+            return acts, logp_all[np.arange(self.n), acts], broken
         acts = out.argmax(1)
         eps = b["epsilon"]
         if eps is not None:  # linear decay on the run's acknowledged env steps (directive.env_steps_total)
             frac = min(1.0, env_steps_total / eps["decay_env_steps"])
             explore = self.rng.random(self.n) < eps["start"] + frac * (eps["end"] - eps["start"])
             acts[explore] = self.rng.integers(0, self.n_actions, int(explore.sum()))
-        return acts, None
+        return acts, None, broken
 
     def collect(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """chunk_steps steps of every env: arrays [T, N, ...] and the report's episode fields."""
@@ -224,18 +278,22 @@ class Collector:
         a["next_obs"] = np.zeros_like(a["obs"])
         if self.behaviour["sample"]:
             a["logp"] = np.zeros((t_, n), np.float32)
+        if self.state is not None:  # per env, not per step: the state its first row is acted from
+            a["core_state"] = self.state.copy()
         fresh = [i for i in range(n) if self.length[i] == 0]
         episodes, version = [], self.version
         for t in range(t_):
             a["obs"][t] = self.obs
-            acts, logp = self.act(self.obs, self.session.directive["env_steps_total"])
+            acts, logp, broken = self.act(self.obs, self.session.directive["env_steps_total"])
             a["actions"][t] = acts
             if logp is not None:
                 a["logp"][t] = logp
             for i, env in enumerate(self.envs):
                 try:
                     nxt, rew, term, trunc, _ = env.step(int(acts[i]))
-                    ok = np.isfinite(rew) and np.isfinite(nxt).all()
+                    # a core state gone non-finite is an error of this step too: this example ends the episode
+                    # there, as for an env error, rather than go on with one whose memory was lost
+                    ok = np.isfinite(rew) and np.isfinite(nxt).all() and not broken[i]
                 except Exception as exc:  # an env error: the step is kept, invalid, and ends the episode
                     log.warning("env %d raised %r", i, exc)
                     nxt, rew, term, trunc, ok = self.obs[i], 0.0, False, True, False
@@ -248,6 +306,8 @@ class Collector:
                         episodes.append({"ret": float(self.ret[i]), "length": int(self.length[i])})
                     self.ret[i], self.length[i] = 0.0, 0
                     nxt = env.reset()[0]
+                    if self.state is not None:
+                        self.state[i] = 0.0  # its next row begins an episode: so does its memory
                 self.obs[i] = nxt
         done = a["terminated"] | a["truncated"] | ~a["valid"]
         fields = {"ends": np.flatnonzero(done).tolist(), "fresh_columns": fresh, "episodes": episodes,

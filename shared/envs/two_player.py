@@ -14,13 +14,15 @@ if it can, else block the policy's immediate win, else random), or a mixture suc
 episode to the next (`seat: alternate`, the default) or stay `first` / `second`.
 
 Self-play (shared/envs/selfplay.py) replaces the mixture at run time with `set_opponents`: players are then also
-policies (a `Player` maps the opponent's own view of the board to its move), named by the caller.
+policies (a `Player` maps the opponent's own view of the board to its move), named by the caller. A player with
+memory of the game (a recurrent policy: `RememberingPlayer`) is told when a game against it begins, and a game
+under way finishes against the players it began with: new ones take over at the next reset.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +34,16 @@ from rlfleet.shared.extras import require
 GAMES = {"tictactoe": ("classic/tictactoe_v3", 3, False), "connect_four": ("classic/connect_four_v3", 4, True)}
 Seat = Literal["alternate", "first", "second"]
 Player = Callable[[dict[str, np.ndarray]], int]  # a player's own view {action_mask, observation} -> its move
+
+
+@runtime_checkable
+class RememberingPlayer(Protocol):
+    """A player whose moves depend on the game so far (a policy with a recurrent core): `new_game` forgets it, so
+    no game is played with the memory of another."""
+
+    def __call__(self, seen: dict[str, np.ndarray]) -> int: ...
+
+    def new_game(self) -> None: ...
 
 
 def place(board: np.ndarray, action: int, gravity: bool) -> tuple[int, int] | None:
@@ -90,7 +102,8 @@ class TwoPlayerEnv(gym.Env):
         if seat not in ("alternate", "first", "second"):
             raise ValueError(f"seat {seat!r}: alternate, first or second")
         self.seat_rule = seat
-        self.players: dict[str, Player] = {}
+        self.players: dict[str, Player] = {}  # the game under way's; `coming` takes over at the next reset
+        self.coming: dict[str, Player] = {}
         self.set_opponents({opponent: 1.0} if isinstance(opponent, str) else opponent)
         # here, not at import: shared/envs/build.py imports this module in every service
         pettingzoo = require("pettingzoo", "games", f"the board game {game}")
@@ -107,7 +120,7 @@ class TwoPlayerEnv(gym.Env):
 
     def set_opponents(self, weights: Mapping[str, float], players: Mapping[str, Player] | None = None) -> None:
         """Draw each later episode's opponent from `weights`: baselines by name, or the `players` given here
-        (policies, say). Takes effect at the next reset."""
+        (policies, say). Takes effect at the next reset: the game under way keeps its opponent, memory and all."""
         players = dict(players or {})
         weights = dict(weights)
         unknown = sorted(set(weights) - set(BASELINES) - set(players))
@@ -118,7 +131,7 @@ class TwoPlayerEnv(gym.Env):
         self.names = list(weights)
         total = sum(weights.values())
         self.weights = np.array([weights[n] / total for n in self.names])
-        self.players = players
+        self.coming = players
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -129,7 +142,11 @@ class TwoPlayerEnv(gym.Env):
         first = {"first": True, "second": False}.get(self.seat_rule, self.episodes % 2 == 0)
         self.episodes += 1
         self.me = self.game.possible_agents[0 if first else 1]
+        self.players = self.coming
         self.opponent = self.names[int(self.rng.choice(len(self.names), p=self.weights))]
+        player = self.players.get(self.opponent)
+        if isinstance(player, RememberingPlayer):
+            player.new_game()
         if not first:
             self._opponent_moves()
         return self._observe(), {"opponent": self.opponent}

@@ -38,7 +38,7 @@ def test_dqn_learns_tictactoe_against_random_and_lookahead_opponents(tmp_path: P
     policy, config, _ = resolve_inputs(run_dir, None, None, None)
     subject = load_subject(policy, config)
     seed = base_seed(0, "test", 7, 0)  # a held-out block: neither training's nor the run's own test's
-    random, lookahead = (against(subject.actor.greedy, subject.config.env, opponent, 200, 10, seed)
+    random, lookahead = (against(subject.actor, subject.config.env, opponent, 200, 10, seed)
                          for opponent in ("random", "lookahead"))
     print(random, lookahead, sep="\n")
     assert random.win_or_draw_rate >= 0.95  # the rule against random, over 200 held-out games
@@ -70,7 +70,7 @@ def test_self_play_learns_tictactoe_to_the_battle_rule(tmp_path: Path) -> None:
 
     subject = load_subject(*resolve_inputs(run_dir, None, None, None)[:2])
     seed = base_seed(0, "test", 7, 0)  # a held-out block: neither training's nor the run's own test's
-    random, lookahead = (against(subject.actor.greedy, subject.config.env, opponent, 200, 10, seed)
+    random, lookahead = (against(subject.actor, subject.config.env, opponent, 200, 10, seed)
                          for opponent in ("random", "lookahead"))
     print(random, lookahead, sep="\n")
     # Fresh games, after a run that stopped on the first test to meet the rule (measured on seeds 0-2: win or draw

@@ -1,5 +1,6 @@
 """Self-play's pieces in one process: a policy plays either seat of a game from its own view, draws over the
-latest version, the pool and the baselines, and the config's refusals."""
+latest version, the pool and the baselines, a recurrent opponent's memory (its own per game, zeroed when a game
+begins), and the config's refusals."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from rlfleet.shared.config.base import CoreConfig
 from rlfleet.shared.config.plan import RunPlan
 from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.envs.build import make_vector_env
-from rlfleet.shared.envs.selfplay import draw_weights, game_space, policy_player, set_opponents
-from rlfleet.shared.envs.two_player import TwoPlayerEnv
-from tests.support.policies import random_actor
+from rlfleet.shared.envs.selfplay import PolicyPlayer, draw_weights, game_space, set_opponents
+from rlfleet.shared.envs.two_player import Player, TwoPlayerEnv
+from rlfleet.shared.policy.actors import Actor, build_actor
+from rlfleet.shared.policy.manifest import PolicyManifest
+from tests.support.policies import manifest, policy_state, random_actor
 
 TICTACTOE = RunConfig.model_validate({"env": {"id": "rlfleet/TicTacToe-v0"}, "self_play": {}})
 
@@ -25,7 +29,7 @@ def test_a_policy_player_moves_legally_from_its_own_view_of_the_board() -> None:
 
     def watching(seen: dict[str, np.ndarray]) -> int:
         seen_boards.append(seen["observation"].copy())
-        return policy_player(actor, game_space(TICTACTOE.env))(seen)
+        return PolicyPlayer(actor, game_space(TICTACTOE.env))(seen)
 
     env = TwoPlayerEnv("tictactoe")
     env.set_opponents({"champion": 1.0}, {"champion": watching})
@@ -61,6 +65,30 @@ def test_opponents_set_on_a_vector_env_take_over_from_the_next_game() -> None:
         vec.close()
 
 
+def test_a_game_under_way_finishes_against_the_opponent_it_began_with() -> None:
+    """New opponents (a new version, a pool that changed) take over at the next game: the one under way keeps its
+    player, and with it the memory of that game, instead of losing it mid-game."""
+    moved: list[str] = []
+
+    def player(name: str) -> Player:
+        def move(seen: dict[str, np.ndarray]) -> int:
+            moved.append(name)
+            return int(np.flatnonzero(seen["action_mask"])[0])
+        return move
+
+    env = TwoPlayerEnv("tictactoe", seat="second")
+    env.set_opponents({"v5": 1.0}, {"v5": player("v5")})
+    obs, _ = env.reset(seed=0)
+    env.set_opponents({"v10": 1.0}, {"v10": player("v10")})  # v5 left the pool mid-game
+    done = False
+    while not done:
+        obs, _, done, _, info = env.step(int(np.flatnonzero(obs["action_mask"])[0]))
+        assert info["opponent"] == "v5"
+    assert set(moved) == {"v5"} and len(moved) >= 3
+    env.reset(seed=1)
+    assert moved[-1] == "v10"
+
+
 @pytest.mark.parametrize(("raw", "message"), [
     ({"self_play": {}}, "self_play needs a two-player game"),
     ({"env": {"id": "rlfleet/TicTacToe-v0", "kwargs": {"opponent": "random"}}, "self_play": {}},
@@ -82,7 +110,7 @@ def test_a_policy_players_epsilon_makes_games_between_two_versions_vary() -> Non
     space = game_space(TICTACTOE.env)
 
     def games(epsilon: float) -> set[tuple[int, ...]]:
-        player = policy_player(actor, space, epsilon, np.random.default_rng(0))
+        player = PolicyPlayer(actor, space, epsilon, np.random.default_rng(0))
         env = TwoPlayerEnv("tictactoe", seat="first")
         env.set_opponents({"other": 1.0}, {"other": player})
         played = set()
@@ -99,3 +127,75 @@ def test_a_policy_players_epsilon_makes_games_between_two_versions_vary() -> Non
 
     assert len(games(0.0)) == 1  # the same game, every time
     assert len(games(0.5)) > 3
+
+
+def recurrent_actor() -> tuple[Actor, PolicyManifest, dict[str, np.ndarray]]:
+    """A tic-tac-toe Q policy with a GRU core, randomly initialised: what it remembers is never all zero."""
+    spaces = RunPlan.of(TICTACTOE).spaces
+    m = manifest(spaces, "q_values", (16,)).model_copy(update={"core": CoreConfig(kind="gru", hidden=8)})
+    state = policy_state(m, 1)
+    return build_actor(m, state), m, state
+
+
+def test_a_policy_opponent_leaves_the_memory_of_the_actor_it_was_made_from_alone() -> None:
+    """A self-play collector plays `latest` with the very actor that acts in its own seat, one env per row: the
+    opponent's moves must not overwrite (or drop) the rows' memories."""
+    actor, _, _ = recurrent_actor()
+    space = game_space(TICTACTOE.env)
+    flat = np.stack([np.asarray(gym.spaces.flatten(space, TwoPlayerEnv("tictactoe").reset(seed=s)[0]), np.float32)
+                     for s in range(3)])
+    actor.greedy(flat)
+    before = actor.core_state(3)
+    env = TwoPlayerEnv("tictactoe", seat="second")
+    env.set_opponents({"latest": 1.0}, {"latest": PolicyPlayer(actor, space)})
+    obs, _ = env.reset(seed=0)
+    env.step(int(np.flatnonzero(obs["action_mask"])[0]))  # the opponent has moved twice
+    assert before is not None and np.abs(before).max() > 0
+    np.testing.assert_array_equal(actor.core_state(3), before)
+
+
+class Recorded(PolicyPlayer):
+    """A policy player that notes, before each move, which player it is, the board it sees and its memory."""
+
+    moves: list[tuple[int, np.ndarray, np.ndarray]] = []
+
+    def __call__(self, seen: dict[str, np.ndarray]) -> int:
+        memory = self.actor.core_state(1)
+        assert memory is not None
+        self.moves.append((id(self), np.asarray(gym.spaces.flatten(self.space, seen), np.float32), memory))
+        return super().__call__(seen)
+
+
+def test_each_game_played_at_once_gives_a_recurrent_opponent_its_own_memory_zeroed_when_the_game_begins() -> None:
+    """Three games at once, several after another in each: each game's opponent remembers that game alone. Its moves,
+    replayed per game through a fresh actor reset at each first move, meet the memory it had before every one."""
+    actor, m, state = recurrent_actor()
+    space = game_space(TICTACTOE.env)
+    Recorded.moves = []
+    vec = make_vector_env(TICTACTOE.env, 3)
+    try:
+        set_opponents(vec, {"rec": 1.0}, {"rec": Recorded(actor, space)})
+        obs, _ = vec.reset(seed=0)
+        mask = RunPlan.of(TICTACTOE).spaces.mask_slice
+        for _ in range(40):  # the first legal cell: every game lasts several moves
+            obs, *_ = vec.step(np.argmax(obs[:, mask] > 0, axis=1))
+    finally:
+        vec.close()
+    players = {player for player, _, _ in Recorded.moves}
+    assert len(players) == 3  # one per game
+    openings = later = 0
+    for player in players:
+        fresh = build_actor(m, state)
+        for who, flat, memory in Recorded.moves:
+            if who != player:
+                continue
+            if (flat[mask] > 0).sum() >= 8:  # its first move of a game: no stone of its own on the board
+                fresh.reset()
+                openings += 1
+            else:
+                later += int(np.abs(memory).max() > 0)
+            expected = fresh.core_state(1)
+            assert expected is not None
+            np.testing.assert_allclose(memory, expected, atol=1e-6)
+            fresh.greedy(flat[None])
+    assert openings >= 6 and later > 0
