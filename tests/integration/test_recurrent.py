@@ -1,6 +1,7 @@
-"""`rlfleet up` trains a recurrent policy on a task only memory solves: recurrent_ppo remembers a cue shown at an
-episode's first step until its last, across chunk boundaries (episodes of 8 steps, chunks of 6), so collectors'
-stored core states, the learner's unrolling from them and the evaluator's per-episode resets all have to work."""
+"""`rlfleet up` trains a recurrent policy on a task only memory solves: recurrent_ppo (synchronous) and
+recurrent_impala (asynchronous collectors, V-trace) remember a cue shown at an episode's first step until its last,
+across chunk boundaries (episodes of 8 steps, chunks of 6), so collectors' stored core states, the learner's
+unrolling from them and the evaluator's per-episode resets all have to work."""
 
 from __future__ import annotations
 
@@ -31,10 +32,22 @@ CONFIG = {
 }
 
 
+# The V-trace learner with collectors that never wait for the policy trained on their data (chunks at most 4
+# versions old), and APPO's clip for its several epochs per batch.
+ASYNCHRONOUS = {
+    **CONFIG,
+    "sampling": {**CONFIG["sampling"], "force_sync": False, "max_wait_seconds": 0.05,  # type: ignore[dict-item]
+                 "max_policy_lag": 4},
+    "algo": {"name": "recurrent_impala", "net": CONFIG["algo"]["net"], "learning_rate": 0.003,  # type: ignore[index]
+             "gamma": 1.0, "epochs": 4, "clip_ratio": 0.2, "entropy_coef": 0.01, "max_grad_norm": 0.5},
+}
+
+
 @pytest.mark.slow
-def test_recurrent_ppo_learns_to_recall_a_cue_through_the_stack(tmp_path: Path) -> None:
+@pytest.mark.parametrize("run", [CONFIG, ASYNCHRONOUS], ids=["recurrent_ppo", "recurrent_impala"])
+def test_a_recurrent_learner_learns_to_recall_a_cue_through_the_stack(tmp_path: Path, run: dict) -> None:
     config = tmp_path / "recall.yaml"
-    config.write_text(yaml.safe_dump(CONFIG))
+    config.write_text(yaml.safe_dump(run))
     done = subprocess.run(
         [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(config), "--data-dir", str(tmp_path / "data"),
          "--port", "0"],
