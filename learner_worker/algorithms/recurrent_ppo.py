@@ -14,8 +14,11 @@ The behaviour log-probabilities come from the collector, as for every importance
 behaviour policy (and the memory it acted from) is one the learner no longer holds. Invalid rows (the env raised,
 or a core state turned non-finite) are unrolled through but never reach a loss.
 
-Learner groups are refused (the registry entry declares no `shares`): whole sequences would be split among ranks
-in unequal row counts, which the group's mean of means does not weigh.
+In a learner group each rank unrolls the sequences of the chunks it took, in counts that differ. Every rank takes
+as many minibatches per epoch as one learner would on all ranks' rows (each step's all-reduce waits for every
+rank), its own sequences split evenly among them (a rank may bring none to a minibatch), and a minibatch is the
+union of every rank's part: its loss is the mean over the union's valid rows (learner_worker/surrogate.py), so the
+averaged gradient is the one a single learner would take on those sequences.
 """
 
 from __future__ import annotations
@@ -43,24 +46,30 @@ class RecurrentPPO(RecurrentActorCritic):
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
 
     def minibatches(self, seqs: Sequences) -> list[torch.Tensor]:
-        """Shuffled sequence indices, minibatch_size // T whole sequences each (at least one)."""
-        per = max(1, self.cfg.minibatch_size // seqs.length)
+        """Shuffled sequence indices, minibatch_size // T whole sequences each (at least one); in a learner group,
+        this rank's sequences split evenly among as many minibatches as the group's rows make (module doc)."""
         perm = torch.randperm(seqs.count, generator=self.generator).to(self.device)
+        if self.group is not None:
+            rows = int(self.group.sum(torch.tensor([seqs.count * seqs.length])).item())
+            return list(perm.tensor_split(max(1, -(-rows // self.cfg.minibatch_size))))
+        per = max(1, self.cfg.minibatch_size // seqs.length)
         return [piece for piece in perm.split(per)]
 
     def minibatch_loss(self, seqs: Sequences, idx: torch.Tensor
                        ) -> tuple[torch.Tensor, dict[str, torch.Tensor]] | None:
-        """The loss of sequences `idx` and its terms (detached); None when none of their rows is valid."""
+        """The loss of sequences `idx` and its terms (detached); None when none of their rows is valid (in a learner
+        group: none of every rank's part, so that all ranks skip the step together)."""
         cfg = self.cfg
         logp, entropy_rows, critic_out, mask = self.evaluate_sequences(seqs, idx)
-        if not bool(mask.any()):
+        valid = mask.sum() if self.group is None else self.group.sum(mask.sum().reshape(1))
+        if not bool(valid.item()):
             return None
 
         def rows(x: torch.Tensor) -> torch.Tensor:
             return x[:, idx].reshape(-1)[mask]
 
         policy_loss, average, terms = clipped_surrogate(logp, rows(seqs.logp), rows(seqs.advantages),
-                                                        cfg.clip_range, cfg.normalize_advantages, None)
+                                                        cfg.clip_range, cfg.normalize_advantages, self.group)
         value_loss = average(self.codec.loss(critic_out, rows(seqs.targets)))
         entropy = average(entropy_rows)
         loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy

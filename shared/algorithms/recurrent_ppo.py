@@ -40,4 +40,4 @@ SPEC = AlgorithmSpec(name="recurrent_ppo", summary="sb3-contrib's RecurrentPPO: 
                      "each env's sequence in a chunk from its stored core state, GAE per env",
                      params=RecurrentPPOParams, loop="chunks",
                      learner="rlfleet.learner_worker.algorithms.recurrent_ppo:RecurrentPPO", head=sampled_head,
-                     behaviour=sampling_behaviour, recurrent=True)
+                     behaviour=sampling_behaviour, recurrent=True, shares=("minibatch_size",))

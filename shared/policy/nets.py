@@ -229,7 +229,8 @@ class Network(nn.Module):
     def core_input(self, obs: torch.Tensor) -> torch.Tensor:
         """[T, B, *obs] -> the core's input [T, B, features], the encoder run once over all T * B rows."""
         steps, batch = obs.shape[:2]
-        return self.features(obs.reshape(steps * batch, *obs.shape[2:])).reshape(steps, batch, -1)
+        x = self.features(obs.reshape(steps * batch, *obs.shape[2:]))
+        return x.reshape(steps, batch, x.shape[-1])  # B may be 0: a learner-group rank with no part of a minibatch
 
     def sequence_hidden(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor | None = None
                         ) -> tuple[torch.Tensor, torch.Tensor]:

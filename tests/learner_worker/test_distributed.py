@@ -23,6 +23,7 @@ from rlfleet.learner_worker.algorithms.dqn import DQN
 from rlfleet.learner_worker.algorithms.impala import Impala
 from rlfleet.learner_worker.algorithms.ppo import PPO
 from rlfleet.learner_worker.algorithms.recurrent_impala import RecurrentImpala
+from rlfleet.learner_worker.algorithms.recurrent_ppo import RecurrentPPO
 from rlfleet.learner_worker.algorithms.sac import SAC
 from rlfleet.learner_worker.distributed import Group, GroupMismatch, digest, next_step
 from rlfleet.learner_worker.obsnorm import RunningStats
@@ -31,6 +32,7 @@ from rlfleet.shared.algorithms.dqn import DQNParams
 from rlfleet.shared.algorithms.impala import ImpalaParams
 from rlfleet.shared.algorithms.ppo import PPOParams
 from rlfleet.shared.algorithms.recurrent_impala import RecurrentImpalaParams
+from rlfleet.shared.algorithms.recurrent_ppo import RecurrentPPOParams
 from rlfleet.shared.algorithms.sac import SACParams
 from rlfleet.shared.config.base import CoreConfig, NetConfig
 from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
@@ -191,6 +193,41 @@ def _ppo_shared_trunk_body(rank: int) -> None:
 
 def test_ppo_group_trains_a_shared_trunk() -> None:
     run_group(_ppo_shared_trunk_body)
+def stored(chunk: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """`chunk` with a GRU(8) state stored for each env's first row."""
+    envs = chunk["rewards"].shape[1]
+    return {**chunk, "core_state": np.random.default_rng(seed).uniform(-1, 1, (envs, 8)).astype(np.float32)}
+
+
+def _recurrent_ppo_body(rank: int) -> None:
+    """recurrent_ppo: a minibatch is the union of every rank's sequences (3 and 2 here), its loss the mean over the
+    union's rows; then updates on chunks of different sizes per rank (24 and 12 rows, so different sequence counts
+    and lengths) take the same number of steps on every rank and keep the weights equal."""
+    group = Group.join(CPU, CONFIG, TIMEOUT)
+    spaces = flat_spaces(OBS_DIM, N_ACTIONS)
+    cfg = RecurrentPPOParams(net=NetConfig(hidden=(16,), activation="tanh", core=CoreConfig(kind="gru", hidden=8)),
+                             minibatch_size=16, epochs=2, entropy_coef=0.01)
+    single, member, alone = (RecurrentPPO(spaces, cfg, SAMPLING, seed=0) for _ in range(3))
+    member.join(group)
+    seqs = single.sequences([stored(make_chunk(1, steps=8, envs=3, invalid=0.1), 1),
+                             stored(make_chunk(2, steps=8, envs=2), 2)], cfg.gamma, cfg.gae_lambda)
+    mine = torch.arange(0, 3) if rank == 0 else torch.arange(3, 5)
+    single.minibatch_loss(seqs, torch.arange(5))[0].backward()  # type: ignore[index]
+    member.minibatch_loss(seqs, mine)[0].backward()  # type: ignore[index]
+    alone.minibatch_loss(seqs, mine)[0].backward()  # type: ignore[index]
+    assert_close(grads(member.model), grads(single.model), "recurrent_ppo: averaged gradient vs one learner's")
+    assert_differ(grads(alone.model), grads(single.model), "recurrent_ppo: one rank's own gradient")
+    for step in range(1, 4):
+        chunk = make_chunk(10 * step + rank, steps=8 if rank == 0 else 6, envs=3 if rank == 0 else 2)
+        member.update([stored(chunk, step)])
+        group.check_weights(step)
+    group.leave()
+
+
+def test_recurrent_ppo_group_averages_over_every_rank_s_sequences() -> None:
+    run_group(_recurrent_ppo_body)
+
+
 def _chunk_learners_body(rank: int) -> None:
     """A2C and IMPALA (also with APPO's clip and advantages normalised over the whole batch, and with a GRU core):
     each rank trains on the chunks it took (8 and 12 steps here, shares that differ, padded side by side for the

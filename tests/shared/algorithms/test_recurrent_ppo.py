@@ -43,9 +43,10 @@ def test_a_core_with_double_buffered_collectors_is_refused() -> None:
                collector={"num_envs": 4, "chunk_steps": 32, "env_backend": "async", "double_buffer": True})
 
 
-def test_a_learner_group_is_refused_clearly() -> None:
-    with pytest.raises(ValueError, match="recurrent_ppo trains in one learner process: set learner.replicas=1"):
-        config(algo={"name": "recurrent_ppo"}, learner={"replicas": 2})
+def test_a_learner_group_needs_minibatches_that_split_among_its_ranks() -> None:
+    config(algo={"name": "recurrent_ppo", "minibatch_size": 256}, learner={"replicas": 2})
+    with pytest.raises(ValueError, match=r"algo.minibatch_size \(255\) must be a multiple of learner.replicas \(2\)"):
+        config(algo={"name": "recurrent_ppo", "minibatch_size": 255}, learner={"replicas": 2})
 
 
 @pytest.mark.parametrize(("kind", "shape"), [("gru", (16,)), ("lstm", (2, 16))])
