@@ -499,9 +499,10 @@ def main() -> None:
                         f"{r['seconds']:.1f}s")
                 again = r.get("retest")
                 verdict = "" if budgeted else f": {'holds' if again and again['holds'] else 'DOES NOT HOLD'}"
+                digits = 3 if budgeted else 1  # POPGym's returns lie in [-1, 1]
                 held = "" if again is None else (
-                    f", re-test {again['mean']:.1f} [{again['ci95'][0]:.1f}, {again['ci95'][1]:.1f}] over "
-                    f"{again['episodes']} episodes{verdict}")
+                    f", re-test {again['mean']:.{digits}f} [{again['ci95'][0]:.{digits}f}, "
+                    f"{again['ci95'][1]:.{digits}f}] over {again['episodes']} episodes{verdict}")
                 print(f"seed {seed} {r['system']:7} {algo}: {shown}, {r['env_steps']} env steps, "
                       f"{r['rejected']} validation passes rejected by the test{held}, "
                       f"peak PSS {r['peak_pss_mib']:.0f} MiB", flush=True)
@@ -515,15 +516,17 @@ def main() -> None:
             # a run that never solved counts as slower than every solved one (not left out, which would flatter)
             ranked = [r["seconds"] if r["solved"] else float("inf") for r in runs]
             retests = [r["retest"] for r in runs if r.get("retest")]
+            verdicts = system == "rlfleet" and CASES[algo].threshold is not None  # re-tests with a verdict
             row[system] = {"solved": len(times), "runs": len(runs), "median_seconds": _median(ranked),
                            "rejected": [r["rejected"] for r in runs],
-                           "retests_holding": sum(t["holds"] for t in retests) if system == "rlfleet" else None,
+                           "retests_holding": sum(t["holds"] for t in retests) if verdicts else None,
                            "median_env_steps": _median([r["env_steps"] for r in runs if r["solved"]]),
                            "max_peak_pss_mib": max((r["peak_pss_mib"] for r in runs), default=float("nan"))}
-            print(f"{system:7} {algo}: solved {len(times)}/{len(runs)}, median {row[system]['median_seconds']:.1f}s, "
+            ended = "solved" if CASES[algo].threshold is not None else "trained to the budget"
+            print(f"{system:7} {algo}: {ended} {len(times)}/{len(runs)}, median {row[system]['median_seconds']:.1f}s, "
                   f"median env steps {row[system]['median_env_steps']:.0f}, "
                   f"peak PSS up to {row[system]['max_peak_pss_mib']:.0f} MiB, validation passes rejected per run "
-                  f"{row[system]['rejected']}" + ("" if system != "rlfleet" else
+                  f"{row[system]['rejected']}" + ("" if not verdicts else
                                                   f", re-tests holding {row[system]['retests_holding']}/{len(times)}"))
         if CASES[algo].threshold is None:  # no solve to time: the best policies' test means at the same budget
             for system in row:
