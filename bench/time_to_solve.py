@@ -128,7 +128,8 @@ CASES = {
     "sac": Case("configs/pendulum_sac.yaml", "Pendulum-v1", -200.0, 20_000, 100),
     "a2c": Case("configs/cartpole_a2c.yaml", "CartPole-v1", 475.0, 500_000, 1000),
     "impala": Case("configs/cartpole_impala.yaml", "CartPole-v1", 475.0, 0, 0, sb3=False),
-    # SB3 validates once per RecurrentPPO update on Pendulum (4 x 1,024 steps) and POPGym (16 x 64 steps x 4)
+    # SB3's validations: about every 4 RecurrentPPO updates on CartPole (8 x 32 steps each) and POPGym (16 x 64),
+    # every update on Pendulum (4 x 1,024)
     "recurrent_ppo": Case("configs/cartpole_novel_rppo.yaml", "CartPole-v1", 475.0, 100_000, 1000,
                           recurrent=Recurrent(8, True, SB3_RPPO_CARTPOLE)),
     "recurrent_ppo_pendulum": Case("configs/pendulum_novel_rppo.yaml", "Pendulum-v1", -200.0, 100_000, 4096,
@@ -140,7 +141,6 @@ CASES = {
         "configs/popgym_count_recall_rppo.yaml", "popgym.envs.count_recall:CountRecallEasy", None, 300_000, 4096,
         recurrent=Recurrent(16, False, SB3_RPPO_POPGYM)),
 }
-
 LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*(publishing|acting with) policy v(\d+)")
 
 
