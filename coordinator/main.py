@@ -36,6 +36,7 @@ from rlfleet.coordinator.journal.database import Journal
 from rlfleet.coordinator.journal.lock import JournalInUse, JournalLock
 from rlfleet.coordinator.observe.metrics import MetricsRecorder
 from rlfleet.coordinator.observe.timeline import Timeline
+from rlfleet.coordinator.observe.tracking import Tracking
 from rlfleet.coordinator.overrides import parse_overrides
 from rlfleet.coordinator.run import Run
 from rlfleet.coordinator.runs import choose_run
@@ -138,6 +139,7 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
         except JournalInUse as exc:
             log.error("%s", exc)
             raise
+        tracking = Tracking()
         try:
             journal = Journal(journal_path, settings.db_synchronous)
             app.state.run = Run(
@@ -153,8 +155,12 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
             telemetry.watch(app.state.run.metrics())
             app.state.timeline.resume(layout.metrics_csv, app.state.run.ctx.data.buffer.capacity)
             layout.config_file.write_text(dump_run_config(app.state.run.ctx.config))
+            # The trackers of the config the run goes on with (a resumed run's own); each imports its library in
+            # its own thread, so nothing here waits for one.
+            tracking = app.state.run.tracking = Tracking.of(app.state.run.ctx.config, layout)
+            tracking.start(app.state.run.ctx.config)
             app.state.recorder = MetricsRecorder(layout, evaluations_written=len(app.state.run.ctx.judge.results),
-                                                 tests_written=len(app.state.run.ctx.judge.tests))
+                                                 tests_written=len(app.state.run.ctx.judge.tests), tracking=tracking)
             ticker = asyncio.create_task(_tick_loop(app))
             log.info("run %s ready: data in %s", config.name, layout.run_dir)
             try:
@@ -173,7 +179,10 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
                 app.state.run.ctx.close()
                 journal.close()
         finally:  # however the start or the run ends: the next coordinator may take the journal
-            journal_lock.release()
+            try:  # once the trackers have written what they hold (bounded: a stuck one is left behind)
+                await asyncio.to_thread(tracking.close)
+            finally:
+                journal_lock.release()
 
     # Swagger UI and ReDoc from the assets in fastapi-offline's wheel: /docs works with no internet.
     app = FastAPIOffline(

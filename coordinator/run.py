@@ -13,6 +13,7 @@ from typing import Any
 
 from rlfleet.coordinator.observe.scrape import RunCollector
 from rlfleet.coordinator.observe.status import build_status
+from rlfleet.coordinator.observe.tracking import Tracking
 from rlfleet.coordinator.operations.chunks import Chunks
 from rlfleet.coordinator.operations.context import RunContext
 from rlfleet.coordinator.operations.control import Controls
@@ -31,6 +32,9 @@ class Run:
     def __init__(self, config: RunConfig, store: PayloadStore, **options: Any) -> None:
         """`options` are RunContext's: sizes, clocks, the journal, telemetry, the dataset store."""
         self.ctx = ctx = RunContext(config, store, **options)
+        # The run's experiment trackers, shown in status and metrics: none until the app sets them, from the
+        # config the run resumed with (coordinator/main.py; the metrics recorder feeds them).
+        self.tracking = Tracking()
         self.workers = Workers(ctx)
         self.chunks = Chunks(ctx)
         self.learning = Learning(ctx)
@@ -49,8 +53,8 @@ class Run:
         self.ctx.workload.tick()
 
     def status(self) -> Status:
-        return build_status(self.ctx, self.housekeeping.steps_per_second())
+        return build_status(self.ctx, self.housekeeping.steps_per_second(), self.tracking.status())
 
     def metrics(self) -> RunCollector:
         """The run's counters, read by Prometheus when it scrapes."""
-        return RunCollector(self.ctx, self.housekeeping.steps_per_second)
+        return RunCollector(self.ctx, self.housekeeping.steps_per_second, self.tracking.status)

@@ -300,6 +300,41 @@ def configs() -> None:
         typer.echo(f"{name:28} {path}")
 
 
+config_app = typer.Typer(no_args_is_help=True, help=(
+    "Inspect run configs: the resolved config with every default, and the JSON Schema editors check them with."))
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+def config_show(
+    config: Annotated[str, typer.Option(help="a run config YAML file, or the name of a packaged config (`rlfleet "
+                                             "configs` lists them)")] = "cartpole_dqn",
+    set_: Annotated[list[str] | None, typer.Option("--set", help="config override key=value (repeatable)")] = None,
+) -> None:
+    """Print the run config that `rlfleet up` with the same --config and --set would start: every field with its
+    default, env.solve_threshold resolved from the env's registration (YAML, loadable as a config).
+    Exits 2 with one line per problem for a config that does not load."""
+    from rlfleet.launcher.config_command import resolved_config
+    from rlfleet.launcher.configs import config_file
+
+    typer.echo(resolved_config(config_file(config), list(set_ or [])), nl=False)
+
+
+@config_app.command("schema")
+def config_schema(
+    out: Annotated[Path | None, typer.Argument(help="the .json file to write [stdout]")] = None,
+) -> None:
+    """Write the JSON Schema of a run config, for editors: a YAML file whose first line is
+    `# yaml-language-server: $schema=PATH` is completed and checked against it (the shipped configs name
+    docs/reference/run-config.schema.json)."""
+    from rlfleet.launcher.startup import with_field_docs
+
+    with_field_docs()  # the schema's descriptions are the models' field docs
+    from rlfleet.launcher.config_command import write_schema
+
+    typer.echo(write_schema(out))
+
+
 @app.command()
 def plot(run_dir: Path) -> None:
     """(Re)draw RUN_DIR/learning_curve.png from its metrics."""

@@ -27,7 +27,20 @@ def describe(st: Status) -> str:
     restarts = sum(w.restarts for w in st.workers) + st.coordinator_resumes
     if restarts:
         parts.append(f"restarts {restarts}")
+    parts += _tracker_problems(st)
     return " | ".join(parts)
+
+
+def _tracker_problems(st: Status) -> list[str]:
+    """A tracker that failed (switched off; the run goes on) or dropped scalars: said on every line, since
+    its curves are incomplete from then on; nothing while they all keep up."""
+    problems = []
+    for tracker in st.trackers:
+        if tracker.state == "failed":
+            problems.append(f"tracker {tracker.name} failed: {tracker.error}")
+        elif tracker.dropped:
+            problems.append(f"tracker {tracker.name} dropped {tracker.dropped:,} scalars")
+    return problems
 
 
 def _tests(st: Status) -> str:

@@ -16,6 +16,15 @@ def without_field_docs() -> None:
     os.environ["RLFLEET_FIELD_DOCS"] = "0"
 
 
+
+def with_field_docs() -> None:
+    """For a command that renders a schema, before it imports the models: their field descriptions are read
+    from the attribute docstrings even where RLFLEET_FIELD_DOCS=0 was inherited."""
+    from rlfleet import shared
+
+    shared.FIELD_DOCS = True
+
+
 def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -15,19 +15,34 @@ import functools
 import logging
 from typing import Protocol
 
-from rlfleet.shared.config.hooks import Hook, HookConfig, HookEvent, HookView, load_hook
+from rlfleet.shared.config.hooks import Hook, HookConfig, HookEvent, HookView, ScoreView, load_hook
+from rlfleet.shared.wire import Directive, Score
 from rlfleet.shared.worker.session import one_line
 
 log = logging.getLogger("rlfleet.learner")
 
 
+class Session(Protocol):
+    @property
+    def directive(self) -> Directive:
+        """The coordinator's latest reply's directive: what the learner last heard of the run."""
+
+
 class Progress(Protocol):
-    """What a hook's view is copied from: the trainer."""
+    """What a hook's view is copied from: the trainer, and what its session last heard from the coordinator."""
 
     iteration: int
     transitions: int
     version: int
     losses: dict[str, float]
+
+    @property
+    def session(self) -> Session:
+        """The learner's session with the coordinator."""
+
+
+def _score(score: Score | None) -> ScoreView | None:
+    return None if score is None else ScoreView(score.policy_version, score.mean, score.env_steps)
 
 
 class LearnerHooks:
@@ -43,11 +58,14 @@ class LearnerHooks:
         period), each with its own view; True if one of them failed now."""
         due = [(hook, call) for hook, call in self.hooks if hook.at == event and hook.name not in self.failed
                and (hook.every is None or progress.iteration % hook.every == 0)]
+        run = progress.session.directive
         for hook, call in due:
             try:
                 call(HookView(event=event, run_name=self.run_name, algorithm=self.algorithm,
                               iteration=progress.iteration, transitions_trained=progress.transitions,
-                              policy_version=progress.version, losses=progress.losses, error=error))
+                              policy_version=progress.version, losses=progress.losses, error=error,
+                              env_steps=run.env_steps_total, recent_return_mean=run.recent_return_mean,
+                              latest_validation=_score(run.latest_validation), latest_test=_score(run.latest_test)))
             except Exception as exc:  # the user's code: contained, see the module doc
                 log.exception("learner hook %s failed at iteration %d; it is switched off", hook.name,
                               progress.iteration)

@@ -21,5 +21,10 @@ def require(module: str, extra: str, feature: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise MissingExtra(f"{feature} needs {module.partition('.')[0]} ({exc}): install the {extra} extra, "
-                           f"pip install 'rlfleet[{extra}]'") from exc
+        raise MissingExtra(extra_message(module, extra, feature, str(exc))) from exc
+
+
+def extra_message(module: str, extra: str, feature: str, why: str) -> str:
+    """The line a MissingExtra says: the feature, the missing module and why, and the extra that installs it."""
+    return f"{feature} needs {module.partition('.')[0]} ({why}): install the {extra} extra, pip install " \
+           f"'rlfleet[{extra}]'"

@@ -4,7 +4,10 @@ Written by the coordinator because it sees every counter, loss and evaluation; t
 Losses are whatever the run's algorithm reports, so they go to their own long-format CSV (one row per
 learner report and loss name) and to TensorBoard as `losses/<name>`: no column is tied to one algorithm.
 TensorBoard tags follow the widespread conventions (CleanRL's, SB3's): `charts/episodic_return`,
-`charts/SPS`, `losses/<name>`, `eval/episodic_return`; every scalar is plotted against env steps.
+`charts/SPS`, `losses/<name>`, `eval/episodic_return`; every scalar is plotted against env steps (but Elo by
+version, against the policy version, and a dataset run's epoch scores, against the epoch). The run's experiment
+trackers (W&B, MLflow: coordinator/observe/tracking.py) receive every TensorBoard scalar with its axis, as it is
+written, so their curves are TensorBoard's.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rlfleet.coordinator.observe.tracking import Axis, Scalar, Tracking
 from rlfleet.shared.extras import MissingExtra
-from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.storage.layout import BEST_POLICY, RunLayout
 from rlfleet.shared.wire import Status
 
 log = logging.getLogger(__name__)
@@ -52,8 +56,11 @@ def _summary_writer(logdir: Path) -> Any:
 
 
 class MetricsRecorder:
-    def __init__(self, layout: RunLayout, evaluations_written: int = 0, tests_written: int = 0) -> None:
+    def __init__(self, layout: RunLayout, evaluations_written: int = 0, tests_written: int = 0,
+                 tracking: Tracking | None = None) -> None:
         self.layout = layout
+        self.tracking = tracking or Tracking()
+        self._scalars: list[Scalar] = []  # written to TensorBoard since the trackers were last handed them
         layout.run_dir.mkdir(parents=True, exist_ok=True)
         new = not layout.metrics_csv.exists()
         self._fh = open(layout.metrics_csv, "a", newline="")  # noqa: SIM115 - held open until close()
@@ -81,8 +88,18 @@ class MetricsRecorder:
                 self._writer = _summary_writer(self.layout.tensorboard)
             return self._writer
 
+    def _scalar(self, tag: str, value: float, step: int, axis: Axis = "env_steps") -> None:
+        """One TensorBoard scalar, kept for the trackers (`_to_trackers` hands them over)."""
+        self._tb.add_scalar(tag, value, step)
+        self._scalars.append(Scalar(tag, float(value), int(step), axis))
+
+    def _to_trackers(self) -> None:
+        scalars, self._scalars = self._scalars, []
+        self.tracking.scalars(scalars)
+
     def record(self, status: Status) -> None:
         ev = status.latest_evaluation
+        buffered = sum(b.transitions for b in status.buffers)
         row = {
             "wall_seconds": round(status.wall_seconds, 3),
             "env_steps": status.env_steps,
@@ -97,25 +114,26 @@ class MetricsRecorder:
             "eval_policy_version": ev.policy_version if ev else None,
             "eval_mean": ev.mean if ev else None,
             "eval_std": ev.std if ev else None,
-            "buffer_transitions": sum(b.transitions for b in status.buffers),
+            "buffer_transitions": buffered,
         }
         self._csv.writerow(row)
         self._fh.flush()
         step = status.env_steps
-        self._tb.add_scalar("charts/SPS", status.env_steps_per_second, step)
+        self._scalar("charts/SPS", status.env_steps_per_second, step)
         if status.recent_return_mean is not None:
-            self._tb.add_scalar("charts/episodic_return", status.recent_return_mean, step)
-        self._tb.add_scalar("charts/policy_version", status.policy_version, step)
-        self._tb.add_scalar("charts/samples_per_insert", status.learner.samples_per_insert, step)
-        self._tb.add_scalar("charts/buffer_transitions", row["buffer_transitions"], step)
-        self._tb.add_scalar("charts/policy_lag", status.policy_lag.ingest_mean, step)
+            self._scalar("charts/episodic_return", status.recent_return_mean, step)
+        self._scalar("charts/policy_version", status.policy_version, step)
+        self._scalar("charts/samples_per_insert", status.learner.samples_per_insert, step)
+        self._scalar("charts/buffer_transitions", buffered, step)
+        self._scalar("charts/policy_lag", status.policy_lag.ingest_mean, step)
         for name, value in status.learner.losses.items():
-            self._tb.add_scalar(f"losses/{name}", value, step)
+            self._scalar(f"losses/{name}", value, step)
         if status.dataset is not None:  # a dataset run has no env steps: its valid-split scores go per epoch
             for score in status.dataset.epoch_scores[self._epochs_seen:]:
                 for name, value in score.scores.items():
-                    self._tb.add_scalar(f"dataset/{name}", value, score.epoch)
+                    self._scalar(f"dataset/{name}", value, score.epoch, "epoch")
             self._epochs_seen = len(status.dataset.epoch_scores)
+        self._to_trackers()
         if status.learner.losses and status.learner.iteration != self._loss_iteration:
             self._loss_iteration = status.learner.iteration  # one row per report, not per tick
             wall = round(status.wall_seconds, 3)
@@ -132,6 +150,7 @@ class MetricsRecorder:
         self._tests_seen = self._append(self.layout.tests_csv, tests or [], self._tests_seen, [
             "wall_seconds", "env_steps", "iteration", "policy_version", "mean", "std", "episodes", "confirmed"],
             "eval/test_episodic_return")
+        self._to_trackers()
 
     def _append(self, path: Path, results: list, seen: int, columns: list[str], tag: str) -> int:
         new = results[seen:]
@@ -145,7 +164,7 @@ class MetricsRecorder:
             for result in new:
                 row = result.model_dump()
                 writer.writerow([round(row[c], 3) if c == "wall_seconds" else row[c] for c in columns])
-                self._tb.add_scalar(tag, result.mean, result.env_steps)
+                self._scalar(tag, result.mean, result.env_steps)
                 self._battles(result, tag)
         return len(results)
 
@@ -154,16 +173,17 @@ class MetricsRecorder:
         and (Elo) against the policy version, which is what a rating curve over versions is read against."""
         prefix = "battle" if tag == "eval/episodic_return" else "battle_test"
         for record in result.battles:
-            self._tb.add_scalar(f"{prefix}/win_rate_vs_{record.opponent}", record.win_rate, result.env_steps)
-            self._tb.add_scalar(f"{prefix}/win_or_draw_rate_vs_{record.opponent}", record.win_or_draw_rate,
-                                result.env_steps)
+            self._scalar(f"{prefix}/win_rate_vs_{record.opponent}", record.win_rate, result.env_steps)
+            self._scalar(f"{prefix}/win_or_draw_rate_vs_{record.opponent}", record.win_or_draw_rate,
+                         result.env_steps)
         elo = getattr(result, "elo", None)
         if elo is not None:
-            self._tb.add_scalar("battle/elo", elo, result.env_steps)
-            self._tb.add_scalar("battle/elo_by_version", elo, result.policy_version)
+            self._scalar("battle/elo", elo, result.env_steps)
+            self._scalar("battle/elo_by_version", elo, result.policy_version, "policy_version")
 
     def finish(self, status: Status) -> None:
-        """Write the summary and the learning-curve PNG once the run has ended."""
+        """Write the summary and the learning-curve PNG once the run has ended, and hand them, the curves' files
+        and the best policy to the trackers."""
         self.record(status)
         Path(self.layout.summary_json).write_text(status.model_dump_json(indent=2))
         self._tb.flush()
@@ -173,6 +193,32 @@ class MetricsRecorder:
             plot_learning_curve(self.layout)
         except MissingExtra as exc:  # the curves stay in metrics.csv and TensorBoard; `rlfleet plot` draws them later
             log.warning("no learning_curve.png: %s", exc)
+        if self.tracking.writers:
+            layout = self.layout
+            self.tracking.finish({"policy": self._best_policy(),
+                                  "curves": [layout.metrics_csv, layout.losses_csv, layout.evaluations_csv,
+                                             layout.tests_csv, layout.curve_png, Path(layout.summary_json)]},
+                                 status.run_state)
+
+    def _best_policy(self) -> list[Path]:
+        """The best policy's file for the trackers: in the run directory, or copied there from an object store
+        (none where the run validated no policy, or the store cannot be read: said in the log)."""
+        layout = self.layout
+        if layout.store is None:
+            return [layout.best / BEST_POLICY]
+        from rlfleet.shared.storage.factory import open_store
+
+        copy = layout.run_dir / "tracking" / BEST_POLICY
+        try:
+            best = open_store(layout, "best")
+            if best.size(BEST_POLICY) is None:
+                return []
+            copy.parent.mkdir(exist_ok=True)
+            copy.write_bytes(best.get(BEST_POLICY))
+        except Exception:  # the trackers get the curves anyway
+            log.exception("the best policy could not be read from %s for the trackers", layout.store)
+            return []
+        return [copy]
 
     def close(self) -> None:
         if self._writer is not None:

@@ -12,15 +12,18 @@ from prometheus_client.registry import Collector
 from rlfleet.coordinator.operations.context import RunContext
 from rlfleet.coordinator.operations.workload import every_counter
 from rlfleet.coordinator.state.lag import TAIL
+from rlfleet.shared.wire import TrackerStatus
 
 
 class RunCollector(Collector):
     """The run's counters and gauges, read from its components when scraped (names kept from the
     hand-written exposition this replaced)."""
 
-    def __init__(self, ctx: RunContext, steps_per_second: Callable[[], float]) -> None:
+    def __init__(self, ctx: RunContext, steps_per_second: Callable[[], float],
+                 trackers: Callable[[], list[TrackerStatus]] = list) -> None:
         self.ctx = ctx
         self.steps_per_second = steps_per_second
+        self.trackers = trackers
 
     def describe(self) -> list[Metric]:
         return []  # nothing to check at registration: names are fixed and unique
@@ -74,6 +77,22 @@ class RunCollector(Collector):
         family.add_metric([data.buffer.buffer_id], data.buffer.capacity)
         yield family
         yield _lag_histogram(run)
+        yield from _tracker_metrics(self.trackers())
+
+
+def _tracker_metrics(trackers: list[TrackerStatus]) -> Iterator[Metric]:
+    """Per tracker of the run's `tracking` section: whether it failed, and its scalars written and dropped."""
+    failed = GaugeMetricFamily("rlfleet_tracker_failed", "1 once an experiment tracker raised and was switched "
+                                                         "off (the run goes on without it)", labels=["tracker"])
+    written = CounterMetricFamily("rlfleet_tracker_scalars_written", "scalars an experiment tracker wrote",
+                                  labels=["tracker"])
+    dropped = CounterMetricFamily("rlfleet_tracker_scalars_dropped", "scalars an experiment tracker dropped: "
+                                  "its queue was full, or it had failed", labels=["tracker"])
+    for tracker in trackers:
+        failed.add_metric([tracker.name], int(tracker.state == "failed"))
+        written.add_metric([tracker.name], tracker.written)
+        dropped.add_metric([tracker.name], tracker.dropped)
+    yield from (failed, written, dropped)
 
 
 def _lag_histogram(run: RunContext) -> HistogramMetricFamily:

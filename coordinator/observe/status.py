@@ -9,10 +9,10 @@ import numpy as np
 from rlfleet.coordinator.operations.context import RunContext
 from rlfleet.shared.envs.seeds import base_seed
 from rlfleet.shared.loops import loop_of
-from rlfleet.shared.wire import LearnerStatus, SeedsUsed, Status
+from rlfleet.shared.wire import LearnerStatus, SeedsUsed, Status, TrackerStatus
 
 
-def build_status(run: RunContext, steps_per_second: float) -> Status:
+def build_status(run: RunContext, steps_per_second: float, trackers: list[TrackerStatus] | None = None) -> Status:
     now = run.clock()
     data, returns = run.data, list(run.data.recent_returns)
     return Status(
@@ -50,6 +50,7 @@ def build_status(run: RunContext, steps_per_second: float) -> Status:
         tasks=run.fleet.task_status(),
         buffers=[data.status()],
         journal=run.journal_status(),
+        trackers=trackers or [],
         **run.workload.status(now),  # the loop kind's section (population, dataset); the others stay null
     )
 

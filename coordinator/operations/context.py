@@ -19,7 +19,8 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TypeVar
+from statistics import fmean
+from typing import Any, TypeVar
 
 from rlfleet.coordinator.errors import Conflict, JournalUnavailable
 from rlfleet.coordinator.journal.committer import JournalFailed
@@ -46,7 +47,7 @@ from rlfleet.shared.config.threshold import resolve_threshold
 from rlfleet.shared.envs.seeds import COLLECTOR_TASKS
 from rlfleet.shared.loops import loop_of
 from rlfleet.shared.storage.protocol import PayloadStore
-from rlfleet.shared.wire import MAX_BODY_BYTES, Directive, JournalStatus, RunState, WorkerKind
+from rlfleet.shared.wire import MAX_BODY_BYTES, Directive, JournalStatus, RunState, Score, WorkerKind
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -266,7 +267,17 @@ class RunContext:
         return Directive(run_state=state, policy=self.policies.committed, pause_seconds=pause,
                          env_steps_total=self.data.env_steps, checkpoints=control.checkpoints,
                          evaluations=control.evaluations, settings=len(control.changes),
-                         final_test=self.judge.final_in_flight)
+                         final_test=self.judge.final_in_flight, **(self._progress() if kind == "learner" else {}))
+
+    def _progress(self) -> dict[str, Any]:
+        """What a learner's hooks see of the run beyond its own counters (learner_worker/hooks.py): the recent
+        training return and the latest validation and held-out test."""
+        returns, validation, tests = self.data.recent_returns, self.judge.latest, self.judge.tests
+        return {"recent_return_mean": fmean(returns) if returns else None,
+                "latest_validation": None if validation is None else Score(
+                    policy_version=validation.policy_version, mean=validation.mean, env_steps=validation.env_steps),
+                "latest_test": None if not tests else Score(
+                    policy_version=tests[-1].policy_version, mean=tests[-1].mean, env_steps=tests[-1].env_steps)}
 
     def end(self, state: RunState, message: str) -> None:
         """End the run (the first reason stands); every waiter is released once the end is durable (`commit`)."""

@@ -61,6 +61,15 @@ class HookConfig(Strict):
 
 
 @dataclass(frozen=True)
+class ScoreView:
+    """A validation or held-out test as a hook sees it."""
+
+    policy_version: int
+    mean: float  # mean return over its episodes
+    env_steps: int  # the run's env steps when it was reported
+
+
+@dataclass(frozen=True)
 class HookView:
     """What a hook sees of the learner at one event: a frozen snapshot of numbers and a copy of the losses."""
 
@@ -72,6 +81,13 @@ class HookView:
     policy_version: int  # the latest version this learner published or resumed from
     losses: Mapping[str, float]  # the last update's; empty at start (no update since this resume yet)
     error: str | None = None  # end only: what stopped training (divergence, the coordinator lost), if not the run
+    # What the learner last heard of the run from the coordinator (with each reply it gets): the run's acknowledged
+    # env steps (the x-axis of the run's curves), the mean training return of its last 100 episodes (null before
+    # one ends), and the latest validation and held-out test (null before the first of each).
+    env_steps: int = 0
+    recent_return_mean: float | None = None
+    latest_validation: ScoreView | None = None
+    latest_test: ScoreView | None = None
 
     def __post_init__(self) -> None:
         # Each view holds its own copy (the learner builds one per hook), so a hook changing it changes nothing

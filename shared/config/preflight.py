@@ -1,6 +1,6 @@
 """The checks of a run config that need more than its values: building the env, whether the collectors' env
-backend can step it, loading the learner hooks, and what the env's spaces decide (the algorithm's own checks and
-the run plan).
+backend can step it, loading the learner hooks, whether the trackers' libraries are installed, and what the env's
+spaces decide (the algorithm's own checks and the run plan).
 
 Validating a config (shared/config/run_config.py) is pure, so it costs nothing wherever it happens: every claimed
 task carries parts of the config, the coordinator validates live setting changes and stored configs, and a
@@ -26,6 +26,7 @@ from rlfleet.shared.config.hookcheck import hooks_problem
 from rlfleet.shared.config.plan import RunPlan
 from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.config.threshold import resolve_threshold
+from rlfleet.shared.config.tracking import missing_tracker_extra
 from rlfleet.shared.policy.manifest import encoder_features, encoder_for
 
 
@@ -41,7 +42,8 @@ def preflight(config: RunConfig) -> RunPlan:
     env.solve_threshold resolved (shared/config/threshold.py: the registration's, where the config left it out).
 
     Raises ValidationError naming the field at fault (the env section, `collector.env_backend`, `algo.*`, among
-    them an `algo.net.encoder` that cannot read the env's observations, or `learner.hooks[i]`), in the order
+    them an `algo.net.encoder` that cannot read the env's observations, `learner.hooks[i]`, or `tracking` naming a
+    tracker whose library is not installed), in the order
     validation checked them;
     ValueError (RunPlan.of) when the algorithm cannot act in the env's spaces."""
     problem = build_problem(config.env)
@@ -65,4 +67,7 @@ def preflight(config: RunConfig) -> RunPlan:
     problem = hooks_problem(tuple(hook.call for hook in config.learner.hooks))
     if problem is not None:
         raise _refused(config, problem)
+    problem = missing_tracker_extra(config.tracking)
+    if problem is not None:
+        raise _refused(config, problem, "tracking")
     return RunPlan.of(resolve_threshold(config))

@@ -20,6 +20,7 @@ from rlfleet.shared.config.battle import BattleBar, SelfPlayConfig, check_agains
 from rlfleet.shared.config.env import EnvConfig
 from rlfleet.shared.config.hooks import MAX_HOOKS, HookConfig
 from rlfleet.shared.config.samplers import SAMPLERS, SamplerKind, SamplerTraits
+from rlfleet.shared.config.tracking import TrackingConfig
 from rlfleet.shared.envs.seeds import MAX_RUN_SEED
 from rlfleet.shared.ids import ID_PATTERN
 from rlfleet.shared.loops import loop_of
@@ -268,6 +269,8 @@ class RunConfig(Strict):
     """When the run gives up."""
     self_play: SelfPlayConfig | None = None
     """Two-player games: collectors play against the latest version, a pool of earlier ones and baselines."""
+    tracking: TrackingConfig = TrackingConfig()
+    """Experiment trackers (Weights & Biases offline, MLflow) fed with the run's curves, config and artifacts."""
 
     @model_validator(mode="before")
     @classmethod

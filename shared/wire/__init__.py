@@ -23,6 +23,7 @@ from rlfleet.shared.wire.base import (
     RequestId,
     Return,
     RunState,
+    Score,
     Sha256,
     Wire,
     WorkerKind,
@@ -97,6 +98,7 @@ from rlfleet.shared.wire.status import (
     SeedsUsed,
     Status,
     TaskStatus,
+    TrackerStatus,
     WorkerStatus,
 )
 from rlfleet.shared.wire.tasks import (
@@ -189,6 +191,7 @@ __all__ = [
     "SelfPlayStatus",
     "SettingChange",
     "SettingsRequest",
+    "Score",
     "Sha256",
     "SolveRule",
     "Status",
@@ -196,6 +199,7 @@ __all__ = [
     "Tally",
     "Task",
     "TaskStatus",
+    "TrackerStatus",
     "Wire",
     "WorkerKind",
     "WorkerStatus",

@@ -34,6 +34,17 @@ class PolicyRef(Wire):
     sha256: Sha256
 
 
+class Score(Wire):
+    """A validation or held-out test in brief: what a learner's hooks see of the latest one."""
+
+    policy_version: Annotated[int, Field(ge=1)]
+    """The version evaluated or tested."""
+    mean: float
+    """Mean return over its episodes."""
+    env_steps: Count
+    """Run env steps when it was reported."""
+
+
 class Directive(Wire):
     """What the coordinator tells a worker on every reply: keep going, pause, or stop; and the latest policy."""
 
@@ -56,3 +67,10 @@ class Directive(Wire):
     final_test: Annotated[int, Field(ge=1)] | None = None
     """A run with no threshold whose budget is used up: the evaluator runs the held-out test of this version (the
     best validated) now; the run ends once it reports. Null otherwise."""
+    recent_return_mean: float | None = None
+    """Learners only (their hooks see it): mean training return over the run's last 100 episodes; null before the
+    first episode ends, and for other workers."""
+    latest_validation: Score | None = None
+    """Learners only (their hooks see it): the latest validation; null before the first, and for other workers."""
+    latest_test: Score | None = None
+    """Learners only (their hooks see it): the latest held-out test; null before the first, and for other workers."""

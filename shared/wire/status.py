@@ -136,6 +136,19 @@ class SeedsUsed(Wire):
     envs: dict[str, int] = Field(description="envs per block in each mode")
 
 
+class TrackerStatus(Wire):
+    """One experiment tracker of the run's `tracking` section (coordinator/observe/tracking.py)."""
+
+    name: Literal["wandb", "mlflow"]
+    """The tracker."""
+    state: Literal["starting", "running", "finished", "failed"]
+    """failed: it raised and was switched off for the rest of this coordinator's life; the run goes on."""
+    error: str | None = Field(None, description="what it raised, in one line, once failed")
+    written: int = Field(description="scalars it has written")
+    dropped: int = Field(description=(
+        "scalars dropped because its queue was full (tracking.queue_events) or it had failed"))
+
+
 class Status(Wire):
     run_name: str
     """The run's name."""
@@ -203,3 +216,5 @@ class Status(Wire):
     """Every replay buffer."""
     journal: JournalStatus
     """Journal (SQLite) counters."""
+    trackers: list[TrackerStatus] = Field(default_factory=list, description=(
+        "the experiment trackers the run config's `tracking` section turns on (W&B, MLflow); empty without"))

@@ -12,7 +12,7 @@ from rlfleet.launcher.cli import app
 from tests.support.repo import REPO
 
 COMMANDS = {"up", "coordinator", "collector", "learner", "evaluator", "store-init", "secrets", "health", "status",
-            "test", "record", "export", "ctl", "runs", "plot", "configs"}
+            "test", "record", "export", "ctl", "runs", "plot", "configs", "config"}
 
 
 def test_the_table_declares_every_command() -> None:
@@ -20,6 +20,7 @@ def test_the_table_declares_every_command() -> None:
     assert set(group.commands) == COMMANDS  # type: ignore[attr-defined]
     ctl = group.commands["ctl"]  # type: ignore[attr-defined]
     assert set(ctl.commands) == {"pause", "resume", "checkpoint", "evaluate", "set", "stop"}
+    assert set(group.commands["config"].commands) == {"show", "schema"}  # type: ignore[attr-defined]
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0 and all(name in result.output for name in COMMANDS)
 

@@ -10,6 +10,7 @@ from rlfleet.coordinator.run import Run
 from rlfleet.launcher.progress import describe
 from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.storage.local import LocalStore
+from rlfleet.shared.wire import TrackerStatus
 from tests.support.run import FakeClock, evaluate, holdout, learner, publish, register
 
 
@@ -32,3 +33,12 @@ def test_a_test_reads_as_its_verdict_or_as_a_score_without_a_threshold() -> None
         update={"latest_test": untested})))
     scored = STATUS.model_copy(update={"latest_test": untested, "no_threshold": True, "test_in_flight": 3})
     assert re.search(r"tests: testing v3, test v3 498\.5 \[[^]]+\][^|]* \(no threshold\)", describe(scored))
+
+
+def test_a_failed_or_lagging_tracker_shows_on_the_line_and_a_healthy_one_does_not() -> None:
+    healthy = TrackerStatus(name="wandb", state="running", written=120, dropped=0)
+    failed = TrackerStatus(name="mlflow", state="failed", error="OperationalError: disk full", written=3, dropped=9)
+    lagging = healthy.model_copy(update={"dropped": 1200})
+    assert "tracker" not in describe(STATUS.model_copy(update={"trackers": [healthy]}))
+    line = describe(STATUS.model_copy(update={"trackers": [lagging, failed]}))
+    assert line.endswith(" | tracker wandb dropped 1,200 scalars | tracker mlflow failed: OperationalError: disk full")

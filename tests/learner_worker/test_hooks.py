@@ -19,7 +19,7 @@ from rlfleet.learner_worker.cache import ChunkCache
 from rlfleet.learner_worker.hooks import learner_hooks
 from rlfleet.shared.config.hooks import HookConfig
 from rlfleet.shared.config.run_config import LearnerConfig, RunConfig
-from rlfleet.shared.wire import Ack, LearnerTask, SampleResponse
+from rlfleet.shared.wire import Ack, LearnerTask, SampleResponse, Score
 from rlfleet.shared.worker.lifecycle import EXIT_CRASHED, EXIT_OK
 from tests.support.configs import make_config, small_run_config
 from tests.support.fake_coordinator import FakeCoordinator, reply
@@ -104,6 +104,27 @@ def test_replay_loop_fires_each_event_with_its_view_and_a_raising_hook_is_switch
     assert all(set(r["losses"]) == DQN_LOSSES for r in reports)
     assert all(r["hooks_failed"] == {"tests.support.hooks:boom@every": "at iteration 3: ValueError: boom at every 3"}
                for r in reports)
+
+
+def test_hooks_see_the_runs_env_steps_recent_return_and_latest_validation_and_test(tmp_path: Path,
+                                                                                    hook_log: Path) -> None:
+    """What the coordinator's replies to the learner carry (coordinator/operations/context.py), as the learner
+    last heard it at each event (the fake's env steps grow with every sample served)."""
+    task = with_hooks(small_run_config(), {"at": "start", "call": RECORD}, {"at": "every", "every": 10, "call": RECORD})
+    fake = run_until_reported(task, tmp_path, iteration=20)
+    fake.env_steps_total = 4096
+    fake.progress = {"recent_return_mean": 87.5,
+                     "latest_validation": Score(policy_version=3, mean=120.0, env_steps=3000),
+                     "latest_test": Score(policy_version=2, mean=99.0, env_steps=2500)}
+    assert learn(fake, tmp_path) == EXIT_OK
+    seen = views(hook_log)
+    assert [(v["event"], v["iteration"]) for v in seen] == [("start", 0), ("every", 10), ("every", 20)]
+    steps = [v["env_steps"] for v in seen]
+    assert steps[0] >= 4096 and steps == sorted(steps) and steps[-1] > steps[0]
+    for view in seen:
+        assert view["recent_return_mean"] == 87.5
+        assert view["latest_validation"] == {"policy_version": 3, "mean": 120.0, "env_steps": 3000}
+        assert view["latest_test"] == {"policy_version": 2, "mean": 99.0, "env_steps": 2500}
 
 
 def test_chunk_loop_publishes_its_first_policy_after_start_and_before_any_update(tmp_path: Path,

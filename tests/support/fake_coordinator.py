@@ -12,6 +12,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from pydantic import BaseModel
@@ -80,12 +81,14 @@ class FakeCoordinator:
         self.fail_once = set(fail_once or ())
         self.run_state = "running"
         self.env_steps_total = 0  # acknowledged env steps, as every directive carries them
+        self.progress: dict[str, Any] = {}  # what learners hear of the run: recent_return_mean, latest_validation, ...
         self.seen: list[Seen] = []
         self.handlers: dict[str, Handler] = {}
         self.lock = threading.Lock()
 
     def directive(self) -> Directive:
-        return Directive(run_state=self.run_state, env_steps_total=self.env_steps_total)  # type: ignore[arg-type]
+        return Directive(run_state=self.run_state, env_steps_total=self.env_steps_total,  # type: ignore[arg-type]
+                         **self.progress)
 
     def of(self, name: str) -> list[Seen]:
         """Every attempt at route `name`, in order."""
