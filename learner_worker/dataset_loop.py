@@ -104,7 +104,7 @@ class DatasetTrainer(Trainer):
             data = self.rows(batch)
             if "obs" in data:
                 self.observe(data["obs"])
-            losses = self.learner.update(data)
+            losses = self.update(data)
             check_finite(self.iteration + 1, losses)
             policy = self.dataset_learner.policy
             publish = policy and (self.iteration + 1) % self.params.publish_every == 0

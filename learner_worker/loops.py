@@ -82,7 +82,7 @@ class ReplayTrainer(Trainer):
     def train_batch(self, batch: dict[str, np.ndarray], publish: bool) -> None:
         self.observe(batch["obs"])
         with self.precision():
-            losses = self.learner.update(batch)
+            losses = self.update(batch)
         td_abs = self.learner.td_abs
         check_finite(self.iteration + 1, losses, td_abs)
         if self.prioritized and td_abs is not None:
@@ -124,7 +124,7 @@ class ChunkTrainer(Trainer):
             if self.obs_stats is not None:
                 self.observe(np.concatenate([c["obs"][c["valid"]] for c in taken]))
             with self.precision():
-                losses = self.learner.update(taken)  # the reader refused chunks it could not train on
+                losses = self.update(taken)  # the reader refused chunks it could not train on
             check_finite(self.iteration + 1, losses)
             self.after_update(losses, sum(int(c["rewards"].size) for c in taken), publish=True)
 

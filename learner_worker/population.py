@@ -54,7 +54,7 @@ class PopulationTrainer(Trainer):
             results = self.await_results(generation, running)
             if results is None:
                 return  # the run ended while the generation was out
-            losses = self.learner.update(results.results)
+            losses = self.update(results.results)
             check_finite(self.iteration + 1, losses)
             losses |= {"generation": float(generation), "fraction_received": results.received / results.population,
                        "late_results": float(results.late_results),

@@ -28,6 +28,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,6 +40,7 @@ from rlfleet.learner_worker.device import precision, resolve_device
 from rlfleet.learner_worker.distributed import join_group
 from rlfleet.learner_worker.hooks import learner_hooks
 from rlfleet.learner_worker.obsnorm import RunningStats
+from rlfleet.learner_worker.schedules import Schedules
 from rlfleet.shared.config.plan import chunk_schema
 from rlfleet.shared.envs.wrappers import NormalizeObs
 from rlfleet.shared.policy.files import save_policy
@@ -101,6 +103,13 @@ class Trainer:
             self.group.agree("checkpoint resumed from", self.iteration)
             self.learner.join(self.group)
         self.hooks = learner_hooks(task.learner.hooks if self.leader else (), session.run_name, task.algo.name)
+        self.schedules = Schedules(task.algo, self.group)
+
+    def update(self, batch: Any) -> dict[str, float]:
+        """The learner's update on `batch` with its scheduled hyperparameters set first: its losses, and the
+        scheduled values under their field names (so status and TensorBoard show them)."""
+        scheduled = self.schedules.apply(self.learner, self.session.directive.env_steps_total, self.iteration)
+        return {**self.learner.update(batch), **scheduled}
 
     def resume(self) -> None:
         ckpt = load_latest_checkpoint(self.checkpoints)

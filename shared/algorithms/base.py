@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar
 from pydantic import Field, model_validator
 
 from rlfleet.shared.config.base import NetConfig, Strict
+from rlfleet.shared.config.schedules import SCHEDULABLE, Schedule
 from rlfleet.shared.config.values import CriticValue
 from rlfleet.shared.loops import loop_of
 from rlfleet.shared.payloads.recordings import NAME_PATTERN
@@ -44,9 +45,24 @@ class AlgoParams(Strict):
     """The policy network's hidden layers and activation."""
     report_every: Annotated[int, Field(ge=1, description="updates between learn-info reports")] = 100
     checkpoint_every: Annotated[int, Field(ge=1, description="updates between checkpoints")] = 2_000
+    schedules: dict[str, Schedule] = Field(default_factory=dict, description=(
+        "fields of this algorithm that change as the run trains, each from its configured value (shared/config/"
+        "schedules.py): learning_rate, entropy_coef, clip_range or clip_ratio, e.g. {learning_rate: {kind: linear, "
+        "end: 0, over: 100000}}"))
     # One actor and one critic trained on the same loss (learner_worker/actor_critic.py): only such algorithms
     # can share their trunk, so only they take `net.trunk`.
     actor_critic: ClassVar[bool] = False
+
+    @model_validator(mode="after")
+    def _schedules_fit(self) -> AlgoParams:
+        for field in self.schedules:
+            if field not in SCHEDULABLE or field not in type(self).model_fields:
+                able = [name for name in SCHEDULABLE if name in type(self).model_fields]
+                raise ValueError(f"algo.schedules: {self.name} has no schedulable field {field!r}: schedule "
+                                 f"{', '.join(able) or 'nothing'}")
+            if getattr(self, field) is None:
+                raise ValueError(f"algo.schedules.{field}: algo.{field} is null (off); set its starting value")
+        return self
 
     @model_validator(mode="after")
     def _trunk_needs_a_critic(self) -> AlgoParams:

@@ -1,0 +1,67 @@
+"""Hyperparameter schedules (`algo.schedules`): a learning rate, entropy coefficient or clip range that changes as
+the run trains, as CleanRL anneals PPO's learning rate and rl-baselines3-zoo writes `lin_1e-3`.
+
+A schedule starts from the field's configured value and moves with the run's env steps (every env step the
+collectors have had acknowledged, the x-axis of the run's curves and of `budget.max_env_steps`) or with the
+learner's updates. Keeping the start in the field itself leaves every algorithm's parameter model a plain float
+(what its learner reads), and a config without `schedules` trains exactly as before. The learner applies the
+schedules before every update (learner_worker/schedules.py) and reports each scheduled value with its losses, so
+status and TensorBoard show it; a resumed learner continues from the run's env steps or its restored update count.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from rlfleet.shared.config.base import Strict
+
+# The fields a schedule may drive: they are read by the learner at every update (never baked into a network or the
+# collectors' behaviour). Exploration epsilon has its own linear decay (collector.epsilon).
+SCHEDULABLE = ("learning_rate", "entropy_coef", "clip_range", "clip_ratio")
+ScheduleUnit = Literal["env_steps", "updates"]
+
+
+class Schedule(Strict):
+    """linear: start -> `end` over `over` units, then `end`; cosine: the same path along half a cosine (slow at both
+    ends); piecewise: straight lines through (0, start) and `points`, the last value held after them."""
+
+    kind: Literal["linear", "cosine", "piecewise"]
+    """Shape of the schedule."""
+    end: float | None = None
+    """linear and cosine: the value reached after `over` units."""
+    over: Annotated[int, Field(ge=1)] | None = None
+    """linear and cosine: units (env steps or updates) from the start to `end`."""
+    points: tuple[tuple[Annotated[float, Field(gt=0)], float], ...] = ()
+    """piecewise: (units, value) knots after (0, the field's value), units strictly increasing."""
+    unit: ScheduleUnit = "env_steps"
+    """What moves the schedule: the run's env steps or the learner's updates."""
+
+    @model_validator(mode="after")
+    def _fields_of_its_kind(self) -> Schedule:
+        if self.kind == "piecewise":
+            if not self.points or self.end is not None or self.over is not None:
+                raise ValueError("a piecewise schedule takes `points` ((units, value) knots), not end or over")
+            units = [x for x, _ in self.points]
+            if any(b <= a for a, b in zip(units, units[1:], strict=False)):
+                raise ValueError(f"piecewise points must have strictly increasing units, got {units}")
+        elif self.end is None or self.over is None or self.points:
+            raise ValueError(f"a {self.kind} schedule takes `end` and `over` (units to reach it), not points")
+        return self
+
+    def value(self, start: float, at: float) -> float:
+        """The scheduled value `at` units into the run, from `start` (the field's configured value)."""
+        if self.kind == "piecewise":
+            x0, y0 = 0.0, start
+            for x1, y1 in self.points:
+                if at <= x1:
+                    return y0 + (y1 - y0) * max(0.0, at - x0) / (x1 - x0)
+                x0, y0 = x1, y1
+            return y0
+        assert self.end is not None and self.over is not None
+        done = min(1.0, max(0.0, at / self.over))
+        if self.kind == "linear":
+            return start + (self.end - start) * done
+        return self.end + (start - self.end) * 0.5 * (1.0 + math.cos(math.pi * done))
