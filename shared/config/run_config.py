@@ -276,10 +276,13 @@ class RunConfig(Strict):
     @classmethod
     def _named_section(cls, raw: object) -> object:
         """Configs of earlier releases name the algorithm (`algo: <name>`) and keep its parameters in a section
-        of that name (`<name>: {...}`); earlier run dumps hold every algorithm's section. Fold that into `algo`."""
+        of that name (`<name>: {...}`); earlier run dumps hold every algorithm's section. Fold that into `algo`.
+        An algo section without a name is the default algorithm's, the one a config without the section trains."""
         if not isinstance(raw, dict):
             return raw
         algo = raw.get("algo", DEFAULT)
+        if isinstance(algo, dict) and "name" not in algo:  # an algo section (or `--set algo.x=`) without a name
+            return {**raw, "algo": {**algo, "name": DEFAULT}}  # tunes the algorithm a config without one runs
         if not isinstance(algo, str):
             return raw
         raw = dict(raw)

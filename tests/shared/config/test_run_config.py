@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from rlfleet.coordinator.overrides import parse_overrides
-from rlfleet.shared.algorithms import REGISTRY
+from rlfleet.shared.algorithms import DEFAULT, REGISTRY
 from rlfleet.shared.config.run_config import (
     CollectorConfig,
     EpsilonSchedule,
@@ -92,6 +92,15 @@ def test_dotted_overrides_applied(tmp_path: Path) -> None:
     assert cfg.collector.epsilon.start == 1.0
     assert cfg.algo.net.hidden == (8, 4)
     assert cfg.env.solve_threshold == 200
+
+
+def test_an_algo_override_on_a_config_without_algo_tunes_the_default_algorithm(tmp_path: Path) -> None:
+    """`--set algo.learning_rate=...` on a config with no algo section used to fail on the union's missing tag."""
+    path = tmp_path / "bare.yaml"
+    path.write_text("name: bare\nenv: {id: CartPole-v1}\n")
+    cfg = load_run_config(path, {"algo.learning_rate": 0.01})
+    assert cfg.algo.name == DEFAULT and cfg.algo.learning_rate == 0.01  # type: ignore[attr-defined]
+    assert RunConfig.model_validate({"algo": {"gamma": 0.9}}).algo.name == DEFAULT
 
 
 def test_overrides_on_top_of_repo_config_via_parse_overrides() -> None:
