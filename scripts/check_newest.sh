@@ -3,7 +3,8 @@
 # say a user's environment may hold anything up to the next major version. This builds a fresh virtualenv with the
 # newest versions the ranges allow (every extra, no lock; torch stays the 2.13.0 CPU build the set-up scripts pin),
 # prints which versions differ from the lock and runs the tests not marked slow with it. Not run by CI: its outcome
-# depends on what the package index published today. Extra arguments go to pytest.
+# depends on what the package index published today. Arguments replace the default selection (tests -m "not slow"):
+# scripts/check_newest.sh tests/test_wheel.py -m slow.
 # RLFLEET_NEWEST_VENV: where the virtualenv goes (default /tmp/rlfleet-venv-newest; rebuilt on every run).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -46,6 +47,7 @@ for name in sorted(lock.keys() | installed.keys()):
     if pinned is None or got is None or not SpecifierSet(f"=={pinned}").contains(got, prereleases=True):
         print(f"{name:32} lock {pinned or '-':24} installed {got or '-'}")
 EOF
-echo "== pytest -m 'not slow'"
+echo "== pytest"
 export RLFLEET_VENV="$VENV" PYTHONPATH="$ROOT"
-exec python -m pytest tests -m "not slow" -q -p no:cacheprovider "$@"
+if [ "$#" -eq 0 ]; then set -- tests -m "not slow"; fi
+exec python -m pytest -q -p no:cacheprovider "$@"
