@@ -4,6 +4,7 @@ a pin in the lock, inside its range, so set-up, CI and the image install a set t
 from __future__ import annotations
 
 import tomllib
+from importlib import metadata
 
 import pytest
 from packaging.requirements import Requirement
@@ -47,3 +48,33 @@ def test_the_core_leaves_single_feature_dependencies_to_extras() -> None:
     assert core.isdisjoint({"boto3", "pettingzoo", "pygame", "matplotlib", "onnx", "onnxruntime"})
     uvloop = next(Requirement(line) for line in PROJECT["dependencies"] if line.startswith("uvloop"))
     assert uvloop.marker is not None and not uvloop.marker.evaluate({"sys_platform": "win32"})
+
+
+def _required_by_rlfleet() -> set[str]:
+    """Every distribution the core and all extras pull in, transitively, as the installed metadata declares it."""
+    todo = [(Requirement(line), "") for lines in GROUPS.values() for line in lines]
+    found: set[str] = set()
+    seen: set[tuple[str, str]] = set()
+    while todo:
+        requirement, extra = todo.pop()
+        name = canonicalize_name(requirement.name)
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+            continue
+        found.add(name)
+        for wanted in ("", *requirement.extras):
+            if (name, wanted) in seen:
+                continue
+            seen.add((name, wanted))
+            try:
+                requires = metadata.requires(name) or []
+            except metadata.PackageNotFoundError:
+                pytest.skip(f"{name} is not installed: run scripts/env.sh, which installs every extra")
+            todo += [(Requirement(line), wanted) for line in requires]
+    return found
+
+
+def test_the_lock_pins_nothing_that_no_dependency_requires() -> None:
+    """A pin nothing requires is a package that was in the venv the lock was frozen from (a profiler, a notebook):
+    constraints never install it, so the lock would claim a tested version of something the tests never had."""
+    assert sorted(LOCK.keys() - _required_by_rlfleet()) == [], \
+        "requirements.lock pins what neither the core nor any extra requires: drop those lines"
