@@ -3,10 +3,11 @@ field's value for where the run stands, set on the learner.
 
 Learners read their hyperparameters from `self.cfg` at every update and their learning rate from their optimizers,
 so a schedule needs nothing from any algorithm: the learner's `cfg` is replaced by a copy holding the scheduled
-values, and every optimizer the learner holds (SAC's three, ES's one) takes a scheduled learning rate. Schedules
-start from the run's configured values, never from the learner's current ones, so applying them is idempotent and
-a resumed learner lands where the run is. In a learner group every rank must use the same values (their weights
-stay equal only if their steps do): the env steps a schedule reads are agreed over the ranks first.
+values, and every optimizer the learner holds (one, or an actor's, critics' and temperature's) takes a scheduled
+learning rate. Schedules start from the run's configured values, never from the learner's current ones, so applying
+them is idempotent and a resumed learner lands where the run is. In a learner group every rank must use the same
+values (their weights stay equal only if their steps do): the env steps a schedule reads are agreed over the ranks
+first.
 """
 
 from __future__ import annotations

@@ -258,8 +258,11 @@ class AlgorithmSpec:
 
     def _core(self, config: RunConfig) -> None:
         """A recurrent core needs a learner that unrolls it over sequences, and collectors that carry one state
-        per env through every step."""
+        per env through every step; a learner that unrolls one needs it."""
         if config.algo.net.core is None:
+            if self.recurrent:
+                raise ValueError(f"{self.name} trains a recurrent core: set algo.net.core, e.g. {{kind: lstm, hidden: "
+                                 f"128}} (or use an algorithm for memoryless policies)")
             return
         if not self.recurrent:
             from rlfleet.shared.algorithms import REGISTRY  # the registry imports this module: resolved at call time

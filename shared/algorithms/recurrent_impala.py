@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import model_validator
-
 from rlfleet.shared.algorithms.base import AlgorithmSpec, VtraceParams, sampled_head, sampling_behaviour
 from rlfleet.shared.config.base import CoreConfig, NetConfig
 
@@ -21,13 +19,6 @@ class RecurrentImpalaParams(VtraceParams):
     actor_critic: ClassVar[bool] = True
     net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh", core=CoreConfig(kind="lstm", hidden=128))
     """The policy network: encoder, recurrent core (required), hidden layers and activation."""
-
-    @model_validator(mode="after")
-    def _needs_a_core(self) -> RecurrentImpalaParams:
-        if self.net.core is None:
-            raise ValueError("recurrent_impala trains a recurrent core: set algo.net.core, e.g. {kind: lstm, hidden: "
-                             "128} (or use an algorithm for memoryless policies)")
-        return self
 
 
 SPEC = AlgorithmSpec(name="recurrent_impala", summary="V-trace actor-critic with a recurrent core: truncated BPTT "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from rlfleet.shared.algorithms.base import AlgorithmSpec, ClippedSurrogateParams, sampled_head, sampling_behaviour
 from rlfleet.shared.config.base import CoreConfig, NetConfig
@@ -27,13 +27,6 @@ class RecurrentPPOParams(ClippedSurrogateParams):
     into windows, each unrolled from the state the current weights reach at its start. Null: whole chunk columns.
     Long chunks (Pendulum's 1,024 steps) need it for more than a few minibatches per epoch. A minibatch is
     minibatch_size // L sequences of L steps (at least one), L being the chunks' length or `bptt_steps`."""
-
-    @model_validator(mode="after")
-    def _needs_a_core(self) -> RecurrentPPOParams:
-        if self.net.core is None:
-            raise ValueError("recurrent_ppo trains a recurrent core: set algo.net.core, e.g. {kind: lstm, hidden: 256} "
-                             "(or use an algorithm for memoryless policies)")
-        return self
 
 
 SPEC = AlgorithmSpec(name="recurrent_ppo", summary="sb3-contrib's RecurrentPPO: clipped surrogate, truncated BPTT over "

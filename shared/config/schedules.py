@@ -1,5 +1,5 @@
 """Hyperparameter schedules (`algo.schedules`): a learning rate, entropy coefficient or clip range that changes as
-the run trains, as CleanRL anneals PPO's learning rate and rl-baselines3-zoo writes `lin_1e-3`.
+the run trains, as CleanRL anneals its learning rates and rl-baselines3-zoo writes `lin_1e-3`.
 
 A schedule starts from the field's configured value and moves with the run's env steps (every env step the
 collectors have had acknowledged, the x-axis of the run's curves and of `budget.max_env_steps`) or with the

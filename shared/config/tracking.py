@@ -30,7 +30,7 @@ class WandbConfig(Strict):
         "the W&B project the run belongs to when synced"))
     name: str | None = Field(None, min_length=1, max_length=128, description=(
         "the W&B run's display name; null: the rlfleet run's name"))
-    tags: tuple[_TAG, ...] = Field((), max_length=64, description="W&B tags of the run (e.g. [dqn, baseline])")
+    tags: tuple[_TAG, ...] = Field((), max_length=64, description="W&B tags of the run (e.g. [baseline, cartpole])")
 
 
 class MlflowConfig(Strict):

@@ -37,8 +37,12 @@ class PixelGrid(gym.Env):
         img[self.goal[0], self.goal[1], 1] = 255
         return img
 
+    def _place_goal(self) -> None:
+        """The goal stays in the far corner."""
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        self._place_goal()
         while True:
             self.pos = self.np_random.integers(0, SIZE, 2)
             if not (self.pos == self.goal).all():
@@ -62,12 +66,5 @@ class DictPixelGrid(PixelGrid):
         frame[self.pos[0], self.pos[1], 0] = 255
         return {"frame": frame, "goal": self.goal.copy()}
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        gym.Env.reset(self, seed=seed)
+    def _place_goal(self) -> None:
         self.goal = self.np_random.integers(0, SIZE, 2)
-        while True:
-            self.pos = self.np_random.integers(0, SIZE, 2)
-            if not (self.pos == self.goal).all():
-                break
-        self.t = 0
-        return self._obs(), {}

@@ -11,6 +11,7 @@ from rlfleet.learner_worker.algorithms.recurrent_impala import Columns, Recurren
 from rlfleet.shared.algorithms.recurrent_impala import RecurrentImpalaParams
 from rlfleet.shared.config.base import CoreConfig, NetConfig
 from rlfleet.shared.policy.actors import build_actor
+from tests.support.cue_memory import cue_chunk, recall_rate
 from tests.support.learner_data import N_ACTIONS, OBS_DIM, garbage, make_chunk, params_equal, roundtrip
 from tests.support.policies import SAMPLING, flat_spaces
 
@@ -81,11 +82,6 @@ def test_state_round_trips_and_resumes_the_same_stream() -> None:
     assert params_equal(a.actor, b.actor)
 
 
-def test_a_learner_without_a_core_is_refused_naming_the_field() -> None:
-    with pytest.raises(ValueError, match=r"recurrent_impala trains a recurrent core: set algo.net.core"):
-        RecurrentImpalaParams(net=NetConfig(hidden=(16,)))
-
-
 def test_it_learns_to_act_on_what_it_saw_steps_before_from_stale_behaviour() -> None:
     """A cue in the first row's observation says which action pays on the last row; the rows between observe
     nothing, so a memoryless policy gets 0.5. Every batch was acted by the policy of two updates before (the
@@ -97,31 +93,8 @@ def test_it_learns_to_act_on_what_it_saw_steps_before_from_stale_behaviour() -> 
     rng = np.random.default_rng(0)
     behind = [impala.policy_state()] * 2
     for _ in range(60):
-        stale = {k: v.numpy().copy() for k, v in behind.pop(0).items()}
-        actor = build_actor(impala.manifest(), stale)
-        cue = rng.integers(0, 2, envs)
-        obs = np.zeros((steps, envs, 2), np.float32)
-        obs[0, :, 0] = 2 * cue - 1
-        obs[-1, :, 1] = 1.0  # "now choose"
-        actions = np.zeros((steps, envs), np.int64)
-        logp = np.zeros((steps, envs), np.float32)
-        for t in range(steps):
-            decision = actor.act(obs[t], explore=True, rng=rng)
-            actions[t], logp[t] = decision.actions, decision.logp
-        rewards = np.zeros((steps, envs), np.float32)
-        rewards[-1] = (actions[-1] == cue).astype(np.float32)
-        terminated = np.zeros((steps, envs), bool)
-        terminated[-1] = True
-        impala.update([{"obs": obs, "next_obs": np.roll(obs, -1, axis=0), "actions": actions, "rewards": rewards,
-                        "terminated": terminated, "truncated": np.zeros_like(terminated),
-                        "valid": np.ones_like(terminated), "logp": logp,
-                        "core_state": np.zeros((envs, 16), np.float32)}])
+        actor = build_actor(impala.manifest(), {k: v.numpy().copy() for k, v in behind.pop(0).items()})
+        impala.update([cue_chunk(actor, rng, steps, envs, state_size=16)])
         behind.append({k: v.clone() for k, v in impala.policy_state().items()})
     actor = build_actor(impala.manifest(), {k: v.numpy() for k, v in impala.policy_state().items()})
-    cue = np.arange(200) % 2
-    obs = np.zeros((steps, 200, 2), np.float32)
-    obs[0, :, 0] = 2 * cue - 1
-    obs[-1, :, 1] = 1.0
-    for t in range(steps):
-        chosen = actor.greedy(obs[t])
-    assert (chosen == cue).mean() > 0.95
+    assert recall_rate(actor, steps) > 0.95

@@ -11,6 +11,7 @@ from rlfleet.shared.algorithms.recurrent_ppo import RecurrentPPOParams
 from rlfleet.shared.config.base import CoreConfig, NetConfig
 from rlfleet.shared.policy.actors import build_actor
 from rlfleet.shared.policy.manifest import Behaviour
+from tests.support.cue_memory import cue_chunk, recall_rate
 from tests.support.learner_data import N_ACTIONS, OBS_DIM, garbage, make_chunk, params_equal, roundtrip
 from tests.support.policies import PENDULUM, SAMPLING, flat_spaces
 
@@ -83,28 +84,6 @@ def test_it_learns_to_act_on_what_it_saw_steps_before() -> None:
     rng = np.random.default_rng(0)
     for _ in range(40):
         actor = build_actor(ppo.manifest(), {k: v.numpy() for k, v in ppo.policy_state().items()})
-        cue = rng.integers(0, 2, envs)
-        obs = np.zeros((steps, envs, 2), np.float32)
-        obs[0, :, 0] = 2 * cue - 1
-        obs[-1, :, 1] = 1.0  # "now choose"
-        actions = np.zeros((steps, envs), np.int64)
-        logp = np.zeros((steps, envs), np.float32)
-        for t in range(steps):
-            decision = actor.act(obs[t], explore=True, rng=rng)
-            actions[t], logp[t] = decision.actions, decision.logp
-        rewards = np.zeros((steps, envs), np.float32)
-        rewards[-1] = (actions[-1] == cue).astype(np.float32)
-        terminated = np.zeros((steps, envs), bool)
-        terminated[-1] = True
-        ppo.update([{"obs": obs, "next_obs": np.roll(obs, -1, axis=0), "actions": actions, "rewards": rewards,
-                     "terminated": terminated, "truncated": np.zeros_like(terminated),
-                     "valid": np.ones_like(terminated), "logp": logp,
-                     "core_state": np.zeros((envs, 16), np.float32)}])
+        ppo.update([cue_chunk(actor, rng, steps, envs, state_size=16)])
     actor = build_actor(ppo.manifest(), {k: v.numpy() for k, v in ppo.policy_state().items()})
-    cue = np.arange(200) % 2
-    obs = np.zeros((steps, 200, 2), np.float32)
-    obs[0, :, 0] = 2 * cue - 1
-    obs[-1, :, 1] = 1.0
-    for t in range(steps):
-        chosen = actor.greedy(obs[t])
-    assert (chosen == cue).mean() > 0.95
+    assert recall_rate(actor, steps) > 0.95

@@ -32,9 +32,10 @@ def test_every_algorithm_without_the_capability_refuses_a_core(name: str) -> Non
         config(algo={"name": name, "net": {"core": CORE}, **required})
 
 
-def test_recurrent_ppo_needs_a_core() -> None:
-    with pytest.raises(ValueError, match="recurrent_ppo trains a recurrent core: set algo.net.core"):
-        config(algo={"name": "recurrent_ppo", "net": {"hidden": [64]}})
+@pytest.mark.parametrize("name", sorted(n for n, spec in REGISTRY.items() if spec.recurrent))
+def test_every_recurrent_algorithm_needs_a_core(name: str) -> None:
+    with pytest.raises(ValueError, match=f"{name} trains a recurrent core: set algo.net.core"):
+        config(algo={"name": name, "net": {"hidden": [64]}})
 
 
 def test_a_core_with_double_buffered_collectors_is_refused() -> None:
