@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from rlfleet.launcher.cli import app
 from rlfleet.launcher.config_command import MODELINE_PREFIX, run_config_schema, schema_text
 from rlfleet.shared.config.run_config import RunConfig, load_run_config
-from tests.launcher.test_errors import one_line_exit_2, rlfleet
+from tests.support.cli import one_line_exit_2, rlfleet
 from tests.support.configs import shipped_configs
 from tests.support.repo import REPO
 

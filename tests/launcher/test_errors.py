@@ -3,28 +3,11 @@ no traceback (a real `rlfleet` process, its output captured); `--debug` keeps th
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.repo import REPO
-
-
-def rlfleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "rlfleet.launcher", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, env=env, stdin=subprocess.DEVNULL)
-
-
-def one_line_exit_2(done: subprocess.CompletedProcess[str], lines: int = 1) -> list[str]:
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr and done.stdout == ""
-    printed = done.stderr.splitlines()
-    assert len(printed) == lines, done.stderr
-    return printed
+from tests.support.cli import one_line_exit_2, rlfleet
 
 
 def test_a_config_typo_is_one_line_per_key_with_did_you_mean(tmp_path: Path) -> None:

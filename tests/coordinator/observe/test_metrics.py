@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import csv
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
 from rlfleet.coordinator.observe.metrics import MetricsRecorder
 from rlfleet.shared.storage.layout import RunLayout
-from rlfleet.shared.wire import EvaluationResult, HoldoutResult, LearnerStatus, PolicyLagStatus, Status
+from rlfleet.shared.wire import EvaluationResult, HoldoutResult
+from tests.support.metrics import status, tensorboard_tags
 from tests.support.repo import REPO
-
-
-def status(iteration: int, losses: dict[str, float], env_steps: int) -> Status:
-    return Status.model_construct(
-        wall_seconds=1.5, env_steps=env_steps, env_steps_per_second=10.0, episodes=3, chunks=2,
-        recent_return_mean=None, policy_version=1, latest_evaluation=None, buffers=[],
-        policy_lag=PolicyLagStatus(ingest_mean=0.5, ingest_max=1, sampled_mean=0.0, sampled_max=0, ingest_histogram={}),
-        learner=LearnerStatus(iteration=iteration, transitions_trained=64 * iteration, losses=losses,
-                              samples_per_insert=8.0))
 
 
 def rows(path: Path) -> list[dict[str, str]]:
@@ -61,21 +52,6 @@ def test_validations_and_tests_are_recorded_with_every_axis_and_plotted(tmp_path
     (test,) = rows(layout.tests_csv)
     assert (test["policy_version"], test["iteration"], test["confirmed"]) == ("5", "260", "True")
     assert layout.curve_png.stat().st_size > 10_000
-
-
-def tensorboard_tags(logdir: Path) -> set[str]:
-    """Scalar tags in tensorboardX event files (TFRecord framing: length, its CRC, the event, its CRC)."""
-    from tensorboardX.proto import event_pb2
-
-    tags = set()
-    for path in logdir.glob("events.*"):
-        data, at = path.read_bytes(), 0
-        while at < len(data):
-            (length,) = struct.unpack("<Q", data[at:at + 8])
-            event = event_pb2.Event.FromString(data[at + 12:at + 12 + length])
-            tags.update(value.tag for value in event.summary.value)
-            at += 12 + length + 4
-    return tags
 
 
 def test_tensorboard_tags_follow_the_common_conventions(tmp_path: Path) -> None:

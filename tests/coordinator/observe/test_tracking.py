@@ -20,7 +20,7 @@ from rlfleet.coordinator.observe.tracking import Scalar, Tracker, Tracking, _Wri
 from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.storage.layout import RunLayout
 from rlfleet.shared.wire import BattleRecord, EvaluationResult, HoldoutResult
-from tests.coordinator.observe.test_metrics import status, tensorboard_tags
+from tests.support.metrics import status, tensorboard_tags
 
 
 class Recording:
