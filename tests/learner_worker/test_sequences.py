@@ -55,7 +55,7 @@ def test_a_sequence_brings_its_column_from_the_chunks_first_row_and_its_own_rows
     np.testing.assert_array_equal(batch["obs"][7:, one], 0.0)  # padding past the rows its targets read
     # rows 1 and 2 have fewer than 3 rows of warm-up and no reset before them; rows 3 and 4 follow the reset
     np.testing.assert_array_equal(batch["trained"][:, one], [False, False, True, True])
-    np.testing.assert_array_equal(batch["weights"][[zero, one]], np.float32([0.5, 0.6]))
+    np.testing.assert_array_equal(batch["weights"][[zero, one]], np.array([0.5, 0.6], np.float32))
     observed = trained_rows(batch)
     assert len(observed) == 6 and set(observed[:, 1].tolist()) == {3.0, 4.0, 5.0, 6.0, 7.0}
 
