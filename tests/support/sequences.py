@@ -17,11 +17,13 @@ from tests.support.policies import flat_spaces
 
 T, N, D, ACTIONS, HIDDEN = 10, 2, 3, 3, 8  # steps, envs, observation size, actions and GRU width of every chunk
 SPACES = flat_spaces(D, ACTIONS)
-SCHEMA = ChunkSchema.of(SPACES, behaviour_logp=False, core_state=(HIDDEN,))
+STATE_SHAPES = {"gru": (HIDDEN,), "lstm": (2, HIDDEN)}
 
 
-def core_chunk(number: int, steps: int = T, envs: int = N, ends: float = 0.15) -> dict[str, np.ndarray]:
-    """obs[t, i] = (number, t, i): each row names its chunk, step and env; a random nonzero stored state."""
+def core_chunk(number: int, steps: int = T, envs: int = N, ends: float = 0.15, kind: str = "gru"
+               ) -> dict[str, np.ndarray]:
+    """obs[t, i] = (number, t, i): each row names its chunk, step and env; a random nonzero stored state of a `kind`
+    core."""
     rng = np.random.default_rng(number)
     obs = np.zeros((steps, envs, D), np.float32)
     obs[..., 0] = number
@@ -31,14 +33,15 @@ def core_chunk(number: int, steps: int = T, envs: int = N, ends: float = 0.15) -
             "rewards": rng.normal(size=(steps, envs)).astype(np.float32),
             "terminated": rng.random((steps, envs)) < ends, "truncated": rng.random((steps, envs)) < ends / 2,
             "valid": np.ones((steps, envs), bool),
-            "core_state": rng.uniform(-1, 1, (envs, HIDDEN)).astype(np.float32)}
+            "core_state": rng.uniform(-1, 1, (envs, *STATE_SHAPES[kind])).astype(np.float32)}
 
 
 class StoredSequences:
     """Chunks in a real store, and the sequence sample replies a coordinator would send over them."""
 
-    def __init__(self, root: Path, chunks: list[dict[str, np.ndarray]]) -> None:
+    def __init__(self, root: Path, chunks: list[dict[str, np.ndarray]], kind: str = "gru") -> None:
         self.store = LocalStore(root)
+        self.schema = ChunkSchema.of(SPACES, behaviour_logp=False, core_state=STATE_SHAPES[kind])
         self.arrays = chunks
         self.refs = []
         for k, arrays in enumerate(chunks):
@@ -50,7 +53,7 @@ class StoredSequences:
                                           num_envs=envs, env_steps=steps * envs))
 
     def cache(self, burn_in: int, gamma: float = 0.9, n_step: int = 3) -> SequenceCache:
-        return SequenceCache(self.store, SCHEMA, gamma, n_step, burn_in, max_chunks=8)
+        return SequenceCache(self.store, self.schema, gamma, n_step, burn_in, max_chunks=8)
 
     def sample(self, items: list[tuple[int, int, int]], length: int, batch_size: int) -> SampleResponse:
         """items of (chunk number, first row, env column), ids 100, 101, ... and weights 0.5, 0.6, ...

@@ -22,17 +22,17 @@ torch.set_num_threads(1)
 BEHAVIOUR = Behaviour(head="q_values", sample=False)
 
 
-def small(**changes: object) -> R2D2Params:
-    return R2D2Params(net=NetConfig(hidden=(16,), core=CoreConfig(kind="gru", hidden=HIDDEN)), n_step=3,
+def small(kind: str = "gru", **changes: object) -> R2D2Params:
+    return R2D2Params(net=NetConfig(hidden=(16,), core=CoreConfig(kind=kind, hidden=HIDDEN)), n_step=3,
                       batch_size=4, **changes)
 
 
 def batch(tmp_path: Path, items: list[tuple[int, int, int]], length: int = 4, burn_in: int = 3,
-          seed: int = 0) -> dict[str, np.ndarray]:
-    chunks = [core_chunk(seed), core_chunk(seed + 1)]
+          seed: int = 0, kind: str = "gru") -> dict[str, np.ndarray]:
+    chunks = [core_chunk(seed, kind=kind), core_chunk(seed + 1, kind=kind)]
     for chunk in chunks:
         chunk["terminated"][:] = chunk["truncated"][:] = False
-    stored = StoredSequences(tmp_path, chunks)
+    stored = StoredSequences(tmp_path, chunks, kind)
     (out,) = stored.cache(burn_in=burn_in, n_step=3).batches(stored.sample(items, length, len(items)))
     return out
 
@@ -61,12 +61,13 @@ def test_targets_are_double_q_n_step_returns_through_h() -> None:
                                             1e-3).item(), rel=1e-6)
 
 
-def test_no_gradient_reaches_the_burn_in_rows(tmp_path: Path) -> None:
-    """Two sequences, one starting at row 5 after a burn-in, and the same rows served as a sequence starting at
-    row 0 from the state the burn-in reaches: the same loss and the same gradients, so the burn-in rows add none."""
-    full = batch(tmp_path / "a", [(0, 5, 0), (1, 5, 1)])
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_no_gradient_reaches_the_burn_in_rows(tmp_path: Path, kind: str) -> None:
+    """Two sequences starting at row 5 after a burn-in, and the same rows served as sequences starting at row 0 from
+    the state the burn-in reaches: the same loss and the same gradients, so the burn-in rows add none."""
+    full = batch(tmp_path / "a", [(0, 5, 0), (1, 5, 1)], kind=kind)
     assert (full["first"] == 5).all()
-    learner = R2D2(SPACES, small(), BEHAVIOUR, seed=0)
+    learner = R2D2(SPACES, small(kind), BEHAVIOUR, seed=0)
     with torch.no_grad():
         core = learner.online.core
         assert core is not None
@@ -76,7 +77,7 @@ def test_no_gradient_reaches_the_burn_in_rows(tmp_path: Path) -> None:
            "state": after[4].numpy(), "first": np.zeros(2, np.int64), "boot": full["boot"] - 5}
     grads = []
     for b in (full, cut):
-        fresh = R2D2(SPACES, small(), BEHAVIOUR, seed=0)
+        fresh = R2D2(SPACES, small(kind), BEHAVIOUR, seed=0)
         loss, _, _, trained = fresh.td_loss(b)
         assert trained.all()
         loss.backward()
@@ -96,9 +97,10 @@ def test_rows_that_are_not_trained_never_reach_the_loss(tmp_path: Path) -> None:
     assert losses[0] == pytest.approx(losses[1], rel=1e-6)
 
 
-def test_an_update_trains_the_core_and_sends_one_priority_per_sequence(tmp_path: Path) -> None:
-    b = batch(tmp_path, [(0, 0, 0), (1, 1, 1), (0, 6, 1), (1, 4, 0)])
-    learner = R2D2(SPACES, small(), BEHAVIOUR, seed=0)
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_an_update_trains_the_core_and_sends_one_priority_per_sequence(tmp_path: Path, kind: str) -> None:
+    b = batch(tmp_path, [(0, 0, 0), (1, 1, 1), (0, 6, 1), (1, 4, 0)], kind=kind)
+    learner = R2D2(SPACES, small(kind), BEHAVIOUR, seed=0)
     before = learner.online.state_dict()["core.rnn.weight_hh_l0"].clone()
     info = learner.update(b)
     assert set(info) == {"td_loss", "q_mean", "grad_norm", "trained_rows"}
