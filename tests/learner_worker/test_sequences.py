@@ -88,3 +88,18 @@ def test_a_stored_state_of_the_wrong_shape_is_refused_as_corrupt_and_never_batch
 def test_a_run_whose_chunks_carry_no_core_state_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="set algo.net.core"):
         SequenceCache(LocalStore(tmp_path), ChunkSchema.of(SPACES, behaviour_logp=False), 0.9, 3, 2, max_chunks=4)
+
+
+def test_a_sequence_after_an_episode_start_brings_its_rows_from_that_start_only(tmp_path: Path) -> None:
+    """The rows before an episode start cannot change the state after it: the span begins there, so no start flag
+    is left inside it for the core to split its unroll at."""
+    chunk = core_chunk(5)
+    chunk["terminated"][:] = chunk["truncated"][:] = False
+    chunk["terminated"][[1, 3], 1] = True  # env 1's episodes begin on rows 2 and 4
+    stored = StoredSequences(tmp_path, [chunk])
+    (batch,) = stored.cache(burn_in=3).batches(stored.sample([(0, 5, 1)], length=3, batch_size=1))
+    assert batch["first"][0] == 1  # row 5, one row after the span's first (row 4)
+    np.testing.assert_array_equal(batch["obs"][:, 0], chunk["obs"][4:10, 1])
+    np.testing.assert_array_equal(batch["starts"][:, 0], [True, False, False, False, False, False])
+    np.testing.assert_array_equal(batch["boot"][:, 0], [3, 4, 5])  # rows 7, 8, 9 of the chunk, in the span
+    assert batch["trained"][:, 0].all()  # its episode began inside the chunk: no burn-in needed
