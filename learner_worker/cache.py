@@ -14,6 +14,7 @@ store that stays unreachable (StoreUnavailable) is no payload's fault: it propag
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -84,7 +85,16 @@ class PayloadReader:
         return taken
 
 
-class ChunkCache(PayloadReader):
+class BatchReader(PayloadReader, ABC):
+    """A replay reader: turns the coordinator's sample replies into training batches (what the prefetcher and the
+    lockstep fetcher hand the training loop). Transitions: `ChunkCache`; sequences: learner_worker/sequences.py."""
+
+    @abstractmethod
+    def batches(self, sample: SampleResponse) -> list[dict[str, np.ndarray]]:
+        """Full batches from a sample reply; references into unreadable chunks are dropped."""
+
+
+class ChunkCache(BatchReader):
     """The replay loop's reader: keeps prepared chunks (n-step targets) and assembles batches from item
     references."""
 

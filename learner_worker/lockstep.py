@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rlfleet.learner_worker.cache import ChunkCache
+from rlfleet.learner_worker.cache import BatchReader
 from rlfleet.learner_worker.prefetch import post_priorities, report_corrupt
 from rlfleet.shared.wire import LearnerTask, SampleRequest, SampleResponse
 from rlfleet.shared.worker.client import CoordinatorRejected
@@ -30,7 +30,7 @@ def batches_allowed(task: LearnerTask, chunks: int, batch_size: int) -> int:
 
 
 class LockstepFetcher:
-    def __init__(self, session: WorkerSession, cache: ChunkCache, buffer_id: str, batch_size: int,
+    def __init__(self, session: WorkerSession, cache: BatchReader, buffer_id: str, batch_size: int,
                  batches_per_request: int) -> None:
         self.session, self.cache = session, cache
         self.buffer_id, self.batch_size, self.per_request = buffer_id, batch_size, batches_per_request

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rlfleet.learner_worker.cache import ChunkCache, PayloadReader
+from rlfleet.learner_worker.cache import BatchReader, ChunkCache, PayloadReader
 from rlfleet.learner_worker.distributed import next_step
 from rlfleet.learner_worker.lockstep import LockstepFetcher, batches_allowed
 from rlfleet.learner_worker.prefetch import ChunkFetcher, Prefetcher
@@ -33,6 +33,8 @@ def cache_chunks(task: LearnerTask) -> int:
 
 
 class ReplayTrainer(Trainer):
+    item_steps = 1  # env steps per sampled item (learner_worker/sequences.py's trainer samples longer ones)
+
     def __init__(self, session: WorkerSession, layout: RunLayout, task: LearnerTask) -> None:
         super().__init__(session, layout, task)
         cfg = task.algo
@@ -40,12 +42,21 @@ class ReplayTrainer(Trainer):
             raise TypeError(f"{cfg.name} parameters are not a replay loop's")
         self.replay_cfg = cfg
         self.prioritized = task.replay.traits.priorities
-        self.reader = cache = ChunkCache(self.store, self.schema, cfg.gamma, cfg.n_step,
-                                         max_chunks=cache_chunks(task), seed=task.seed)
+        self.reader = cache = self.batch_reader(task, cfg)
         share = cfg.batch_size // task.learner.replicas  # a learner group's ranks each sample an equal share
         args = (session, cache, task.buffer_id, share, cfg.batches_per_request)
         self.prefetch: Prefetcher | LockstepFetcher = LockstepFetcher(*args) if task.deterministic else Prefetcher(
             *args)
+
+    def batch_reader(self, task: LearnerTask, cfg: ReplayParams) -> BatchReader:
+        """What turns sample replies into batches: transitions with n-step targets."""
+        return ChunkCache(self.store, self.schema, cfg.gamma, cfg.n_step, max_chunks=cache_chunks(task),
+                          seed=task.seed)
+
+    def trained_obs(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """The observations of the rows `batch` trains on, [M, *obs]: what observation statistics fold in and
+        the count of transitions trained."""
+        return batch["obs"]
 
     def loop(self, running: Callable[[], bool]) -> None:
         if isinstance(self.prefetch, LockstepFetcher):
@@ -67,7 +78,7 @@ class ReplayTrainer(Trainer):
 
     def loop_lockstep(self, fetcher: LockstepFetcher, running: Callable[[], bool]) -> None:
         """One turn per chunk: draw what the ratio allows, train on it in order, publish (see lockstep.py)."""
-        batch_size = self.replay_cfg.batch_size
+        batch_size = self.replay_cfg.batch_size * self.item_steps  # the ratio counts env steps
         if self.version == 0:
             self.publish()  # the collector's first chunk is acted with this (seeded) policy
         chunk, drawn = 1, 0
@@ -80,14 +91,15 @@ class ReplayTrainer(Trainer):
                 self.publish()
 
     def train_batch(self, batch: dict[str, np.ndarray], publish: bool) -> None:
-        self.observe(batch["obs"])
+        obs = self.trained_obs(batch)
+        self.observe(obs)
         with self.precision():
             losses = self.update(batch)
         td_abs = self.learner.td_abs
         check_finite(self.iteration + 1, losses, td_abs)
         if self.prioritized and td_abs is not None:
             self.prefetch.send_priorities(batch["ids"], td_abs)
-        self.after_update(losses, len(batch["actions"]), publish=publish)
+        self.after_update(losses, len(obs), publish=publish)
 
     def stop(self) -> None:
         if isinstance(self.prefetch, Prefetcher):

@@ -9,18 +9,19 @@ from __future__ import annotations
 import numpy as np
 
 
-def nstep_targets(
+def nstep_windows(
     rewards: np.ndarray,
     terminated: np.ndarray,
     truncated: np.ndarray,
-    next_obs: np.ndarray,
     gamma: float,
     n: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For [T, N] arrays: (returns [T, N], bootstrap obs [T, N, *obs], bootstrap discount [T, N]).
+    """For [T, N] arrays: (returns [T, N], bootstrap row [T, N], bootstrap discount [T, N]).
 
-    target = returns + discount * Q(bootstrap obs); discount is gamma**k, or 0 when the window ended in a
-    termination. Truncation stops the window but still bootstraps from the final observation.
+    Row t's window covers rows t .. b (b the bootstrap row, at most t + n - 1): target = returns + discount *
+    V(the state after row b), i.e. of row b's next observation. discount is gamma**(b - t + 1), or 0 when the
+    window ended in a termination. Truncation stops the window but still bootstraps from the final observation.
+    A learner of a recurrent core needs the row, not only its observation: the state after row b goes with it.
     """
     steps = rewards.shape[0]
     returns = np.zeros(rewards.shape, np.float64)
@@ -41,7 +42,23 @@ def nstep_targets(
         ended = np.zeros(rewards.shape, bool)
         ended[dst] = terminated[src] | truncated[src]
         alive = valid & ~ended
-    cols = np.arange(rewards.shape[1])[None, :]
-    boot_obs = next_obs[boot_index, cols]
     discount = np.where(boot_terminal, 0.0, gamma ** length.astype(np.float64))
-    return returns.astype(np.float32), boot_obs, discount.astype(np.float32)  # obs keep their dtype (uint8)
+    return returns.astype(np.float32), boot_index, discount.astype(np.float32)
+
+
+def nstep_targets(
+    rewards: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    next_obs: np.ndarray,
+    gamma: float,
+    n: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For [T, N] arrays: (returns [T, N], bootstrap obs [T, N, *obs], bootstrap discount [T, N]).
+
+    target = returns + discount * Q(bootstrap obs); discount is gamma**k, or 0 when the window ended in a
+    termination. Truncation stops the window but still bootstraps from the final observation.
+    """
+    returns, boot_index, discount = nstep_windows(rewards, terminated, truncated, gamma, n)
+    cols = np.arange(rewards.shape[1])[None, :]
+    return returns, next_obs[boot_index, cols], discount  # obs keep their dtype (uint8)

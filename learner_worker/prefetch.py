@@ -30,7 +30,7 @@ import uuid
 
 import numpy as np
 
-from rlfleet.learner_worker.cache import ChunkCache, PayloadReader
+from rlfleet.learner_worker.cache import BatchReader, PayloadReader
 from rlfleet.shared.wire import CorruptAck, CorruptReport, PriorityAck, PriorityUpdate, SampleRequest, SampleResponse
 from rlfleet.shared.worker.client import CoordinatorRejected
 from rlfleet.shared.worker.session import WorkerSession
@@ -67,7 +67,7 @@ def post_priorities(session: WorkerSession, path: str, pending: list[tuple[np.nd
 
 
 class Prefetcher:
-    def __init__(self, session: WorkerSession, cache: ChunkCache, buffer_id: str, batch_size: int,
+    def __init__(self, session: WorkerSession, cache: BatchReader, buffer_id: str, batch_size: int,
                  batches_per_request: int, depth: int = 2) -> None:
         self.session = session
         self.cache = cache

@@ -4,8 +4,9 @@ A chunk of a run with a core (`algo.net.core`) stores each env's core state at i
 later row's state follows from the rows before it, zeroed where an episode begins: a row begins one exactly when
 the row before it in its column is terminated, truncated or not valid (`episode_starts`), which is where the
 collector's actor reset it. So each env column of a chunk is one sequence a learner can unroll from the stored
-state with its current weights, with truncated backprop through time over the chunk's length (R2D2's "stored
-state" strategy; the state is the behaviour policy's, one or more versions old under policy lag).
+state with its current weights, with truncated backprop through time over the chunk's length (the "stored
+state" strategy of Kapturowski et al., 2019; the state is the behaviour policy's, one or more versions old under
+policy lag).
 
 Actor and critic share the core (the stored state is the only state a collector has: the critic is never
 published, so a critic core of its own could not be carried through the episode). With trunk `separate` (the

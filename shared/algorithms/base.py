@@ -5,10 +5,10 @@ run configs and wire models carry it as one discriminated union), the action hea
 spaces, how its collectors act (`Behaviour`), what it needs from the buffer, and where its learner lives
 (a `module:Class` path, imported only by learner processes, so the registry itself stays torch-free).
 
-Every algorithm runs on one of the loop kinds registered in shared/loops/ (replay, chunks, population,
-dataset), named by `AlgorithmSpec.loop`; the kind's parameter model here (`ReplayParams`, `ChunkParams`,
-`PopulationParams`, `DatasetParams`) is the base of the algorithm's, and the kind's entry refuses buffer settings
-it cannot train on.
+Every algorithm runs on one of the loop kinds registered in shared/loops/ (replay, sequences, chunks, population,
+dataset), named by `AlgorithmSpec.loop`; the kind's parameter model here (`ReplayParams`, `SequenceParams`,
+`ChunkParams`, `PopulationParams`, `DatasetParams`) is the base of the algorithm's, and the kind's entry refuses
+buffer settings it cannot train on.
 """
 
 from __future__ import annotations
@@ -85,6 +85,19 @@ class ReplayParams(AlgoParams):
     publish_every: Annotated[int, Field(ge=1, description=(
         "updates between policy versions, at most: a due version is written once the coordinator has acknowledged "
         "env steps since the previous one (collectors paused or stalled would never load it)"))] = 100
+
+
+class SequenceParams(ReplayParams):
+    """The sequence loop's knobs (shared/loops/sequences.py): replay batches of `batch_size` sequences of
+    `sampling.sequence_length` steps of one env, each warmed up over at least `burn_in` rows before it."""
+
+    batch_size: Annotated[int, Field(ge=1, le=4096)] = 32
+    """Sequences per gradient step (each `sampling.sequence_length` steps)."""
+    burn_in: Annotated[int, Field(ge=0, le=4096)] = 8
+    """Rows a sequence's core state is unrolled through, without gradient, before its first trained row (the
+    burn-in of Kapturowski et al., 2019): a row is trained on only once the current weights have carried the state
+    over this many rows of its chunk since the stored one, or since its episode began inside the chunk.
+    sampling.sequence_length + burn_in must fit in collector.chunk_steps."""
 
 
 class ChunkParams(AlgoParams):

@@ -14,6 +14,7 @@ from rlfleet.shared.loops.kind import LoopKind
 
 _KINDS = (
     "replay",
+    "sequences",
     "chunks",
     "population",
     "dataset",

@@ -18,7 +18,14 @@ from pydantic import BaseModel
 from rlfleet.learner_worker.trainer import Trainer
 from rlfleet.shared import wire
 from rlfleet.shared.algorithms import DEFAULT, REGISTRY, default_params
-from rlfleet.shared.algorithms.base import AlgoParams, ChunkParams, DatasetParams, PopulationParams, ReplayParams
+from rlfleet.shared.algorithms.base import (
+    AlgoParams,
+    ChunkParams,
+    DatasetParams,
+    PopulationParams,
+    ReplayParams,
+    SequenceParams,
+)
 from rlfleet.shared.config.base import Encoder
 from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.config.samplers import SAMPLERS
@@ -35,8 +42,8 @@ def test_every_algorithm_module_is_registered_under_its_params_name() -> None:
     assert set(REGISTRY) == modules
     for name, spec in REGISTRY.items():
         assert spec.name == name and spec.params.model_fields["name"].default == name
-        loop_params = {"replay": ReplayParams, "chunks": ChunkParams, "population": PopulationParams,
-                       "dataset": DatasetParams}
+        loop_params = {"replay": ReplayParams, "sequences": SequenceParams, "chunks": ChunkParams,
+                       "population": PopulationParams, "dataset": DatasetParams}
         assert issubclass(spec.params, loop_params[spec.loop])
     assert default_params().name == DEFAULT
 
@@ -160,7 +167,7 @@ def test_each_loop_kinds_parts_resolve(name: str) -> None:
 
 
 def test_an_unregistered_loop_kind_is_refused_naming_the_registered_ones() -> None:
-    with pytest.raises(KeyError, match="replay, chunks, population, dataset"):
+    with pytest.raises(KeyError, match="replay, sequences, chunks, population, dataset"):
         loop_of("sequence")
 
 

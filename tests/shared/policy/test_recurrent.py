@@ -93,6 +93,25 @@ def test_a_sequence_with_a_reset_inside_equals_its_two_parts(kind: str) -> None:
     torch.testing.assert_close(after[-1], final)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_state_after_every_row_is_the_state_one_row_at_a_time_reaches(kind: str) -> None:
+    torch.manual_seed(1)
+    core = Core(CoreConfig(kind=kind, hidden=5), 3)
+    x, state = torch.randn(7, 4, 3), torch.randn(4, *core.config.state_shape)
+    starts = torch.zeros(7, 4, dtype=torch.bool)
+    starts[2, 1] = starts[5, 3] = starts[0, 2] = True  # resets of single envs, one on the first row
+    with torch.no_grad():
+        outputs, after = core.states(x, state, starts)
+        carried, want_out, want_after = state, [], []
+        for t in range(7):
+            carried = carried * (~starts[t]).float().reshape(4, *([1] * (state.ndim - 1)))
+            out, carried = core(x[t:t + 1], carried)
+            want_out.append(out[0])
+            want_after.append(carried)
+    torch.testing.assert_close(outputs, torch.stack(want_out))
+    torch.testing.assert_close(after, torch.stack(want_after))
+
+
 def test_a_reset_zeroes_only_the_envs_told_and_reset_forgets_every_env() -> None:
     m = recurrent_manifest("gru")
     actor = build_actor(m, net_and_state(m)[1])

@@ -1,0 +1,142 @@
+"""r2d2: recurrent double Q-learning over replayed sequences (Kapturowski et al., 2019).
+
+A batch is B sequences of L rows, each with its column's rows from the chunk's first row (learner_worker/
+sequences.py). Burn-in: the online network is unrolled without gradient from the chunk's stored state over every row
+before a sequence, and the sequence starts from the state it reaches; so is the target network, from the same
+stored state, over the rows the targets read. Only the sequence's own L rows are unrolled with gradient, so no
+gradient reaches the burn-in rows, as in the paper.
+
+Targets: the n-step return of each row (from the chunk's columns, cut at episode ends) plus the discounted value
+of its bootstrap row's next observation, read from the state after that row (the memory the env carried into it):
+double Q (the online network picks the action, the target network values it), through Pohlen's h with
+`value.transform: pohlen` (the network's Q-values live in h-space: the bootstrap is read back through h^-1 and the
+target trained as h(R + gamma^n h^-1(Q))). The loss is the Huber loss on the h-space TD errors of each sequence's
+trained rows, averaged per sequence, then over sequences with the prioritized-replay importance weights. Each
+sequence's new priority is eta * max + (1 - eta) * mean of its rows' |TD| (the paper's mixture: a mean alone
+washes out the one surprising step of a long sequence, a max alone keeps sampling it forever); a sequence with no
+trained row (all of it inside the burn-in) gets 0, and the coordinator's priority_epsilon keeps it just sampleable.
+
+Learner groups are refused (the registry entry declares no `shares`): sequences carry different numbers of trained
+rows, and the unroll over prefixes is not a DistributedDataParallel forward.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlfleet.learner_worker.device import to_device
+from rlfleet.learner_worker.distributions import legal, masked
+from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.value_transform import ValueCodec
+from rlfleet.shared.algorithms.r2d2 import R2D2Params
+from rlfleet.shared.payloads.spaces import Spaces
+from rlfleet.shared.policy.manifest import Behaviour, PolicyManifest
+from rlfleet.shared.policy.nets import PolicyNet
+
+CPU = torch.device("cpu")
+
+
+def sequence_priority(td_abs: torch.Tensor, trained: torch.Tensor, eta: float) -> torch.Tensor:
+    """[L, B] |TD| and trained-row flags -> [B] priorities: eta * max + (1 - eta) * mean over the trained rows
+    (0 for a sequence without one)."""
+    td = torch.where(trained, td_abs, torch.zeros_like(td_abs))
+    count = trained.sum(dim=0)
+    mean = td.sum(dim=0) / count.clamp(min=1)
+    return eta * td.max(dim=0).values + (1 - eta) * mean
+
+
+def bootstrap_targets(codec: ValueCodec, returns: torch.Tensor, discount: torch.Tensor, q_target: torch.Tensor,
+                      q_online: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Double-Q n-step targets in the network's value space: encode(returns + discount * decode(q_target[a*])),
+    a* the online network's best legal action; q_* [..., A] at each row's bootstrap, returns and discount [...]."""
+    best = masked(q_online, mask).argmax(dim=-1, keepdim=True)
+    next_q = q_target.gather(-1, best).squeeze(-1)
+    return codec.encode(returns + discount * codec.decode(next_q))
+
+
+def unroll(net: PolicyNet, obs: torch.Tensor, next_obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the state after every row [T, B, *S], the Q-values of every row's next observation from that state
+    [T, B, A]) from `state` [B, *S] over `obs` [T, B, *obs] with start flags [T, B]."""
+    assert net.core is not None
+    steps, size = starts.shape
+    _, after = net.core.states(net.core_input(obs), state, starts)
+    flat_obs = next_obs.reshape(steps * size, *next_obs.shape[2:])
+    q_next, _ = net.step(flat_obs, after.reshape(steps * size, *after.shape[2:]))
+    return after, q_next.reshape(steps, size, -1)
+
+
+class R2D2:
+    def __init__(self, spaces: Spaces, cfg: R2D2Params, behaviour: Behaviour, seed: int,
+                 device: torch.device = CPU) -> None:
+        torch.manual_seed(seed)
+        self.cfg, self.device, self.spaces = cfg, device, spaces
+        self._manifest = PolicyManifest.of(spaces, cfg.net, behaviour.head)
+        self.online = PolicyNet(self._manifest).to(device)
+        self.target = PolicyNet(self._manifest).to(device)
+        self.target.load_state_dict(self.online.state_dict())
+        self.target.requires_grad_(False)
+        self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.online.parameters(), lr=cfg.learning_rate)
+        self.codec = ValueCodec(cfg.value)
+        self.updates = 0
+        self.td_abs: np.ndarray | None = np.zeros(0, np.float32)
+
+    def td_loss(self, batch: dict[str, np.ndarray]
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(the batch's loss, Q(s, a) of the sequences' rows detached, their targets, which rows are trained), the
+        last three [L, B], with the current networks."""
+        obs, next_obs, starts, state, first, actions, returns, boot, discount, trained, weights = (
+            to_device(batch[k], self.device) for k in ("obs", "next_obs", "starts", "state", "first", "actions",
+                                                       "returns", "boot", "discount", "trained", "weights"))
+        length, size = trained.shape
+        cols = torch.arange(size, device=self.device)[None, :]
+        rows = first[None, :] + torch.arange(length, device=self.device)[:, None]
+        with torch.no_grad():  # the burn-in: no gradient reaches the rows before a sequence
+            after, online_next = unroll(self.online, obs, next_obs, state, starts)
+            _, target_next = unroll(self.target, obs, next_obs, state, starts)
+            boot_obs = next_obs[boot, cols]
+            mask = legal(self.spaces, boot_obs.reshape(length * size, *boot_obs.shape[2:]))
+            legal_boot = None if mask is None else mask.reshape(length, size, -1)
+            target = bootstrap_targets(self.codec, returns, discount, target_next[boot, cols], online_next[boot, cols],
+                                       legal_boot)
+            begun = (first > 0).reshape(size, *([1] * (state.ndim - 1)))
+            begin = torch.where(begun, after[(first - 1).clamp(min=0), cols[0]], state)
+        hidden, _ = self.online.sequence_hidden(obs[rows, cols], begin, starts[rows, cols])
+        q = self.online.head(hidden).gather(-1, actions.long()[..., None]).squeeze(-1)
+        per_row = torch.where(trained, F.smooth_l1_loss(q, target, reduction="none"), torch.zeros_like(q))
+        count = trained.sum(dim=0)
+        per_sequence = per_row.sum(dim=0) / count.clamp(min=1)
+        loss = (weights * per_sequence).sum() / (count > 0).sum().clamp(min=1)
+        return loss, q.detach(), target, trained
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        loss, q, target, trained = self.td_loss(batch)
+        self.td_abs = sequence_priority((q - target).abs(), trained, self.cfg.priority_eta).float().cpu().numpy()
+        self.optimizer.zero_grad()
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.updates += 1
+        if self.updates % self.cfg.target_update_every == 0:
+            self.target.load_state_dict(self.online.state_dict())
+        rows = int(trained.sum().item())
+        q_mean = self.codec.decode(q[trained]).mean().item() if rows else 0.0
+        return {"td_loss": loss.item(), "q_mean": q_mean, "grad_norm": grad_norm.item(), "trained_rows": float(rows)}
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        return self.online.state_dict()
+
+    def manifest(self) -> PolicyManifest:
+        return self._manifest
+
+    def state(self) -> dict:
+        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+
+    def load(self, state: dict) -> None:
+        self.online.load_state_dict(state["online"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])
