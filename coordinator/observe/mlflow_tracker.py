@@ -55,6 +55,7 @@ class MlflowTracker:
         self.artifacts = None if config.tracking_uri else (run_dir / "mlflow-artifacts").as_uri()
         self.client = MlflowClient(self.uri)
         self.run_id = ""
+        self.last_ms = 0  # the timestamp of the last value logged (`log`)
 
     @property
     def _id_file(self) -> Path:
@@ -89,8 +90,13 @@ class MlflowTracker:
             client.log_batch(run_id, params=fresh[at:at + BATCH])
 
     def log(self, scalars: list[Scalar]) -> None:
-        now = int(time.time() * 1000)
-        metrics = [self.Metric(_KEY_CHARACTERS.sub("_", s.tag), s.value, now, s.step) for s in scalars]
+        """Each value gets a timestamp of its own, one millisecond after the one before: MLflow orders a metric's
+        history by timestamp, so values at the same step (validations of several versions at one env-step count)
+        keep the order they came in."""
+        metrics = []
+        for s in scalars:
+            self.last_ms = max(int(time.time() * 1000), self.last_ms + 1)
+            metrics.append(self.Metric(_KEY_CHARACTERS.sub("_", s.tag), s.value, self.last_ms, s.step))
         for at in range(0, len(metrics), 10 * BATCH):
             self.client.log_batch(self.run_id, metrics=metrics[at:at + 10 * BATCH])
 

@@ -41,13 +41,21 @@ class WandbTracker:
         self.run.define_metric("*", step_metric="env_steps")
 
     def log(self, scalars: list[Scalar]) -> None:
-        rows: dict[tuple[Axis, int], dict[str, float]] = {}
+        """Scalars at the same point of the same axis share a history row, but a tag appears once in a row: a
+        second value of it there (validations of several versions at one env-step count) starts a new row, where
+        merging would keep only the last."""
+        rows: list[tuple[Axis, int, dict[str, float]]] = []
+        open_rows: dict[tuple[Axis, int], dict[str, float]] = {}
         for scalar in scalars:
             if scalar.axis != "env_steps" and scalar.tag not in self.off_axis:
                 self.run.define_metric(scalar.tag, step_metric=scalar.axis)
                 self.off_axis.add(scalar.tag)
-            rows.setdefault((scalar.axis, scalar.step), {})[scalar.tag] = scalar.value
-        for (axis, step), values in rows.items():
+            row = open_rows.get((scalar.axis, scalar.step))
+            if row is None or scalar.tag in row:
+                row = open_rows[(scalar.axis, scalar.step)] = {}
+                rows.append((scalar.axis, scalar.step, row))
+            row[scalar.tag] = scalar.value
+        for axis, step, values in rows:
             self.run.log({**values, axis: step})
 
     def finish(self, artifacts: dict[str, list[Path]], run_state: str) -> None:

@@ -159,3 +159,30 @@ def test_mlflow_params_are_the_configs_leaves_by_dotted_path() -> None:
     assert params["name"] == "r" and params["algo.name"] == "dqn" and params["algo.learning_rate"] == "0.0023"
     assert params["env.kwargs.odd key_"] == "[1, 2]" and params["self_play"] == "null"
     assert params["algo.net.hidden"] == "[256, 256]"
+
+
+def test_values_of_one_tag_at_one_step_all_reach_wandb_and_mlflow_in_order(tmp_path: Path) -> None:
+    """Three versions validated at the same env-step count: W&B once merged them into one history row (keeping
+    only the last), and MLflow's history, ordered by timestamp, could reorder values logged in the same millisecond."""
+    pytest.importorskip("wandb")
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    from rlfleet.coordinator.observe.mlflow_tracker import MlflowTracker
+    from rlfleet.coordinator.observe.wandb_tracker import WandbTracker
+    from rlfleet.shared.config.tracking import MlflowConfig, WandbConfig
+    from tests.support.wandb_offline import read_offline_run
+
+    layout = RunLayout(tmp_path, "same-step")
+    layout.run_dir.mkdir(parents=True)
+    scalars = [Scalar("eval/episodic_return", value, 4224) for value in (9.25, 9.75, 8.5)]
+    scalars.append(Scalar("charts/SPS", 100.0, 4224))
+    wandb, mlflow = WandbTracker(WandbConfig(project="p"), layout), MlflowTracker(MlflowConfig(), layout)
+    for tracker in (wandb, mlflow):
+        tracker.start({})
+        tracker.log(scalars)
+        tracker.finish({}, "stopped")
+    assert read_offline_run(layout.run_dir).curve("eval/episodic_return") == [(4224, 9.25), (4224, 9.75),
+                                                                               (4224, 8.5)]
+    history = MlflowClient(mlflow.uri).get_metric_history(mlflow.run_id, "eval/episodic_return")
+    assert [(m.step, m.value) for m in history] == [(4224, 9.25), (4224, 9.75), (4224, 8.5)]
