@@ -28,13 +28,18 @@ class Evaluations:
 
     def _outlived(self, former: EvaluationResult | None) -> list[str]:
         """The policy file of the former best validated version, once a better one replaced it and neither the
-        book nor the opponent pool holds it any more: the book's retention spares the best's file (publishing.py),
-        so `rlfleet test --version` and a run's end-of-budget test find it however many versions came since."""
+        book, the opponent pool nor a pending end-of-budget test needs it any more (a validation under way when
+        training stopped may replace the best whose test the run asked for; the evaluator, whose best/ then holds
+        the new best, reads the asked version from the store). The book's retention spares the best's file
+        (publishing.py), so `rlfleet test --version` and a run's end-of-budget test find it however many versions
+        came since."""
         ctx = self.ctx
         if former is None or ctx.judge.best is former:
             return []
         version = former.policy_version
         if any(p.version == version for p in ctx.policies.versions) or ctx.opponents.holds(version):
+            return []
+        if version == ctx.judge.final:  # its end-of-budget test is asked for: the evaluator reads it from the store
             return []
         return [policy_path(version)]
 

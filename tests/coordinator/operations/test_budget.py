@@ -9,6 +9,7 @@ from collections.abc import Callable
 from rlfleet.coordinator.run import Run
 from rlfleet.launcher.up import succeeded
 from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.storage.layout import policy_path
 from rlfleet.shared.storage.local import LocalStore
 from tests.support.configs import make_config
 from tests.support.run import chunk, collector, evaluate, holdout, learner, publish, register
@@ -108,10 +109,13 @@ def test_a_validation_under_way_when_training_stopped_that_finds_a_better_best_g
         make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
     run = no_threshold_run(make_run, run_config)
     lrn, ev = validated(run, store)  # v2 the best
-    publish(run, store, lrn, 4)  # published as the budget ran out, validated after
+    for version in range(4, 13):  # v4 published as the budget ran out, validated after; v2 drops out of the book
+        publish(run, store, lrn, version)
     use_up_the_budget(run)
     assert run.workers.heartbeat(ev).directive.final_test == 2
     evaluate(run, ev, 4, [70.0] * 4)
+    run.ctx.flush()
+    assert store.size(policy_path(2)) is not None  # replaced as the best, but its asked-for test still reads it
     holdout(run, ev, 2, [48.0] * 100)
     assert run.status().run_state == "running" and run.workers.heartbeat(ev).directive.final_test == 4
     holdout(run, ev, 4, [69.0] * 100)
