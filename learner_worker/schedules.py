@@ -1,13 +1,13 @@
 """The learner's side of hyperparameter schedules (shared/config/schedules.py): before every update, each scheduled
 field's value for where the run stands, set on the learner.
 
-Learners read their hyperparameters from `self.cfg` at every update and their learning rate from their optimizers,
-so a schedule needs nothing from any algorithm: the learner's `cfg` is replaced by a copy holding the scheduled
-values, and every optimizer the learner holds (one, or an actor's, critics' and temperature's) takes a scheduled
-learning rate. Schedules start from the run's configured values, never from the learner's current ones, so applying
-them is idempotent and a resumed learner lands where the run is. In a learner group every rank must use the same
-values (their weights stay equal only if their steps do): the env steps a schedule reads are agreed over the ranks
-first.
+Learners read their hyperparameters from `self.cfg` at every update and their learning rate from their optimizers, so a
+schedule needs nothing from any algorithm: the learner's `cfg` is replaced by a copy holding the scheduled values, and
+every optimizer the learner holds (one, or an actor's, critics' and temperature's), directly or in a part it composes
+(the Q-learners' `QNetworks`), takes a scheduled learning rate. Schedules start from the run's configured values, never
+from the learner's current ones, so applying them is idempotent and a resumed learner lands where the run is. In a
+learner group every rank must use the same values (their weights stay equal only if their steps do): the env steps a
+schedule reads are agreed over the ranks first.
 """
 
 from __future__ import annotations
@@ -39,7 +39,18 @@ class Schedules:
                                         else updates) for field, schedule in self.algo.schedules.items()}
         learner.cfg = learner.cfg.model_copy(update=values)
         if "learning_rate" in values:
-            for optimizer in (held for held in vars(learner).values() if isinstance(held, BackgroundOptimizer)):
+            for optimizer in optimizers(learner):
                 for group in optimizer.optimizer.param_groups:
                     group["lr"] = values["learning_rate"]
         return values
+
+
+def optimizers(learner: Any) -> list[BackgroundOptimizer]:
+    """The optimizers `learner` holds as attributes, its own or those of the parts it composes (one level down)."""
+    found = []
+    for held in vars(learner).values():
+        if isinstance(held, BackgroundOptimizer):
+            found.append(held)
+        elif hasattr(held, "__dict__") and not isinstance(held, torch.nn.Module):
+            found.extend(part for part in vars(held).values() if isinstance(part, BackgroundOptimizer))
+    return found

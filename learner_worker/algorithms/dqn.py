@@ -19,12 +19,11 @@ from torch import nn
 
 from rlfleet.learner_worker.device import to_device
 from rlfleet.learner_worker.distributions import legal, masked
-from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.q_networks import QNetworks
 from rlfleet.learner_worker.value_transform import ValueCodec
 from rlfleet.shared.algorithms.dqn import DQNParams
 from rlfleet.shared.payloads.spaces import Spaces
 from rlfleet.shared.policy.manifest import Behaviour, PolicyManifest
-from rlfleet.shared.policy.nets import PolicyNet
 
 if TYPE_CHECKING:
     from rlfleet.learner_worker.distributed import Group
@@ -37,22 +36,16 @@ class DQN:
                  device: torch.device = CPU) -> None:
         torch.manual_seed(seed)
         self.cfg, self.device, self.spaces = cfg, device, spaces
-        self._manifest = PolicyManifest.of(spaces, cfg.net, behaviour.head)
-        self.online = PolicyNet(self._manifest).to(device)
-        self.target = PolicyNet(self._manifest).to(device)
-        self.target.load_state_dict(self.online.state_dict())
-        self.target.requires_grad_(False)
-        self.train_online: nn.Module = self.online  # its DistributedDataParallel wrapper in a learner group
-        self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.online.parameters(), lr=cfg.learning_rate)
+        self.nets = QNetworks(PolicyManifest.of(spaces, cfg.net, behaviour.head), cfg.learning_rate, device)
+        self.train_online: nn.Module = self.nets.online  # its DistributedDataParallel wrapper in a learner group
         self.codec = ValueCodec(cfg.value)
-        self.updates = 0
         self.td_abs: np.ndarray | None = np.zeros(0, np.float32)
 
     def join(self, group: Group) -> None:
         """Train as one rank of `group`: the online network's gradients are averaged over the ranks. Each rank's
         loss is the mean over its equal share of the batch, and the importance weights are normalised by the
         whole buffer's minimum priority, so the average is the whole batch's gradient."""
-        self.train_online = group.wrap(self.online)
+        self.train_online = group.wrap(self.nets.online)
 
     def td_loss(self, batch: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(the batch's loss, Q(s, a) detached, the targets) with the current networks."""
@@ -62,9 +55,9 @@ class DQN:
         q = self.train_online(obs).gather(1, actions[:, None]).squeeze(1)
         with torch.no_grad():
             mask = legal(self.spaces, boot_obs)  # bootstrap over the next state's legal actions only
-            next_target = masked(self.target(boot_obs), mask)
+            next_target = masked(self.nets.target(boot_obs), mask)
             if self.cfg.double_q:
-                best = masked(self.online(boot_obs), mask).argmax(dim=1, keepdim=True)
+                best = masked(self.nets.online(boot_obs), mask).argmax(dim=1, keepdim=True)
                 next_q = next_target.gather(1, best).squeeze(1)
             else:
                 next_q = next_target.max(dim=1).values
@@ -77,28 +70,18 @@ class DQN:
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         loss, q, target = self.td_loss(batch)
         self.td_abs = (q - target).abs().float().cpu().numpy()
-        self.optimizer.zero_grad()
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)
-        self.optimizer.step()
-        self.updates += 1
-        if self.updates % self.cfg.target_update_every == 0:
-            self.target.load_state_dict(self.online.state_dict())
+        grad_norm = self.nets.step(loss, self.cfg.max_grad_norm, self.cfg.target_update_every)
         return {"td_loss": loss.item(), "q_mean": self.codec.decode(q).mean().item(),
-                "grad_norm": grad_norm.item()}
+                "grad_norm": grad_norm}
 
     def policy_state(self) -> dict[str, torch.Tensor]:
-        return self.online.state_dict()
+        return self.nets.online.state_dict()
 
     def manifest(self) -> PolicyManifest:
-        return self._manifest
+        return self.nets.manifest
 
     def state(self) -> dict:
-        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+        return self.nets.state()
 
     def load(self, state: dict) -> None:
-        self.online.load_state_dict(state["online"])
-        self.target.load_state_dict(state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.updates = int(state["updates"])
+        self.nets.load(state)

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from rlfleet.learner_worker.device import to_device
 from rlfleet.learner_worker.distributions import legal, masked
-from rlfleet.learner_worker.optimizers import BackgroundOptimizer
+from rlfleet.learner_worker.q_networks import QNetworks
 from rlfleet.learner_worker.value_transform import ValueCodec
 from rlfleet.shared.algorithms.r2d2 import R2D2Params
 from rlfleet.shared.payloads.spaces import Spaces
@@ -73,14 +73,8 @@ class R2D2:
                  device: torch.device = CPU) -> None:
         torch.manual_seed(seed)
         self.cfg, self.device, self.spaces = cfg, device, spaces
-        self._manifest = PolicyManifest.of(spaces, cfg.net, behaviour.head)
-        self.online = PolicyNet(self._manifest).to(device)
-        self.target = PolicyNet(self._manifest).to(device)
-        self.target.load_state_dict(self.online.state_dict())
-        self.target.requires_grad_(False)
-        self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.online.parameters(), lr=cfg.learning_rate)
+        self.nets = QNetworks(PolicyManifest.of(spaces, cfg.net, behaviour.head), cfg.learning_rate, device)
         self.codec = ValueCodec(cfg.value)
-        self.updates = 0
         self.td_abs: np.ndarray | None = np.zeros(0, np.float32)
 
     def td_loss(self, batch: dict[str, np.ndarray]
@@ -94,8 +88,8 @@ class R2D2:
         cols = torch.arange(size, device=self.device)[None, :]
         rows = first[None, :] + torch.arange(length, device=self.device)[:, None]
         with torch.no_grad():  # the burn-in: no gradient reaches the rows before a sequence
-            after, online_next = unroll(self.online, obs, next_obs, state, starts)
-            _, target_next = unroll(self.target, obs, next_obs, state, starts)
+            after, online_next = unroll(self.nets.online, obs, next_obs, state, starts)
+            _, target_next = unroll(self.nets.target, obs, next_obs, state, starts)
             boot_obs = next_obs[boot, cols]
             mask = legal(self.spaces, boot_obs.reshape(length * size, *boot_obs.shape[2:]))
             legal_boot = None if mask is None else mask.reshape(length, size, -1)
@@ -103,8 +97,8 @@ class R2D2:
                                        legal_boot)
             begun = (first > 0).reshape(size, *([1] * (state.ndim - 1)))
             begin = torch.where(begun, after[(first - 1).clamp(min=0), cols[0]], state)
-        hidden, _ = self.online.sequence_hidden(obs[rows, cols], begin, starts[rows, cols])
-        q = self.online.head(hidden).gather(-1, actions.long()[..., None]).squeeze(-1)
+        hidden, _ = self.nets.online.sequence_hidden(obs[rows, cols], begin, starts[rows, cols])
+        q = self.nets.online.head(hidden).gather(-1, actions.long()[..., None]).squeeze(-1)
         per_row = torch.where(trained, F.smooth_l1_loss(q, target, reduction="none"), torch.zeros_like(q))
         count = trained.sum(dim=0)
         per_sequence = per_row.sum(dim=0) / count.clamp(min=1)
@@ -114,29 +108,19 @@ class R2D2:
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         loss, q, target, trained = self.td_loss(batch)
         self.td_abs = sequence_priority((q - target).abs(), trained, self.cfg.priority_eta).float().cpu().numpy()
-        self.optimizer.zero_grad()
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), self.cfg.max_grad_norm)
-        self.optimizer.step()
-        self.updates += 1
-        if self.updates % self.cfg.target_update_every == 0:
-            self.target.load_state_dict(self.online.state_dict())
+        grad_norm = self.nets.step(loss, self.cfg.max_grad_norm, self.cfg.target_update_every)
         rows = int(trained.sum().item())
         q_mean = self.codec.decode(q[trained]).mean().item() if rows else 0.0
-        return {"td_loss": loss.item(), "q_mean": q_mean, "grad_norm": grad_norm.item(), "trained_rows": float(rows)}
+        return {"td_loss": loss.item(), "q_mean": q_mean, "grad_norm": grad_norm, "trained_rows": float(rows)}
 
     def policy_state(self) -> dict[str, torch.Tensor]:
-        return self.online.state_dict()
+        return self.nets.online.state_dict()
 
     def manifest(self) -> PolicyManifest:
-        return self._manifest
+        return self.nets.manifest
 
     def state(self) -> dict:
-        return {"online": self.online.state_dict(), "target": self.target.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+        return self.nets.state()
 
     def load(self, state: dict) -> None:
-        self.online.load_state_dict(state["online"])
-        self.target.load_state_dict(state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.updates = int(state["updates"])
+        self.nets.load(state)

@@ -64,9 +64,9 @@ def test_roundtrip_with_real_learner_state(tmp_path: Path):
     assert (loaded.iteration, loaded.policy_version, loaded.transitions_trained) == (7, 2, 448)
     restored = DQN(flat_spaces(4, 2), DQNParams(net=NetConfig(hidden=(8,))), EPSILON_GREEDY, seed=1)
     restored.load(loaded.algo)
-    for key, value in dqn.online.state_dict().items():
-        assert torch.equal(restored.online.state_dict()[key], value)
-    assert restored.updates == 1
+    for key, value in dqn.nets.online.state_dict().items():
+        assert torch.equal(restored.nets.online.state_dict()[key], value)
+    assert restored.nets.updates == 1
     # the file itself holds no pickled objects
     raw = torch.load(tmp_path / path, weights_only=True)
     assert raw["iteration"] == 7

@@ -97,20 +97,21 @@ def _dqn_body(rank: int) -> None:
     single.td_loss(full)[0].backward()
     member.td_loss(rows(full, rank))[0].backward()
     alone.td_loss(rows(full, rank))[0].backward()
-    assert_close(grads(member.online), grads(single.online), "DQN: averaged gradient vs one learner's")
-    assert_differ(grads(alone.online), grads(single.online), "DQN: one rank's own gradient")
+    assert_close(grads(member.nets.online), grads(single.nets.online), "DQN: averaged gradient vs one learner's")
+    assert_differ(grads(alone.nets.online), grads(single.nets.online), "DQN: one rank's own gradient")
 
     for step in range(1, 6):  # clipping, Adam and target syncs see the same gradients as the single learner
         full = weighted_batch(10 + step)
         single.update(full)
         member.update(rows(full, rank))
         group.check_weights(step)
-    assert_close(list(member.online.parameters()), list(single.online.parameters()), "DQN weights after 5 steps")
-    assert_close(list(member.target.parameters()), list(single.target.parameters()), "DQN target after 5 steps")
+    for net in ("online", "target"):
+        assert_close(list(getattr(member.nets, net).parameters()), list(getattr(single.nets, net).parameters()),
+                     f"DQN {net} weights after 5 steps")
 
     if rank == 1:  # one rank drifts: every rank must refuse to go on
         with torch.no_grad():
-            next(member.online.parameters()).add_(1e-6)
+            next(member.nets.online.parameters()).add_(1e-6)
     with pytest.raises(GroupMismatch, match="weights after update 6"):
         group.check_weights(6)
     group.leave()

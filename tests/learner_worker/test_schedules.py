@@ -6,15 +6,17 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rlfleet.learner_worker.algorithms.dqn import DQN
 from rlfleet.learner_worker.algorithms.ppo import PPO
 from rlfleet.learner_worker.algorithms.sac import SAC
 from rlfleet.learner_worker.schedules import Schedules
+from rlfleet.shared.algorithms.dqn import DQNParams
 from rlfleet.shared.algorithms.ppo import PPOParams
 from rlfleet.shared.algorithms.sac import SACParams
 from rlfleet.shared.config.base import NetConfig
 from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.learner_data import N_ACTIONS, OBS_DIM, make_chunk
-from tests.support.policies import PENDULUM, SAMPLING, flat_spaces
+from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, flat_spaces
 
 torch.set_num_threads(1)
 NET = NetConfig(hidden=(8,))
@@ -53,3 +55,11 @@ def test_without_schedules_nothing_is_touched_or_reported() -> None:
     cfg = ppo.cfg
     assert Schedules(cfg, None).apply(ppo, env_steps=10**6, updates=10**4) == {}
     assert ppo.cfg is cfg
+
+
+def test_a_q_learner_takes_a_scheduled_learning_rate_through_its_networks_part() -> None:
+    """DQN's optimizer lives in its QNetworks part, not on the learner: the schedule still reaches it."""
+    cfg = DQNParams(net=NET, schedules={"learning_rate": {"kind": "linear", "end": 0.0, "over": 100}})
+    dqn = DQN(flat_spaces(4, 2), cfg, EPSILON_GREEDY, seed=0)
+    Schedules(cfg, None).apply(dqn, env_steps=25, updates=0)
+    assert dqn.nets.optimizer.optimizer.param_groups[0]["lr"] == pytest.approx(cfg.learning_rate * 0.75)

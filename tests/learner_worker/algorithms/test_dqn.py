@@ -26,14 +26,14 @@ def test_update_reduces_td_loss_on_fixed_batch():
     losses = [dqn.update(batch)["td_loss"] for _ in range(200)]
     assert all(np.isfinite(losses))
     assert np.mean(losses[-10:]) < 0.2 * np.mean(losses[:10])
-    assert dqn.updates == 200
+    assert dqn.nets.updates == 200
 
 
 def test_update_reports_metrics():
     dqn = DQN(flat_spaces(OBS_DIM, N_ACTIONS), DQNParams(net=NetConfig(hidden=(16,))), EPSILON_GREEDY, seed=0)
     batch = make_batch(2)
     with torch.no_grad():
-        q = dqn.online(torch.from_numpy(batch["obs"])).gather(1, torch.from_numpy(batch["actions"])[:, None])
+        q = dqn.nets.online(torch.from_numpy(batch["obs"])).gather(1, torch.from_numpy(batch["actions"])[:, None])
     info = dqn.update(batch)
     assert set(info) == {"td_loss", "q_mean", "grad_norm"}
     assert info["q_mean"] == pytest.approx(float(q.mean()), rel=1e-5)
@@ -51,9 +51,9 @@ def manual_losses(dqn: DQN, batch: dict[str, np.ndarray]) -> dict[str, float]:
     """Loss under double-Q and under the two usual mistakes, computed by hand from the nets."""
     with torch.no_grad():
         obs, boot = torch.from_numpy(batch["obs"]), torch.from_numpy(batch["boot_obs"])
-        q_all = dqn.online(obs).numpy()
-        online_next = dqn.online(boot).numpy()
-        target_next = dqn.target(boot).numpy()
+        q_all = dqn.nets.online(obs).numpy()
+        online_next = dqn.nets.online(boot).numpy()
+        target_next = dqn.nets.target(boot).numpy()
     rows = np.arange(len(batch["obs"]))
     q = q_all[rows, batch["actions"]]
     choices = {
@@ -72,7 +72,7 @@ def manual_losses(dqn: DQN, batch: dict[str, np.ndarray]) -> dict[str, float]:
 def test_target_uses_online_argmax_and_target_value(double_q: bool):
     cfg = DQNParams(net=NetConfig(hidden=(16,)), double_q=double_q)
     dqn = DQN(flat_spaces(OBS_DIM, N_ACTIONS), cfg, EPSILON_GREEDY, seed=0)
-    randomise(dqn.target, seed=123)  # a target net that disagrees with the online net
+    randomise(dqn.nets.target, seed=123)  # a target net that disagrees with the online net
     batch = make_batch(3, size=128, discount=0.99)
     expected = manual_losses(dqn, batch)
     # the three candidate targets must be distinguishable, or this test could not fail
@@ -87,9 +87,9 @@ def test_discount_zero_ignores_bootstrap():
     batch = make_batch(4)
     batch["discount"][:] = 0.0
     with torch.no_grad():
-        q = dqn.online(torch.from_numpy(batch["obs"])).gather(1, torch.from_numpy(batch["actions"])[:, None])
+        q = dqn.nets.online(torch.from_numpy(batch["obs"])).gather(1, torch.from_numpy(batch["actions"])[:, None])
     expected = float(F.smooth_l1_loss(q.squeeze(1), torch.from_numpy(batch["returns"])))
-    randomise(dqn.target, seed=5)
+    randomise(dqn.nets.target, seed=5)
     assert dqn.update(batch)["td_loss"] == pytest.approx(expected, rel=1e-5)
 
 
@@ -97,18 +97,18 @@ def test_target_net_syncs_exactly_every_n_updates():
     every = 4
     cfg = DQNParams(net=NetConfig(hidden=(16,)), target_update_every=every, learning_rate=1e-2)
     dqn = DQN(flat_spaces(OBS_DIM, N_ACTIONS), cfg, EPSILON_GREEDY, seed=0)
-    assert params_equal(dqn.online, dqn.target)
-    synced = {k: v.clone() for k, v in dqn.online.state_dict().items()}
+    assert params_equal(dqn.nets.online, dqn.nets.target)
+    synced = {k: v.clone() for k, v in dqn.nets.online.state_dict().items()}
     for step in range(1, 4 * every + 2):
         dqn.update(make_batch(step))
         if step % every == 0:
-            assert params_equal(dqn.online, dqn.target), f"not synced after update {step}"
-            synced = {k: v.clone() for k, v in dqn.online.state_dict().items()}
+            assert params_equal(dqn.nets.online, dqn.nets.target), f"not synced after update {step}"
+            synced = {k: v.clone() for k, v in dqn.nets.online.state_dict().items()}
         else:
-            assert not params_equal(dqn.online, dqn.target), f"synced early after update {step}"
+            assert not params_equal(dqn.nets.online, dqn.nets.target), f"synced early after update {step}"
             # between syncs the target keeps the weights of the last sync
-            assert all(torch.equal(dqn.target.state_dict()[k], v) for k, v in synced.items())
-        for p in dqn.target.parameters():
+            assert all(torch.equal(dqn.nets.target.state_dict()[k], v) for k, v in synced.items())
+        for p in dqn.nets.target.parameters():
             assert not p.requires_grad
 
 
@@ -120,11 +120,11 @@ def test_state_load_roundtrip_reproduces_training():
     saved = roundtrip(first.state())
 
     second = DQN(flat_spaces(OBS_DIM, N_ACTIONS), cfg, EPSILON_GREEDY, seed=99)
-    assert not params_equal(first.online, second.online)
+    assert not params_equal(first.nets.online, second.nets.online)
     second.load(saved)
-    assert second.updates == 5
-    assert params_equal(first.online, second.online) and params_equal(first.target, second.target)
-    opt_a, opt_b = first.optimizer.state_dict(), second.optimizer.state_dict()
+    assert second.nets.updates == 5
+    assert params_equal(first.nets.online, second.nets.online) and params_equal(first.nets.target, second.nets.target)
+    opt_a, opt_b = first.nets.optimizer.state_dict(), second.nets.optimizer.state_dict()
     assert opt_a["param_groups"] == opt_b["param_groups"]
     for key, slot in opt_a["state"].items():
         for name, value in slot.items():
@@ -132,12 +132,12 @@ def test_state_load_roundtrip_reproduces_training():
 
     probe = torch.from_numpy(make_batch(50)["obs"])
     with torch.no_grad():
-        assert torch.equal(first.online(probe), second.online(probe))
+        assert torch.equal(first.nets.online(probe), second.nets.online(probe))
     # identical state -> identical futures (Adam moments, step counts and the target-sync phase included)
     for step in range(5, 12):
         batch = make_batch(step)
         assert first.update(batch) == second.update(batch)
-    assert params_equal(first.online, second.online) and params_equal(first.target, second.target)
+    assert params_equal(first.nets.online, second.nets.online) and params_equal(first.nets.target, second.nets.target)
 
 
 def test_state_holds_only_tensors_and_plain_values():
@@ -159,7 +159,7 @@ def test_a_pohlen_q_network_learns_returns_a_hundred_times_larger():
     losses = [dqn.update(batch)["td_loss"] for _ in range(400)]
     assert np.mean(losses[-10:]) < 0.05 * np.mean(losses[:10])
     with torch.no_grad():
-        q = dqn.online(torch.from_numpy(batch["obs"])).gather(1, torch.from_numpy(batch["actions"])[:, None])[:, 0]
+        q = dqn.nets.online(torch.from_numpy(batch["obs"])).gather(1, torch.from_numpy(batch["actions"])[:, None])[:, 0]
     raw = dqn.codec.decode(q).numpy()
     assert np.median(np.abs(raw - batch["returns"])) < 0.05 * np.median(batch["returns"])
     assert dqn.update(batch)["q_mean"] == pytest.approx(float(raw.mean()), rel=0.05)

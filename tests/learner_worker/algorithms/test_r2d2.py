@@ -69,9 +69,9 @@ def test_no_gradient_reaches_the_burn_in_rows(tmp_path: Path, kind: str) -> None
     assert (full["first"] == 5).all()
     learner = R2D2(SPACES, small(kind), BEHAVIOUR, seed=0)
     with torch.no_grad():
-        core = learner.online.core
+        core = learner.nets.online.core
         assert core is not None
-        _, after = core.states(learner.online.core_input(torch.from_numpy(full["obs"])),
+        _, after = core.states(learner.nets.online.core_input(torch.from_numpy(full["obs"])),
                                torch.from_numpy(full["state"]), torch.from_numpy(full["starts"]))
     cut = {**full, "obs": full["obs"][5:], "next_obs": full["next_obs"][5:], "starts": full["starts"][5:],
            "state": after[4].numpy(), "first": np.zeros(2, np.int64), "boot": full["boot"] - 5}
@@ -81,7 +81,8 @@ def test_no_gradient_reaches_the_burn_in_rows(tmp_path: Path, kind: str) -> None
         loss, _, _, trained = fresh.td_loss(b)
         assert trained.all()
         loss.backward()
-        grads.append([torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in fresh.online.parameters()])
+        params = fresh.nets.online.parameters()
+        grads.append([torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in params])
     for a, b in zip(*grads, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     assert all(g.abs().sum() > 0 for g in grads[0])  # every weight learns from the sequences' own rows
@@ -101,21 +102,21 @@ def test_rows_that_are_not_trained_never_reach_the_loss(tmp_path: Path) -> None:
 def test_an_update_trains_the_core_and_sends_one_priority_per_sequence(tmp_path: Path, kind: str) -> None:
     b = batch(tmp_path, [(0, 0, 0), (1, 1, 1), (0, 6, 1), (1, 4, 0)], kind=kind)
     learner = R2D2(SPACES, small(kind), BEHAVIOUR, seed=0)
-    before = learner.online.state_dict()["core.rnn.weight_hh_l0"].clone()
+    before = learner.nets.online.state_dict()["core.rnn.weight_hh_l0"].clone()
     info = learner.update(b)
     assert set(info) == {"td_loss", "q_mean", "grad_norm", "trained_rows"}
     assert all(np.isfinite(v) for v in info.values()) and info["trained_rows"] == b["trained"].sum()
     assert learner.td_abs is not None and learner.td_abs.shape == (4,) and (learner.td_abs >= 0).all()
-    assert not torch.equal(before, learner.online.state_dict()["core.rnn.weight_hh_l0"])
+    assert not torch.equal(before, learner.nets.online.state_dict()["core.rnn.weight_hh_l0"])
 
 
 def test_the_target_network_follows_every_target_update_every_updates(tmp_path: Path) -> None:
     b = batch(tmp_path, [(0, 4, 0), (1, 4, 1), (0, 5, 1), (1, 6, 0)])
     learner = R2D2(SPACES, small(target_update_every=2), BEHAVIOUR, seed=0)
     learner.update(b)
-    assert not params_equal(learner.online, learner.target)
+    assert not params_equal(learner.nets.online, learner.nets.target)
     learner.update(b)
-    assert params_equal(learner.online, learner.target)
+    assert params_equal(learner.nets.online, learner.nets.target)
 
 
 def test_state_round_trips_and_resumes_the_same_stream(tmp_path: Path) -> None:
@@ -126,4 +127,4 @@ def test_state_round_trips_and_resumes_the_same_stream(tmp_path: Path) -> None:
     resumed.load(roundtrip(a.state()))
     a.update(b)
     resumed.update(b)
-    assert params_equal(a.online, resumed.online) and params_equal(a.target, resumed.target)
+    assert params_equal(a.nets.online, resumed.nets.online) and params_equal(a.nets.target, resumed.nets.target)

@@ -83,7 +83,7 @@ def test_dqn_bootstraps_over_the_next_states_legal_actions_only() -> None:
     batch = {"obs": masked_obs(4, seed=7), "actions": np.zeros(4, np.int64), "returns": np.zeros(4, np.float32),
              "boot_obs": boot, "discount": np.array([1.0, 1.0, 1.0, 0.0], np.float32)}
     with torch.no_grad():
-        q_next = dqn.target(torch.from_numpy(boot)).numpy()
+        q_next = dqn.nets.target(torch.from_numpy(boot)).numpy()
     _, _, target = dqn.td_loss(batch)
     want = [q_next[i][boot[i, :N] > 0.5].max() for i in range(3)]
     np.testing.assert_allclose(target.numpy()[:3], want, rtol=1e-5)
