@@ -16,15 +16,23 @@ sequence's new priority is eta * max + (1 - eta) * mean of its rows' |TD| (the p
 washes out the one surprising step of a long sequence, a max alone keeps sampling it forever); a sequence with no
 trained row (all of it inside the burn-in) gets 0, and the coordinator's priority_epsilon keeps it just sampleable.
 
-Learner groups are refused (the registry entry declares no `shares`): sequences carry different numbers of trained
-rows, and the unroll over prefixes is not a DistributedDataParallel forward.
+Learner groups: each rank samples an equal share of the batch's sequences (the registry entry's `shares`) and
+trains them through `SequenceQ`, the pass with gradient as one module, which the group wraps in
+DistributedDataParallel (the burn-in and target unrolls have no gradient and need no wrapper). A sequence's loss is
+already a mean over its own trained rows, so the batch's loss is the importance-weighted sum over sequences divided
+by the number of sequences with a trained row; in a group that number is the whole group's (summed over the ranks),
+and each rank's sum is scaled by the world size, so the ranks' average is the whole batch's loss exactly, however
+the sequences without a trained row fall among them.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from rlfleet.learner_worker.device import to_device
 from rlfleet.learner_worker.distributions import legal, masked
@@ -34,6 +42,9 @@ from rlfleet.shared.algorithms.r2d2 import R2D2Params
 from rlfleet.shared.payloads.spaces import Spaces
 from rlfleet.shared.policy.manifest import Behaviour, PolicyManifest
 from rlfleet.shared.policy.nets import PolicyNet
+
+if TYPE_CHECKING:
+    from rlfleet.learner_worker.distributed import Group
 
 CPU = torch.device("cpu")
 
@@ -68,6 +79,18 @@ def unroll(net: PolicyNet, obs: torch.Tensor, next_obs: torch.Tensor, state: tor
     return after, q_next.reshape(steps, size, -1)
 
 
+class SequenceQ(nn.Module):
+    """The trained pass: the online network's Q-values along sequences from their starting states."""
+
+    def __init__(self, net: PolicyNet) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+        hidden, _ = self.net.sequence_hidden(obs, state, starts)
+        return self.net.head(hidden)
+
+
 class R2D2:
     def __init__(self, spaces: Spaces, cfg: R2D2Params, behaviour: Behaviour, seed: int,
                  device: torch.device = CPU) -> None:
@@ -76,6 +99,13 @@ class R2D2:
         self.nets = QNetworks(PolicyManifest.of(spaces, cfg.net, behaviour.head), cfg.learning_rate, device)
         self.codec = ValueCodec(cfg.value)
         self.td_abs: np.ndarray | None = np.zeros(0, np.float32)
+        self.group: Group | None = None
+        self.train_q: nn.Module = SequenceQ(self.nets.online)  # its DistributedDataParallel wrapper in a group
+
+    def join(self, group: Group) -> None:
+        """Train as one rank of `group` (module doc)."""
+        self.group = group
+        self.train_q = group.wrap(SequenceQ(self.nets.online))
 
     def td_loss(self, batch: dict[str, np.ndarray]
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -97,12 +127,15 @@ class R2D2:
                                        legal_boot)
             begun = (first > 0).reshape(size, *([1] * (state.ndim - 1)))
             begin = torch.where(begun, after[(first - 1).clamp(min=0), cols[0]], state)
-        hidden, _ = self.nets.online.sequence_hidden(obs[rows, cols], begin, starts[rows, cols])
-        q = self.nets.online.head(hidden).gather(-1, actions.long()[..., None]).squeeze(-1)
+        q = self.train_q(obs[rows, cols], begin, starts[rows, cols]).gather(-1, actions.long()[..., None]).squeeze(-1)
         per_row = torch.where(trained, F.smooth_l1_loss(q, target, reduction="none"), torch.zeros_like(q))
         count = trained.sum(dim=0)
         per_sequence = per_row.sum(dim=0) / count.clamp(min=1)
-        loss = (weights * per_sequence).sum() / (count > 0).sum().clamp(min=1)
+        sequences = (count > 0).sum().reshape(1)
+        world = 1
+        if self.group is not None:  # the group's count, each rank's sum times the world size (module doc)
+            sequences, world = self.group.sum(sequences), self.group.world_size
+        loss = world * (weights * per_sequence).sum() / max(sequences.item(), 1)
         return loss, q.detach(), target, trained
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:

@@ -54,4 +54,4 @@ SPEC = AlgorithmSpec(name="r2d2", summary="R2D2: recurrent double Q over replaye
                      "targets through h, prioritized sequences", params=R2D2Params, loop="sequences",
                      learner="rlfleet.learner_worker.algorithms.r2d2:R2D2", head=_head, behaviour=_behaviour,
                      live=(*REPLAY_LIVE, "collector.epsilon.end", "collector.epsilon.decay_env_steps"),
-                     recurrent=True)
+                     shares=("batch_size",), recurrent=True)

@@ -8,9 +8,11 @@ failure here. The weights checksum and the config check must refuse on every ran
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from rlfleet.learner_worker.algorithms.a2c import A2C
 from rlfleet.learner_worker.algorithms.dqn import DQN
 from rlfleet.learner_worker.algorithms.impala import Impala
 from rlfleet.learner_worker.algorithms.ppo import PPO
+from rlfleet.learner_worker.algorithms.r2d2 import R2D2
 from rlfleet.learner_worker.algorithms.recurrent_impala import RecurrentImpala
 from rlfleet.learner_worker.algorithms.recurrent_ppo import RecurrentPPO
 from rlfleet.learner_worker.algorithms.sac import SAC
@@ -31,6 +34,7 @@ from rlfleet.shared.algorithms.a2c import A2CParams
 from rlfleet.shared.algorithms.dqn import DQNParams
 from rlfleet.shared.algorithms.impala import ImpalaParams
 from rlfleet.shared.algorithms.ppo import PPOParams
+from rlfleet.shared.algorithms.r2d2 import R2D2Params
 from rlfleet.shared.algorithms.recurrent_impala import RecurrentImpalaParams
 from rlfleet.shared.algorithms.recurrent_ppo import RecurrentPPOParams
 from rlfleet.shared.algorithms.sac import SACParams
@@ -39,6 +43,9 @@ from rlfleet.shared.payloads.spaces import DiscreteActions, ObsSpace, Spaces
 from rlfleet.shared.policy.manifest import Behaviour
 from tests.support.learner_data import IMAGE_SHAPE, N_ACTIONS, OBS_DIM, make_batch, make_chunk, make_image_chunk
 from tests.support.policies import EPSILON_GREEDY, PENDULUM, SAMPLING, flat_spaces
+from tests.support.sequences import HIDDEN as SEQ_HIDDEN
+from tests.support.sequences import SPACES as SEQ_SPACES
+from tests.support.sequences import StoredSequences, core_chunk
 
 CPU = torch.device("cpu")
 WORLD = 2
@@ -119,6 +126,45 @@ def _dqn_body(rank: int) -> None:
 
 def test_dqn_group_averages_gradients_of_the_concatenated_batch_and_keeps_weights_identical() -> None:
     run_group(_dqn_body)
+
+
+def _r2d2_body(rank: int) -> None:
+    group = Group.join(CPU, CONFIG, TIMEOUT)
+    cfg = R2D2Params(net=NetConfig(hidden=(16,), core=CoreConfig(kind="gru", hidden=SEQ_HIDDEN)), n_step=3,
+                     batch_size=4, learning_rate=1e-3, target_update_every=2)
+    single, member, alone = (R2D2(SEQ_SPACES, cfg, EPSILON_GREEDY, seed=0) for _ in range(3))
+    member.join(group)
+    with tempfile.TemporaryDirectory() as tmp:
+        chunks = [core_chunk(1), core_chunk(2)]
+        for chunk in chunks:  # no episode starts: a sequence inside the burn-in has no trained row
+            chunk["terminated"][:] = chunk["truncated"][:] = False
+        stored = StoredSequences(Path(tmp), chunks)
+        cache = stored.cache(burn_in=3)
+        # rank 0's first sequence lies inside the burn-in: 1 sequence with trained rows there, 2 on rank 1
+        sample = stored.sample([(0, 0, 0), (0, 5, 1), (1, 4, 1), (1, 6, 0)], length=2, batch_size=4)
+        prepared = [cache.get(ref) for ref in sample.chunks]
+        full = cache.batch(sample, prepared, [0, 1, 2, 3])
+        mine = cache.batch(sample, prepared, [2 * rank, 2 * rank + 1])
+    assert full["trained"].any(axis=0).tolist() == [False, True, True, True]
+
+    single.td_loss(full)[0].backward()
+    member.td_loss(mine)[0].backward()
+    alone.td_loss(mine)[0].backward()
+    assert_close(grads(member.nets.online), grads(single.nets.online), "R2D2: averaged gradient vs one learner's")
+    assert_differ(grads(alone.nets.online), grads(single.nets.online), "R2D2: one rank's own gradient")
+
+    for step in range(1, 4):  # clipping, Adam and target syncs see the same gradients as the single learner
+        single.update(full)
+        member.update(mine)
+        group.check_weights(step)
+    for net in ("online", "target"):
+        assert_close(list(getattr(member.nets, net).parameters()), list(getattr(single.nets, net).parameters()),
+                     f"R2D2 {net} weights after 3 steps")
+    group.leave()
+
+
+def test_r2d2_group_averages_over_the_group_s_sequences_however_the_untrained_ones_fall() -> None:
+    run_group(_r2d2_body)
 
 
 def ppo_batch(seed: int, size: int, dims: int, actions: np.ndarray) -> dict[str, torch.Tensor]:

@@ -38,6 +38,7 @@ def test_the_paper_defaults_a_core_and_h() -> None:
     assert algo.priority_eta == 0.9 and algo.n_step == 5
 
 
-def test_a_learner_group_is_refused_clearly() -> None:
-    with pytest.raises(ValueError, match="r2d2 trains in one learner process: set learner.replicas=1"):
-        config(learner={"replicas": 2})
+def test_a_learner_group_takes_equal_shares_of_the_batch() -> None:
+    assert config(learner={"replicas": 2}, algo={"name": "r2d2", "batch_size": 32}).learner.replicas == 2
+    with pytest.raises(ValueError, match=r"algo.batch_size \(33\) must be a multiple of learner.replicas \(2\)"):
+        config(learner={"replicas": 2}, algo={"name": "r2d2", "batch_size": 33})
