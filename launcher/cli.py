@@ -341,3 +341,23 @@ def plot(run_dir: Path) -> None:
     from rlfleet.launcher.plot import plot as draw
 
     typer.echo(str(draw(run_dir)))
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="run directories (data/runs/<name>) of one "
+                                                                     "config over seeds")],
+    out: Annotated[Path, typer.Option(help="the folder to write report.md and report.png into")] = Path("report"),
+    target: Annotated[float | None, typer.Option(
+        help="the return that normalises to 1 [the runs' env.solve_threshold]; needed for runs without one")] = None,
+    random_episodes: Annotated[int, typer.Option(
+        min=1, max=10_000, help="episodes of a uniformly random policy whose mean return normalises to 0")] = 100,
+    reps: Annotated[int, typer.Option(min=1_000, max=1_000_000, help="bootstrap replications")] = 50_000,
+) -> None:
+    """Aggregate one config's runs over seeds, scored by their held-out tests: IQM, mean, median and optimality
+    gap of normalised scores with 95% stratified bootstrap intervals (rliable; the `report` extra) and a
+    sample-efficiency curve; prints the table, writes OUT/report.md and OUT/report.png (the `plot` extra).
+    Exits 2 naming the problem for runs of different configs or a run with no held-out test."""
+    from rlfleet.launcher.report import report_command
+
+    report_command(runs, out, target, random_episodes, reps)
