@@ -196,15 +196,62 @@ def record(
                                                   "choice")] = False,
     data_dir: Annotated[Path, typer.Option(help="the data directory whose dataset store (datasets/) keeps it")] = Path(
         "data"),
+    format_: Annotated[Literal["rlfleet", "minari"], typer.Option(
+        "--format", help="rlfleet: the data directory's dataset store; minari: a Minari dataset of id NAME "
+                         "(namespace/name-v0) in MINARI_DATASETS_PATH (the minari extra), no split")] = "rlfleet",
 ) -> None:
     """Play a trained policy for EPISODES episodes and store them as a named dataset of chunks with train and
     valid splits (see launcher/record.py); a run with `algo.dataset: NAME` (behavioural cloning) trains on it.
-    Exits 2 with one line on stderr for input that cannot be recorded."""
+    With --format minari, write them as a Minari dataset instead. Exits 2 with one line on stderr for input that
+    cannot be recorded."""
     from rlfleet.launcher.configs import config_file
     from rlfleet.launcher.record import Recording, record_command
 
     raise typer.Exit(record_command(run_dir, policy, None if config is None else config_file(config),
-                                    Recording(name, episodes, valid_fraction, seed, stochastic), data_dir))
+                                    Recording(name, episodes, valid_fraction, seed, stochastic), data_dir, format_))
+
+
+dataset_app = typer.Typer(no_args_is_help=True, help=(
+    "Move datasets between rlfleet's dataset store and Minari's (the minari extra): import and export."))
+app.add_typer(dataset_app, name="dataset")
+
+
+@dataset_app.command("import")
+def dataset_import(
+    source: Annotated[str, typer.Argument(metavar="MINARI_DATASET", help="a local Minari dataset: its directory, "
+                                                                         "or its id in MINARI_DATASETS_PATH")],
+    name: Annotated[str, typer.Option(help="the rlfleet dataset's name (algo.dataset of the run that trains on it)")],
+    config: Annotated[str, typer.Option(help="the run config whose env the dataset must fit (a file, or a shipped "
+                                             "config's name)")],
+    valid_fraction: Annotated[float, typer.Option(help="share of the episodes kept for the valid split")] = 0.2,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seeds the split")] = 0,
+    data_dir: Annotated[Path, typer.Option(help="the data directory whose dataset store (datasets/) keeps it")] = Path(
+        "data"),
+) -> None:
+    """Read a local Minari dataset into the dataset store, whole episodes split into train and valid; refused
+    when its observation or action space differs from the config's env (both are named). Downloads nothing."""
+    from rlfleet.launcher.configs import config_file
+    from rlfleet.launcher.minari_datasets import import_command
+
+    typer.echo(import_command(source, config_file(config), name, valid_fraction, seed, data_dir))
+
+
+@dataset_app.command("export")
+def dataset_export(
+    name: Annotated[str, typer.Argument(help="the rlfleet dataset to export")],
+    dataset_id: Annotated[str, typer.Argument(metavar="MINARI_ID", help="the Minari dataset id to write "
+                                                                         "(namespace/name-v0)")],
+    config: Annotated[str, typer.Option(help="the run config of the env the dataset was recorded in (a file, or a "
+                                             "shipped config's name)")],
+    data_dir: Annotated[Path, typer.Option(help="the data directory whose dataset store (datasets/) keeps it")] = Path(
+        "data"),
+) -> None:
+    """Write every episode of a dataset (both splits, in recording order) as a Minari dataset in
+    MINARI_DATASETS_PATH, through Minari's own writer."""
+    from rlfleet.launcher.configs import config_file
+    from rlfleet.launcher.minari_datasets import export_command
+
+    typer.echo(export_command(name, dataset_id, config_file(config), data_dir))
 
 
 @app.command()

@@ -43,7 +43,7 @@ from rlfleet.coordinator.journal.database import stored_meta, stored_rows
 from rlfleet.coordinator.state.judge import Judge
 from rlfleet.launcher.errors import UserError
 from rlfleet.shared.config.run_config import EnvConfig, RunConfig
-from rlfleet.shared.extras import require
+from rlfleet.shared.extras import MissingExtra, require
 from rlfleet.shared.storage.layout import RunLayout
 from rlfleet.shared.wire import EvaluationResult, HoldoutResult
 
@@ -359,10 +359,13 @@ def report_command(run_dirs: list[Path], out: Path, target: float | None, random
     """`rlfleet report`: print the table, write OUT/report.md and OUT/report.png."""
     from rlfleet.shared.storage.local import atomic_write
 
-    report = build_report(run_dirs, target, random_episodes, reps)
-    text = markdown(report)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "report.md", text.encode())
-    draw(report, out / "report.png")
+    try:
+        report = build_report(run_dirs, target, random_episodes, reps)
+        text = markdown(report)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write(out / "report.md", text.encode())
+        draw(report, out / "report.png")
+    except MissingExtra as exc:
+        raise UserError(str(exc)) from exc
     typer.echo(text, nl=False)
     typer.echo(f"\nwrote {out / 'report.md'} and {out / 'report.png'}")
