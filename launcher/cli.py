@@ -196,15 +196,62 @@ def record(
                                                   "choice")] = False,
     data_dir: Annotated[Path, typer.Option(help="the data directory whose dataset store (datasets/) keeps it")] = Path(
         "data"),
+    format_: Annotated[Literal["rlfleet", "minari"], typer.Option(
+        "--format", help="rlfleet: the data directory's dataset store; minari: a Minari dataset of id NAME "
+                         "(namespace/name-v0) in MINARI_DATASETS_PATH (the minari extra), no split")] = "rlfleet",
 ) -> None:
     """Play a trained policy for EPISODES episodes and store them as a named dataset of chunks with train and
     valid splits (see launcher/record.py); a run with `algo.dataset: NAME` (behavioural cloning) trains on it.
-    Exits 2 with one line on stderr for input that cannot be recorded."""
+    With --format minari, write them as a Minari dataset instead. Exits 2 with one line on stderr for input that
+    cannot be recorded."""
     from rlfleet.launcher.configs import config_file
     from rlfleet.launcher.record import Recording, record_command
 
     raise typer.Exit(record_command(run_dir, policy, None if config is None else config_file(config),
-                                    Recording(name, episodes, valid_fraction, seed, stochastic), data_dir))
+                                    Recording(name, episodes, valid_fraction, seed, stochastic), data_dir, format_))
+
+
+dataset_app = typer.Typer(no_args_is_help=True, help=(
+    "Move datasets between rlfleet's dataset store and Minari's (the minari extra): import and export."))
+app.add_typer(dataset_app, name="dataset")
+
+
+@dataset_app.command("import")
+def dataset_import(
+    source: Annotated[str, typer.Argument(metavar="MINARI_DATASET", help="a local Minari dataset: its directory, "
+                                                                         "or its id in MINARI_DATASETS_PATH")],
+    name: Annotated[str, typer.Option(help="the rlfleet dataset's name (algo.dataset of the run that trains on it)")],
+    config: Annotated[str, typer.Option(help="the run config whose env the dataset must fit (a file, or a shipped "
+                                             "config's name)")],
+    valid_fraction: Annotated[float, typer.Option(help="share of the episodes kept for the valid split")] = 0.2,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="seeds the split")] = 0,
+    data_dir: Annotated[Path, typer.Option(help="the data directory whose dataset store (datasets/) keeps it")] = Path(
+        "data"),
+) -> None:
+    """Read a local Minari dataset into the dataset store, whole episodes split into train and valid; refused
+    when its observation or action space differs from the config's env (both are named). Downloads nothing."""
+    from rlfleet.launcher.configs import config_file
+    from rlfleet.launcher.minari_datasets import import_command
+
+    typer.echo(import_command(source, config_file(config), name, valid_fraction, seed, data_dir))
+
+
+@dataset_app.command("export")
+def dataset_export(
+    name: Annotated[str, typer.Argument(help="the rlfleet dataset to export")],
+    dataset_id: Annotated[str, typer.Argument(metavar="MINARI_ID", help="the Minari dataset id to write "
+                                                                         "(namespace/name-v0)")],
+    config: Annotated[str, typer.Option(help="the run config of the env the dataset was recorded in (a file, or a "
+                                             "shipped config's name)")],
+    data_dir: Annotated[Path, typer.Option(help="the data directory whose dataset store (datasets/) keeps it")] = Path(
+        "data"),
+) -> None:
+    """Write every episode of a dataset (both splits, in recording order) as a Minari dataset in
+    MINARI_DATASETS_PATH, through Minari's own writer."""
+    from rlfleet.launcher.configs import config_file
+    from rlfleet.launcher.minari_datasets import export_command
+
+    typer.echo(export_command(name, dataset_id, config_file(config), data_dir))
 
 
 @app.command()
@@ -341,3 +388,23 @@ def plot(run_dir: Path) -> None:
     from rlfleet.launcher.plot import plot as draw
 
     typer.echo(str(draw(run_dir)))
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(metavar="RUN...", help="run directories (data/runs/<name>) of one "
+                                                                     "config over seeds")],
+    out: Annotated[Path, typer.Option(help="the folder to write report.md and report.png into")] = Path("report"),
+    target: Annotated[float | None, typer.Option(
+        help="the return that normalises to 1 [the runs' env.solve_threshold]; needed for runs without one")] = None,
+    random_episodes: Annotated[int, typer.Option(
+        min=1, max=10_000, help="episodes of a uniformly random policy whose mean return normalises to 0")] = 100,
+    reps: Annotated[int, typer.Option(min=1_000, max=1_000_000, help="bootstrap replications")] = 50_000,
+) -> None:
+    """Aggregate one config's runs over seeds, scored by their held-out tests: IQM, mean, median and optimality
+    gap of normalised scores with 95% stratified bootstrap intervals (rliable; the `report` extra) and a
+    sample-efficiency curve; prints the table, writes OUT/report.md and OUT/report.png (the `plot` extra).
+    Exits 2 naming the problem for runs of different configs or a run with no held-out test."""
+    from rlfleet.launcher.report import report_command
+
+    report_command(runs, out, target, random_episodes, reps)

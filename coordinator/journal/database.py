@@ -107,6 +107,21 @@ def stored_meta(path: Path, *keys: str) -> dict[str, Any]:
     return {key: json.loads(value) for key, value in rows}
 
 
+def stored_rows(path: Path, table: Table) -> list[tuple[Any, ...]]:
+    """The rows of a component's table in a journal file, by the table's own select, read-only like
+    `stored_meta`: for tools reading a run's history (`rlfleet report`: its validations). Empty when there is
+    no file or no such table yet."""
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return db.execute(table.select).fetchall()
+    except sqlite3.OperationalError:  # the table was never created (a run that did not start)
+        return []
+    finally:
+        db.close()
+
+
 def stored_run_state(path: Path) -> str | None:
     """The run state (running, solved, ...) a journal file holds: how a starting coordinator tells a finished
     run from one to resume. None when there is no file, or nothing was committed to it yet."""

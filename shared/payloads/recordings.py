@@ -50,9 +50,12 @@ class DatasetManifest(Strict):
     name: str = Field(description="the dataset's name, also its directory in the dataset store")
     env_id: str = Field(description="the environment the episodes were played in")
     spaces: Spaces = Field(description="its observation and action spaces")
-    source_policy: str = Field(description="the policy file that played the episodes")
-    source_manifest_sha256: str = Field(description="sha256 of that policy's manifest (its spaces, net and head)")
-    stochastic: bool = Field(description="actions sampled from the policy (true) or its greedy choice (false)")
+    source_policy: str = Field(description="the policy file that played the episodes; minari:<dataset id> for a "
+                                           "dataset imported from Minari")
+    source_manifest_sha256: str = Field(description="sha256 of that policy's manifest (its spaces, net and head); "
+                                                    "of the Minari dataset's metadata for an imported one")
+    stochastic: bool | None = Field(description="actions sampled from the policy (true) or its greedy choice "
+                                                "(false); null: not known (an imported dataset)")
     splits: dict[str, SplitInfo] = Field(description="train and valid")
 
 
@@ -82,7 +85,7 @@ def split_episodes(n_episodes: int, valid_fraction: float, seed: int) -> tuple[l
 
 def write_dataset(store: PayloadStore, name: str, env_id: str, spaces: Spaces,
                   episodes: Sequence[tuple[Mapping[str, np.ndarray], float]], *, valid_fraction: float, seed: int,
-                  source_policy: str, source_manifest_sha256: str, stochastic: bool) -> DatasetManifest:
+                  source_policy: str, source_manifest_sha256: str, stochastic: bool | None) -> DatasetManifest:
     """Write one file per (chunk arrays, raw return) episode, then the manifest."""
     check_name(name)
     if store.size(manifest_path(name)) is not None:
