@@ -7,6 +7,11 @@ learner's updates. Keeping the start in the field itself leaves every algorithm'
 (what its learner reads), and a config without `schedules` trains exactly as before. The learner applies the
 schedules before every update (learner_worker/schedules.py) and reports each scheduled value with its losses, so
 status and TensorBoard show it; a resumed learner continues from the run's env steps or its restored update count.
+
+A schedule changed while the run trains (a live setting) takes over from where the run stands instead of jumping: the
+coordinator gives the new schedule a `begin` (the env steps, or the learner's reported updates, at the change) and a
+`start` (the value the old schedule had reached there), and the new shape runs from that point and value. Both are
+in the run config, so a restarted learner, status and the journal all see the same schedule.
 """
 
 from __future__ import annotations
@@ -38,6 +43,20 @@ class Schedule(Strict):
     """piecewise: (units, value) knots after (0, the field's value), units strictly increasing."""
     unit: ScheduleUnit = "env_steps"
     """What moves the schedule: the run's env steps or the learner's updates."""
+    begin: Annotated[int, Field(ge=0)] = 0
+    """Units at which the schedule begins (the value is `start` until then): set by a live change (module doc)."""
+    start: float | None = None
+    """The value at `begin`; null: the field's configured value."""
+
+    def taking_over(self, current: float, at: int) -> Schedule:
+        """This schedule as a live change made `at` units into the run, when the field's value was `current`:
+        it runs from there (a `begin` or `start` given explicitly is kept)."""
+        update: dict[str, float | int] = {}
+        if "begin" not in self.model_fields_set:
+            update["begin"] = at
+        if "start" not in self.model_fields_set:
+            update["start"] = current
+        return self.model_copy(update=update)
 
     @model_validator(mode="after")
     def _fields_of_its_kind(self) -> Schedule:
@@ -51,8 +70,11 @@ class Schedule(Strict):
             raise ValueError(f"a {self.kind} schedule takes `end` and `over` (units to reach it), not points")
         return self
 
-    def value(self, start: float, at: float) -> float:
-        """The scheduled value `at` units into the run, from `start` (the field's configured value)."""
+    def value(self, configured: float, at: float) -> float:
+        """The scheduled value `at` units into the run, from `configured` (the field's configured value) unless the
+        schedule has a `start` of its own, counted from `begin`."""
+        start = configured if self.start is None else self.start
+        at = max(0.0, at - self.begin)
         if self.kind == "piecewise":
             x0, y0 = 0.0, start
             for x1, y1 in self.points:

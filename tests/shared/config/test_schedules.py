@@ -54,3 +54,26 @@ def test_only_fields_the_algorithm_has_and_reads_per_update_are_schedulable() ->
     with pytest.raises(ValidationError, match=r"algo.schedules.clip_ratio: algo.clip_ratio is null"):
         ImpalaParams(schedules={"clip_ratio": linear})
     ImpalaParams(clip_ratio=0.2, schedules={"clip_ratio": linear})
+
+
+@pytest.mark.parametrize("doc", [
+    {"kind": "linear", "end": 0.0, "over": 100},
+    {"kind": "cosine", "end": 0.0, "over": 100},
+    {"kind": "piecewise", "points": [[100, 0.0]]},
+])
+def test_a_schedule_taking_over_mid_run_continues_from_the_value_reached(doc: dict) -> None:
+    """A live change at 400 units, when the old schedule had reached 0.6: the new shape runs from (400, 0.6), not
+    from the configured 1.0 at 0 (which would jump the value to the new schedule's 400th unit: its end)."""
+    new = Schedule.model_validate(doc).taking_over(current=0.6, at=400)
+    assert (new.begin, new.start) == (400, 0.6)
+    assert new.value(1.0, 400) == pytest.approx(0.6)
+    assert 0.0 < new.value(1.0, 450) < 0.6
+    assert new.value(1.0, 500) == pytest.approx(0.0) and new.value(1.0, 900) == pytest.approx(0.0)
+    assert new.value(1.0, 100) == pytest.approx(0.6)  # before its begin (a learner a poll behind): its start
+
+
+def test_a_begin_or_start_given_with_the_change_is_kept() -> None:
+    new = Schedule.model_validate({"kind": "linear", "end": 0.0, "over": 100, "start": 2.0}).taking_over(0.6, 400)
+    assert (new.begin, new.start) == (400, 2.0)
+    again = Schedule.model_validate({"kind": "linear", "end": 0.0, "over": 100, "begin": 0}).taking_over(0.6, 400)
+    assert (again.begin, again.start) == (0, 0.6)
