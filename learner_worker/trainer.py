@@ -173,9 +173,11 @@ class Trainer:
         self.settings_seen = self.session.directive.settings
         fresh = self.session.claim()
         if isinstance(fresh, LearnerTask) and fresh.task_id == self.task.task_id:
+            old, new = self.task.algo.model_dump(), fresh.algo.model_dump()
             self.task = fresh
             self.apply_settings(fresh)
-            log.info("live settings changed: %s", fresh.algo.model_dump(include=set(fresh.algo.schedules) or None))
+            log.info("live settings changed: %s", ", ".join(f"{key} {old[key]} -> {new[key]}" for key in new
+                                                           if new[key] != old.get(key)) or "none of the algorithm's")
 
     def apply_settings(self, task: LearnerTask) -> None:
         """Hyperparameters from `task`: the learner's config, its schedules and its optimizers' learning rate."""

@@ -62,15 +62,16 @@ async def settings(body: SettingsRequest, run: RunDep, _: AdminScope) -> Control
 
 @router.post("/load-checkpoint", response_model=ControlStatus,
              summary="Continue training from another run's checkpoint (weights, optimizer, observation statistics)",
-             **route_doc("admin", "The source is another run's directory under the coordinator's checkpoint sources "
-                         "(`RLFLEET_CHECKPOINT_SOURCES`; a path outside them, links resolved, is a 422) and one of its checkpoints, by "
-                         "default its latest. Its signature is compared with this run's latest checkpoint's: another "
-                         "algorithm, other spaces, another network or any other tensor shape is a 409 "
-                         "(`incompatible_checkpoint`) naming the difference, counted in `load_refusals`; nothing is "
-                         "loaded. Without a checkpoint of its own the run cannot be compared (409: ask for one with "
-                         "`/v1/run/checkpoint`). A compatible checkpoint is copied into this run's checkpoints store "
-                         "and journalled; the learner continues from it after its next update (its own counters "
-                         "kept), publishes and checkpoints. A retry with the same `request_id` changes nothing.",
+             **route_doc("admin", "The source is another run's directory under the coordinator's checkpoint "
+                         "sources (`RLFLEET_CHECKPOINT_SOURCES`; a path outside them, links resolved, is a 422) and "
+                         "one of its checkpoints, by default its latest. Its signature is compared with this run's "
+                         "latest checkpoint's: another algorithm, other spaces, another network or any other tensor "
+                         "shape is a 409 (`incompatible_checkpoint`) naming the difference, counted in "
+                         "`load_refusals`; nothing is loaded. Without a checkpoint of its own the run cannot be "
+                         "compared (409: ask for one with `/v1/run/checkpoint`). A compatible checkpoint is copied "
+                         "into this run's checkpoints store and journalled; the learner continues from it after its "
+                         "next update (its own counters kept), publishes and checkpoints. A retry with the same "
+                         "`request_id` changes nothing.",
                          (*BODY, "not_found", "incompatible_checkpoint", *_ENDED), ex.LOAD_CHECKPOINT, ex.CONTROL))
 async def load_checkpoint(body: LoadCheckpointRequest, run: RunDep, _: AdminScope) -> ControlStatus:
     return await run.checkpoint_loads.load(body)
