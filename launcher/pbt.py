@@ -68,10 +68,12 @@ class Driver:
             typer.echo(f"rlfleet pbt: {exc}: stopping the population's runs", err=True)
             return EXIT_INTERRUPTED
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            for sig in previous:  # a second signal must not cut the stops short
+                signal.signal(sig, signal.SIG_IGN)
             for member in self.members:  # an interrupted population leaves no run behind
                 member.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         self.finish()
         return EXIT_OK
 

@@ -60,6 +60,7 @@ from rlfleet.shared.envs.wrappers import NormalizeObs
 from rlfleet.shared.policy.files import save_policy
 from rlfleet.shared.storage.factory import open_store
 from rlfleet.shared.storage.layout import RunLayout
+from rlfleet.shared.storage.protocol import StoreUnavailable
 from rlfleet.shared.wire import Ack, CheckpointLoadRef, LearnerTask, LearnReport, PolicyPublish
 from rlfleet.shared.worker.client import CoordinatorRejected
 from rlfleet.shared.worker.session import COORDINATOR_ERRORS, WorkerSession, one_line
@@ -148,13 +149,26 @@ class Trainer:
 
     def load_from(self, ref: CheckpointLoadRef) -> None:
         """Continue from the staged checkpoint `ref` (another run's): all its tensors or none of them."""
-        self.loaded = ref.load_id  # asked once: a refused load is not retried at every update
-        ckpt = decode_checkpoint(self.checkpoints.get(ref.path))
+        self.loaded = ref.load_id  # asked once: a refused load is not retried at every update (nor after a restart)
+        try:
+            ckpt = decode_checkpoint(self.checkpoints.get(ref.path))
+        except StoreUnavailable:
+            raise  # not the file's fault: the restarted learner takes the load up once the store answers
+        except Exception as exc:  # a staged file gone or damaged: refused like one that does not fit
+            log.error("checkpoint load %s refused: %s cannot be read (%s); training goes on from this learner's "
+                      "own weights", ref.load_id, ref.path, exc)
+            return
         ours, theirs = tensor_layout(self.learner.state()), tensor_layout(ckpt.algo)
         if ours != theirs:
             differ = sorted(set(ours) ^ set(theirs)) or sorted(k for k in ours if ours[k] != theirs[k])
             log.error("checkpoint load %s refused: its learner state differs from this learner's at %s; training "
                       "goes on from this learner's own weights", ref.load_id, ", ".join(differ[:3]))
+            return
+        if (self.obs_stats is None) != (ckpt.obs_stats is None):
+            log.error("checkpoint load %s refused: it was trained %s observation normalisation and this run %s; "
+                      "training goes on from this learner's own weights", ref.load_id,
+                      "without" if ckpt.obs_stats is None else "with",
+                      "normalises" if self.obs_stats is not None else "does not")
             return
         self.learner.load(ckpt.algo)
         self.apply_settings(self.task)  # the optimizers keep this run's hyperparameters, not the source's

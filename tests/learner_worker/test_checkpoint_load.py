@@ -100,3 +100,9 @@ def test_a_checkpoint_whose_tensors_do_not_fit_is_not_taken(tmp_path: Path) -> N
                if k in weights)
     latest = load_latest_checkpoint(LocalStore(RunLayout(tmp_path, "test-run").checkpoints))
     assert latest is not None and latest.loaded == "load-1"  # asked once: not retried at every update
+
+
+def test_an_unreadable_staged_checkpoint_is_refused_and_training_goes_on(tmp_path: Path) -> None:
+    LocalStore(RunLayout(tmp_path, "test-run").checkpoints).put(LOAD.path, b"not a checkpoint")
+    fake = _train(tmp_path, _config([32, 32]))  # exits 0: no crash, so no restart loop on the same file
+    assert _published(tmp_path, fake)[0][0] > 0
