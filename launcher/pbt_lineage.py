@@ -63,12 +63,8 @@ def plot_lineage(rows: list[dict[str, Any]], settings: list[str], out: Path) -> 
     for panel, key in enumerate(settings, start=1):
         ax = axes[panel][0]
         for member in members:
-            points = [(r["env_steps"], r["settings"][key]) for r in rows if r["member"] == member
-                      and r["event"] in ("start", "score") and key in r.get("settings", {})]
-            points += [(r["env_steps"], r["new_settings"][key]) for r in rows
-                       if r["member"] == member and r["event"] == "exploit"]
+            points = setting_path(rows, member, key)
             if points:
-                points.sort()
                 ax.step(*zip(*points, strict=True), where="post", color=colours[member])
         ax.set_ylabel(key, fontsize=8)
         values = [v for r in rows for v in ([r.get("settings", {}).get(key)] + [r.get("new_settings", {}).get(key)])
@@ -80,3 +76,10 @@ def plot_lineage(rows: list[dict[str, Any]], settings: list[str], out: Path) -> 
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def setting_path(rows: list[dict[str, Any]], member: str, key: str) -> list[tuple[int, float]]:
+    """(env steps, value) of `member`'s setting `key` at each of its events, in the file's order: a copy is
+    ranked at the env steps it copies at, so sorting would put its new value before the old one it replaced."""
+    return [(r["env_steps"], r["new_settings" if r["event"] == "exploit" else "settings"][key])
+            for r in rows if r["member"] == member and r["event"] in ("start", "score", "exploit")]
