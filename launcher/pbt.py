@@ -31,6 +31,7 @@ from typing import Any
 import typer
 
 from rlfleet.launcher.control import ControlError
+from rlfleet.launcher.errors import UserError
 from rlfleet.launcher.pbt_lineage import Lineage, plot_lineage
 from rlfleet.launcher.pbt_member import Member
 from rlfleet.launcher.pbt_spec import Population, override
@@ -240,8 +241,13 @@ class Driver:
 def run_pbt(spec_path: Path, output_dir: Path | None, fixed: bool) -> int:
     """`rlfleet pbt`: validate the spec, then run the population to its end."""
     from rlfleet.launcher.pbt_spec import load_population
+    from rlfleet.shared.extras import MissingExtra, require
 
     population = load_population(spec_path, output_dir)
+    try:  # the plot is drawn at the end: a missing library must not wait until hours of training are done
+        require("matplotlib", "plot", "rlfleet pbt's lineage plot")
+    except MissingExtra as exc:
+        raise UserError(str(exc)) from exc
     population.output_dir.mkdir(parents=True, exist_ok=True)
     typer.echo(f"population {population.spec.name}: {population.spec.population} members of "
                f"{population.base_path}, output in {population.output_dir}")

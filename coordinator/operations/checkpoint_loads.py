@@ -10,6 +10,7 @@ nothing is staged and the learner never sees it. A compatible checkpoint is copi
 (`loads/<request id>.pt`, so the learner reads only its own run's store, local or object store), the load is
 journalled, and learners' directives name it from then on (learner_worker/trainer.py takes it up once).
 
+Learners take up the latest load only, so a load's staged file is deleted once a newer load is durable.
 A retry with the same request id answers the status and changes nothing, so a load is never applied twice by a
 retried request; a new id loads again (a population trainer copies the same member's checkpoint more than once).
 A learner group (`learner.replicas` > 1) is refused: its ranks would have to take the load up together.
@@ -66,11 +67,15 @@ class CheckpointLoads:
                 raise
             if ctx.control.load_of(request.request_id) is None:  # a retry may have landed while this one copied
                 ctx.running("load a checkpoint")
+                replaced = ctx.control.latest_load
                 ctx.control.load(CheckpointLoad(
                     load_id=request.request_id, source=str(staged.source), checkpoint=staged.checkpoint,
                     source_iteration=staged.signature.iteration, source_env_steps=staged.signature.env_steps,
                     env_steps=ctx.data.env_steps, wall_seconds=ctx.lifecycle.wall_seconds(ctx.clock())))
                 ctx.commit()
+                await ctx.settle()
+                if replaced is not None and self.checkpoints is not None:  # learners take up the latest load only
+                    await asyncio.to_thread(self.checkpoints.delete, replaced.path)
         return await ctx.settled(ctx.control.status())
 
     def _stage(self, request: LoadCheckpointRequest) -> _Staged:

@@ -67,6 +67,8 @@ def test_a_compatible_checkpoint_is_staged_journalled_and_named_to_the_learner(l
     named = loader.load(source, request_id="load-2", checkpoint="learner-0000000100.pt")
     assert named.json()["loads"][-1]["checkpoint"] == "learner-0000000100.pt"
     assert loader.learner_directive()["checkpoint_load"]["load_id"] == "load-2"  # the latest load is the one
+    staged = sorted(p.name for p in (loader.run_dir / "checkpoints" / "loads").iterdir())
+    assert staged == ["load-2.pt"]  # the replaced load's copy is gone: only the latest is ever taken up
 
 
 def test_a_retried_load_changes_nothing(loader: Loader) -> None:
