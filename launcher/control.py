@@ -46,7 +46,8 @@ def describe(control: dict[str, Any]) -> str:
     """A few lines for a person: the control state after the command."""
     lines = [f"collection {'paused' if control['paused'] else 'running'}; checkpoints asked {control['checkpoints']}, "
              f"evaluations {control['evaluations']} (tests {control['tests']}); "
-             f"{'reproducible' if control['reproducible'] else 'not reproducible (settings changed)'}"]
+             + ("reproducible" if control["reproducible"] else
+                "not reproducible (settings changed or a checkpoint loaded)")]
     lines += [f"  {c['key']}: {c['old']} -> {c['new']} at {c['env_steps']} env steps" for c in control["changes"]]
     lines += [f"  loaded {load['source']}/checkpoints/{load['checkpoint']} at {load['env_steps']} env steps"
               for load in control["loads"]]
