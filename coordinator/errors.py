@@ -73,3 +73,9 @@ class TaskNotHeld(Conflict):
 
 class MemberNotHeld(Conflict):
     code = "member_not_held"
+
+
+class IncompatibleCheckpoint(Conflict):
+    """Another run's checkpoint that does not fit this run: counted, never offered to the learner."""
+
+    code = "incompatible_checkpoint"

@@ -148,6 +148,8 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
                 journal=journal, max_workers=settings.max_workers,
                 idempotency_seconds=settings.idempotency_seconds, reopen_stopped=named, telemetry=telemetry,
                 dataset_store=open_datasets(settings.data_dir, request_target), max_body_bytes=settings.max_body_bytes,
+                checkpoints=open_store(dataclasses.replace(layout, store=request_target), "checkpoints"),
+                checkpoint_sources=settings.checkpoint_roots(),
             )
             # Workers are told a run state once it is durable: the first request must not find a resumed stopped
             # run still announced as stopped (its workers would exit) while its reopening is being committed.

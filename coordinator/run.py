@@ -9,11 +9,13 @@ operations adds its module and one line below; a new loop kind adds nothing here
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rlfleet.coordinator.observe.scrape import RunCollector
 from rlfleet.coordinator.observe.status import build_status
 from rlfleet.coordinator.observe.tracking import Tracking
+from rlfleet.coordinator.operations.checkpoint_loads import CheckpointLoads
 from rlfleet.coordinator.operations.chunks import Chunks
 from rlfleet.coordinator.operations.context import RunContext
 from rlfleet.coordinator.operations.control import Controls
@@ -29,8 +31,11 @@ from rlfleet.shared.wire import Status
 
 
 class Run:
-    def __init__(self, config: RunConfig, store: PayloadStore, **options: Any) -> None:
-        """`options` are RunContext's: sizes, clocks, the journal, telemetry, the dataset store."""
+    def __init__(self, config: RunConfig, store: PayloadStore, *, checkpoints: PayloadStore | None = None,
+                 checkpoint_sources: tuple[Path, ...] = (), **options: Any) -> None:
+        """`checkpoints` is the run's checkpoints store and `checkpoint_sources` the directories other runs'
+        checkpoints may be loaded from (without them, loads are refused); `options` are RunContext's: sizes,
+        clocks, the journal, telemetry, the dataset store."""
         self.ctx = ctx = RunContext(config, store, **options)
         # The run's experiment trackers, shown in status and metrics: none until the app sets them, from the
         # config the run resumed with (coordinator/main.py; the metrics recorder feeds them).
@@ -41,6 +46,7 @@ class Run:
         self.publishing = Publishing(ctx)
         self.evaluations = Evaluations(ctx)
         self.controls = Controls(ctx)
+        self.checkpoint_loads = CheckpointLoads(ctx, checkpoints, checkpoint_sources)
         self.housekeeping = Housekeeping(ctx)
 
     @property

@@ -49,9 +49,17 @@ class CoordinatorSettings(StoreSettings):
     fast_path: bool = Field(True, description=(
         "answer heartbeats and /healthz in front of FastAPI's routing (coordinator/api/fastpath.py); the routes "
         "behind it answer the same"))
+    checkpoint_sources: str = Field("", description=(
+        "directories, separated by ':', under which the runs whose checkpoints this run may load lie "
+        "(POST /v1/run/load-checkpoint); empty: the data directory"))
     gc_pacing: bool = Field(True, description=(
         "pace Python's cyclic collector (coordinator/gcpacing.py); off only where the coordinator shares its "
         "process with other code, e.g. in-process tests"))
+
+    def checkpoint_roots(self) -> tuple[Path, ...]:
+        """The directories other runs' checkpoints may be loaded from."""
+        roots = tuple(Path(part) for part in self.checkpoint_sources.split(":") if part)
+        return roots or (self.data_dir,)
 
     @field_validator("run", mode="before")
     @classmethod

@@ -270,7 +270,8 @@ def export(
 
 
 ctl = typer.Typer(no_args_is_help=True, help=(
-    "Steer a running run (admin token): pause/resume collection, checkpoint, evaluate, set live settings, stop."))
+    "Steer a running run (admin token): pause/resume collection, checkpoint, evaluate, set live settings, load "
+    "another run's checkpoint, stop."))
 app.add_typer(ctl, name="ctl")
 Url = Annotated[str, typer.Option(envvar="RLFLEET_COORDINATOR_URL", help="the coordinator")]
 TokensFile = Annotated[Path, typer.Option(envvar="RLFLEET_TOKENS_FILE", help="tokens file holding the admin token")]
@@ -320,6 +321,20 @@ def ctl_set(
     raise typer.Exit(set_settings(url, tokens_file, settings))
 
 
+@ctl.command("load-checkpoint")
+def ctl_load_checkpoint(
+    source: Annotated[Path, typer.Argument(help="the source run's directory (<data dir>/runs/<run>)")],
+    checkpoint: Annotated[str | None, typer.Option(help="one of its checkpoints, e.g. learner-0000000500.pt; "
+                                                        "default its latest")] = None,
+    url: Url = "http://127.0.0.1:8000", tokens_file: TokensFile = Path("data/tokens.json"),
+) -> None:
+    """Make the learner continue from another run's checkpoint (weights, optimizer state); refused if it does not
+    fit this run."""
+    from rlfleet.launcher.control import load_checkpoint
+
+    raise typer.Exit(load_checkpoint(url, tokens_file, source, checkpoint))
+
+
 @ctl.command("stop")
 def ctl_stop(
     reason: Annotated[str, typer.Option(help="recorded as the run's end message")] = "stopped by an operator",
@@ -327,6 +342,22 @@ def ctl_stop(
 ) -> None:
     """End the run: every worker is told to exit."""
     _ctl(url, tokens_file, "POST", "stop", {"reason": reason})
+
+
+@app.command()
+def pbt(
+    spec: Annotated[Path, typer.Argument(help="a PBT spec YAML (configs/pbt/ has examples)")],
+    output_dir: Annotated[Path | None, typer.Option(help="where members, lineage and report go [the spec's "
+                                                         "output_dir, or pbt/<name>]")] = None,
+    fixed: Annotated[bool, typer.Option("--fixed", help="run the same members with their initial settings and no "
+                                                         "exploit/explore: the baseline PBT is compared with")] = False,
+) -> None:
+    """Population-based training: K runs at once; every interval the bottom quantile loads a top member's checkpoint
+    and perturbs its live settings. Writes lineage.jsonl, lineage.png and pbt_report.md with the held-out test of
+    the population's best. Ctrl-C stops every member's run."""
+    from rlfleet.launcher.pbt import run_pbt
+
+    raise typer.Exit(run_pbt(spec, output_dir, fixed))
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,13 @@ def describe(control: dict[str, Any]) -> str:
     """A few lines for a person: the control state after the command."""
     lines = [f"collection {'paused' if control['paused'] else 'running'}; checkpoints asked {control['checkpoints']}, "
              f"evaluations {control['evaluations']} (tests {control['tests']}); "
-             f"{'reproducible' if control['reproducible'] else 'not reproducible (settings changed)'}"]
+             + ("reproducible" if control["reproducible"] else
+                "not reproducible (settings changed or a checkpoint loaded)")]
     lines += [f"  {c['key']}: {c['old']} -> {c['new']} at {c['env_steps']} env steps" for c in control["changes"]]
+    lines += [f"  loaded {load['source']}/checkpoints/{load['checkpoint']} at {load['env_steps']} env steps"
+              for load in control["loads"]]
+    if control["load_refusals"]:
+        lines.append(f"checkpoint loads refused as incompatible: {control['load_refusals']}")
     lines.append(f"live settings: {', '.join(control['live_settings'])}")
     return "\n".join(lines)
 
@@ -73,3 +79,10 @@ def set_settings(url: str, tokens_file: Path, settings: list[str]) -> int:
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="SETTINGS") from exc
     return run_command(url, tokens_file, "PATCH", "settings", {"settings": values})
+
+
+def load_checkpoint(url: str, tokens_file: Path, source: Path, checkpoint: str | None) -> int:
+    """`rlfleet ctl load-checkpoint SOURCE`: a fresh request id, so each command loads (the coordinator answers
+    a repeated id without loading again)."""
+    return run_command(url, tokens_file, "POST", "load-checkpoint", {
+        "request_id": uuid.uuid4().hex, "source": str(source.resolve()), "checkpoint": checkpoint})

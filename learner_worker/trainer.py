@@ -19,6 +19,13 @@ env steps. Checkpoints were already written only at `checkpoint_every`, an opera
 In a learner group (`learner.replicas` > 1, learner_worker/distributed.py) every rank trains, compares its
 weights with the others' after every update and counts the group's transitions; rank 0 alone publishes,
 reports, checkpoints and runs hooks.
+
+Two operator commands reach the learner between updates: live settings (a count in the directive: the learner
+re-reads its task and takes up the algorithm's new hyperparameters, learning rate included, as schedules do), and a
+checkpoint load from another run (the directive names the staged file): the learner checks every tensor's shape
+against its own before it takes any (never half-loaded), continues from those weights, optimizer state and
+observation statistics with its own counters, publishes them and checkpoints, so collectors act with them at once
+and a restart keeps them.
 """
 
 from __future__ import annotations
@@ -35,18 +42,25 @@ import torch
 
 from rlfleet.learner_worker.algorithms import Learner, load_learner
 from rlfleet.learner_worker.cache import PayloadReader
-from rlfleet.learner_worker.checkpoint import Checkpoint, load_latest_checkpoint, save_checkpoint
+from rlfleet.learner_worker.checkpoint import (
+    Checkpoint,
+    decode_checkpoint,
+    load_latest_checkpoint,
+    save_checkpoint,
+    tensor_layout,
+)
 from rlfleet.learner_worker.device import precision, resolve_device
 from rlfleet.learner_worker.distributed import join_group
 from rlfleet.learner_worker.hooks import learner_hooks
 from rlfleet.learner_worker.obsnorm import RunningStats
-from rlfleet.learner_worker.schedules import Schedules
+from rlfleet.learner_worker.schedules import Schedules, optimizers
 from rlfleet.shared.config.plan import chunk_schema
 from rlfleet.shared.envs.wrappers import NormalizeObs
 from rlfleet.shared.policy.files import save_policy
 from rlfleet.shared.storage.factory import open_store
 from rlfleet.shared.storage.layout import RunLayout
-from rlfleet.shared.wire import Ack, LearnerTask, LearnReport, PolicyPublish
+from rlfleet.shared.storage.protocol import StoreUnavailable
+from rlfleet.shared.wire import Ack, CheckpointLoadRef, LearnerTask, LearnReport, PolicyPublish
 from rlfleet.shared.worker.client import CoordinatorRejected
 from rlfleet.shared.worker.session import COORDINATOR_ERRORS, WorkerSession, one_line
 
@@ -95,6 +109,8 @@ class Trainer:
         self.version = latest.version if latest else 0
         self.checkpoints_asked = session.directive.checkpoints  # operator requests before this process: done
         self.evaluations_asked = session.directive.evaluations
+        self.settings_seen = session.directive.settings  # the task just claimed has every change before it
+        self.loaded: str | None = None  # the last checkpoint load from another run this learner's state includes
         self.waited_on = task.sampling.force_sync or task.deterministic  # collectors wait for every version
         self.pending = False  # a version is due but not written: no collector would have loaded it yet
         self.published_at = -1  # the coordinator's acknowledged env steps when the last version was written
@@ -104,6 +120,7 @@ class Trainer:
             self.learner.join(self.group)
         self.hooks = learner_hooks(task.learner.hooks if self.leader else (), session.run_name, task.algo.name)
         self.schedules = Schedules(task.algo, self.group)
+        self.load_if_asked()  # a load asked for before this process wrote a checkpoint with it
 
     def update(self, batch: Any) -> dict[str, float]:
         """The learner's update on `batch` with its scheduled hyperparameters set first: its losses, and the
@@ -120,7 +137,72 @@ class Trainer:
                 self.obs_stats.apply_to(self.learner)
             self.iteration, self.transitions = ckpt.iteration, ckpt.transitions_trained
             self.version = max(self.version, ckpt.policy_version)
+            self.loaded = ckpt.loaded
             log.info("resumed from iteration %d, policy v%d", self.iteration, self.version)
+
+    def load_if_asked(self) -> None:
+        """Take up the checkpoint load the directive names, unless this learner's state already includes it."""
+        ref = self.session.directive.checkpoint_load
+        if ref is not None and ref.load_id != self.loaded and self.leader and self.group is None:
+            self.load_from(ref)
+
+    def load_from(self, ref: CheckpointLoadRef) -> None:
+        """Continue from the staged checkpoint `ref` (another run's): all its tensors or none of them."""
+        self.loaded = ref.load_id  # asked once: a refused load is not retried at every update (nor after a restart)
+        try:
+            ckpt = decode_checkpoint(self.checkpoints.get(ref.path))
+        except StoreUnavailable:
+            raise  # not the file's fault: the restarted learner takes the load up once the store answers
+        except Exception as exc:  # a staged file gone or damaged: refused like one that does not fit
+            log.error("checkpoint load %s refused: %s cannot be read (%s); training goes on from this learner's "
+                      "own weights", ref.load_id, ref.path, exc)
+            return
+        ours, theirs = tensor_layout(self.learner.state()), tensor_layout(ckpt.algo)
+        if ours != theirs:
+            differ = sorted(set(ours) ^ set(theirs)) or sorted(k for k in ours if ours[k] != theirs[k])
+            log.error("checkpoint load %s refused: its learner state differs from this learner's at %s; training "
+                      "goes on from this learner's own weights", ref.load_id, ", ".join(differ[:3]))
+            return
+        if (self.obs_stats is None) != (ckpt.obs_stats is None):
+            log.error("checkpoint load %s refused: it was trained %s observation normalisation and this run %s; "
+                      "training goes on from this learner's own weights", ref.load_id,
+                      "without" if ckpt.obs_stats is None else "with",
+                      "normalises" if self.obs_stats is not None else "does not")
+            return
+        self.learner.load(ckpt.algo)
+        self.apply_settings(self.task)  # the optimizers keep this run's hyperparameters, not the source's
+        if self.obs_stats is not None and ckpt.obs_stats is not None:
+            self.obs_stats.load(ckpt.obs_stats)
+            self.obs_stats.apply_to(self.learner)
+        log.info("continuing from checkpoint load %s (source iteration %d, %d env steps)", ref.load_id,
+                 ckpt.iteration, ckpt.env_steps)
+        self.pending = True
+        self.publish()
+        self.checkpoint()
+
+    def reread_settings(self) -> None:
+        """An operator changed live settings: the task as the coordinator now describes it, its algorithm's
+        hyperparameters taken up from the next update."""
+        self.settings_seen = self.session.directive.settings
+        fresh = self.session.claim()
+        if isinstance(fresh, LearnerTask) and fresh.task_id == self.task.task_id:
+            old, new = self.task.algo.model_dump(), fresh.algo.model_dump()
+            self.task = fresh
+            self.apply_settings(fresh)
+            log.info("live settings changed: %s", ", ".join(f"{key} {old[key]} -> {new[key]}" for key in new
+                                                           if new[key] != old.get(key)) or "none of the algorithm's")
+
+    def apply_settings(self, task: LearnerTask) -> None:
+        """Hyperparameters from `task`: the learner's config, its schedules and its optimizers' learning rate."""
+        self.cfg = task.algo
+        learner: Any = self.learner  # every learner reads its hyperparameters from `cfg` at each update
+        learner.cfg = task.algo
+        self.schedules = Schedules(task.algo, self.group)
+        rate = getattr(task.algo, "learning_rate", None)
+        if rate is not None:
+            for optimizer in optimizers(self.learner):
+                for group in optimizer.optimizer.param_groups:
+                    group["lr"] = rate
 
     def train(self) -> None:
         generation = self.session.generation
@@ -192,6 +274,9 @@ class Trainer:
         if not self.leader:
             return
         directive = self.session.directive
+        if directive.settings > self.settings_seen and self.group is None:
+            self.reread_settings()
+        self.load_if_asked()
         self.pending = self.pending or publish
         asked = directive.checkpoints
         checkpoint = self.iteration % self.cfg.checkpoint_every == 0 or asked > self.checkpoints_asked
@@ -240,4 +325,6 @@ class Trainer:
         save_checkpoint(self.checkpoints,
                         Checkpoint(self.iteration, self.version, self.transitions, self.learner.state(),
                                    env_steps=self.session.directive.env_steps_total,
-                                   obs_stats=None if self.obs_stats is None else self.obs_stats.state()))
+                                   obs_stats=None if self.obs_stats is None else self.obs_stats.state(),
+                                   loaded=self.loaded),
+                        algorithm=self.task.algo.name, manifest=self.learner.manifest().model_dump(mode="json"))

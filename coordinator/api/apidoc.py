@@ -83,6 +83,10 @@ ERRORS: dict[str, tuple[int, str, str]] = {
                    "learner-1 by learner-2-d4e5f6)"),
     "not_enough_data": (409, "the rate limiter holds the learner, or the buffer is too short: retry shortly",
                         "not enough data: 120 transitions, the sampler needs 1000"),
+    "incompatible_checkpoint": (409, "another run's checkpoint that does not fit this run (algorithm, spaces, "
+                                     "network, tensor shapes): nothing was loaded; the refusal is counted",
+                                "/data/pbt/member-1/data/runs/m1's learner-0000000500.pt does not fit this run: "
+                                "tensor model.net.0.weight is float32[64, 8], this run's is float32[64, 4]"),
     "http_error": (400, "the body could not be parsed at all (e.g. it is not UTF-8 text)",
                    "There was an error parsing the body"),
     "payload_too_large": (413, "the request body exceeds the coordinator's max_body_bytes",

@@ -11,6 +11,7 @@ from rlfleet.shared.policy.manifest import Behaviour
 from rlfleet.shared.wire import (
     Ack,
     BufferStatus,
+    CheckpointLoad,
     ChunkAck,
     ChunkBatch,
     ChunkBatchAck,
@@ -39,6 +40,7 @@ from rlfleet.shared.wire import (
     JournalStatus,
     LearnerStatus,
     LearnReport,
+    LoadCheckpointRequest,
     MemberClaim,
     MemberClaimRequest,
     MemberOutcome,
@@ -143,11 +145,17 @@ RUN = RunResponse(run_name=CONFIG.name, run_state="running", config=CONFIG)
 STOP = StopRequest(reason="enough for today")
 SCHEMAS = [SchemaInfo(name="chunk", version=1, title="rlfleet.chunk payload v1", url="/v1/schemas/chunk"),
            SchemaInfo(name="policy", version=1, title="rlfleet.policy manifest v1", url="/v1/schemas/policy")]
+LOADED = CheckpointLoad(load_id="c9f0f895fb98ab9159f51fd0297e236d", source="/data/pbt/member-1/data/runs/member-1",
+                        checkpoint="learner-0000000500.pt", source_iteration=500, source_env_steps=98304,
+                        env_steps=90112, wall_seconds=310.5)
 CONTROL = ControlStatus(paused=False, checkpoints=1, evaluations=1, tests=1, changes=[SettingChange(
     key="replay.samples_per_insert", old=32.0, new=16.0, env_steps=24576, wall_seconds=41.5)],
-    live_settings=["evaluation.every_versions", "replay.samples_per_insert"], reproducible=False)
+    live_settings=["evaluation.every_versions", "replay.samples_per_insert"], loads=[LOADED], load_refusals=0,
+    reproducible=False)
 EVALUATE = EvaluateRequest(test=True)
 SETTINGS = SettingsRequest(settings={"replay.samples_per_insert": 16})
+LOAD_CHECKPOINT = LoadCheckpointRequest(request_id="c9f0f895fb98ab9159f51fd0297e236d",
+                                        source="/data/pbt/member-1/data/runs/member-1")
 
 # Population evaluation (evolution strategies): generation 7 of 4 members perturbing policy v3.
 PERTURBATION = Perturbation(noise_seed=1234, noise_size=4_194_304, sigma=0.1, episodes=1, lease_seconds=30.0)

@@ -40,6 +40,9 @@ class RunCollector(Collector):
                 ("rlfleet_corrupt_chunks", "chunks a learner found unusable", data.corrupt_chunks),
                 ("rlfleet_env_errors", "environment exceptions contained by collectors", data.env_errors),
                 ("rlfleet_payload_bytes", "payload bytes of acknowledged chunks", data.payload_bytes),
+                ("rlfleet_checkpoint_loads", "checkpoints loaded from other runs", len(run.control.loads)),
+                ("rlfleet_checkpoint_load_refusals", "checkpoint loads refused as incompatible with this run",
+                 run.control.load_refusals),
                 ("rlfleet_journal_commits", "SQLite transactions since the coordinator started", committer.commits),
                 ("rlfleet_journal_submissions", "journalled mutations since the coordinator started",
                  committer.submissions)):

@@ -267,6 +267,7 @@ class RunContext:
         return Directive(run_state=state, policy=self.policies.committed, pause_seconds=pause,
                          env_steps_total=self.data.env_steps, checkpoints=control.checkpoints,
                          evaluations=control.evaluations, settings=len(control.changes),
+                         checkpoint_load=control.latest_load if kind == "learner" else None,
                          final_test=self.judge.final_in_flight, **(self._progress() if kind == "learner" else {}))
 
     def _progress(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlfleet.coordinator.errors import Conflict
 from rlfleet.coordinator.operations.context import RunContext
 from rlfleet.shared.wire import ControlStatus
 
@@ -43,6 +44,11 @@ class Controls:
         ctx.running("change settings")
         before = ctx.config
         after = ctx.control.change(before, settings, ctx.plan.spec.name)
+        learners = [key for key in settings if key.startswith("algo.")]
+        if learners and before.learner.replicas > 1:  # its ranks would have to take them up at one same update
+            raise Conflict(f"{', '.join(learners)} cannot change while a learner group of "
+                           f"{before.learner.replicas} trains: live changes of the algorithm's settings reach a "
+                           "single learner only")
         ctx.control.record(before, after, settings, ctx.data.env_steps, ctx.lifecycle.wall_seconds(ctx.clock()))
         ctx.settings.apply(after)
         ctx.data.reconfigure(after)

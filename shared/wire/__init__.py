@@ -13,6 +13,7 @@ lives; the modules of this package import each other directly.
 from __future__ import annotations
 
 from rlfleet.shared.wire.base import (
+    CheckpointLoadRef,
     Count,
     Directive,
     EntryId,
@@ -54,7 +55,14 @@ from rlfleet.shared.wire.chunks import (
     SampleResponse,
 )
 from rlfleet.shared.wire.common import Ack, ErrorBody, LearnReport, PolicyPublish, RunResponse, SchemaInfo, StopRequest
-from rlfleet.shared.wire.control_plane import ControlStatus, EvaluateRequest, SettingChange, SettingsRequest
+from rlfleet.shared.wire.control_plane import (
+    CheckpointLoad,
+    ControlStatus,
+    EvaluateRequest,
+    LoadCheckpointRequest,
+    SettingChange,
+    SettingsRequest,
+)
 from rlfleet.shared.wire.dataset_batches import (
     DatasetBatch,
     DatasetFile,
@@ -190,6 +198,9 @@ __all__ = [
     "SeedsUsed",
     "SelfPlayStatus",
     "SettingChange",
+    "CheckpointLoad",
+    "CheckpointLoadRef",
+    "LoadCheckpointRequest",
     "SettingsRequest",
     "Score",
     "Sha256",

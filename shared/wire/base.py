@@ -34,6 +34,15 @@ class PolicyRef(Wire):
     sha256: Sha256
 
 
+class CheckpointLoadRef(Wire):
+    """A checkpoint load an operator asked for (`POST /v1/run/load-checkpoint`), as the learner sees it."""
+
+    load_id: Annotated[str, Field(pattern=ID_PATTERN)]
+    """The load's id (its request id): a learner whose state already includes this load does not take it again."""
+    path: PayloadPath
+    """The staged checkpoint in this run's checkpoints store (`loads/<id>.pt`)."""
+
+
 class Score(Wire):
     """A validation or held-out test in brief: what a learner's hooks see of the latest one."""
 
@@ -64,6 +73,9 @@ class Directive(Wire):
     """Operator evaluation requests so far: an evaluator that has handled fewer validates the latest policy now."""
     settings: Count = 0
     """Live setting changes so far: a worker that has seen fewer re-reads its task (claim) to apply them."""
+    checkpoint_load: CheckpointLoadRef | None = None
+    """Learners only: the latest checkpoint load from another run; a learner whose state does not include it yet
+    continues from that checkpoint. Null before the first, and for other workers."""
     final_test: Annotated[int, Field(ge=1)] | None = None
     """A run with no threshold whose budget is used up: the evaluator runs the held-out test of this version (the
     best validated) now; the run ends once it reports. Null otherwise."""

@@ -12,15 +12,14 @@ from rlfleet.launcher.cli import app
 from tests.support.repo import REPO
 
 COMMANDS = {"up", "coordinator", "collector", "learner", "evaluator", "store-init", "secrets", "health", "status",
-            "test", "record", "export", "ctl", "runs", "plot", "configs", "config", "report",
-            "dataset"}
+            "test", "record", "export", "ctl", "runs", "plot", "configs", "config", "report", "dataset", "pbt"}
 
 
 def test_the_table_declares_every_command() -> None:
     group = get_command(app)
     assert set(group.commands) == COMMANDS  # type: ignore[attr-defined]
     ctl = group.commands["ctl"]  # type: ignore[attr-defined]
-    assert set(ctl.commands) == {"pause", "resume", "checkpoint", "evaluate", "set", "stop"}
+    assert set(ctl.commands) == {"pause", "resume", "checkpoint", "evaluate", "set", "load-checkpoint", "stop"}
     assert set(group.commands["config"].commands) == {"show", "schema"}  # type: ignore[attr-defined]
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0 and all(name in result.output for name in COMMANDS)

@@ -57,6 +57,7 @@ EXPECTED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/run/checkpoint"): frozenset({"admin"}),
     ("POST", "/v1/run/evaluate"): frozenset({"admin"}),
     ("PATCH", "/v1/run/settings"): frozenset({"admin"}),
+    ("POST", "/v1/run/load-checkpoint"): frozenset({"admin"}),
 }
 
 # Run counters that no rejected request may change.

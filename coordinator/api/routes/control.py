@@ -1,5 +1,6 @@
-"""The control plane (admin scope): pause and resume collection, checkpoint now, evaluate (and test) now, and
-change the settings the run's algorithm declares live. Stopping the run is in routes/run.py."""
+"""The control plane (admin scope): pause and resume collection, checkpoint now, evaluate (and test) now,
+change the settings the run's algorithm declares live, and load another run's checkpoint. Stopping the run is in
+routes/run.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from fastapi import APIRouter
 from rlfleet.coordinator.api import examples as ex
 from rlfleet.coordinator.api.apidoc import BODY, route_doc
 from rlfleet.coordinator.api.deps import AdminScope, RunDep
-from rlfleet.shared.wire import ControlStatus, EvaluateRequest, SettingsRequest
+from rlfleet.shared.wire import ControlStatus, EvaluateRequest, LoadCheckpointRequest, SettingsRequest
 
 router = APIRouter(prefix="/v1/run", tags=["control"])
 _ENDED = ("conflict", "journal_unavailable")  # 409: the run has ended
@@ -57,3 +58,20 @@ async def evaluate(body: EvaluateRequest, run: RunDep, _: AdminScope) -> Control
                           (*BODY, *_ENDED), ex.SETTINGS, ex.CONTROL))
 async def settings(body: SettingsRequest, run: RunDep, _: AdminScope) -> ControlStatus:
     return await run.ctx.settled(run.controls.change_settings(body.settings))
+
+
+@router.post("/load-checkpoint", response_model=ControlStatus,
+             summary="Continue training from another run's checkpoint (weights, optimizer, observation statistics)",
+             **route_doc("admin", "The source is another run's directory under the coordinator's checkpoint "
+                         "sources (`RLFLEET_CHECKPOINT_SOURCES`; a path outside them, links resolved, is a 422) and "
+                         "one of its checkpoints, by default its latest. Its signature is compared with this run's "
+                         "latest checkpoint's: another algorithm, other spaces, another network or any other tensor "
+                         "shape is a 409 (`incompatible_checkpoint`) naming the difference, counted in "
+                         "`load_refusals`; nothing is loaded. Without a checkpoint of its own the run cannot be "
+                         "compared (409: ask for one with `/v1/run/checkpoint`). A compatible checkpoint is copied "
+                         "into this run's checkpoints store and journalled; the learner continues from it after its "
+                         "next update (its own counters kept), publishes and checkpoints. A retry with the same "
+                         "`request_id` changes nothing.",
+                         (*BODY, "not_found", "incompatible_checkpoint", *_ENDED), ex.LOAD_CHECKPOINT, ex.CONTROL))
+async def load_checkpoint(body: LoadCheckpointRequest, run: RunDep, _: AdminScope) -> ControlStatus:
+    return await run.checkpoint_loads.load(body)

@@ -118,6 +118,7 @@ def _request(world: World, method: str, path: str, cred: str,
         "/v1/run/checkpoint": lambda: None,
         "/v1/run/evaluate": lambda: {"test": False},
         "/v1/run/settings": lambda: {"settings": {"evaluation.every_versions": 2}},
+        "/v1/run/load-checkpoint": lambda: {"request_id": "load-1", "source": "/nonexistent/runs/other"},
     }
     url = path.replace("{worker_id}", worker_id).replace("{buffer_id}", "replay-0").replace(
         "{generation}", "1").replace("{name}", "demo")
