@@ -7,6 +7,7 @@ from typing import Any
 
 from rlfleet.coordinator.errors import Conflict
 from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.shared.config.schedules import live_changes
 from rlfleet.shared.wire import ControlStatus
 
 
@@ -43,6 +44,7 @@ class Controls:
         ctx = self.ctx
         ctx.running("change settings")
         before = ctx.config
+        settings = live_changes(before.algo, settings, ctx.data.env_steps, ctx.learner.iteration)
         after = ctx.control.change(before, settings, ctx.plan.spec.name)
         learners = [key for key in settings if key.startswith("algo.")]
         if learners and before.learner.replicas > 1:  # its ranks would have to take them up at one same update

@@ -28,4 +28,6 @@ SPEC = AlgorithmSpec(name="ppo", summary="PPO, clipped surrogate, GAE; synchrono
                      params=PPOParams, loop="chunks", learner="rlfleet.learner_worker.algorithms.ppo:PPO",
                      head=sampled_head, behaviour=sampling_behaviour, shares=("minibatch_size",),
                      # what population-based training perturbs; the learner takes them up between updates
-                     live=(*EVALUATION_LIVE, "algo.learning_rate", "algo.entropy_coef", "algo.clip_range"))
+                     live=(*EVALUATION_LIVE, "algo.learning_rate", "algo.entropy_coef", "algo.clip_range",
+                           "algo.schedules.learning_rate", "algo.schedules.entropy_coef",
+                           "algo.schedules.clip_range"))

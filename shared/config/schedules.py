@@ -17,7 +17,7 @@ in the run config, so a restarted learner, status and the journal all see the sa
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -58,6 +58,25 @@ class Schedule(Strict):
             update["start"] = current
         return self.model_copy(update=update)
 
+    def scaled_rest(self, configured: float, at: int, new_value: float) -> Schedule:
+        """The rest of this schedule from `at` units on, scaled to pass through `new_value` there: a live change of
+        the field itself (population-based training perturbs it) keeps the anneal still to come, in proportion. A
+        schedule that has reached 0 cannot be scaled, and holds `new_value` from there on."""
+        current = self.value(configured, at)
+        elapsed = max(0, at - self.begin)
+        held = Schedule(kind="linear", end=new_value, over=1, unit=self.unit, begin=at, start=new_value)
+        if current == 0:
+            return held
+        factor = new_value / current
+        if self.kind == "piecewise":
+            points = tuple((x - elapsed, y * factor) for x, y in self.points if x > elapsed)
+            return self.model_copy(update={"points": points, "begin": at, "start": new_value}) if points else held
+        assert self.end is not None and self.over is not None
+        if self.over <= elapsed:
+            return held
+        return self.model_copy(update={"end": self.end * factor, "over": self.over - elapsed, "begin": at,
+                                       "start": new_value})
+
     @model_validator(mode="after")
     def _fields_of_its_kind(self) -> Schedule:
         if self.kind == "piecewise":
@@ -87,3 +106,37 @@ class Schedule(Strict):
         if self.kind == "linear":
             return start + (self.end - start) * done
         return self.end + (start - self.end) * 0.5 * (1.0 + math.cos(math.pi * done))
+
+
+def live_changes(algo: Any, settings: dict[str, Any], env_steps: int, updates: int) -> dict[str, Any]:
+    """`settings` (a live change of the run config's dotted paths) with the schedules it touches made to continue
+    from where the run stands (module doc): a new `algo.schedules.<field>` takes over from the value its field has
+    reached, and a new `algo.<field>` for a scheduled field scales the rest of its schedule. `algo` is the run's
+    algorithm parameters before the change; `updates` the learner's last reported update count."""
+    changed = dict(settings)
+    for key, value in settings.items():
+        path = key.split(".")
+        if path[:2] == ["algo", "schedules"] and len(path) == 3 and isinstance(value, dict):
+            field = path[2]
+            if field not in SCHEDULABLE or getattr(algo, field, None) is None:
+                continue  # refused by the config's own validation, naming what can be scheduled
+            new = Schedule.model_validate(value)
+            now = env_steps if new.unit == "env_steps" else updates
+            changed[key] = new.taking_over(_current(algo, field, env_steps, updates), now).model_dump(mode="json")
+        elif path[0] == "algo" and len(path) == 2 and path[1] in algo.schedules and isinstance(value, (int, float)):
+            old: Schedule = algo.schedules[path[1]]
+            if f"algo.schedules.{path[1]}" in settings:
+                continue  # the new schedule given with it takes over
+            now = env_steps if old.unit == "env_steps" else updates
+            changed[f"algo.schedules.{path[1]}"] = old.scaled_rest(getattr(algo, path[1]), now,
+                                                                  float(value)).model_dump(mode="json")
+    return changed
+
+
+def _current(algo: Any, field: str, env_steps: int, updates: int) -> float:
+    """The value `field` has where the run stands: its schedule's, or its configured one."""
+    configured = float(getattr(algo, field))
+    schedule: Schedule | None = algo.schedules.get(field)
+    if schedule is None:
+        return configured
+    return schedule.value(configured, env_steps if schedule.unit == "env_steps" else updates)

@@ -77,3 +77,14 @@ def test_a_begin_or_start_given_with_the_change_is_kept() -> None:
     assert (new.begin, new.start) == (400, 2.0)
     again = Schedule.model_validate({"kind": "linear", "end": 0.0, "over": 100, "begin": 0}).taking_over(0.6, 400)
     assert (again.begin, again.start) == (0, 0.6)
+
+
+def test_the_rest_of_a_piecewise_schedule_scales_and_a_finished_or_zero_one_holds_the_new_value() -> None:
+    piecewise = Schedule.model_validate({"kind": "piecewise", "points": [[100, 0.5], [300, 0.1]]})
+    rest = piecewise.scaled_rest(1.0, at=200, new_value=0.6)  # 0.3 reached: factor 2
+    assert rest.points == ((100.0, pytest.approx(0.2)),) and (rest.begin, rest.start) == (200, 0.6)
+    assert rest.value(1.0, 250) == pytest.approx(0.4) and rest.value(1.0, 900) == pytest.approx(0.2)
+    done = piecewise.scaled_rest(1.0, at=400, new_value=0.05)
+    assert done.value(1.0, 400) == done.value(1.0, 10_000) == pytest.approx(0.05)
+    zero = Schedule.model_validate({"kind": "linear", "end": 0.0, "over": 100}).scaled_rest(1.0, 200, 0.3)
+    assert zero.value(1.0, 200) == zero.value(1.0, 900) == pytest.approx(0.3)
