@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlfleet.launcher.sweep_spec import TestScore, TimeToSolve
+from rlfleet.launcher.sweep_spec import HeldOutObjective, TimeToSolve
 from rlfleet.launcher.sweep_trial import Outcome, Validation
 
 SCORED_STATES = ("solved", "budget_exhausted")  # the run ended by itself: anything else is not a result
@@ -35,7 +35,7 @@ class Score:
     note: str  # what the value is, for the table: which test, or why the budget
 
 
-def score(outcome: Outcome, objective: TestScore | TimeToSolve) -> Score:
+def score(outcome: Outcome, objective: HeldOutObjective | TimeToSolve) -> Score:
     """The objective of a run that ended by itself (`SCORED_STATES`)."""
     confirmed = next((t for t in outcome.tests if t.get("confirmed")), None)
     if isinstance(objective, TimeToSolve):

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 import annotated_types
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from rlfleet.launcher.configs import config_file, read_config
@@ -66,7 +66,18 @@ class IntRange(SpecModel):
 
 class Choice(SpecModel):
     type: Literal["categorical"]
-    choices: list[Any] = Field(min_length=1, description="the values to try (numbers, strings, booleans, lists)")
+    choices: list[Any] = Field(min_length=1, description="the values to try: numbers, strings, booleans, null")
+
+    @field_validator("choices")
+    @classmethod
+    def _scalars(cls, choices: list[Any]) -> list[Any]:
+        """Optuna stores a categorical choice as a number, a string, a boolean or null, nothing else."""
+        for choice in choices:
+            if choice is not None and not isinstance(choice, str | int | float | bool):
+                raise ValueError(f"choice {choice!r} is a {type(choice).__name__}: categorical choices are numbers, "
+                                 f"strings, booleans or null: a list-valued setting cannot be searched (sweep one "
+                                 f"spec per value instead, with it under `set`)")
+        return choices
 
 
 Parameter = Annotated[FloatRange | IntRange | Choice, Field(discriminator="type")]
@@ -79,7 +90,7 @@ def _check_range(low: float, high: float, log: bool) -> None:
         raise ValueError(f"a log range needs low > 0 (got {low}): raise low or set log: false")
 
 
-class TestScore(SpecModel):
+class HeldOutObjective(SpecModel):
     """The held-out test score of the run's best policy, as its journal records it: maximized."""
 
     kind: Literal["test"]
@@ -93,7 +104,7 @@ class TimeToSolve(SpecModel):
     unit: Literal["env_steps", "seconds"] = "env_steps"
 
 
-Objective = Annotated[TestScore | TimeToSolve, Field(discriminator="kind")]
+Objective = Annotated[HeldOutObjective | TimeToSolve, Field(discriminator="kind")]
 
 
 class Sampler(SpecModel):

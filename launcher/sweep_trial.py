@@ -75,7 +75,13 @@ def start_ticks(pid: int) -> int | None:
 
 
 def group_members(pgid: int, since: int) -> list[int]:
-    """Processes of group `pgid` started no earlier than its leader did (`since`): a trial's own processes."""
+    """Live processes of the trial group `pgid` whose leader started at `since` (clock ticks since boot). Linux gives
+    no new process an id still used as a group id, so while any of the trial's processes lives, the group is its;
+    once all are gone the id may lead a new group: a leader of that id started at another time is someone else's,
+    as is any process started before the trial's leader."""
+    leader = start_ticks(pgid)
+    if leader is not None and leader != since:
+        return []
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -84,7 +90,7 @@ def group_members(pgid: int, since: int) -> list[int]:
             fields = (entry / "stat").read_text().rpartition(")")[2].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid and int(fields[19]) >= since:
+        if fields[0] != "Z" and int(fields[2]) == pgid and int(fields[19]) >= since:  # a zombie has ended
             members.append(int(entry.name))
     return members
 
