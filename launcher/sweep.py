@@ -97,7 +97,10 @@ class Driver:
         previous = {signum: signal.signal(signum, self._interrupt) for signum in (signal.SIGTERM, signal.SIGINT)}
         try:
             while True:
-                if not self.interrupted:
+                if self.interrupted:  # every turn: a trial started while the signal arrived is stopped too
+                    for active in self.running.values():
+                        active.run.terminate()
+                else:
                     self._fill()
                 if not self.running:
                     break
@@ -115,8 +118,6 @@ class Driver:
             self.interrupted = True
             print(f"sweep: {signal.Signals(signum).name}: stopping {len(self.running)} running trials; start the "
                   f"same command again to continue", flush=True)
-            for active in self.running.values():
-                active.run.terminate()
 
     def _fill(self) -> None:
         while len(self.running) < self.spec.parallel:
@@ -150,12 +151,17 @@ class Driver:
             return
         self._finish(active, run.exit_code())
 
-    def _feed_pruner(self, active: Active) -> None:
-        points = curve(active.run.validations(), self.spec.pruner.interval_env_steps)
+    def _report(self, active: Active, ended: bool = False) -> tuple[dict[int, float], list[int]]:
+        """Hand the pruner the points of the trial's curve it has not seen; the curve and the new steps."""
+        points = curve(active.run.validations(), self.spec.pruner.interval_env_steps, ended)
         new = sorted(step for step in points if step not in active.reported)
         for step in new:
             active.trial.report(pruner_value(points[step], self.spec.direction), step)
             active.reported.add(step)
+        return points, new
+
+    def _feed_pruner(self, active: Active) -> None:
+        points, new = self._report(active)
         if new and active.trial.should_prune():
             active.pruned = True
             step = new[-1]
@@ -168,6 +174,9 @@ class Driver:
 
         del self.running[active.trial.number]
         trial, run = active.trial, active.run
+        left = end_group(run.pgid, run.since, grace=5.0)  # a service its `rlfleet up` left behind, if any
+        if left:
+            print(f"trial {trial.number}: stopped {left} processes its run left behind", flush=True)
         outcome = run.outcome()
         run_dir = run.run_dir
         trial.set_user_attr("run_dir", None if run_dir is None else str(run_dir))
@@ -175,6 +184,7 @@ class Driver:
         trial.set_user_attr("run_state", outcome.state)
         number = trial.number
         if outcome.state in SCORED_STATES:
+            self._report(active, ended=True)  # the whole curve, which later trials are compared with
             result = score(outcome, self.spec.objective)
             trial.set_user_attr("score", result.note)
             self.study.tell(trial, result.value)

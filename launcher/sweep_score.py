@@ -53,7 +53,7 @@ def score(outcome: Outcome, objective: HeldOutObjective | TimeToSolve) -> Score:
         top = max(outcome.tests, key=lambda t: float(t["mean"]))
         return Score(float(top["mean"]), f"best of {len(outcome.tests)} tests (v{top['policy_version']}); the best "
                                          f"validated version v{outcome.best_version} was not tested")
-    return Score(-math.inf, "no test: no validation reached the threshold")
+    return Score(-math.inf, "the run took no held-out test: no validation qualified a policy for one")
 
 
 def _budget(config: dict[str, Any], objective: TimeToSolve) -> float:
@@ -65,14 +65,16 @@ def _amount(value: float, objective: TimeToSolve) -> str:
     return f"{value:,.0f} env steps" if objective.unit == "env_steps" else f"{value:,.1f}s"
 
 
-def curve(validations: list[Validation], interval: int) -> dict[int, float]:
+def curve(validations: list[Validation], interval: int, ended: bool = False) -> dict[int, float]:
     """env steps (multiples of `interval`) -> the best validation mean reported at or before them, for every
-    grid point that a later validation has passed (the curve up to it can no longer change)."""
+    grid point that a later validation has passed (the curve up to it can no longer change); once the run has
+    `ended`, up to the first grid point at or past its last validation too (the medians later trials are
+    compared with need each finished trial's whole curve)."""
     if not validations:
         return {}
     last = max(v.env_steps for v in validations)
     points = {}
-    for step in range(interval, last, interval):  # a validation lies beyond each
+    for step in range(interval, last + interval if ended else last, interval):
         upto = [v.mean for v in validations if v.env_steps <= step]
         if upto:
             points[step] = max(upto)

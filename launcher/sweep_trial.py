@@ -158,15 +158,18 @@ class TrialRun:
         any more) gets SIGTERM, on which `rlfleet up` stops it in order. Its group is killed if it lingers."""
         if self.stop_asked is not None:
             return
-        self.stop_asked = time.monotonic()
         try:
             token = admin_token(self.data_dir / "tokens.json")
             command(f"http://127.0.0.1:{self.port}", token, "POST", "stop", {"reason": reason})
         except ControlError:
             self.terminate()
+            return
+        self.stop_asked = time.monotonic()
 
     def terminate(self) -> None:
-        if self.proc.poll() is None:
+        """SIGTERM to its `rlfleet up`, once: it stops its run in order (and ignores any later one)."""
+        if self.proc.poll() is None and self.stop_asked is None:
+            self.stop_asked = time.monotonic()
             self.proc.send_signal(signal.SIGTERM)
 
     def overdue(self) -> bool:

@@ -42,7 +42,7 @@ def test_an_unsolved_run_whose_best_was_not_tested_scores_its_best_test() -> Non
 
 def test_a_run_with_no_test_scores_minus_infinity_not_its_validations() -> None:
     found = score(outcome("budget_exhausted", [], best=9), TEST)
-    assert found.value == -math.inf and "no test" in found.note
+    assert found.value == -math.inf and "took no held-out test" in found.note
 
 
 def test_time_to_solve_is_when_the_confirming_test_reported_or_else_the_budget() -> None:
@@ -58,6 +58,8 @@ def test_the_pruner_curve_is_the_best_validation_by_each_grid_point_already_pass
     validations = [Validation(4_096, 20.0, 1), Validation(12_288, 150.0, 2), Validation(12_288, 90.0, 3),
                    Validation(16_384, 120.0, 4), Validation(24_576, 300.0, 5)]
     assert curve(validations, 5_000) == {5_000: 20.0, 10_000: 20.0, 15_000: 150.0, 20_000: 150.0}
+    assert curve(validations, 5_000, ended=True) == {5_000: 20.0, 10_000: 20.0, 15_000: 150.0, 20_000: 150.0,
+                                                      25_000: 300.0}  # the run ended: its last point is final
     assert curve([Validation(4_096, 20.0, 1)], 5_000) == {}  # no validation past 5,000 yet: not final
     assert curve([Validation(6_000, 20.0, 1), Validation(12_000, 50.0, 2)], 5_000) == {10_000: 20.0}  # none by 5,000
 
