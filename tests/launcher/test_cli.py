@@ -12,7 +12,7 @@ from rlfleet.launcher.cli import app
 from tests.support.repo import REPO
 
 COMMANDS = {"up", "coordinator", "collector", "learner", "evaluator", "store-init", "secrets", "health", "status",
-            "test", "record", "export", "ctl", "runs", "plot", "configs", "config"}
+            "test", "record", "export", "ctl", "runs", "plot", "configs", "config", "sweep"}
 
 
 def test_the_table_declares_every_command() -> None:
