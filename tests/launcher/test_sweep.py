@@ -115,3 +115,24 @@ def test_a_sweep_killed_mid_trial_resumes_to_completion_and_leaves_no_orphan(tmp
 def _training(runs: Path) -> bool:
     found = sorted(runs.glob("*/coordinator.sqlite")) if runs.is_dir() else []
     return bool(found) and (stored_meta(found[0], "data").get("data") or {}).get("env_steps", 0) > 0
+
+
+def test_sigterm_stops_the_running_trial_in_order_and_queues_it_again(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, trials=1, parallel=1)
+    sweep = subprocess.Popen(sweep_argv(spec), cwd=tmp_path, env=env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    journal_dir = tmp_path / "out" / "trials" / "0000" / "data" / "runs"
+    deadline = time.monotonic() + 90
+    while not _training(journal_dir):
+        assert sweep.poll() is None and time.monotonic() < deadline
+        time.sleep(0.5)
+    sweep.send_signal(signal.SIGTERM)
+    output, _ = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130, output
+    assert "trial 0 stopped with the sweep; queued to run again" in output
+    trials = load(tmp_path).get_trials()
+    assert [t.state.name for t in trials] == ["FAIL", "WAITING"] and trials[1].user_attrs["retry_of"] == 0
+    assert group_members(trials[0].user_attrs["pgid"], trials[0].user_attrs["since"]) == []
+    run_dir = next(journal_dir.iterdir())
+    assert stored_meta(run_dir / "coordinator.sqlite", "lifecycle")["lifecycle"]["state"] == "stopped"  # in order
+    assert (tmp_path / "out" / "trials.csv").read_text().splitlines()[1].startswith("0,fail,")
