@@ -184,7 +184,10 @@ def load_sweep(path: Path) -> Sweep:
         raise UserError(*(f"{path}: {line}" for line in config_problems(exc, SweepSpec))) from exc
     base_path = _base_path(path, spec.base_config)
     fixed = [override(k, v) for k, v in spec.set.items()]
-    base = read_config(base_path, fixed)
+    try:
+        base = read_config(base_path, fixed)
+    except UserError as exc:  # the base config itself, or a fixed setting of `set`
+        raise UserError(*(f"{path}: base_config with set: {line}" for line in exc.lines)) from exc
     problems = [line for key, parameter in spec.space.items() for line in check_parameter(base, key, parameter)]
     problems += [f"set: {key} is both fixed (set) and searched (space): keep it in one"
                  for key in spec.set if key in spec.space]

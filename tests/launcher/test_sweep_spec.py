@@ -105,6 +105,11 @@ def test_a_setting_both_fixed_and_searched_is_refused(tmp_path: Path) -> None:
     assert any("algo.learning_rate is both fixed (set) and searched (space)" in line for line in lines), lines
 
 
+def test_a_fixed_setting_the_config_refuses_is_named_with_the_spec(tmp_path: Path) -> None:
+    (line,) = refusal(spec(tmp_path, set={"budget.max_env_steps": 0}))
+    assert line.startswith(f"{tmp_path / 'sweep.yaml'}: base_config with set: ") and "budget.max_env_steps" in line
+
+
 def test_overrides_round_trip_through_set() -> None:
     assert override("algo.learning_rate", 1e-05) == "algo.learning_rate=1.0e-05"
     assert override("env.id", "CartPole-v1") == "env.id=CartPole-v1"
