@@ -24,27 +24,42 @@ SCHEMA_FILE = "run-config.schema.json"  # written beside best_config.yaml, which
 
 def rows(sweep: Sweep, trials: list[Any]) -> list[dict[str, str]]:
     keys = list(sweep.spec.space)
+    retried = {t.user_attrs["retry_of"]: t.number for t in trials if "retry_of" in t.user_attrs}
     table = []
     for t in trials:
-        value = "" if t.value is None else ("no test" if math.isinf(t.value) else f"{t.value:.6g}")
         steps = t.user_attrs.get("env_steps")
         table.append({"number": str(t.number), "state": t.state.name.lower(),
                       **{k: _setting(t.params.get(k)) for k in keys},
-                      "objective": value, "env_steps": "" if steps is None else str(steps),
-                      "note": t.user_attrs.get("score") or t.user_attrs.get("error") or _retry(t),
-                      "run_dir": t.user_attrs.get("run_dir") or ""})
+                      "objective": _objective(t), "env_steps": "" if steps is None else str(steps),
+                      "note": _note(t, retried.get(t.number)), "run_dir": t.user_attrs.get("run_dir") or ""})
     return table
+
+
+def _objective(trial: Any) -> str:
+    """A complete trial's score. A pruned trial has none: the value Optuna keeps for it is its last validation
+    point, which must not read as a score."""
+    if trial.state.name != "COMPLETE" or trial.value is None:
+        return ""
+    return "no test" if math.isinf(trial.value) else f"{trial.value:.6g}"
+
+
+def _note(trial: Any, retry: int | None) -> str:
+    """What the score is, or why there is none."""
+    notes = [trial.user_attrs.get("score") or trial.user_attrs.get("error") or ""]
+    if trial.state.name == "PRUNED" and trial.intermediate_values:
+        step = max(trial.intermediate_values)
+        notes.append(f"pruned at {step:,} env steps: its validation curve trailed the median")
+    if "retry_of" in trial.user_attrs:
+        notes.append(f"re-runs trial {trial.user_attrs['retry_of']}")
+    if retry is not None:
+        notes.append(f"left unfinished by a stopped sweep; re-run as trial {retry}")
+    return "; ".join(n for n in notes if n)
 
 
 def _setting(value: Any) -> str:
     if value is None:
         return ""
     return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def _retry(trial: Any) -> str:
-    retry = trial.user_attrs.get("retry_of")
-    return "" if retry is None else f"re-runs trial {retry}"
 
 
 def best_trial(study: Any) -> Any | None:
@@ -116,7 +131,7 @@ def _write_plot(path: Path, sweep: Sweep, trials: list[Any]) -> Path:
     import matplotlib.pyplot as plt
 
     keys = list(sweep.spec.space)
-    scored = [t for t in trials if t.value is not None]
+    scored = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
     finite = [t.value for t in scored if not math.isinf(t.value)]
     floor = min(finite) if finite else 0.0  # where trials with no test are drawn (marked x)
     fig, axes = plt.subplots(1, 1 + len(keys), figsize=(5 * (1 + len(keys)), 4.2), squeeze=False)

@@ -206,7 +206,7 @@ def _base_path(spec_path: Path, value: str) -> Path:
     would take: a path from here or a shipped config's name."""
     beside = spec_path.parent / value
     if beside.is_file():
-        return beside
+        return beside.resolve()
     try:
         return config_file(value)
     except UserError as exc:

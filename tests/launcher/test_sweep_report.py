@@ -38,9 +38,14 @@ def test_the_outputs_cover_every_trial_and_the_best_config_is_a_run_config(tmp_p
     ]:
         study.add_trial(create_trial(value=value, params={"algo.learning_rate": lr, "algo.target_update_every": every},
                                      distributions=SPACE, user_attrs=attrs))
-    study.add_trial(create_trial(state=TrialState.PRUNED, params={"algo.learning_rate": 0.0001,
-                                                                  "algo.target_update_every": 2000},
+    study.add_trial(create_trial(state=TrialState.PRUNED, value=40.0,  # Optuna keeps the last point as its value
+                                 params={"algo.learning_rate": 0.0001, "algo.target_update_every": 2000},
                                  distributions=SPACE, intermediate_values={20_000: 40.0}))
+    study.add_trial(create_trial(state=TrialState.FAIL, params={"algo.learning_rate": 0.003,
+                                                                "algo.target_update_every": 100},
+                                 distributions=SPACE))
+    study.add_trial(create_trial(value=480.0, params={"algo.learning_rate": 0.003, "algo.target_update_every": 100},
+                                 distributions=SPACE, user_attrs={"retry_of": 4, "score": "test of v5"}))
     written = write_report(sweep, study)
     out = sweep.output_dir
     assert {p.name for p in written} == {"trials.csv", "trials.md", "best_config.yaml", "sweep.png"}
@@ -48,7 +53,9 @@ def test_the_outputs_cover_every_trial_and_the_best_config_is_a_run_config(tmp_p
     assert rows[0] == "number,state,algo.learning_rate,algo.target_update_every,objective,env_steps,note,run_dir"
     assert rows[1].startswith("0,complete,0.009,30,no test,60000,the run took no held-out test")
     assert rows[2] == "1,complete,0.002,300,500,28672,\"test of v9, which confirmed the solve\",/x/runs/a"
-    assert rows[4].startswith("3,pruned,0.0001,2000,,")
+    assert rows[4] == '3,pruned,0.0001,2000,,,"pruned at 20,000 env steps: its validation curve trailed the median",'
+    assert rows[5] == "4,fail,0.003,100,,,left unfinished by a stopped sweep; re-run as trial 5,"
+    assert rows[6] == "5,complete,0.003,100,480,,test of v5; re-runs trial 4,"
     markdown = (out / "trials.md").read_text()
     assert "Best: trial 1, 500" in markdown and "| 0 | complete | 0.009 | 30 | no test |" in markdown
     config = read_config(out / "best_config.yaml")
