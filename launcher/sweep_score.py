@@ -45,7 +45,8 @@ def score(outcome: Outcome, objective: HeldOutObjective | TimeToSolve) -> Score:
         budget = _budget(outcome.config, objective)
         return Score(budget, f"{outcome.state}: counted as the budget, {_amount(budget, objective)}")
     if confirmed is not None:
-        return Score(float(confirmed["mean"]), f"test of v{confirmed['policy_version']}, which confirmed the solve")
+        solved = "confirmed the solve" if outcome.state == "solved" else "met the solve rule as the budget ran out"
+        return Score(float(confirmed["mean"]), f"test of v{confirmed['policy_version']}, which {solved}")
     of_best = [t for t in outcome.tests if t["policy_version"] == outcome.best_version]
     if of_best:
         return Score(float(of_best[-1]["mean"]), f"test of v{outcome.best_version}, the best validated version")

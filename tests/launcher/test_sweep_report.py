@@ -32,9 +32,9 @@ def test_the_outputs_cover_every_trial_and_the_best_config_is_a_run_config(tmp_p
     study = optuna.create_study(storage=sweep.storage, study_name="s", direction="maximize")
     for value, lr, every, attrs in [
         (-math.inf, 0.009, 30, {"score": "the run took no held-out test", "env_steps": 60_000}),
+        (500.0, 0.001, 500, {"score": "test of v7, which confirmed the solve", "env_steps": 40_960}),
         (500.0, 0.002, 300, {"score": "test of v9, which confirmed the solve", "env_steps": 28_672,
                              "run_dir": "/x/runs/a"}),
-        (487.5, 0.001, 500, {"score": "test of v7, which confirmed the solve", "env_steps": 40_960}),
     ]:
         study.add_trial(create_trial(value=value, params={"algo.learning_rate": lr, "algo.target_update_every": every},
                                      distributions=SPACE, user_attrs=attrs))
@@ -52,13 +52,14 @@ def test_the_outputs_cover_every_trial_and_the_best_config_is_a_run_config(tmp_p
     rows = (out / "trials.csv").read_text().splitlines()
     assert rows[0] == "number,state,algo.learning_rate,algo.target_update_every,objective,env_steps,note,run_dir"
     assert rows[1].startswith("0,complete,0.009,30,no test,60000,the run took no held-out test")
-    assert rows[2] == "1,complete,0.002,300,500,28672,\"test of v9, which confirmed the solve\",/x/runs/a"
+    assert rows[3] == "2,complete,0.002,300,500,28672,\"test of v9, which confirmed the solve\",/x/runs/a"
     assert rows[4] == '3,pruned,0.0001,2000,,,"pruned at 20,000 env steps: its validation curve trailed the median",'
     assert rows[5] == "4,fail,0.003,100,,,left unfinished by a stopped sweep; re-run as trial 5,"
     assert rows[6] == "5,complete,0.003,100,480,,test of v5; re-runs trial 4,"
     markdown = (out / "trials.md").read_text()
-    assert "Best: trial 1, 500" in markdown and "| 0 | complete | 0.009 | 30 | no test |" in markdown
-    config = read_config(out / "best_config.yaml")
+    assert "Best: trial 2, 500" in markdown  # of equal scores, the trial that used fewer env steps
+    assert "| 0 | complete | 0.009 | 30 | no test |" in markdown
+    config = read_config(out / "best_config.yaml")  # trial 2's settings
     assert (config.algo.learning_rate, config.algo.target_update_every) == (0.002, 300)
     assert config.budget.max_env_steps == 60_000  # the spec's `set` too
     assert (out / "best_config.yaml").read_text().startswith("# yaml-language-server: $schema=run-config.schema.json")

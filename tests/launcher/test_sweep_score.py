@@ -29,6 +29,13 @@ def test_a_solved_run_scores_the_test_that_confirmed_it() -> None:
     assert found.value == 500.0 and "v5, which confirmed" in found.note
 
 
+def test_a_confirming_test_reported_as_the_budget_ran_out_scores_but_is_not_called_a_solve() -> None:
+    found = score(outcome("budget_exhausted", [held_out(5, 500.0, confirmed=True)], best=6), TEST)
+    assert found.value == 500.0 and "v5, which met the solve rule as the budget ran out" in found.note
+    assert score(outcome("budget_exhausted", [held_out(5, 500.0, True, 65_536)]),
+                 TimeToSolve(kind="time_to_solve")).value == 60_000  # not solved: the budget
+
+
 def test_an_unsolved_run_scores_the_test_of_its_best_validated_version() -> None:
     found = score(outcome("budget_exhausted", [held_out(4, 300.0), held_out(7, 410.0), held_out(4, 320.0)], best=4),
                   TEST)
