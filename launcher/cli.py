@@ -414,6 +414,19 @@ def config_schema(
 
 
 @app.command()
+def sweep(
+    spec: Annotated[Path, typer.Argument(help="a sweep spec YAML file (configs/sweeps/ has examples)")],
+) -> None:
+    """Tune a run config with an Optuna study (TPE, a median pruner fed by validation curves) whose trials are
+    `rlfleet up` runs, scored by their held-out tests or time to a confirmed solve; writes trials.md, trials.csv,
+    best_config.yaml and sweep.png to the spec's output directory. Started again, it continues the study.
+    Exits 2 with one line per problem, before any trial starts, for a spec that does not fit its config."""
+    from rlfleet.launcher.sweep import sweep_command
+
+    raise typer.Exit(sweep_command(spec))
+
+
+@app.command()
 def plot(run_dir: Path) -> None:
     """(Re)draw RUN_DIR/learning_curve.png from its metrics."""
     from rlfleet.launcher.plot import plot as draw

@@ -17,7 +17,7 @@ if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ] || [ "$ROOT/requ
   # Every extra, at the lock's versions (the set the tests pass on); torch is the lock's 2.13.0 CPU build.
   python -m pip install --quiet -c "$ROOT/requirements.lock" "torch==2.13.0"
   python -m pip install --quiet -c "$ROOT/requirements.lock" \
-    -e "$ROOT[dev,bench,video,docs,plot,s3,games,box2d,onnx,popgym,mujoco,atari,minatar,envpool,wandb,mlflow,report,minari]"
+    -e "$ROOT[dev,bench,video,docs,plot,s3,games,box2d,onnx,popgym,mujoco,atari,minatar,envpool,wandb,mlflow,report,minari,sweep]"
   touch "$stamp"
 fi
 cd "$ROOT"

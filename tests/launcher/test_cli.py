@@ -12,7 +12,8 @@ from rlfleet.launcher.cli import app
 from tests.support.repo import REPO
 
 COMMANDS = {"up", "coordinator", "collector", "learner", "evaluator", "store-init", "secrets", "health", "status",
-            "test", "record", "export", "ctl", "runs", "plot", "configs", "config", "report", "dataset", "pbt"}
+            "test", "record", "export", "ctl", "runs", "plot", "configs", "config", "report", "dataset", "pbt",
+            "sweep"}
 
 
 def test_the_table_declares_every_command() -> None:
