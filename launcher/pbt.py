@@ -34,7 +34,8 @@ from rlfleet.launcher.control import ControlError
 from rlfleet.launcher.errors import UserError
 from rlfleet.launcher.pbt_lineage import Lineage, plot_lineage
 from rlfleet.launcher.pbt_member import Member
-from rlfleet.launcher.pbt_spec import Population, override
+from rlfleet.launcher.pbt_spec import Population
+from rlfleet.launcher.spec_files import override
 from rlfleet.shared.storage.local import atomic_write
 
 log = logging.getLogger("rlfleet.pbt")

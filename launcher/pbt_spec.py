@@ -15,14 +15,13 @@ import random
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlfleet.launcher.configs import config_file, read_config
-from rlfleet.launcher.errors import UserError, missing
+from rlfleet.launcher.configs import read_config
+from rlfleet.launcher.errors import UserError
+from rlfleet.launcher.spec_files import base_config_path, override, read_spec
 from rlfleet.shared.algorithms import spec_of
 from rlfleet.shared.config.hints import did_you_mean
-from rlfleet.shared.config.problems import config_problems
 from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.ids import ID_PATTERN
 
@@ -118,34 +117,10 @@ class Population(BaseModel):
                 for _ in range(self.spec.population)]
 
 
-def override(key: str, value: Any) -> str:
-    """`key=value` as `--set` parses it back (YAML flow style)."""
-    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    return f"{key}={text.removesuffix('...').strip()}"
-
-
 def load_population(path: Path, output_dir: Path | None = None) -> Population:
     """Read and check a PBT spec; UserError with one line per problem, before anything starts."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError as exc:
-        raise UserError(missing(exc)) from exc
-    except IsADirectoryError as exc:
-        raise UserError(f"{path} is a directory: give a PBT spec YAML file") from exc
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
-    if not isinstance(raw, dict):
-        raise UserError(f"{path}: a PBT spec is a mapping (name, base_config, population, interval_env_steps, "
-                        "space, ...)")
-    try:
-        spec = PbtSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise UserError(*(f"{path}: {line}" for line in config_problems(exc, PbtSpec))) from exc
-    beside = path.parent / spec.base_config
-    try:
-        base_path = beside if beside.is_file() else config_file(spec.base_config)
-    except UserError as exc:
-        raise UserError(f"{path}: base_config: {exc}") from exc
+    spec = read_spec(path, PbtSpec, "a PBT spec", "name, base_config, population, interval_env_steps, space")
+    base_path = base_config_path(path, spec.base_config)
     fixed = [override(key, value) for key, value in spec.set.items()]
     base = read_config(base_path, fixed)
     problems = space_problems(base, base_path, fixed, spec.space)

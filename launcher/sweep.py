@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from rlfleet.launcher.errors import UserError
+from rlfleet.launcher.spec_files import override
 from rlfleet.launcher.sweep_report import write_report
 from rlfleet.launcher.sweep_score import SCORED_STATES, curve, pruner_value, score
-from rlfleet.launcher.sweep_spec import Choice, FloatRange, IntRange, Sweep, override
+from rlfleet.launcher.sweep_spec import Choice, FloatRange, IntRange, Sweep
 from rlfleet.launcher.sweep_trial import TrialRun, end_group
 from rlfleet.shared.extras import require
 

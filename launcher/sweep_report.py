@@ -15,7 +15,8 @@ from typing import Any
 
 from rlfleet.launcher.config_command import MODELINE_PREFIX, schema_text
 from rlfleet.launcher.configs import read_config
-from rlfleet.launcher.sweep_spec import Sweep, override
+from rlfleet.launcher.spec_files import override
+from rlfleet.launcher.sweep_spec import Sweep
 from rlfleet.shared.config.run_config import dump_run_config
 from rlfleet.shared.extras import require
 

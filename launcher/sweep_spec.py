@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import annotated_types
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from rlfleet.launcher.configs import config_file, read_config
-from rlfleet.launcher.errors import UserError, missing
+from rlfleet.launcher.configs import read_config
+from rlfleet.launcher.errors import UserError
+from rlfleet.launcher.spec_files import base_config_path, override, read_spec
 from rlfleet.shared.config.hints import did_you_mean
-from rlfleet.shared.config.problems import config_problems
 from rlfleet.shared.config.run_config import RunConfig
 
 MAX_CORNERS = 1024  # beyond this many corners of the space, each extreme is checked on its own
@@ -160,29 +159,10 @@ class Sweep(BaseModel):
         return [override(key, value) for key, value in self.spec.set.items()]
 
 
-def override(key: str, value: Any) -> str:
-    """`key=value` as `--set` parses it back (YAML flow style: lists and strings survive the round trip)."""
-    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    return f"{key}={text.removesuffix('...').strip()}"
-
-
 def load_sweep(path: Path) -> Sweep:
     """Read and check a sweep spec; UserError with one line per problem, before anything is started."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError as exc:
-        raise UserError(missing(exc)) from exc
-    except IsADirectoryError as exc:
-        raise UserError(f"{path} is a directory: give a sweep spec YAML file") from exc
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
-    if not isinstance(raw, dict):
-        raise UserError(f"{path}: a sweep spec is a mapping (base_config, study, trials, objective, space, ...)")
-    try:
-        spec = SweepSpec.model_validate(raw)
-    except ValidationError as exc:
-        raise UserError(*(f"{path}: {line}" for line in config_problems(exc, SweepSpec))) from exc
-    base_path = _base_path(path, spec.base_config)
+    spec = read_spec(path, SweepSpec, "a sweep spec", "base_config, study, trials, objective, space")
+    base_path = base_config_path(path, spec.base_config)
     fixed = [override(k, v) for k, v in spec.set.items()]
     try:
         base = read_config(base_path, fixed)
@@ -199,18 +179,6 @@ def load_sweep(path: Path) -> Sweep:
     storage = spec.storage or f"sqlite:///{(output_dir / 'study.db').resolve()}"
     return Sweep(spec=spec, spec_path=path, base_path=base_path, base=base, output_dir=output_dir.resolve(),
                  storage=storage)
-
-
-def _base_path(spec_path: Path, value: str) -> Path:
-    """A file relative to the spec (so a spec beside its config works from any directory), else what `--config`
-    would take: a path from here or a shipped config's name."""
-    beside = spec_path.parent / value
-    if beside.is_file():
-        return beside.resolve()
-    try:
-        return config_file(value)
-    except UserError as exc:
-        raise UserError(f"{spec_path}: base_config: {exc}") from exc
 
 
 def settings_of(model: BaseModel, prefix: str = "") -> list[str]:

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from rlfleet.launcher.errors import UserError
-from rlfleet.launcher.sweep_spec import load_sweep, override
+from rlfleet.launcher.spec_files import override
+from rlfleet.launcher.sweep_spec import load_sweep
 from tests.support.cli import one_line_exit_2, rlfleet
 from tests.support.repo import REPO
 
