@@ -1,11 +1,11 @@
-"""The online and target Q-networks of the value-based learners (DQN, R2D2), with the optimizer that trains the
-online one and the update count that decides when the target catches up.
+"""The online and target Q-networks of the value-based learners, with the optimizer that trains the online one and
+the update count that decides when the target catches up.
 
-The two learners differ in how they build a loss (single transitions against whole sequences with burn-in) and
-agree on everything this part owns: the published policy is the online network, a gradient step is clipped to
+Those learners differ in how they build a loss (single transitions, or whole sequences with burn-in) and agree on
+everything this part owns: the published policy is the online network, a gradient step is clipped to
 `max_grad_norm`, the target copies the online network every `target_update_every` updates, and a checkpoint holds
 both networks, the optimizer and the count (the keys "online", "target", "optimizer", "updates", which earlier
-checkpoints of both learners also use, so they still resume).
+checkpoints of those learners also use, so they still resume).
 """
 
 from __future__ import annotations
