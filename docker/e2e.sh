@@ -218,7 +218,9 @@ main() {
   export RLFLEET_PORT E2E_URL E2E_READ_TOKEN
   RLFLEET_PORT="$(free_port)"
   E2E_URL="http://127.0.0.1:$RLFLEET_PORT"
-  render_compose
+  # The first run also feeds both experiment trackers (the image's wandb and mlflow extras): W&B offline and MLflow's
+  # SQLite store, inside the coordinator's container.
+  RLFLEET_OVERRIDES="tracking.wandb.project=e2e;tracking.mlflow.experiment=e2e" render_compose
   COMPOSE_UP=1
   compose down -v --remove-orphans >/dev/null 2>&1 || true  # leftovers of an interrupted earlier run
   # The evaluator is held back until the checks below have passed: a run can be solved within 8 chunks (seen
@@ -274,10 +276,14 @@ main() {
   solve_s="$(since "$t")"
   say "run $run1 solved: $(status '"{} after {:,} env steps, {:.1f}s of run time".format(s["run_message"],
     s["env_steps"], s["wall_seconds"])')"
+  [ "$(status 'sorted(t["name"] for t in s["trackers"] if t["state"] != "failed" and t["written"] > 0)')" \
+    = "['mlflow', 'wandb']" ] || fail "the trackers did not both write: $(status 's["trackers"]')"
+  say "trackers: $(status '", ".join("{} {} scalars".format(t["name"], t["written"]) for t in s["trackers"])')"
 
   # The second run is also the undisturbed figure to compare with `rlfleet up`: same config, same seed.
   say "second docker-compose up after the solve: a new run"
   compose stop >/dev/null 2>&1
+  render_compose  # without the trackers: the same run as `rlfleet up`'s below
   t="$(now)"
   compose up -d 2>>"$WORK/compose.log"
   wait_for "a new run that trains" "s['run_name'] != '$run1' and s['run_state'] == 'running' and s['env_steps'] > 0"

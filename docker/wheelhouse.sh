@@ -19,11 +19,11 @@ echo "wheelhouse: pip wheel into docker/wheels"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 find docker/wheels -name '*.whl' -delete
-# The extras docker/Dockerfile installs: object stores (the s3 profile), board games, learning-curve plots.
+# The extras docker/Dockerfile installs: object stores (the s3 profile), board games, learning-curve plots, trackers.
 "$PY" - >"$tmp/requirements.txt" <<'PYEOF'
 import tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-extras = ("s3", "games", "plot")
+extras = ("s3", "games", "plot", "wandb", "mlflow")
 print("\n".join([*project["dependencies"], *(d for e in extras for d in project["optional-dependencies"][e])]))
 PYEOF
 # setuptools: the project's build backend, which `pip install .` in the image needs offline too.

@@ -34,6 +34,10 @@ def test_compose_in_containers_solves_scales_survives_a_learner_crash_and_starts
     restarted = re.search(r"learner restarted by its policy \(RestartCount (\d+)\): resumed from iteration (\d+)", out)
     assert restarted and int(restarted.group(1)) >= 1 and int(restarted.group(2)) > 0
     assert re.search(r"== run \S+ solved: policy v\d+ confirmed by a held-out test", out), out[-3000:]
+    # Both trackers of the image's extras wrote the first run's scalars inside the coordinator's container.
+    trackers = re.search(r"== trackers: wandb (\d+) scalars, mlflow (\d+) scalars|== trackers: mlflow (\d+) scalars, "
+                         r"wandb (\d+) scalars", out)
+    assert trackers and all(int(n) > 0 for n in trackers.groups() if n is not None), out[-3000:]
     first = re.search(r"== run (\S+) is collecting", out)
     second = re.search(r"== new run (\S+) is training", out)
     assert first and second and first.group(1) != second.group(1)  # a second `up` after the solve: a new run
