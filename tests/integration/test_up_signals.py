@@ -12,28 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import alive, descendants
 from tests.support.repo import REPO
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.slow
@@ -46,7 +26,7 @@ def test_repeated_sigterms_still_stop_every_service(tmp_path: Path) -> None:
         for line in up.stdout:  # the services are up once the coordinator's address is printed
             if line.startswith("coordinator on"):
                 break
-        services = children(up.pid)
+        services = descendants(up.pid)
         assert len(services) >= 5, services  # coordinator, 2 collectors, learner, evaluator
         for _ in range(3):
             up.send_signal(signal.SIGTERM)
@@ -57,6 +37,6 @@ def test_repeated_sigterms_still_stop_every_service(tmp_path: Path) -> None:
             time.sleep(0.1)
         assert not [pid for pid in services if alive(pid)]
     finally:
-        for pid in children(up.pid):
+        for pid in descendants(up.pid):
             os.kill(pid, signal.SIGKILL)
         up.kill()
