@@ -226,13 +226,15 @@ def sampling_behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str
-    """The wrapper's name in the env's wrappers list."""
+    """The algorithm's name in a run config (`algo.name`)."""
     summary: str
     params: type[AlgoParams]
     loop: str  # the name of its loop kind in shared/loops/ (LOOPS)
     learner: str  # "module:Class", imported by learner processes only
     head: Callable[[Spaces], Head]  # the published action head; raises ValueError for spaces it cannot act in
     behaviour: Callable[[RunConfig, Spaces], Behaviour]
+    # The dotted settings that may change while the run trains, besides those every algorithm derives in
+    # __post_init__ (its schedulable hyperparameters and their schedules).
     live: tuple[str, ...] = EVALUATION_LIVE
     # Further checks of the config against the env's spaces, made by the preflight (shared/config/preflight.py), not
     # by validation, since the spaces come from building the env; raises ValueError naming a field.
@@ -243,6 +245,15 @@ class AlgorithmSpec:
     # Whether the learner trains a recurrent core (`algo.net.core`) from the chunks' stored core states; every
     # other algorithm refuses one at config load.
     recurrent: bool = False
+
+    def __post_init__(self) -> None:
+        """Every schedulable hyperparameter the algorithm has (learning rate, entropy coefficient, clip range or
+        ratio) is live, and so is its schedule: the learner reads them at every update, re-reads its task when the
+        settings change (learner_worker/trainer.py) and takes them up as it takes up schedules, and the coordinator
+        makes a changed schedule continue from where the run stands (shared/config/schedules.py)."""
+        fields = [field for field in SCHEDULABLE if field in self.params.model_fields]
+        derived = [key for field in fields for key in (f"algo.{field}", f"algo.schedules.{field}")]
+        object.__setattr__(self, "live", (*self.live, *(key for key in derived if key not in self.live)))
 
     def _splits(self, config: RunConfig) -> None:
         """A learner group needs every shared quantity split into equal shares: each rank's loss is a mean over

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from rlfleet.shared.algorithms.base import (
-    EVALUATION_LIVE,
     AlgorithmSpec,
     ClippedSurrogateParams,
     sampled_head,
@@ -26,8 +25,4 @@ class PPOParams(ClippedSurrogateParams):
 
 SPEC = AlgorithmSpec(name="ppo", summary="PPO, clipped surrogate, GAE; synchronous or bounded-lag",
                      params=PPOParams, loop="chunks", learner="rlfleet.learner_worker.algorithms.ppo:PPO",
-                     head=sampled_head, behaviour=sampling_behaviour, shares=("minibatch_size",),
-                     # what population-based training perturbs; the learner takes them up between updates
-                     live=(*EVALUATION_LIVE, "algo.learning_rate", "algo.entropy_coef", "algo.clip_range",
-                           "algo.schedules.learning_rate", "algo.schedules.entropy_coef",
-                           "algo.schedules.clip_range"))
+                     head=sampled_head, behaviour=sampling_behaviour, shares=("minibatch_size",))

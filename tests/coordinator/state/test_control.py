@@ -39,9 +39,10 @@ def test_a_live_change_returns_the_changed_config_and_changes_nothing_yet(contro
 
 
 def test_settings_that_are_not_live_are_refused_naming_the_live_ones(control: Control, run_config: RunConfig) -> None:
-    with pytest.raises(Conflict, match="algo.learning_rate cannot change while dqn trains; its live settings: "
+    with pytest.raises(Conflict, match="algo.gamma cannot change while dqn trains; its live settings: "
                                        "evaluation.every_versions"):
-        control.change(run_config, {"algo.learning_rate": 0.1, "replay.samples_per_insert": 4.0}, "dqn")
+        control.change(run_config, {"algo.gamma": 0.9, "replay.samples_per_insert": 4.0}, "dqn")
+
 
 
 def test_invalid_values_are_refused_naming_the_field(control: Control, run_config: RunConfig) -> None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from rlfleet.learner_worker.trainer import Trainer
 from rlfleet.shared import wire
-from rlfleet.shared.algorithms import DEFAULT, REGISTRY, default_params
+from rlfleet.shared.algorithms import DEFAULT, REGISTRY, default_params, spec_of
 from rlfleet.shared.algorithms.base import (
     AlgoParams,
     ChunkParams,
@@ -26,6 +26,8 @@ from rlfleet.shared.algorithms.base import (
     ReplayParams,
     SequenceParams,
 )
+from rlfleet.shared.algorithms.dqn import DQNParams
+from rlfleet.shared.algorithms.ppo import PPOParams
 from rlfleet.shared.config.base import Encoder
 from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.config.samplers import SAMPLERS
@@ -191,3 +193,13 @@ def test_no_module_outside_a_loop_kinds_own_compares_its_name() -> None:
                                     'match kind:\n    case "replay":\n        pass'])
 def test_the_loop_name_check_finds_each_form_of_comparison(source: str) -> None:
     assert len(_name_comparisons(source, LOOPS)) >= 1
+
+
+def test_every_algorithm_s_schedulable_hyperparameters_and_their_schedules_are_live() -> None:
+    """What the learner takes up between updates (it re-reads its task): each algorithm's learning rate, entropy
+    coefficient and clip range or ratio where it has them, and their schedules; never a setting it does not have."""
+    assert {"algo.learning_rate", "algo.schedules.learning_rate"} <= set(spec_of(DQNParams()).live)
+    ppo = set(spec_of(PPOParams()).live)
+    assert {f"algo.{f}" for f in ("learning_rate", "entropy_coef", "clip_range")} <= ppo
+    assert {f"algo.schedules.{f}" for f in ("learning_rate", "entropy_coef", "clip_range")} <= ppo
+    assert "algo.clip_range" not in spec_of(DQNParams()).live and "algo.gamma" not in ppo
