@@ -22,6 +22,7 @@ import pytest
 
 from rlfleet.coordinator.journal.database import Journal
 from rlfleet.coordinator.run import Run
+from rlfleet.shared.checkpoint_signature import CHECKPOINT_NAME, signature_name
 from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.storage.factory import StoreSettings, open_store
 from rlfleet.shared.storage.layout import RunLayout
@@ -105,14 +106,16 @@ def test_services_on_separate_hosts_solve_cartpole_through_the_object_store(
         run.ctx.journal.close()
     assert set(payloads.list_prefix("chunks")) == referenced
     assert set(payloads.list_prefix("policies")) == kept_policies and len(kept_policies) <= 8
-    assert 1 <= len(checkpoints.list_prefix("")) <= 3
+    kept = [name for name in checkpoints.list_prefix("") if CHECKPOINT_NAME.match(name)]
+    assert 1 <= len(kept) <= 3  # each beside its signature, and nothing else
+    assert sorted(checkpoints.list_prefix("")) == sorted([*kept, *(signature_name(name) for name in kept)])
     assert best.list_prefix("") == ["policy.safetensors", "score.json"]
     everything = _all_keys(payloads)
     assert everything == ({f"fleet/runs/{RUN}/store/{p}" for p in referenced | kept_policies}
                           | {f"fleet/runs/{RUN}/checkpoints/{p}" for p in checkpoints.list_prefix("")}
                           | {f"fleet/runs/{RUN}/best/{p}" for p in ("policy.safetensors", "score.json")})
     print(f"bucket after the run: {len(referenced)} chunks the final buffer references, {len(kept_policies)} "
-          f"policies, {len(checkpoints.list_prefix(''))} checkpoints, best/ (2 objects); {len(everything)} keys")
+          f"policies, {len(kept)} checkpoints with their signatures, best/ (2 objects); {len(everything)} keys")
 
     # `rlfleet test` on the coordinator's host reads the best policy from the object store.
     done = subprocess.run([sys.executable, "-m", "rlfleet.launcher", "test", str(run_dir), "--episodes", "10",
