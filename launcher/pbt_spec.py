@@ -19,15 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlfleet.launcher.configs import read_config
 from rlfleet.launcher.errors import UserError
-from rlfleet.launcher.spec_files import base_config_path, override, read_spec
+from rlfleet.launcher.spec_files import SpecModel, base_config_path, check_range, override, read_spec
 from rlfleet.shared.algorithms import spec_of
 from rlfleet.shared.config.hints import did_you_mean
 from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.ids import ID_PATTERN
-
-
-class SpecModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 class Range(SpecModel):
@@ -40,10 +36,7 @@ class Range(SpecModel):
 
     @model_validator(mode="after")
     def _ordered(self) -> Range:
-        if self.low > self.high:
-            raise ValueError(f"low ({self.low}) is above high ({self.high}): give low <= high")
-        if self.log and self.low <= 0:
-            raise ValueError(f"a log range needs low > 0 (got {self.low}): raise low or set log: false")
+        check_range(self.low, self.high, self.log)
         return self
 
     def draw(self, rng: random.Random) -> float:

@@ -12,13 +12,28 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rlfleet.launcher.configs import config_file
 from rlfleet.launcher.errors import UserError, missing
 from rlfleet.shared.config.problems import config_problems
 
 Spec = TypeVar("Spec", bound=BaseModel)
+
+
+class SpecModel(BaseModel):
+    """A part of a spec: unknown keys, NaN and infinities refused; never changed once read."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+def check_range(low: float, high: float, log: bool) -> None:
+    """A search or perturbation range: ValueError saying what to change unless low <= high (and low > 0 on a log
+    scale)."""
+    if low > high:
+        raise ValueError(f"low ({low}) is above high ({high}): give low <= high")
+    if log and low <= 0:
+        raise ValueError(f"a log range needs low > 0 (got {low}): raise low or set log: false")
 
 
 def read_spec(path: Path, model: type[Spec], what: str, fields: str) -> Spec:

@@ -27,16 +27,12 @@ from pydantic.fields import FieldInfo
 
 from rlfleet.launcher.configs import read_config
 from rlfleet.launcher.errors import UserError
-from rlfleet.launcher.spec_files import base_config_path, override, read_spec
+from rlfleet.launcher.spec_files import SpecModel, base_config_path, check_range, override, read_spec
 from rlfleet.shared.config.hints import did_you_mean
 from rlfleet.shared.config.run_config import RunConfig
 
 MAX_CORNERS = 1024  # beyond this many corners of the space, each extreme is checked on its own
 STUDY_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
-
-
-class SpecModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
 class FloatRange(SpecModel):
@@ -47,7 +43,7 @@ class FloatRange(SpecModel):
 
     @model_validator(mode="after")
     def _ordered(self) -> FloatRange:
-        _check_range(self.low, self.high, self.log)
+        check_range(self.low, self.high, self.log)
         return self
 
 
@@ -59,7 +55,7 @@ class IntRange(SpecModel):
 
     @model_validator(mode="after")
     def _ordered(self) -> IntRange:
-        _check_range(self.low, self.high, self.log)
+        check_range(self.low, self.high, self.log)
         return self
 
 
@@ -80,13 +76,6 @@ class Choice(SpecModel):
 
 
 Parameter = Annotated[FloatRange | IntRange | Choice, Field(discriminator="type")]
-
-
-def _check_range(low: float, high: float, log: bool) -> None:
-    if low > high:
-        raise ValueError(f"low ({low}) is above high ({high}): give low <= high")
-    if log and low <= 0:
-        raise ValueError(f"a log range needs low > 0 (got {low}): raise low or set log: false")
 
 
 class HeldOutObjective(SpecModel):
