@@ -172,7 +172,13 @@ learner_group() {
   local t rdzv
   rdzv="$(free_port)"
   COMPOSE_FILE="$WORK/compose-group.yml"
-  RLFLEET_LEARNERS=2 RLFLEET_OVERRIDES="learner.replicas=2;learner.rendezvous=127.0.0.1:$rdzv" render_compose
+  # A version is written only once env steps were acknowledged since the last (learner_worker/trainer.py), and at
+  # the default 32 samples per inserted transition the rate limiter lets collectors in only every ~2,000 updates:
+  # the group needed 150 s here to reach v3. At 8 samples per transition and a 1,024-transition band, 800 updates
+  # (17 s through `rlfleet up`). The group's mechanics are the same.
+  local overrides="learner.replicas=2;learner.rendezvous=127.0.0.1:$rdzv"
+  overrides+=";replay.samples_per_insert=8;replay.tolerance_transitions=1024"
+  RLFLEET_LEARNERS=2 RLFLEET_OVERRIDES="$overrides" render_compose
   t="$(now)"
   compose up -d --scale evaluator=0 2>>"$WORK/compose.log" \
     || { cat "$WORK/compose.log" >&2; fail "docker-compose up of the learner group failed"; }
