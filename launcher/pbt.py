@@ -81,12 +81,11 @@ class Driver:
 
     def start(self) -> None:
         for member in self.members:
-            member.start(self.pop.base_path, [*self.pop.fixed(), *self.overrides(member.settings)],
-                         self.spec.collectors, self.out / "members")
+            run = member.start(self.pop.base_path, [*self.pop.fixed(), *self.overrides(member.settings)],
+                               self.spec.collectors, self.out / "members")
             member.ready_at = self.spec.interval_env_steps
-            self.lineage.write("start", member.name, 0, settings=member.settings, seed=member.seed, port=member.port)
-            typer.echo(f"{member.name}: seed {member.seed}, {self.describe(member.settings)} "
-                       f"(log {member.root / 'up.log'})")
+            self.lineage.write("start", member.name, 0, settings=member.settings, seed=member.seed, port=run.port)
+            typer.echo(f"{member.name}: seed {member.seed}, {self.describe(member.settings)} (log {run.log_path})")
 
     def overrides(self, settings: dict[str, float]) -> list[str]:
         return [override(key, self.value(key, value)) for key, value in settings.items()]

@@ -1,5 +1,5 @@
-"""One member of a population (`rlfleet pbt`): a real `rlfleet up` run in a process group of its own, with its own
-data directory and a free port, and the REST calls the population driver makes on it.
+"""One member of a population (`rlfleet pbt`): a real `rlfleet up` run (a ChildRun: its own data directory, a free
+port, a process group of its own that ends with the driver) and the REST calls the population driver makes on it.
 
 Each member's coordinator may load checkpoints from every member's run directory: the driver starts it with
 RLFLEET_CHECKPOINT_SOURCES set to the population's members directory, and nothing outside it.
@@ -8,10 +8,6 @@ RLFLEET_CHECKPOINT_SOURCES set to the population's members directory, and nothin
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -20,12 +16,9 @@ from typing import Any
 
 import httpx
 
+from rlfleet.launcher.child_run import ChildRun
 from rlfleet.launcher.control import ControlError, command
-from rlfleet.launcher.up import free_port
 from rlfleet.shared.checkpoint_signature import CHECKPOINT_NAME
-from rlfleet.shared.tokens import load_tokens_file
-
-STOP_SECONDS = 60.0  # an orderly stop of `rlfleet up` (its services checkpoint) before the group is killed
 
 
 @dataclass
@@ -34,8 +27,7 @@ class Member:
     root: Path  # the member's directory: its data directory, `rlfleet up`'s log
     seed: int
     settings: dict[str, float]
-    port: int = field(default_factory=free_port)
-    proc: subprocess.Popen[bytes] | None = None
+    run: ChildRun | None = None
     run_dir: Path | None = None
     tokens: dict[str, str] = field(default_factory=dict)
     ready_at: int = 0  # env steps at which the member is next ranked
@@ -46,38 +38,28 @@ class Member:
         return f"member-{self.index}"
 
     @property
-    def data_dir(self) -> Path:
-        return self.root / "data"
-
-    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        assert self.run is not None
+        return self.run.url
 
-    def start(self, config: Path, overrides: list[str], collectors: int, sources: Path) -> None:
-        """`rlfleet up` for this member, in a new session (its own process group), its output in up.log."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(config), "--data-dir",
-                str(self.data_dir), "--port", str(self.port), "--collectors", str(collectors), "--seed",
-                str(self.seed)]
+    def start(self, config: Path, overrides: list[str], collectors: int, sources: Path) -> ChildRun:
+        """`rlfleet up` for this member, its output in up.log."""
+        args = ["--collectors", str(collectors), "--seed", str(self.seed)]
         for value in overrides:
             args += ["--set", value]
-        env = {**os.environ, "RLFLEET_CHECKPOINT_SOURCES": str(sources.resolve())}
-        with open(self.root / "up.log", "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.run = ChildRun(self.root, config, args, env={"RLFLEET_CHECKPOINT_SOURCES": str(sources.resolve())})
+        return self.run
 
     @property
     def exited(self) -> bool:
-        return self.proc is None or self.proc.poll() is not None
+        return self.run is None or self.run.exit_code() is not None
 
     def connect(self) -> bool:
         """Whether the member's run directory and tokens are there (they are once its coordinator started)."""
-        if self.run_dir is None:
-            runs = sorted((self.data_dir / "runs").glob("*/config.yaml"))
-            if runs:
-                self.run_dir = runs[-1].parent
-        if not self.tokens:
-            with contextlib.suppress(ValueError):
-                self.tokens = load_tokens_file(self.data_dir / "tokens.json")
+        if self.run is None:
+            return False
+        self.run_dir = self.run_dir or self.run.run_dir
+        self.tokens = self.tokens or self.run.tokens()
         return self.run_dir is not None and bool(self.tokens)
 
     def read_status(self) -> dict[str, Any] | None:
@@ -140,14 +122,6 @@ class Member:
                                                         "source": str(source.run_dir), "checkpoint": checkpoint})
 
     def stop(self) -> None:
-        """An orderly stop (SIGTERM to `rlfleet up`, which stops its services), then the whole group killed."""
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=STOP_SECONDS)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # services `rlfleet up` left behind, and up itself if it hung
-        proc.wait()
+        """An orderly stop (SIGTERM to `rlfleet up`, which stops its services), then whatever is left killed."""
+        if self.run is not None:
+            self.run.stop_and_wait()

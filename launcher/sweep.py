@@ -1,4 +1,4 @@
-"""`rlfleet sweep SPEC.yaml`: an Optuna study whose trials are real rlfleet runs (launcher/sweep_trial.py), as many
+"""`rlfleet sweep SPEC.yaml`: an Optuna study whose trials are real rlfleet runs (launcher/child_run.py), as many
 at once as the spec allows, scored by held-out tests (launcher/sweep_score.py) and resumable from its storage.
 
 The driver asks Optuna for a trial, starts its run and watches it from one loop, with no threads: each turn it
@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlfleet.launcher.child_run import ChildRun, end_group
 from rlfleet.launcher.errors import UserError
 from rlfleet.launcher.spec_files import override
 from rlfleet.launcher.sweep_report import write_report
 from rlfleet.launcher.sweep_score import SCORED_STATES, curve, pruner_value, score
 from rlfleet.launcher.sweep_spec import Choice, FloatRange, IntRange, Sweep
-from rlfleet.launcher.sweep_trial import TrialRun, end_group
+from rlfleet.launcher.sweep_trial import trial_outcome, trial_validations
 from rlfleet.shared.extras import require
 
 POLL_SECONDS = 2.0
@@ -43,7 +44,7 @@ RETRY_OF = "retry_of"  # user attribute of a trial re-running one that an ended 
 @dataclass
 class Active:
     trial: Any  # optuna.trial.Trial
-    run: TrialRun
+    run: ChildRun
     reported: set[int] = field(default_factory=set)
     pruned: bool = False
 
@@ -133,7 +134,7 @@ class Driver:
         trial_dir = self.sweep.output_dir / "trials" / f"{trial.number:04d}"
         if trial_dir.exists():  # left by a study whose storage was since removed: keep it, out of the way
             trial_dir.rename(trial_dir.with_name(f"{trial_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}"))
-        run = TrialRun(trial_dir, self.sweep.base_path, overrides)
+        run = ChildRun(trial_dir, self.sweep.base_path, [arg for item in overrides for arg in ("--set", item)])
         for key, value in {"trial_dir": str(trial_dir), "overrides": overrides, "log": str(run.log_path),
                            "pgid": run.pgid, "since": run.since, "port": run.port}.items():
             trial.set_user_attr(key, value)
@@ -154,7 +155,7 @@ class Driver:
 
     def _report(self, active: Active, ended: bool = False) -> tuple[dict[int, float], list[int]]:
         """Hand the pruner the points of the trial's curve it has not seen; the curve and the new steps."""
-        points = curve(active.run.validations(), self.spec.pruner.interval_env_steps, ended)
+        points = curve(trial_validations(active.run), self.spec.pruner.interval_env_steps, ended)
         new = sorted(step for step in points if step not in active.reported)
         for step in new:
             active.trial.report(pruner_value(points[step], self.spec.direction), step)
@@ -175,10 +176,11 @@ class Driver:
 
         del self.running[active.trial.number]
         trial, run = active.trial, active.run
-        left = end_group(run.pgid, run.since, grace=5.0)  # a service its `rlfleet up` left behind, if any
+        left = run.leftovers()  # a service its `rlfleet up` left behind, if any
         if left:
-            print(f"trial {trial.number}: stopped {left} processes its run left behind", flush=True)
-        outcome = run.outcome()
+            print(f"trial {trial.number}: stopped {len(left)} processes its run left behind: {'; '.join(left)}",
+                  flush=True)
+        outcome = trial_outcome(run)
         run_dir = run.run_dir
         trial.set_user_attr("run_dir", None if run_dir is None else str(run_dir))
         trial.set_user_attr("env_steps", outcome.env_steps)
@@ -218,7 +220,7 @@ class Driver:
 
         for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             attrs = frozen.user_attrs
-            left = end_group(int(attrs["pgid"]), int(attrs["since"])) if "pgid" in attrs else 0
+            left = len(end_group(int(attrs["pgid"]), int(attrs["since"]))) if "pgid" in attrs else 0
             self._requeue(frozen.number, frozen.params)
             self.study.tell(frozen.number, state=TrialState.FAIL)
             stopped = f"; stopped {left} of its processes still running" if left else ""

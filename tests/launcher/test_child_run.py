@@ -1,5 +1,6 @@
-"""A trial's processes never outlive the sweep: its `rlfleet up` leads its own process group and gets SIGTERM from
-the kernel when the sweep dies, even by SIGKILL; a restarted sweep ends whatever is left of a recorded group."""
+"""A child run's processes never outlive the command that started it (a sweep, a population): its `rlfleet up`
+leads its own process group and gets SIGTERM from the kernel when its parent dies, even by SIGKILL; a restarted
+sweep ends whatever is left of a recorded group."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ import textwrap
 import time
 from pathlib import Path
 
-from rlfleet.launcher.sweep_trial import end_group, group_members, start_ticks
+from rlfleet.launcher.child_run import end_group, group_members, start_ticks
 from tests.support.repo import REPO
 from tests.support.waiting import wait_for
 
-# A stand-in for the sweep: starts a trial-like process the way TrialRun does, prints its pid, then waits.
+# A stand-in for the sweep: starts a child the way ChildRun does, prints its pid, then waits.
 SWEEP = textwrap.dedent("""
     import subprocess, sys, time
-    from rlfleet.launcher.sweep_trial import _die_with_parent
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], preexec_fn=_die_with_parent)
+    from rlfleet.launcher.child_run import _lead_a_group_and_die_with_parent as lead
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], preexec_fn=lead)
     print(child.pid, flush=True)
     time.sleep(300)
 """)
@@ -60,11 +61,12 @@ def test_a_restarted_sweep_ends_what_is_left_of_a_trials_group() -> None:
     members = group_members(leader.pid, since)
     assert len(members) == 2 and leader.pid in members
     started = time.monotonic()
-    assert end_group(leader.pid, since, grace=10) == 2
+    left = end_group(leader.pid, since, grace=10)
+    assert len(left) == 2 and all("time.sleep(300)" in line for line in left)  # said with their command lines
     assert time.monotonic() - started < 10  # SIGTERM was enough
     leader.wait(timeout=5)
     wait_for(lambda: not any(alive(pid) for pid in members), timeout=10)
-    assert end_group(leader.pid, since) == 0  # nothing left: nothing to do
+    assert end_group(leader.pid, since) == []  # nothing left: nothing to do
 
 
 def test_a_group_id_reused_by_a_later_process_is_left_alone() -> None:
@@ -75,7 +77,7 @@ def test_a_group_id_reused_by_a_later_process_is_left_alone() -> None:
         wait_for(lambda: start_ticks(other.pid) is not None)
         later = start_ticks(other.pid)
         assert later is not None
-        assert end_group(other.pid, later - 1, grace=1) == 0
+        assert end_group(other.pid, later - 1, grace=1) == []
         assert other.poll() is None
     finally:
         other.kill()
