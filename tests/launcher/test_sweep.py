@@ -21,22 +21,23 @@ import pytest
 import yaml
 
 from rlfleet.coordinator.journal.database import stored_meta
+from rlfleet.launcher.child_run import group_members
 from rlfleet.launcher.configs import read_config
-from rlfleet.launcher.sweep_trial import group_members
 from tests.support.repo import REPO
 
 pytestmark = pytest.mark.slow
 
 
-def write_spec(tmp_path: Path, trials: int, parallel: int) -> Path:
-    spec = {"base_config": str(REPO / "configs" / "cartpole_dqn.yaml"), "study": "quick", "trials": trials,
+def write_spec(tmp_path: Path, trials: int, parallel: int, budget: int = 10_000, **changes: object) -> Path:
+    spec: dict[str, object] = {
+            "base_config": str(REPO / "configs" / "cartpole_dqn.yaml"), "study": "quick", "trials": trials,
             "parallel": parallel, "objective": {"kind": "test"}, "output_dir": str(tmp_path / "out"),
-            "set": {"env.solve_threshold": None, "budget.max_env_steps": 10_000, "evaluation.test_episodes": 10,
+            "set": {"env.solve_threshold": None, "budget.max_env_steps": budget, "evaluation.test_episodes": 10,
                     "algo.publish_every": 20, "replay.samples_per_insert": 4, "collector.chunk_steps": 64,
                     "replay.tolerance_transitions": 1024},  # collectors wait for the learner, however slow
             "space": {"algo.learning_rate": {"type": "float", "low": 5e-4, "high": 5e-3, "log": True},
                       "algo.target_update_every": {"type": "int", "low": 50, "high": 500}},
-            "pruner": {"startup_trials": 2, "warmup_env_steps": 0, "interval_env_steps": 1000}}
+            "pruner": {"startup_trials": 2, "warmup_env_steps": 0, "interval_env_steps": 1000}, **changes}
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -136,3 +137,30 @@ def test_sigterm_stops_the_running_trial_in_order_and_queues_it_again(tmp_path: 
     run_dir = next(journal_dir.iterdir())
     assert stored_meta(run_dir / "coordinator.sqlite", "lifecycle")["lifecycle"]["state"] == "stopped"  # in order
     assert (tmp_path / "out" / "trials.csv").read_text().splitlines()[1].startswith("0,fail,")
+
+
+def test_a_trial_trailing_the_median_is_pruned_and_its_run_stopped_through_the_control_plane(tmp_path: Path) -> None:
+    """One trial at a time: a learning rate that trains, then one that cannot (1e-7). Sampler seed 10 draws them in
+    that order (checked below), so the second trails the first's curve and the median pruner stops it early. A budget
+    of 30,000 env steps: at 10,000 the first had only just pulled clear (best validation 40.8 by 7,000, 153.8 by
+    10,000), and the second was pruned at 11,000-14,000, its run stopping up to 5,000 env steps later."""
+    good, frozen = 0.0023, 1e-7
+    spec = write_spec(tmp_path, trials=2, parallel=1, budget=30_000,
+                      space={"algo.learning_rate": {"type": "categorical", "choices": [good, frozen]}},
+                      sampler={"seed": 10, "startup_trials": 4},
+                      pruner={"startup_trials": 1, "warmup_env_steps": 0, "interval_env_steps": 1000})
+    done = subprocess.run(sweep_argv(spec), cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    trials = load(tmp_path).get_trials()
+    assert [t.params["algo.learning_rate"] for t in trials] == [good, frozen]
+    assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED"], done.stdout
+    pruned = trials[1]
+    assert "trial 1 pruned at" in done.stdout
+    step = max(pruned.intermediate_values)  # the grid point it was pruned at trails the first trial's there
+    assert pruned.intermediate_values[step] < trials[0].intermediate_values[step]
+    lifecycle = stored_meta(Path(pruned.user_attrs["run_dir"]) / "coordinator.sqlite", "lifecycle")["lifecycle"]
+    # stopped through the control plane before the env-step budget could end it
+    assert lifecycle["state"] == "stopped" and "pruned by `rlfleet sweep`" in lifecycle["message"]
+    assert step < 30_000 and pruned.user_attrs["env_steps"] < 30_000
+    assert group_members(pruned.user_attrs["pgid"], pruned.user_attrs["since"]) == []
+    assert (tmp_path / "out" / "trials.csv").read_text().splitlines()[2].startswith("1,pruned,")
