@@ -2,8 +2,9 @@
 
 A run with no threshold does not end the moment its budget is used up: it stops training (`training` turns
 False, collectors and learners are told the budget is exhausted) and stays running while its best policy's
-held-out test plays (coordinator/operations/budget.py), then ends budget_exhausted. `final` keeps the budget's
-reason meanwhile.
+held-out test plays (coordinator/operations/budget.py), then ends budget_exhausted. So does a run with a threshold
+whose candidate's test is under way when the budget runs out, until that test solves the run or does not. `final`
+keeps the budget's reason meanwhile.
 
 Persisted under the meta key `lifecycle`, with the time elapsed so far: every budget check marks it changed, so
 a restarted coordinator loses at most the time since the last commit.
@@ -100,9 +101,10 @@ class Lifecycle:
             return f"wall-clock budget of {self.budget.max_wall_seconds:g}s used up"
         return None
 
-    def finish(self, reason: str) -> None:
-        """Stop training for `reason` (a budget used up) but keep the run running until its last test reports."""
-        self.final, self.message = reason, f"{reason}; testing the best policy before the run ends"
+    def finish(self, reason: str, waiting: str) -> None:
+        """Stop training for `reason` (a budget used up) but keep the run running until its last test reports;
+        `waiting` says for what."""
+        self.final, self.message = reason, f"{reason}; {waiting}"
         self.pending.mark()
 
     def wall_seconds(self, now: float) -> float:

@@ -12,7 +12,7 @@ from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.storage.layout import policy_path
 from rlfleet.shared.storage.local import LocalStore
 from tests.support.configs import make_config
-from tests.support.run import chunk, collector, evaluate, holdout, learner, publish, register
+from tests.support.run import FakeClock, chunk, collector, evaluate, holdout, learner, publish, register
 
 BUDGET = 96  # three chunks of small_run_config (2 envs x 16 steps)
 
@@ -123,3 +123,57 @@ def test_a_validation_under_way_when_training_stopped_that_finds_a_better_best_g
     assert status.run_state == "budget_exhausted" and "best policy v4 (validation 70.0; held-out test 69.0" in \
         status.run_message
     assert status.best_evaluation.policy_version == status.latest_test.policy_version == 4
+
+
+def candidate_under_test(make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore
+                         ) -> tuple[Run, str, str]:
+    """A run with a threshold whose v1 validated above it, its held-out test asked for, when the budget runs out;
+    (run, learner, evaluator)."""
+    run = make_run(make_config(run_config, budget={"max_env_steps": BUDGET}))
+    lrn = learner(run)
+    ev = register(run, "evaluator")
+    run.workers.claim(ev)
+    publish(run, store, lrn, 1)
+    assert evaluate(run, ev, 1, [490.0] * 4).test_requested
+    use_up_the_budget(run)
+    status = run.status()
+    assert (status.run_state, status.test_in_flight) == ("running", 1)
+    assert status.run_message == (f"env-step budget of {BUDGET} used up; waiting for the held-out test of policy v1 "
+                                  "under way: if the rule confirms it, the run is solved")
+    assert run.workers.heartbeat(lrn).directive.run_state == "budget_exhausted"  # training is over
+    assert run.workers.heartbeat(ev).directive.final_test is None  # its own test, not an end-of-budget one
+    return run, lrn, ev
+
+
+def test_a_candidates_test_under_way_when_the_budget_runs_out_still_solves_the_run(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run, _, ev = candidate_under_test(make_run, run_config, store)
+    assert holdout(run, ev, 1, [500.0] * 100).confirmed
+    status = run.status()
+    assert status.run_state == "solved" and succeeded(status)
+    assert status.run_message.startswith("policy v1 confirmed by a held-out test: 500.0")
+
+
+def test_a_candidate_the_test_rejects_after_the_budget_ends_the_run_unsolved(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    run, _, ev = candidate_under_test(make_run, run_config, store)
+    assert not holdout(run, ev, 1, [400.0, 500.0] * 50).confirmed
+    status = run.status()
+    assert status.run_state == "budget_exhausted" and not succeeded(status)
+    assert status.run_message.startswith(f"env-step budget of {BUDGET} used up; the held-out test of policy v1 under "
+                                         "way when training stopped did not confirm it (450.0 ± 50.3 over 100")
+
+
+def test_a_run_whose_candidates_evaluator_is_gone_ends_unsolved_instead_of_waiting(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore, clock: FakeClock) -> None:
+    run, lrn, _ = candidate_under_test(make_run, run_config, store)
+    clock.advance(5)
+    run.workers.heartbeat(lrn)
+    run.tick()
+    assert run.status().run_state == "running"  # its lease has not expired yet
+    clock.advance(20)
+    run.tick()
+    status = run.status()
+    assert status.run_state == "budget_exhausted"
+    assert status.run_message == (f"env-step budget of {BUDGET} used up; the evaluator testing policy v1 when "
+                                  "training stopped is gone, so the test never reported")

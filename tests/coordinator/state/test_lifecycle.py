@@ -34,7 +34,7 @@ def test_a_run_waiting_for_its_end_of_budget_test_runs_but_no_longer_trains(tmp_
     clock = FakeClock()
     life = Lifecycle(BUDGET, clock)
     journal = JournalFor(tmp_path / "journal.sqlite", life)
-    life.finish("env-step budget of 1000 used up")
+    life.finish("env-step budget of 1000 used up", "testing the best policy before the run ends")
     assert life.running and not life.training and "testing the best policy" in life.message
     assert life.budget_used(5_000, clock()) is None  # its budget was found used up once
     journal.commit()
