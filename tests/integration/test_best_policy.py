@@ -3,6 +3,7 @@ only when that score does not describe the policy there from the coordinator's b
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,9 +47,12 @@ def test_a_restarted_evaluator_keeps_a_better_best_and_trusts_only_a_score_that_
     fleet.wait_for(lambda: (best / "score.json").exists(), 120, "the first best/")
     fleet.kill("evaluator-1")
     policy = (best / "policy.safetensors").read_bytes()
-    # best/ holds a policy validated far above anything this run reaches: a restart must not replace it
+    # best/ holds a policy validated far above anything this run reaches: a restart must not replace it. The
+    # score names the policy there: the kill may have come between a better validation's two writes (seen in CI:
+    # a policy newer than its score), and a score that does not name its policy is rightly not trusted.
     score = json.loads((best / "score.json").read_text())
     score["validation"]["mean"] = 10_000.0
+    score["policy_sha256"] = hashlib.sha256(policy).hexdigest()
     (best / "score.json").write_text(json.dumps(score))
     restart_evaluator(fleet, "evaluator-2")
     assert json.loads((best / "score.json").read_text()) == score
