@@ -30,10 +30,11 @@ def check_budget(ctx: RunContext) -> None:
         training_over(ctx, reason)
         return
     final, under_test = ctx.lifecycle.final, ctx.judge.under_test
-    if (final is not None and ctx.lifecycle.running and not ctx.judge.no_threshold and under_test is not None
-            and under_test[2] and not ctx.fleet.alive(under_test[2])):
-        ctx.lifecycle.end("budget_exhausted", f"{final}; the evaluator testing policy v{under_test[0]} when "
-                                              f"training stopped is gone, so the test never reported", ctx.clock())
+    if final is None or not ctx.lifecycle.running or ctx.judge.no_threshold:
+        return
+    if under_test is not None and under_test[2] and not ctx.fleet.alive(under_test[2]):  # its lease expired
+        ctx.lifecycle.end("budget_exhausted", f"{final}; the evaluator of the held-out test under way when training "
+                                              f"stopped is gone, so the test never reported", ctx.clock())
 
 
 def training_over(ctx: RunContext, reason: str) -> None:

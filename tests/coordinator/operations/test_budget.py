@@ -175,5 +175,6 @@ def test_a_run_whose_candidates_evaluator_is_gone_ends_unsolved_instead_of_waiti
     run.tick()
     status = run.status()
     assert status.run_state == "budget_exhausted"
-    assert status.run_message == (f"env-step budget of {BUDGET} used up; the evaluator testing policy v1 when "
-                                  "training stopped is gone, so the test never reported")
+    assert status.run_message == (f"env-step budget of {BUDGET} used up; the evaluator of the held-out test under "
+                                  "way when training stopped is gone, so the test never reported")
+
