@@ -220,6 +220,9 @@ main() {
   docker build --network none -f docker/Dockerfile --build-arg BASE_IMAGE="$BASE_IMAGE" -t rlfleet:latest . \
     >"$WORK/build.log" 2>&1 || { tail -n 30 "$WORK/build.log" >&2; fail "docker build failed"; }
   build_s="$(since "$t")"
+  # The image this build replaced is left untagged in the cached data root: without this, every run on one
+  # machine kept its ~1 GB of layers (44 GB here after a few dozen runs, until the disk filled).
+  docker image prune --force >/dev/null
 
   export RLFLEET_PORT E2E_URL E2E_READ_TOKEN
   RLFLEET_PORT="$(free_port)"
