@@ -40,14 +40,20 @@ def _lead_a_group_and_die_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _stat(pid: int | str) -> list[str] | None:
+    """Fields 3.. of /proc/PID/stat (after the command name, which may hold spaces); None if there is no such
+    process (or no /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
 def start_ticks(pid: int) -> int | None:
     """When process `pid` started (clock ticks since boot, /proc/PID/stat field 22), telling it apart from a
     later process that reuses its id; None when there is no such process (or no /proc)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rpartition(")")[2].split()[19])
+    fields = _stat(pid)
+    return None if fields is None else int(fields[19])
 
 
 def group_members(pgid: int, since: int) -> list[int]:
@@ -60,14 +66,9 @@ def group_members(pgid: int, since: int) -> list[int]:
         return []
     members = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid and int(fields[19]) >= since:  # a zombie has ended
-            members.append(int(entry.name))
+        fields = _stat(entry.name) if entry.name.isdigit() else None
+        if fields is not None and fields[0] != "Z" and int(fields[2]) == pgid and int(fields[19]) >= since:
+            members.append(int(entry.name))  # (a zombie, state Z, has ended)
     return members
 
 
