@@ -173,6 +173,28 @@ def test_force_sync_chunks_are_decoded_off_the_training_thread_and_taken_only_wh
     assert decoders and threading.main_thread().name not in decoders
 
 
+def test_force_sync_asks_once_however_often_the_training_loop_polls(tmp_path: Path) -> None:
+    """The training loop polls every 0.5 s while the coordinator holds the sample call (it waits up to
+    max_wait_seconds for a full batch). Each poll asking again would leave an ask standing once the batch came, and
+    the fetcher would take the next batch during the update: on Pong, 15% of all chunks went stale that way, and
+    half the updates trained on one collector's chunk."""
+    fake, session, fetcher, decoders = chunk_fetcher(tmp_path, ahead=False)
+    serve = fake.handlers["sample"]
+
+    def held(request):  # the coordinator waiting for the collectors' chunks
+        time.sleep(0.4)
+        return serve(request)
+
+    fake.handlers["sample"] = held
+    chunks: list = []
+    while not chunks:
+        chunks = fetcher.get(timeout=0.05)
+    time.sleep(0.8)  # "training": a second call would have come and gone by now
+    assert len(fake.of("sample")) == 1
+    fetcher.stop()
+    session.close()
+
+
 def test_an_async_run_s_next_batch_is_taken_and_decoded_while_the_current_one_trains(tmp_path: Path) -> None:
     fake, session, fetcher, decoders = chunk_fetcher(tmp_path, ahead=True)
     assert len(fetcher.get(timeout=10)) == 3
