@@ -38,9 +38,10 @@ from rlfleet.shared.algorithms.base import VtraceParams
 
 @dataclass(frozen=True)
 class VtraceRows:
-    """One epoch's rows of a batch, flat in one order (invalid rows included, `keep` marks the rest): the current
-    policy's log pi(a|s) and entropy and the critic's outputs for obs, all with gradient; the behaviour policy's
-    log mu(a|s); V-trace's targets and advantages (computed from the detached current outputs)."""
+    """One step's rows of a batch (an epoch's, or a minibatch's), flat in one order (invalid rows included, `keep`
+    marks the rest): the current policy's log pi(a|s) and entropy and the critic's outputs for obs, all with
+    gradient; the behaviour policy's log mu(a|s); V-trace's targets and advantages (computed from detached outputs
+    of the networks as they were at the start of the epoch)."""
 
     logp: torch.Tensor
     entropy: torch.Tensor
@@ -49,6 +50,10 @@ class VtraceRows:
     targets: np.ndarray
     advantages: np.ndarray
     keep: torch.Tensor
+    vtrace_logp: np.ndarray | None = None
+    """The target log-probs V-trace computed its rho from, where they are not `logp`'s own values (a minibatch
+    step after others on the same V-trace pass): the clipped surrogate takes back out the rho that is in the
+    advantages."""
 
 
 def vtrace_step(learner: ActorCritic, cfg: VtraceParams, rows: VtraceRows) -> dict[str, float]:
@@ -57,7 +62,8 @@ def vtrace_step(learner: ActorCritic, cfg: VtraceParams, rows: VtraceRows) -> di
     keep, logp, behaviour_logp = rows.keep, rows.logp, rows.behaviour_logp
     advantages = rows.advantages
     if cfg.clip_ratio is not None:
-        log_ratio64 = logp.detach().double().cpu().numpy() - behaviour_logp.double().cpu().numpy()  # as V-trace's
+        target = logp.detach().double().cpu().numpy() if rows.vtrace_logp is None else rows.vtrace_logp
+        log_ratio64 = target - behaviour_logp.double().cpu().numpy()  # as V-trace's
         advantages = without_rho(advantages, log_ratio64, cfg.rho_bar)
     adv = to_device(advantages.astype(np.float32), learner.device)[keep]
     if cfg.normalize_advantages:  # over the whole batch: every rank's rows in a learner group

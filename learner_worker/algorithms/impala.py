@@ -19,6 +19,12 @@ away (KL(mu || pi) of 0.5-0.7 in an update, then returns fell from about 200 to 
 a near-deterministic policy). The clipped surrogate is the trust region that lets several steps per batch,
 cheaper than fetching a batch and publishing a policy on a small machine, hold. The paper takes one step per
 batch (epochs = 1) and needs no clip.
+
+`minibatch_size` takes one step per shuffled minibatch of the batch's valid rows instead of one on the whole batch
+(as Sample Factory's APPO): each epoch runs V-trace once, from a forward pass without gradient, and its targets and
+advantages then stay fixed for that epoch's minibatches, as PPO's GAE does. The clipped surrogate divides out the
+rho V-trace used, taken from that pass, not from the minibatch's own (by then moved) log-probs. Full-batch steps
+learn too little per env step where a batch is thousands of rows (configs/lunarlander_impala.yaml).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import torch
 
 from rlfleet.learner_worker.actor_critic import CPU, ActorCritic, Steps, clean
 from rlfleet.learner_worker.device import to_device
+from rlfleet.learner_worker.minibatches import shuffled_minibatches
 from rlfleet.learner_worker.optimizers import BackgroundOptimizer
 from rlfleet.learner_worker.vtrace import vtrace
 from rlfleet.learner_worker.vtrace_step import VtraceRows, vtrace_step
@@ -42,6 +49,7 @@ class Impala(ActorCritic):
         super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
         self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.params, lr=cfg.learning_rate, eps=1e-5)
+        self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
 
     def vtrace_targets(self, steps: list[Steps], target_logp: np.ndarray, values: np.ndarray,
                        next_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -73,16 +81,37 @@ class Impala(ActorCritic):
 
         obs, next_obs, actions, behaviour_logp = joined("obs"), joined("next_obs"), joined("actions"), joined("logp")
         rows = len(obs)
-        sums: dict[str, float] = {}
+        infos: list[dict[str, float]] = []
         for _ in range(cfg.epochs):
-            logp, entropy, both = self.evaluate(obs, actions, value_obs=next_obs)
+            if cfg.minibatch_size is None:  # the paper's: one step on the whole batch, from the same forward pass
+                logp, entropy, both = self.evaluate(obs, actions, value_obs=next_obs)
+            else:
+                with torch.no_grad():
+                    logp, entropy, both = self.evaluate(obs, actions, value_obs=next_obs)
             values = self.codec.values(both.detach()).float().cpu().numpy().astype(np.float64)
             target_logp = logp.detach().float().cpu().numpy().astype(np.float64)
             targets, advantages = self.vtrace_targets(steps, target_logp, values[:rows], values[rows:])
-            info = vtrace_step(self, cfg, VtraceRows(logp=logp, entropy=entropy, critic_out=both[:rows],
-                                                     behaviour_logp=behaviour_logp, targets=targets,
-                                                     advantages=advantages, keep=keep))
-            for key, value in info.items():
-                sums[key] = sums.get(key, 0.0) + value / cfg.epochs
+            if cfg.minibatch_size is None:
+                infos.append(vtrace_step(self, cfg, VtraceRows(
+                    logp=logp, entropy=entropy, critic_out=both[:rows], behaviour_logp=behaviour_logp,
+                    targets=targets, advantages=advantages, keep=keep)))
+                continue
+            valid = keep.nonzero().squeeze(1)
+            for piece in shuffled_minibatches(len(valid), cfg.minibatch_size, self.generator, self.group,
+                                              self.device):
+                idx = valid[piece]
+                at = idx.cpu().numpy()
+                logp, entropy, critic_out = self.evaluate(obs[idx], actions[idx])
+                infos.append(vtrace_step(self, cfg, VtraceRows(
+                    logp=logp, entropy=entropy, critic_out=critic_out, behaviour_logp=behaviour_logp[idx],
+                    targets=targets[at], advantages=advantages[at], keep=keep[idx], vtrace_logp=target_logp[at])))
         self.updates += 1
-        return sums
+        return {key: sum(info[key] for info in infos) / len(infos) for key in infos[0]}
+
+    def state(self) -> dict:
+        return {**super().state(), "generator": self.generator.get_state()}
+
+    def load(self, state: dict) -> None:
+        super().load(state)
+        if "generator" in state:  # the shuffling stream: without it a resumed run draws other minibatches
+            self.generator.set_state(state["generator"])

@@ -17,11 +17,9 @@ Where each quantity comes from, and why:
 
 Invalid steps never reach the loss and cut the GAE recursion on both sides (learner_worker/actor_critic.py).
 
-Minibatches: each epoch shuffles the valid rows with the learner's own generator and splits them into runs of
-`minibatch_size`. The last, shorter run is kept as its own minibatch; a single leftover row is merged into the
-previous minibatch instead, because one row has no spread to normalise its advantage by. Advantages are
-normalised per minibatch (mean 0, population std 1); in a learner group a minibatch is every rank's share of it
-together (`minibatch_loss`).
+Minibatches: each epoch shuffles the valid rows into runs of `minibatch_size` (learner_worker/minibatches.py).
+Advantages are normalised per minibatch (mean 0, population std 1); in a learner group a minibatch is every rank's
+share of it together (`minibatch_loss`).
 """
 
 from __future__ import annotations
@@ -30,6 +28,7 @@ import numpy as np
 import torch
 
 from rlfleet.learner_worker.actor_critic import CPU, ActorCritic, explained_variance
+from rlfleet.learner_worker.minibatches import shuffled_minibatches
 from rlfleet.learner_worker.optimizers import BackgroundOptimizer
 from rlfleet.learner_worker.surrogate import clipped_surrogate
 from rlfleet.shared.algorithms.ppo import PPOParams
@@ -44,18 +43,6 @@ class PPO(ActorCritic):
         self.cfg = cfg
         self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.params, lr=cfg.learning_rate, eps=1e-5)
         self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
-
-    def _minibatches(self, rows: int) -> list[torch.Tensor]:
-        perm = torch.randperm(rows, generator=self.generator).to(self.device)
-        if self.group is not None:
-            # Every rank must take the same number of steps (each step's all-reduce waits for all of them): as
-            # many as one learner would take on all ranks' rows, each rank's own rows split evenly among them.
-            total = int(self.group.sum(torch.tensor([rows])).item())
-            return list(perm.tensor_split(minibatch_count(total, self.cfg.minibatch_size)))
-        pieces = list(perm.split(self.cfg.minibatch_size))
-        if len(pieces) > 1 and len(pieces[-1]) < 2:
-            pieces[-2:] = [torch.cat(pieces[-2:])]
-        return pieces
 
     def minibatch_loss(self, batch: dict[str, torch.Tensor],
                        idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -79,7 +66,8 @@ class PPO(ActorCritic):
         sums = dict.fromkeys(("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm"), 0.0)
         count = 0
         for _ in range(cfg.epochs):
-            for idx in self._minibatches(len(batch["targets"])):
+            for idx in shuffled_minibatches(len(batch["targets"]), cfg.minibatch_size, self.generator, self.group,
+                                            self.device):
                 loss, terms = self.minibatch_loss(batch, idx)
                 self.optimizer.zero_grad()
                 loss.backward()
@@ -102,9 +90,3 @@ class PPO(ActorCritic):
         if "generator" in state:  # the shuffling stream: without it a resumed run draws other minibatches
             self.generator.set_state(state["generator"])
 
-
-def minibatch_count(rows: int, minibatch_size: int) -> int:
-    """How many minibatches one epoch over `rows` rows takes: runs of `minibatch_size`, the last shorter one
-    kept unless it would be a single row (merged into the one before)."""
-    count = -(-rows // minibatch_size)
-    return count - 1 if count > 1 and rows % minibatch_size == 1 else count

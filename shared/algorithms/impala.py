@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field
 
 from rlfleet.shared.algorithms.base import AlgorithmSpec, VtraceParams, sampled_head, sampling_behaviour
 from rlfleet.shared.config.base import NetConfig
@@ -17,6 +19,11 @@ class ImpalaParams(VtraceParams):
     actor_critic: ClassVar[bool] = True
     net: NetConfig = NetConfig(hidden=(64, 64), activation="tanh")
     """The policy network's hidden layers and activation."""
+    minibatch_size: Annotated[int | None, Field(ge=2, le=2**20, description=(
+        "rows per gradient step: each epoch runs V-trace once over the batch with the current networks, then takes "
+        "a step on each shuffled minibatch of its valid rows (Sample Factory's APPO; pair it with clip_ratio); in "
+        "a learner group, as many steps as one learner would take on every rank's rows. null: one step on the "
+        "whole batch per epoch, the paper's"))] = None
 
 
 SPEC = AlgorithmSpec(name="impala", summary="IMPALA, V-trace corrected actor-critic; asynchronous, bounded lag",

@@ -310,6 +310,24 @@ def test_a2c_and_impala_groups_step_as_one_learner_on_every_rank_s_chunks() -> N
     run_group(_chunk_learners_body)
 
 
+def _impala_minibatches_body(rank: int) -> None:
+    """IMPALA with minibatches: ranks bringing different numbers of rows still take as many steps as each other
+    (each step's all-reduce waits for every rank), and their weights stay identical."""
+    group = Group.join(CPU, CONFIG, TIMEOUT)
+    cfg = ImpalaParams(net=NetConfig(hidden=(16,)), epochs=2, minibatch_size=16, clip_ratio=0.1,
+                       normalize_advantages=True)
+    member = Impala(flat_spaces(OBS_DIM, N_ACTIONS), cfg, SAMPLING, seed=rank)  # DDP starts all at rank 0's
+    member.join(group)
+    for step in range(1, 4):  # 32 and 64 rows: alone, one rank would take 2 steps an epoch and the other 4
+        member.update([make_chunk(10 * step + rank, steps=8 + 8 * rank)])
+        group.check_weights(step)
+    group.leave()
+
+
+def test_impala_group_with_minibatches_steps_together_on_unequal_shares() -> None:
+    run_group(_impala_minibatches_body)
+
+
 def sac_batch(seed: int, size: int = 64) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"obs": rng.normal(size=(size, 3)).astype(np.float32), "boot_obs": rng.normal(size=(size, 3)).astype(

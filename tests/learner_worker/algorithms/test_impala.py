@@ -140,6 +140,83 @@ def test_each_epoch_is_one_adam_step_after_v_trace_with_the_updated_networks(epo
             torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
 
 
+def expected_minibatch_epoch(twin: Impala, chunks: list[dict[str, np.ndarray]], generator: torch.Generator) -> int:
+    """One epoch with minibatches, written out: V-trace once from `twin`'s networks as they are, then an Adam step
+    per minibatch of the valid rows in `generator`'s order, each on those rows' fixed targets and advantages (the
+    clip's rho taken out as V-trace computed it); returns the steps taken."""
+    cfg = twin.cfg
+    steps = [clean(c, twin.spaces) for c in chunks]
+    obs = torch.from_numpy(np.concatenate([s.flat(s.obs) for s in steps]))
+    actions = torch.from_numpy(np.concatenate([s.flat(s.actions) for s in steps]))
+    behaviour = torch.from_numpy(np.concatenate([s.flat(s.logp) for s in steps]))
+    keep = torch.from_numpy(np.concatenate([s.valid.reshape(-1) for s in steps]))
+    with torch.no_grad():
+        values = twin.critic(obs).squeeze(1).double().numpy()
+        next_values = twin.critic(torch.from_numpy(np.concatenate([s.flat(s.next_obs) for s in steps])))
+        target_logp = torch.log_softmax(twin.actor(obs), 1).gather(1, actions[:, None]).squeeze(1).double().numpy()
+    targets, advantages = twin.vtrace_targets(steps, target_logp, values, next_values.squeeze(1).double().numpy())
+    if cfg.clip_ratio is not None:
+        advantages = advantages / np.minimum(cfg.rho_bar, np.exp(target_logp - behaviour.double().numpy()))
+    valid = keep.nonzero().squeeze(1)
+    pieces = list(torch.randperm(len(valid), generator=generator).split(cfg.minibatch_size))
+    if len(pieces[-1]) < 2:
+        pieces[-2:] = [torch.cat(pieces[-2:])]
+    for piece in pieces:
+        idx = valid[piece]
+        logp_all = torch.log_softmax(twin.actor(obs[idx]), dim=1)
+        logp = logp_all.gather(1, actions[idx, None]).squeeze(1)
+        entropy = -(logp_all.exp() * logp_all).sum(1).mean()
+        value_loss = 0.5 * (twin.critic(obs[idx]).squeeze(1) - torch.from_numpy(targets).float()[idx]).pow(2).mean()
+        adv = torch.from_numpy(advantages).float()[idx]
+        if cfg.normalize_advantages:
+            adv = (adv - adv.mean()) / (adv.std(correction=0) + 1e-8)
+        if cfg.clip_ratio is None:
+            policy_loss = -(adv * logp).mean()
+        else:
+            ratio = torch.exp(logp - behaviour[idx])
+            clipped = torch.clamp(ratio, 1 - cfg.clip_ratio, 1 + cfg.clip_ratio)
+            policy_loss = -torch.minimum(ratio * adv, clipped * adv).mean()
+        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        twin.optimizer.zero_grad()
+        loss.backward()
+        twin.optimizer.step()
+    return len(pieces)
+
+
+@pytest.mark.parametrize(("clip_ratio", "normalize"), [(None, False), (0.1, True)])
+def test_minibatches_take_a_step_each_on_targets_fixed_by_one_v_trace_pass_per_epoch(clip_ratio, normalize):
+    """31 rows less the invalid ones, minibatches of 8 (the last one shorter, or merged where a single row is
+    left), two epochs: V-trace runs twice, and every minibatch is an Adam step."""
+    cfg = ImpalaParams(net=NetConfig(hidden=(8,), activation="tanh"), entropy_coef=0.1, max_grad_norm=1e6,
+                       epochs=2, minibatch_size=8, clip_ratio=clip_ratio, normalize_advantages=normalize)
+    impala, twin = make_impala(cfg, 3), make_impala(cfg, 3)
+    chunks = [make_chunk(2, invalid=0.2), make_chunk(9, steps=3, envs=5)]
+    generator = torch.Generator().manual_seed(3)  # the learner's own shuffling stream, seeded as it is
+    taken = sum(expected_minibatch_epoch(twin, chunks, generator) for _ in range(cfg.epochs))
+    assert taken > 2 * cfg.epochs  # several steps an epoch, or this would test the whole-batch step again
+    info = impala.update(chunks)
+    assert set(info) >= KEYS and impala.updates == 1  # and clip_fraction, with the clip
+    for mine, theirs in ((impala.actor, twin.actor), (impala.critic, twin.critic)):
+        for x, y in zip(mine.parameters(), theirs.parameters(), strict=True):
+            torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
+
+
+def test_a_resumed_learner_draws_the_same_minibatches():
+    cfg = ImpalaParams(net=NetConfig(hidden=(8,), activation="tanh"), minibatch_size=8, clip_ratio=0.2)
+    first = make_impala(cfg, 0)
+    first.update([make_chunk(0)])
+    second = make_impala(cfg, 99)
+    second.load(roundtrip(first.state()))
+    chunks = [make_chunk(1), make_chunk(2, steps=3, envs=5)]
+    assert first.update(chunks) == second.update(chunks)
+    assert params_equal(first.actor, second.actor) and params_equal(first.critic, second.critic)
+
+
+def test_a_minibatch_of_one_row_is_refused():
+    with pytest.raises(ValueError, match="minibatch_size"):
+        ImpalaParams(minibatch_size=1)
+
+
 def test_the_clipped_surrogate_is_written_out_on_the_pre_update_networks():
     """clip_ratio 0.2 on behaviour log-probs that put ratios on both sides of the clip range: the reported policy
     loss is -mean(min(r * A, clip(r, 0.8, 1.2) * A)) with r = pi/mu and A V-trace's advantage without its rho (r
