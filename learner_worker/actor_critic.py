@@ -161,6 +161,9 @@ class ActorCritic:
         self.group: Group | None = None
         self.updates = 0
         self.td_abs = None
+        # The shuffling stream of the learners that take minibatch steps (PPO, recurrent PPO, IMPALA with
+        # minibatch_size); kept in the checkpoint, so a resumed run draws the minibatches it would have drawn.
+        self.generator = torch.Generator().manual_seed(seed)
 
     def _critic(self, net: NetConfig) -> nn.Module:
         """The critic: a value head on the actor's last hidden layer (shared trunk) or a network of its own."""
@@ -270,7 +273,8 @@ class ActorCritic:
 
     def state(self) -> dict:
         return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(), "trunk": self.trunk,
-                "optimizer": self.optimizer.state_dict(), "updates": self.updates}
+                "optimizer": self.optimizer.state_dict(), "updates": self.updates,
+                "generator": self.generator.get_state()}
 
     def load(self, state: dict) -> None:
         trunk = state.get("trunk", "separate")  # checkpoints from before the trunk was a choice had separate ones
@@ -281,6 +285,8 @@ class ActorCritic:
         self.critic.load_state_dict(state["critic"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
+        if "generator" in state:  # checkpoints from before every actor-critic kept one have none
+            self.generator.set_state(state["generator"])
 
 
 def explained_variance(targets: torch.Tensor, values: torch.Tensor) -> float:

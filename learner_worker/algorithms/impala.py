@@ -49,7 +49,6 @@ class Impala(ActorCritic):
         super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
         self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.params, lr=cfg.learning_rate, eps=1e-5)
-        self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
 
     def vtrace_targets(self, steps: list[Steps], target_logp: np.ndarray, values: np.ndarray,
                        next_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,11 +106,3 @@ class Impala(ActorCritic):
                     targets=targets[at], advantages=advantages[at], keep=keep[idx], vtrace_logp=target_logp[at])))
         self.updates += 1
         return {key: sum(info[key] for info in infos) / len(infos) for key in infos[0]}
-
-    def state(self) -> dict:
-        return {**super().state(), "generator": self.generator.get_state()}
-
-    def load(self, state: dict) -> None:
-        super().load(state)
-        if "generator" in state:  # the shuffling stream: without it a resumed run draws other minibatches
-            self.generator.set_state(state["generator"])

@@ -42,7 +42,6 @@ class PPO(ActorCritic):
         super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
         self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.params, lr=cfg.learning_rate, eps=1e-5)
-        self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
 
     def minibatch_loss(self, batch: dict[str, torch.Tensor],
                        idx: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -81,12 +80,3 @@ class PPO(ActorCritic):
         info = {k: v / count for k, v in sums.items()}
         info["explained_variance"] = explained
         return info
-
-    def state(self) -> dict:
-        return {**super().state(), "generator": self.generator.get_state()}
-
-    def load(self, state: dict) -> None:
-        super().load(state)
-        if "generator" in state:  # the shuffling stream: without it a resumed run draws other minibatches
-            self.generator.set_state(state["generator"])
-

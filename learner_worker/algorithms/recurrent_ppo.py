@@ -43,7 +43,6 @@ class RecurrentPPO(RecurrentActorCritic):
         super().__init__(spaces, cfg.net, behaviour, seed, cfg.log_std_init, cfg.value, device)
         self.cfg = cfg
         self.optimizer = BackgroundOptimizer(torch.optim.Adam, self.params, lr=cfg.learning_rate, eps=1e-5)
-        self.generator = torch.Generator().manual_seed(seed)  # minibatch shuffling only
 
     def minibatches(self, seqs: Sequences) -> list[torch.Tensor]:
         """Shuffled sequence indices, minibatch_size // T whole sequences each (at least one); in a learner group,
@@ -101,10 +100,3 @@ class RecurrentPPO(RecurrentActorCritic):
         info = {k: v / max(count, 1) for k, v in sums.items()}
         info["explained_variance"] = explained
         return info
-
-    def state(self) -> dict:
-        return {**super().state(), "generator": self.generator.get_state()}
-
-    def load(self, state: dict) -> None:
-        super().load(state)
-        self.generator.set_state(state["generator"])
