@@ -4,22 +4,19 @@ with its consume-only learner (payload bytes per env step), the last line, and i
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.repo import REPO
+from tests.support.repo import REPO, run_bench
 
 CONFIG = REPO / "bench" / "pong_factory_ppo.yaml"
 FRAME = 84 * 84
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO / "bench" / "pixels.py"), *args], capture_output=True,
-                          text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    return run_bench("pixels.py", *args)
 
 
 @pytest.mark.slow

@@ -86,44 +86,6 @@ def test_losses_match_v_trace_written_out_on_the_pre_update_networks():
     assert impala.updates == 1
 
 
-def expected_step(twin: Impala, chunks: list[dict[str, np.ndarray]]) -> None:
-    """One Adam step of `twin`, written out: V-trace from its networks' outputs, then the combined loss (with
-    APPO's clipped surrogate of pi/mu in place of the plain policy gradient where the config sets clip_ratio, and
-    advantages scaled to mean 0 and std 1 where it sets normalize_advantages)."""
-    cfg = twin.cfg
-    steps = [clean(c, twin.spaces) for c in chunks]
-    obs = torch.from_numpy(np.concatenate([s.flat(s.obs) for s in steps]))
-    actions = torch.from_numpy(np.concatenate([s.flat(s.actions) for s in steps]))
-    keep = torch.from_numpy(np.concatenate([s.valid.reshape(-1) for s in steps]))
-    with torch.no_grad():
-        values = twin.critic(obs).squeeze(1).double().numpy()
-        next_values = twin.critic(torch.from_numpy(np.concatenate([s.flat(s.next_obs) for s in steps])))
-        target_logp = torch.log_softmax(twin.actor(obs), 1).gather(1, actions[:, None]).squeeze(1).double().numpy()
-    targets, advantages = twin.vtrace_targets(steps, target_logp, values, next_values.squeeze(1).double().numpy())
-    logp_all = torch.log_softmax(twin.actor(obs), dim=1)
-    logp = logp_all.gather(1, actions[:, None]).squeeze(1)
-    entropy = -(logp_all.exp() * logp_all).sum(1)
-    value_loss = 0.5 * (twin.critic(obs).squeeze(1)[keep] - torch.from_numpy(targets).float()[keep]).pow(2).mean()
-    adv = torch.from_numpy(advantages).float()[keep]
-    if cfg.normalize_advantages:
-        adv = (adv - adv.mean()) / (adv.std(correction=0) + 1e-8)
-    if cfg.clip_ratio is None:
-        policy_loss = -(adv * logp[keep]).mean()
-    else:
-        behaviour = torch.from_numpy(np.concatenate([s.flat(s.logp) for s in steps]))
-        ratio = torch.exp(logp[keep] - behaviour[keep])
-        rho = np.minimum(cfg.rho_bar, np.exp(target_logp - behaviour.double().numpy()))
-        adv = torch.from_numpy(advantages / rho).float()[keep]  # the ratio is the importance weight, not rho too
-        if cfg.normalize_advantages:
-            adv = (adv - adv.mean()) / (adv.std(correction=0) + 1e-8)
-        clipped = torch.clamp(ratio, 1 - cfg.clip_ratio, 1 + cfg.clip_ratio)
-        policy_loss = -torch.minimum(ratio * adv, clipped * adv).mean()
-    loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy[keep].mean()
-    twin.optimizer.zero_grad()
-    loss.backward()
-    twin.optimizer.step()
-
-
 @pytest.mark.parametrize(("clip_ratio", "normalize"), [(None, False), (0.1, False), (0.1, True)])
 @pytest.mark.parametrize("epochs", [1, 3])
 def test_each_epoch_is_one_adam_step_after_v_trace_with_the_updated_networks(epochs, clip_ratio, normalize):
@@ -132,7 +94,7 @@ def test_each_epoch_is_one_adam_step_after_v_trace_with_the_updated_networks(epo
     impala, twin = make_impala(cfg, 3), make_impala(cfg, 3)
     chunks = [make_chunk(2, invalid=0.2), make_chunk(9, steps=3, envs=5)]
     for _ in range(epochs):
-        expected_step(twin, chunks)
+        expected_epoch(twin, chunks)
     impala.update(chunks)
     assert impala.updates == 1  # one batch, however many steps
     for mine, theirs in ((impala.actor, twin.actor), (impala.critic, twin.critic)):
@@ -140,10 +102,12 @@ def test_each_epoch_is_one_adam_step_after_v_trace_with_the_updated_networks(epo
             torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6)
 
 
-def expected_minibatch_epoch(twin: Impala, chunks: list[dict[str, np.ndarray]], generator: torch.Generator) -> int:
-    """One epoch with minibatches, written out: V-trace once from `twin`'s networks as they are, then an Adam step
-    per minibatch of the valid rows in `generator`'s order, each on those rows' fixed targets and advantages (the
-    clip's rho taken out as V-trace computed it); returns the steps taken."""
+def expected_epoch(twin: Impala, chunks: list[dict[str, np.ndarray]], generator: torch.Generator | None = None
+                   ) -> int:
+    """One epoch of `twin`, written out: V-trace once from its networks' outputs, then an Adam step of the combined
+    loss (with APPO's clipped surrogate of pi/mu where the config sets clip_ratio, its rho taken out as V-trace
+    computed it, and advantages scaled to mean 0 and std 1 where it sets normalize_advantages) on the whole batch,
+    or with `generator` on each minibatch of the valid rows in its order; returns the steps taken."""
     cfg = twin.cfg
     steps = [clean(c, twin.spaces) for c in chunks]
     obs = torch.from_numpy(np.concatenate([s.flat(s.obs) for s in steps]))
@@ -155,12 +119,14 @@ def expected_minibatch_epoch(twin: Impala, chunks: list[dict[str, np.ndarray]], 
         next_values = twin.critic(torch.from_numpy(np.concatenate([s.flat(s.next_obs) for s in steps])))
         target_logp = torch.log_softmax(twin.actor(obs), 1).gather(1, actions[:, None]).squeeze(1).double().numpy()
     targets, advantages = twin.vtrace_targets(steps, target_logp, values, next_values.squeeze(1).double().numpy())
-    if cfg.clip_ratio is not None:
+    if cfg.clip_ratio is not None:  # the ratio is the importance weight, not rho too
         advantages = advantages / np.minimum(cfg.rho_bar, np.exp(target_logp - behaviour.double().numpy()))
     valid = keep.nonzero().squeeze(1)
-    pieces = list(torch.randperm(len(valid), generator=generator).split(cfg.minibatch_size))
-    if len(pieces[-1]) < 2:
-        pieces[-2:] = [torch.cat(pieces[-2:])]
+    pieces = [torch.arange(len(valid))]  # the paper's: one step on the whole batch
+    if generator is not None:
+        pieces = list(torch.randperm(len(valid), generator=generator).split(cfg.minibatch_size))
+        if len(pieces[-1]) < 2:
+            pieces[-2:] = [torch.cat(pieces[-2:])]
     for piece in pieces:
         idx = valid[piece]
         logp_all = torch.log_softmax(twin.actor(obs[idx]), dim=1)
@@ -192,7 +158,7 @@ def test_minibatches_take_a_step_each_on_targets_fixed_by_one_v_trace_pass_per_e
     impala, twin = make_impala(cfg, 3), make_impala(cfg, 3)
     chunks = [make_chunk(2, invalid=0.2), make_chunk(9, steps=3, envs=5)]
     generator = torch.Generator().manual_seed(3)  # the learner's own shuffling stream, seeded as it is
-    taken = sum(expected_minibatch_epoch(twin, chunks, generator) for _ in range(cfg.epochs))
+    taken = sum(expected_epoch(twin, chunks, generator) for _ in range(cfg.epochs))
     assert taken > 2 * cfg.epochs  # several steps an epoch, or this would test the whole-batch step again
     info = impala.update(chunks)
     assert set(info) >= KEYS and impala.updates == 1  # and clip_fraction, with the clip
