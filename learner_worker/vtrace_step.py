@@ -14,9 +14,10 @@ gradient is then exactly the paper's, rho * q * grad log pi with rho = ratio; th
 (Both APPOs keep rho in A, which weights a row by rho * ratio: the square of its ratio on rows the policy has
 moved away from.)
 
-`normalize_advantages` scales the advantages to mean 0 and std 1 over the batch (every rank's rows in a learner
-group), as Sample Factory's APPO does: the policy term's size then no longer follows the rewards' scale
-(LunarLander's run to +-100), and entropy_coef means the same on every env.
+`normalize_advantages` scales the advantages to mean 0 and std 1 over the step's rows (the batch, or IMPALA's
+minibatch with `minibatch_size`; every rank's rows in a learner group), as Sample Factory's APPO does: the policy
+term's size then no longer follows the rewards' scale (LunarLander's run to +-100), and entropy_coef means the same
+on every env.
 
 The memoryless learner (one forward pass over rows) and the recurrent one (unrolled over env sequences from stored
 core states) differ only in how they get each row's log-probabilities, entropies and values; from there this
@@ -66,7 +67,7 @@ def vtrace_step(learner: ActorCritic, cfg: VtraceParams, rows: VtraceRows) -> di
         log_ratio64 = target - behaviour_logp.double().cpu().numpy()  # as V-trace's
         advantages = without_rho(advantages, log_ratio64, cfg.rho_bar)
     adv = to_device(advantages.astype(np.float32), learner.device)[keep]
-    if cfg.normalize_advantages:  # over the whole batch: every rank's rows in a learner group
+    if cfg.normalize_advantages:  # over the step's rows (the batch or a minibatch), every rank's in a group
         adv = normalized(adv, *moments(adv, learner.group)[1:])
     ratio = (None if cfg.clip_ratio is None else
              (logp[keep] - behaviour_logp[keep]).clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT).exp())

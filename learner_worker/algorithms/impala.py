@@ -81,16 +81,14 @@ class Impala(ActorCritic):
         obs, next_obs, actions, behaviour_logp = joined("obs"), joined("next_obs"), joined("actions"), joined("logp")
         rows = len(obs)
         infos: list[dict[str, float]] = []
+        whole = cfg.minibatch_size is None  # the paper's: one step on the whole batch, from the same forward pass
         for _ in range(cfg.epochs):
-            if cfg.minibatch_size is None:  # the paper's: one step on the whole batch, from the same forward pass
+            with torch.set_grad_enabled(whole):
                 logp, entropy, both = self.evaluate(obs, actions, value_obs=next_obs)
-            else:
-                with torch.no_grad():
-                    logp, entropy, both = self.evaluate(obs, actions, value_obs=next_obs)
             values = self.codec.values(both.detach()).float().cpu().numpy().astype(np.float64)
             target_logp = logp.detach().float().cpu().numpy().astype(np.float64)
             targets, advantages = self.vtrace_targets(steps, target_logp, values[:rows], values[rows:])
-            if cfg.minibatch_size is None:
+            if whole:
                 infos.append(vtrace_step(self, cfg, VtraceRows(
                     logp=logp, entropy=entropy, critic_out=both[:rows], behaviour_logp=behaviour_logp,
                     targets=targets, advantages=advantages, keep=keep)))
@@ -101,8 +99,10 @@ class Impala(ActorCritic):
                 idx = valid[piece]
                 at = idx.cpu().numpy()
                 logp, entropy, critic_out = self.evaluate(obs[idx], actions[idx])
-                infos.append(vtrace_step(self, cfg, VtraceRows(
+                info = vtrace_step(self, cfg, VtraceRows(
                     logp=logp, entropy=entropy, critic_out=critic_out, behaviour_logp=behaviour_logp[idx],
-                    targets=targets[at], advantages=advantages[at], keep=keep[idx], vtrace_logp=target_logp[at])))
+                    targets=targets[at], advantages=advantages[at], keep=keep[idx], vtrace_logp=target_logp[at]))
+                if len(idx):  # a group's rank with fewer rows than the group takes steps has none in some
+                    infos.append(info)
         self.updates += 1
         return {key: sum(info[key] for info in infos) / len(infos) for key in infos[0]}

@@ -161,9 +161,10 @@ class VtraceParams(ChunkParams):
         "clipped to [1 - clip_ratio, 1 + clip_ratio], so several epochs on one batch stay near the data; null: the "
         "paper's plain policy gradient"))] = None
     normalize_advantages: bool = False
-    """Scale each step's V-trace advantages to mean 0 and std 1 over the batch's valid rows (in a learner group,
-    over every rank's rows), as Sample Factory's APPO does: the policy term then has the same size whatever the
-    rewards' scale, and entropy_coef keeps its meaning. false: the paper's raw advantages."""
+    """Scale each step's V-trace advantages to mean 0 and std 1 over its valid rows (the batch's, or a minibatch's
+    where IMPALA sets minibatch_size; in a learner group, every rank's), as Sample Factory's APPO does: the policy
+    term then has the same size whatever the rewards' scale, and entropy_coef keeps its meaning. false: the paper's
+    raw advantages."""
     value_coef: Annotated[float, Field(ge=0)] = 0.5
     """Weight of the value loss."""
     entropy_coef: Annotated[float, Field(ge=0)] = 0.01

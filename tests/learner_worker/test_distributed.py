@@ -321,6 +321,11 @@ def _impala_minibatches_body(rank: int) -> None:
     for step in range(1, 4):  # 32 and 64 rows: alone, one rank would take 2 steps an epoch and the other 4
         member.update([make_chunk(10 * step + rank, steps=8 + 8 * rank)])
         group.check_weights(step)
+    for step in range(4, 6):  # 4 rows and 128: 9 steps an epoch, most of them on none of rank 0's rows
+        losses = member.update([make_chunk(10 * step + rank, steps=1 + 31 * rank)])
+        group.check_weights(step)
+        if not all(np.isfinite(value) for value in losses.values()):
+            raise AssertionError(f"rank {rank} reported {losses}")
     group.leave()
 
 
