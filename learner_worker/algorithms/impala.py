@@ -81,21 +81,20 @@ class Impala(ActorCritic):
         obs, next_obs, actions, behaviour_logp = joined("obs"), joined("next_obs"), joined("actions"), joined("logp")
         rows = len(obs)
         infos: list[dict[str, float]] = []
-        whole = cfg.minibatch_size is None  # the paper's: one step on the whole batch, from the same forward pass
+        size = cfg.minibatch_size  # None: the paper's one step on the whole batch, from the same forward pass
         for _ in range(cfg.epochs):
-            with torch.set_grad_enabled(whole):
+            with torch.set_grad_enabled(size is None):
                 logp, entropy, both = self.evaluate(obs, actions, value_obs=next_obs)
             values = self.codec.values(both.detach()).float().cpu().numpy().astype(np.float64)
             target_logp = logp.detach().float().cpu().numpy().astype(np.float64)
             targets, advantages = self.vtrace_targets(steps, target_logp, values[:rows], values[rows:])
-            if whole:
+            if size is None:
                 infos.append(vtrace_step(self, cfg, VtraceRows(
                     logp=logp, entropy=entropy, critic_out=both[:rows], behaviour_logp=behaviour_logp,
                     targets=targets, advantages=advantages, keep=keep)))
                 continue
             valid = keep.nonzero().squeeze(1)
-            for piece in shuffled_minibatches(len(valid), cfg.minibatch_size, self.generator, self.group,
-                                              self.device):
+            for piece in shuffled_minibatches(len(valid), size, self.generator, self.group, self.device):
                 idx = valid[piece]
                 at = idx.cpu().numpy()
                 logp, entropy, critic_out = self.evaluate(obs[idx], actions[idx])
