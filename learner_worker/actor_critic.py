@@ -161,8 +161,8 @@ class ActorCritic:
         self.group: Group | None = None
         self.updates = 0
         self.td_abs = None
-        # The shuffling stream of the learners that take minibatch steps (PPO, recurrent PPO, IMPALA with
-        # minibatch_size); kept in the checkpoint, so a resumed run draws the minibatches it would have drawn.
+        # The shuffling stream of the learners that take minibatch steps (those with a minibatch_size setting);
+        # kept in the checkpoint, so a resumed run draws the minibatches it would have drawn.
         self.generator = torch.Generator().manual_seed(seed)
 
     def _critic(self, net: NetConfig) -> nn.Module:

@@ -1,5 +1,5 @@
-"""Shuffled minibatches of a batch's rows, for the learners that take several gradient steps per epoch (PPO, and
-IMPALA with `minibatch_size`).
+"""Shuffled minibatches of a batch's rows, for the learners that take several gradient steps per epoch (those with
+an `algo.minibatch_size`).
 
 Each epoch shuffles the rows with the learner's own generator (saved in its checkpoint, so a resumed run draws the
 same minibatches) and splits them into runs of `minibatch_size`. The last, shorter run is kept as its own

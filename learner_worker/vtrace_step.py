@@ -14,10 +14,10 @@ gradient is then exactly the paper's, rho * q * grad log pi with rho = ratio; th
 (Both APPOs keep rho in A, which weights a row by rho * ratio: the square of its ratio on rows the policy has
 moved away from.)
 
-`normalize_advantages` scales the advantages to mean 0 and std 1 over the step's rows (the batch, or IMPALA's
-minibatch with `minibatch_size`; every rank's rows in a learner group), as Sample Factory's APPO does: the policy
-term's size then no longer follows the rewards' scale (LunarLander's run to +-100), and entropy_coef means the same
-on every env.
+`normalize_advantages` scales the advantages to mean 0 and std 1 over the step's rows (the batch, or the
+minibatch where `minibatch_size` is set; every rank's rows in a learner group), as Sample Factory's APPO does: the
+policy term's size then no longer follows the rewards' scale (LunarLander's run to +-100), and entropy_coef means
+the same on every env.
 
 The memoryless learner (one forward pass over rows) and the recurrent one (unrolled over env sequences from stored
 core states) differ only in how they get each row's log-probabilities, entropies and values; from there this

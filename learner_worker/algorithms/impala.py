@@ -22,9 +22,10 @@ batch (epochs = 1) and needs no clip.
 
 `minibatch_size` takes one step per shuffled minibatch of the batch's valid rows instead of one on the whole batch
 (as Sample Factory's APPO): each epoch runs V-trace once, from a forward pass without gradient, and its targets and
-advantages then stay fixed for that epoch's minibatches, as PPO's GAE does. The clipped surrogate divides out the
-rho V-trace used, taken from that pass, not from the minibatch's own (by then moved) log-probs. Full-batch steps
-learn too little per env step where a batch is thousands of rows (configs/lunarlander_impala.yaml).
+advantages then stay fixed for that epoch's minibatches, as GAE advantages do in a clipped-surrogate learner. The
+clipped surrogate divides out the rho V-trace used, taken from that pass, not from the minibatch's own (by then
+moved) log-probs. Full-batch steps learn too little per env step where a batch is thousands of rows
+(configs/lunarlander_impala.yaml).
 """
 
 from __future__ import annotations

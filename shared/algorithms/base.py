@@ -162,9 +162,9 @@ class VtraceParams(ChunkParams):
         "paper's plain policy gradient"))] = None
     normalize_advantages: bool = False
     """Scale each step's V-trace advantages to mean 0 and std 1 over its valid rows (the batch's, or a minibatch's
-    where IMPALA sets minibatch_size; in a learner group, every rank's), as Sample Factory's APPO does: the policy
-    term then has the same size whatever the rewards' scale, and entropy_coef keeps its meaning. false: the paper's
-    raw advantages."""
+    where the learner takes minibatch steps; in a learner group, every rank's), as Sample Factory's APPO does: the
+    policy term then has the same size whatever the rewards' scale, and entropy_coef keeps its meaning. false: the
+    paper's raw advantages."""
     value_coef: Annotated[float, Field(ge=0)] = 0.5
     """Weight of the value loss."""
     entropy_coef: Annotated[float, Field(ge=0)] = 0.01
