@@ -253,19 +253,11 @@ def sb3_game(cfg: Any) -> tuple[str, dict[str, Any]]:
 
 def sb3_worker(config: Path, sets: list[str], vec: str, envs: int, seconds: float, warmup: float) -> None:
     """SB3 PPO's timesteps trained on per second over `seconds` after `warmup` (both in wall time)."""
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     cfg = load(config, sets)
-    algo = cfg.algo
-    env_id, env_kwargs = sb3_game(cfg)
-    vec_cls = DummyVecEnv if vec == "dummy" else SubprocVecEnv
-    from bench.atari_factory import ale  # SubprocVecEnv's workers make the env: there too ale_py must register it
-
-    env = VecFrameStack(make_atari_env(functools.partial(ale, env_id), n_envs=envs, seed=0, vec_env_cls=vec_cls,
-                                       env_kwargs=env_kwargs), 4)
+    model = sb3_ppo(cfg, DummyVecEnv if vec == "dummy" else SubprocVecEnv, envs, seed=0)
 
     class Window(BaseCallback):
         def __init__(self) -> None:
@@ -280,14 +272,29 @@ def sb3_worker(config: Path, sets: list[str], vec: str, envs: int, seconds: floa
             return not self.marks or now < warmup + seconds
 
     window = Window()
-    model = PPO("CnnPolicy", env, n_steps=cfg.collector.chunk_steps, batch_size=algo.minibatch_size,
-                n_epochs=algo.epochs, learning_rate=algo.learning_rate, clip_range=algo.clip_range,
-                ent_coef=algo.entropy_coef, vf_coef=algo.value_coef, gamma=algo.gamma, gae_lambda=algo.gae_lambda,
-                max_grad_norm=algo.max_grad_norm, seed=0, verbose=0)
     model.learn(total_timesteps=10**9, callback=window)
     at, steps = window.marks[0]
     print(json.dumps({"steps_per_second": (model.num_timesteps - steps) / (time.perf_counter() - window.start - at)}))
-    env.close()
+    model.get_env().close()
+
+
+def sb3_ppo(cfg: Any, vec_cls: Any, envs: int, seed: int) -> Any:
+    """SB3 PPO (CnnPolicy: the Nature CNN) on the config's game with its PPO hyperparameters: `envs` envs in
+    `vec_cls`, AtariWrapper and a 4-frame stack, as rl-zoo trains Atari."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    from bench.atari_factory import ale  # SubprocVecEnv's workers make the env: there too ale_py must register it
+
+    algo = cfg.algo
+    env_id, env_kwargs = sb3_game(cfg)
+    env = VecFrameStack(make_atari_env(functools.partial(ale, env_id), n_envs=envs, seed=seed, vec_env_cls=vec_cls,
+                                       env_kwargs=env_kwargs), 4)
+    return PPO("CnnPolicy", env, n_steps=cfg.collector.chunk_steps, batch_size=algo.minibatch_size,
+               n_epochs=algo.epochs, learning_rate=algo.learning_rate, clip_range=algo.clip_range,
+               ent_coef=algo.entropy_coef, vf_coef=algo.value_coef, gamma=algo.gamma, gae_lambda=algo.gae_lambda,
+               max_grad_norm=algo.max_grad_norm, seed=seed, verbose=0)
 
 
 def run_sb3(args: argparse.Namespace, vec: str, envs: int) -> float:

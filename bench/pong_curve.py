@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import json
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.pixels import load, sb3_game, set_args  # noqa: E402 - after the repo root is on the path
+from bench.pixels import load, sb3_ppo, set_args  # noqa: E402 - after the repo root is on the path
 
 FRAME_SKIP = 4
 ARMS = ("rlfleet", "sb3")
@@ -60,20 +59,12 @@ def run_rlfleet(args: argparse.Namespace, out: Path) -> list[tuple[int, float, f
 
 def sb3_worker(config: Path, sets: list[str], frames: int, rows_file: Path) -> None:
     """SB3 PPO on the config's game to `frames`, one row per rollout into `rows_file` (JSON lines)."""
-    from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
-
-    from bench.atari_factory import ale
+    from stable_baselines3.common.vec_env import DummyVecEnv
 
     start = time.perf_counter()
     cfg = load(config, sets)
-    algo = cfg.algo
-    env_id, env_kwargs = sb3_game(cfg)
-    envs = cfg.collector.num_envs * 2  # rlfleet up's default: 2 collectors
-    env = VecFrameStack(make_atari_env(functools.partial(ale, env_id), n_envs=envs, seed=cfg.seed,
-                                       vec_env_cls=DummyVecEnv, env_kwargs=env_kwargs), FRAME_SKIP)
+    model = sb3_ppo(cfg, DummyVecEnv, cfg.collector.num_envs * 2, cfg.seed)  # rlfleet up's default: 2 collectors
 
     class Curve(BaseCallback):
         def _on_step(self) -> bool:
@@ -86,12 +77,8 @@ def sb3_worker(config: Path, sets: list[str], frames: int, rows_file: Path) -> N
                     fh.write(json.dumps([self.num_timesteps * FRAME_SKIP, time.perf_counter() - start,
                                          sum(returns) / len(returns)]) + "\n")
 
-    model = PPO("CnnPolicy", env, n_steps=cfg.collector.chunk_steps, batch_size=algo.minibatch_size,
-                n_epochs=algo.epochs, learning_rate=algo.learning_rate, clip_range=algo.clip_range,
-                ent_coef=algo.entropy_coef, vf_coef=algo.value_coef, gamma=algo.gamma, gae_lambda=algo.gae_lambda,
-                max_grad_norm=algo.max_grad_norm, seed=cfg.seed, verbose=0)
     model.learn(total_timesteps=frames // FRAME_SKIP, callback=Curve())
-    env.close()
+    model.get_env().close()
 
 
 def run_sb3(args: argparse.Namespace, out: Path) -> list[tuple[int, float, float]]:
