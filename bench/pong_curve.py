@@ -1,7 +1,7 @@
 """Pong learning curves over one frame budget: rlfleet through `rlfleet up` beside Stable-Baselines3 PPO.
 
   python bench/pong_curve.py [--config configs/pong_ppo.yaml] [--frames 2000000] [--arms rlfleet,sb3]
-                             [--out bench/results/pong_curve] [--set PATH=VALUE ...]
+                             [--out bench/results/pong_curve] [--set PATH=VALUE ...] [--collectors N]
 
 The issue's comparison is one run a side on this machine, one after the other (never side by side: each has the
 whole machine). Both train on the same game with the config's hyperparameters and the Nature CNN:
@@ -14,8 +14,10 @@ whole machine). Both train on the same game with the config's hyperparameters an
   of SB3's own last-100-episode buffer after each rollout, against timesteps and wall time since the script
   started. Monitor sits under AtariWrapper there, so returns are the game's, as rlfleet reports them.
 
-Frames are env steps x 4 (the frame skip). `--config configs/pong_impala.yaml --arms rlfleet` draws IMPALA's curve
-on the same budget (SB3 has no IMPALA). Writes OUT/curves.csv (arm, frames, wall_seconds, recent_return_mean),
+`--collectors N` starts N collectors (`rlfleet up --collectors`; default 2) and gives SB3 as many envs as they
+step in all, for a machine with more cores than this one. Frames are env steps x 4 (the frame skip).
+`--config configs/pong_impala.yaml --arms rlfleet` draws IMPALA's curve on the same budget (SB3 has no IMPALA).
+Writes OUT/curves.csv (arm, frames, wall_seconds, recent_return_mean),
 OUT/pong_curve.png (returns against frames and against wall time) and OUT/rlfleet/ (the run's data dir). Its last
 line: `pong_curve: ARM frames=F wall=Ws return=R` for each arm, the return being the curve's last point.
 """
@@ -44,8 +46,8 @@ def run_rlfleet(args: argparse.Namespace, out: Path) -> list[tuple[int, float, f
     """`rlfleet up` to the frame budget; its metrics.csv as (frames, wall seconds, recent return) rows."""
     data = out / "rlfleet"
     cmd = [sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(args.config), "--data-dir",
-           str(data), "--port", "0", "--set", f"budget.max_env_steps={args.frames // FRAME_SKIP}",
-           *set_args(args.set)]
+           str(data), "--port", "0", "--collectors", str(args.collectors),
+           "--set", f"budget.max_env_steps={args.frames // FRAME_SKIP}", *set_args(args.set)]
     print("running:", " ".join(cmd), flush=True)
     with open(out / "rlfleet.log", "wb") as log:
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO).returncode
@@ -57,14 +59,14 @@ def run_rlfleet(args: argparse.Namespace, out: Path) -> list[tuple[int, float, f
                 for r in csv.DictReader(fh) if r.get("recent_return_mean")]
 
 
-def sb3_worker(config: Path, sets: list[str], frames: int, rows_file: Path) -> None:
+def sb3_worker(config: Path, sets: list[str], frames: int, rows_file: Path, collectors: int) -> None:
     """SB3 PPO on the config's game to `frames`, one row per rollout into `rows_file` (JSON lines)."""
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     start = time.perf_counter()
     cfg = load(config, sets)
-    model = sb3_ppo(cfg, DummyVecEnv, cfg.collector.num_envs * 2, cfg.seed)  # rlfleet up's default: 2 collectors
+    model = sb3_ppo(cfg, DummyVecEnv, cfg.collector.num_envs * collectors, cfg.seed)
 
     class Curve(BaseCallback):
         def _on_step(self) -> bool:
@@ -85,7 +87,7 @@ def run_sb3(args: argparse.Namespace, out: Path) -> list[tuple[int, float, float
     rows_file = out / "sb3_rows.jsonl"
     rows_file.unlink(missing_ok=True)
     cmd = [sys.executable, __file__, "--sb3-worker", "--config", str(args.config), "--frames", str(args.frames),
-           "--rows", str(rows_file), *set_args(args.set)]
+           "--rows", str(rows_file), "--collectors", str(args.collectors), *set_args(args.set)]
     with open(out / "sb3.log", "wb") as log:  # torch's default threads (every core), as a user runs SB3
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO).returncode
     if code != 0:
@@ -129,11 +131,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "bench/results/pong_curve")
     parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                         help="override a config field on both sides")
+    parser.add_argument("--collectors", type=int, default=2,
+                        help="rlfleet's collectors; SB3 steps as many envs as they do in all")
     parser.add_argument("--sb3-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sb3_worker:
-        sb3_worker(args.config, args.set, args.frames, args.rows)
+        sb3_worker(args.config, args.set, args.frames, args.rows, args.collectors)
         return
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if set(arms) - set(ARMS):
