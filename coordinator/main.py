@@ -44,7 +44,7 @@ from rlfleet.coordinator.settings import CoordinatorSettings
 from rlfleet.coordinator.telemetry import RequestTimer, Telemetry
 from rlfleet.coordinator.webui import DashboardPages
 from rlfleet.shared.config.preflight import preflight
-from rlfleet.shared.config.run_config import RunConfig, dump_run_config, load_run_config
+from rlfleet.shared.config.run_config import BudgetConfig, RunConfig, dump_run_config, load_run_config
 from rlfleet.shared.config.threshold import threshold_note
 from rlfleet.shared.loops import LOOPS
 from rlfleet.shared.loops.kind import resolve
@@ -100,9 +100,10 @@ async def _tick_loop(app: FastAPI) -> None:
             log.exception("housekeeping tick failed")
 
 
-def _config_of_run(settings: CoordinatorSettings) -> tuple[RunConfig, bool]:
-    """The config file with its overrides, named after the run chosen by coordinator/runs.py, and whether the
-    user named that run (a stopped run named so continues)."""
+def _config_of_run(settings: CoordinatorSettings) -> tuple[RunConfig, bool, BudgetConfig | None]:
+    """The config file with its overrides, named after the run chosen by coordinator/runs.py; whether the
+    user named that run (a stopped run named so continues); and the budget the overrides ask for, if they name
+    one (a resumed run takes it instead of its own: `rlfleet up --resume NAME --set budget.max_wall_seconds=...`)."""
     overrides = parse_overrides(settings.overrides)
     named = overrides.get("name")
     if settings.run and named is not None and named != settings.run:
@@ -113,12 +114,13 @@ def _config_of_run(settings: CoordinatorSettings) -> tuple[RunConfig, bool]:
     log.info("%s", threshold_note(given, base))
     choice = choose_run(settings.data_dir, base, settings.run or (base.name if named is not None else None))
     log.info("%s", choice.why)
-    return base.model_copy(update={"name": choice.name}), choice.explicit
+    budget = base.budget if any(key.startswith("budget.") for key in overrides) else None
+    return base.model_copy(update={"name": choice.name}), choice.explicit, budget
 
 
 def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
     settings = settings or CoordinatorSettings()
-    config, named = _config_of_run(settings)
+    config, named, budget = _config_of_run(settings)
     tokens = load_tokens_file(settings.tokens_file)
     target = settings.store_target()  # a wrong store setting is refused here, before the app starts
     # Size checks answer a request: past botocore's own retries, a 503 (the worker retries) beats a thread held
@@ -146,7 +148,8 @@ def create_app(settings: CoordinatorSettings | None = None) -> FastAPI:
                 config, store, lease_seconds=settings.lease_seconds,
                 sample_wait_seconds=settings.sample_wait_seconds, keep_policies=settings.keep_policies,
                 journal=journal, max_workers=settings.max_workers,
-                idempotency_seconds=settings.idempotency_seconds, reopen_stopped=named, telemetry=telemetry,
+                idempotency_seconds=settings.idempotency_seconds, reopen_stopped=named, budget=budget,
+                telemetry=telemetry,
                 dataset_store=open_datasets(settings.data_dir, request_target), max_body_bytes=settings.max_body_bytes,
                 checkpoints=open_store(dataclasses.replace(layout, store=request_target), "checkpoints"),
                 checkpoint_sources=settings.checkpoint_roots(),

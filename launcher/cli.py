@@ -55,7 +55,8 @@ def up(
                                 "publishes byte-identical policy files")] = False,
     resume: Annotated[str | None, typer.Option(
         help="continue the run of this name or directory (data/runs/<name>/, with the config it started with) "
-             "instead of starting a new one, a stopped run too; as RLFLEET_RUN does for compose")] = None,
+             "instead of starting a new one, a stopped run too; as RLFLEET_RUN does for compose. --set may only "
+             "change budget.*: a larger budget lets a run that ran out train on")] = None,
     open_rendezvous: Annotated[bool, typer.Option(
         "--open-rendezvous", help="let a learner group's learner.rendezvous be an address other than loopback: "
                                   "its store is unauthenticated and torch's rendezvous unpickles what it reads, "

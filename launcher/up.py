@@ -74,6 +74,18 @@ class UpOptions:
         return RestartPolicy(stable_seconds=self.stable_seconds, max_quick_crashes=self.max_quick_crashes)
 
 
+def resumed_overrides(run: str, overrides: list[str]) -> list[str]:
+    """The `--set` overrides a resumed run takes: its budget's alone (more env steps or time for a run that ran
+    out, which then trains on: coordinator/state/lifecycle.py). Anything else would change a run under way, so it
+    is refused, naming what was given and what to do instead."""
+    refused = [item for item in overrides if not item.partition("=")[0].strip().startswith("budget.")]
+    if refused:
+        raise UserError(f"--set {'; '.join(refused)}: run {run} resumes with the config it started with; only "
+                        f"budget.* may change on --resume (say budget.max_env_steps=... or "
+                        f"budget.max_wall_seconds=... to give it more); start a new run to change anything else")
+    return overrides
+
+
 class ServiceFailed(RuntimeError):
     pass
 
@@ -148,7 +160,7 @@ class Up:
             self.run_name = resume
             started = RunLayout(self.data_dir, resume).config_file  # the config the run started with
             config_path = started if started.exists() else opts.config
-            config = read_config(config_path)
+            config = read_config(config_path, resumed_overrides(resume, opts.overrides))
         else:
             raise UnknownRun(f"no run {resume!r} to resume in {self.data_dir / 'runs'}")
         check_rendezvous(config, opts.open_rendezvous)
@@ -167,7 +179,7 @@ class Up:
         # are compose's; what `rlfleet up` was given on its command line wins over them.
         self.place = OnThisHost(self.data_dir, REPO, self.port, {
             **{k: v for k, v in os.environ.items() if k.startswith("RLFLEET_")},
-            "RLFLEET_CONFIG": str(opts.config.resolve()), "RLFLEET_OVERRIDES": ";".join(opts.overrides),
+            "RLFLEET_CONFIG": str(config_path.resolve()), "RLFLEET_OVERRIDES": ";".join(opts.overrides),
             "RLFLEET_RUN": self.run_name})
         # services of a profile (the s3 profile's object store) are left out, as compose leaves them out unless asked
         self.services = {s.name: s for s in fleet(self.place) if not s.profiles}

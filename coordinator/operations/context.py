@@ -42,7 +42,7 @@ from rlfleet.coordinator.state.progress import LearnerProgress
 from rlfleet.coordinator.telemetry import Telemetry
 from rlfleet.shared.algorithms import spec_of
 from rlfleet.shared.config.plan import RunPlan
-from rlfleet.shared.config.run_config import RunConfig
+from rlfleet.shared.config.run_config import BudgetConfig, RunConfig
 from rlfleet.shared.config.threshold import resolve_threshold
 from rlfleet.shared.envs.seeds import COLLECTOR_TASKS
 from rlfleet.shared.loops import loop_of
@@ -72,6 +72,7 @@ class RunContext:
         idempotency_seconds: float = 900.0,
         max_chunk_ids: int = 1_000_000,
         reopen_stopped: bool = False,
+        budget: BudgetConfig | None = None,
         telemetry: Telemetry | None = None,
         dataset_store: PayloadStore | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
@@ -92,11 +93,17 @@ class RunContext:
         self.payloads = PayloadLifetime(store)
         meta = self.journal.meta()
         config = resolve_threshold(config)  # journalled as it applies: a number or null (shared/config/threshold.py)
+        rebudgeted = False  # resumed with another budget than its own (`budget`: asked for on this start)
         if meta:
             stored = RunConfig.model_validate(meta["config"])
+            if budget is not None and budget != stored.budget:
+                log.info("run %s resumes with the budget asked for now: %s (it had %s)", stored.name,
+                         budget.model_dump(), stored.budget.model_dump())
+                stored, rebudgeted = stored.model_copy(update={"budget": budget}), True
             if stored != config:
                 log.warning("run %s resumes with the config it started with; the config file's changes are "
-                            "ignored (start a run under a new name to use them)", stored.name)
+                            "ignored, its budget's excepted (start a run under a new name to use them)",
+                            stored.name)
             config = stored
         # The loop kind's part of the run: it lives as long as the run, its components are rebuilt with the rest.
         self.workload: Workload = workload_of(loop_of(spec_of(config.algo).loop))(self)
@@ -108,7 +115,7 @@ class RunContext:
                 component.pending.mark()  # a new run: every component's initial state is journalled
             self.commit()
         else:
-            self._restore(resumed=True)
+            self._restore(resumed=True, rebudgeted=rebudgeted)
 
     def _build(self, config: RunConfig) -> None:
         lease, keep, max_workers, window, max_ids = self._sizes
@@ -166,7 +173,7 @@ class RunContext:
         self.generation_signal.fire()
         self.resume_signal.fire()
 
-    def _restore(self, resumed: bool) -> None:
+    def _restore(self, resumed: bool, rebudgeted: bool = False) -> None:
         components = self.work.components
         loaded = self.journal.load([c.key for c in components], [t for c in components for t in c.tables])
         assert loaded is not None  # the run's creation was committed before anything could restore it
@@ -176,6 +183,10 @@ class RunContext:
             component.load_state_dict(stored[component.key], now)
         if resumed and self.lifecycle.resumed(self.reopen_stopped):
             log.info("run %s was stopped; it continues", self.config.name)
+        if rebudgeted:
+            self.settings.pending.mark()  # the new budget is journalled: a later restart keeps it
+            if self.lifecycle.extend(self.data.env_steps, now):
+                log.info("run %s had used up its budget; the new one leaves room, so it trains on", self.config.name)
         self.commit()  # a resume is counted; chunks found gone meanwhile leave the journal too
         log.info("%s run %s: %d env steps, %d chunks in the buffer, policy v%d, state %s",
                  "resumed" if resumed else "reloaded", self.config.name, self.data.env_steps, len(self.data.buffer),

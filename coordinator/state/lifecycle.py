@@ -1,5 +1,8 @@
 """The run's lifecycle: running until solved, out of budget, stopped; wall-clock time across restarts.
 
+A stopped run resumed by name trains on (`reopen`); so does one that ran out of budget, when it is resumed with a
+larger one (`extend`: `rlfleet up --resume NAME --set budget.max_wall_seconds=...`).
+
 A run with no threshold does not end the moment its budget is used up: it stops training (`training` turns
 False, collectors and learners are told the budget is exhausted) and stays running while its best policy's
 held-out test plays (coordinator/operations/budget.py), then ends budget_exhausted. So does a run with a threshold
@@ -86,6 +89,25 @@ class Lifecycle:
             return False
         self.started = now - (self.ended - self.started)
         self.state, self.message, self.ended = "running", "training (resumed after a stop)", None
+        self.pending.mark()
+        return True
+
+    def extend(self, env_steps: int, now: float) -> bool:
+        """The budget was raised on a resume (this component was built with the new one): a run that ended on its
+        budget, or stopped training for it and waits for its end-of-budget test, trains on while the new budget
+        leaves room. The time it spent ended does not count against the wall-clock budget, as for a stop. True if
+        it trains again; a solved, stopped or failed run, or one the new budget does not free, is left as it is."""
+        if self.state == "budget_exhausted" and self.ended is not None:
+            elapsed = self.ended - self.started
+        elif self.state == "running" and self.final is not None:
+            elapsed = now - self.started
+        else:
+            return False
+        if env_steps >= self.budget.max_env_steps or elapsed >= self.budget.max_wall_seconds:
+            return False
+        self.started = now - elapsed
+        self.state, self.ended, self.final = "running", None, None
+        self.message = "training (resumed with a larger budget)"
         self.pending.mark()
         return True
 

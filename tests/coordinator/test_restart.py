@@ -178,3 +178,36 @@ def test_a_stopped_run_reopened_is_told_to_workers_as_running_once_durable(tmp_p
     worker = register(again, "collector")
     assert again.workers.heartbeat(worker).directive.run_state == "running"
     again.ctx.close()
+
+
+def test_an_exhausted_run_resumed_with_a_larger_budget_trains_on_and_keeps_it(tmp_path: Path, run_config: RunConfig,
+                                                                               store: LocalStore) -> None:
+    """`rlfleet up --resume NAME --set budget.max_env_steps=...` (the coordinator's `budget`): the run that ran out
+    trains on, its workers are told so once durable, and a later plain restart keeps the larger budget. Resumed
+    with no budget, or its own, it stays ended."""
+    db, clock = tmp_path / "journal.db", FakeClock()
+    small = make_config(_busy_config(run_config), budget={"max_env_steps": 256})
+    run = _reopen(db, small, store, clock)
+    worker, task = collector(run)
+    run.chunks.ingest(chunk(run, worker, task, "c0"))  # 2 envs x 128 steps: the budget is used up
+    run.tick()
+    assert run.ctx.lifecycle.state == "budget_exhausted"
+    run.ctx.close()
+    run.ctx.journal.close()
+    for budget in (None, small.budget):
+        same = Run(small, store, clock=clock, sample_wait_seconds=0, journal=Journal(db), budget=budget)
+        assert same.ctx.lifecycle.state == "budget_exhausted" and same.ctx.config.budget == small.budget
+        same.ctx.close()
+        same.ctx.journal.close()
+    larger = make_config(small, budget={"max_env_steps": 1_024})
+    again = Run(larger, store, clock=clock, sample_wait_seconds=0, journal=Journal(db), budget=larger.budget)
+    assert again.ctx.lifecycle.state == "running" and again.ctx.lifecycle.training
+    assert again.ctx.config.budget.max_env_steps == 1_024 and again.ctx.data.env_steps == 256
+    again.ctx.flush()
+    listener = register(again, "collector")
+    assert again.workers.heartbeat(listener).directive.run_state == "running"
+    again.ctx.close()
+    again.ctx.journal.close()
+    later = Run(small, store, clock=clock, sample_wait_seconds=0, journal=Journal(db))  # a plain restart
+    assert later.ctx.config.budget.max_env_steps == 1_024 and later.ctx.lifecycle.state == "running"
+    later.ctx.close()

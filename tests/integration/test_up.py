@@ -47,6 +47,32 @@ def test_compose_wiring_runs_every_service_locally(tmp_path: Path) -> None:
     assert (tmp_path / "tokens.json").stat().st_mode & 0o777 == 0o600
 
 
+@pytest.mark.slow
+def test_a_run_out_of_budget_resumed_with_a_larger_one_trains_on(tmp_path: Path) -> None:
+    """The Pong run on a lent GPU ran out of its budget while still climbing, and its resume kept that budget. Now
+    `rlfleet up --resume NAME --set budget.max_env_steps=...` (no --config: the run's own) trains the same run on
+    to the new budget, from its checkpoint, with its data; anything else set on a resume is refused."""
+    common = ("--collectors", "1", "--set", "env.solve_threshold=1000")  # unreachable: the budget ends it
+    first = _up(tmp_path, *common, "--set", "budget.max_env_steps=1024", timeout=240,
+                config="configs/cartpole_ppo.yaml")
+    assert first.returncode == 1 and "run budget_exhausted" in first.stdout, first.stdout + first.stderr
+    run_dir = _run_dir(tmp_path)
+    before = json.loads((run_dir / "summary.json").read_text())
+    resume = [sys.executable, "-m", "rlfleet.launcher", "up", "--resume", str(run_dir), "--port", "0",
+              "--collectors", "1"]
+    refused = subprocess.run([*resume, "--set", "algo.learning_rate=0.1"], cwd=REPO, capture_output=True,
+                             text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 2 and "only budget.* may change on --resume" in " ".join(refused.stderr.split())
+    again = subprocess.run([*resume, "--set", "budget.max_env_steps=3072"], cwd=REPO, capture_output=True,
+                           text=True, timeout=240, stdin=subprocess.DEVNULL)
+    assert again.returncode == 1 and "run budget_exhausted" in again.stdout, again.stdout + again.stderr
+    after = json.loads((run_dir / "summary.json").read_text())
+    assert (after["run_name"], after["coordinator_resumes"]) == (before["run_name"], 1)
+    assert before["env_steps"] < 3072 <= after["env_steps"]
+    assert after["learner"]["iteration"] > before["learner"]["iteration"]
+    assert "env-step budget of 3072 used up" in after["run_message"]
+
+
 def _solved(data_dir: Path, *args: str, config: str = "configs/cartpole_dqn.yaml") -> dict:
     done = _up(data_dir, *args, config=config, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

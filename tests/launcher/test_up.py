@@ -40,6 +40,31 @@ def test_resume_serves_the_named_run(tmp_path: Path) -> None:
     assert up.run_name == "mine" and up.services["coordinator"].env["RLFLEET_RUN"] == "mine"
 
 
+def test_resume_serves_the_run_s_own_config_and_takes_a_larger_budget(tmp_path: Path) -> None:
+    """The services read the config the run started with (not --config's default), and budget overrides reach the
+    coordinator, which gives an exhausted run the room to train on (tests/coordinator/test_restart.py)."""
+    layout = RunLayout(tmp_path, "mine")
+    Journal(layout.journal).close()
+    layout.config_file.write_text(CONFIG.read_text())
+    up = Up(UpOptions(config=Path("cartpole_dqn"), resume="mine", data_dir=tmp_path, port=0,
+                      overrides=["budget.max_wall_seconds=900", "budget.max_env_steps=90000"]))
+    env = up.services["coordinator"].env
+    assert env["RLFLEET_CONFIG"] == str(layout.config_file.resolve())
+    assert env["RLFLEET_OVERRIDES"] == "budget.max_wall_seconds=900;budget.max_env_steps=90000"
+
+
+def test_resume_refuses_overrides_beyond_the_budget_naming_them(tmp_path: Path) -> None:
+    layout = RunLayout(tmp_path, "mine")
+    Journal(layout.journal).close()
+    layout.config_file.write_text(CONFIG.read_text())
+    result = CliRunner().invoke(app, ["up", "--data-dir", str(tmp_path), "--resume", "mine", "--set",
+                                      "budget.max_env_steps=90000", "--set", "algo.learning_rate=0.1"])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.replace("│", " ").split())
+    assert "--set algo.learning_rate=0.1: run mine resumes with the config it started with" in flat
+    assert "only budget.* may change on --resume" in flat
+
+
 def test_resume_of_an_unknown_run_is_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["up", "--data-dir", str(tmp_path), "--resume", "nope"])
     assert result.exit_code == 2

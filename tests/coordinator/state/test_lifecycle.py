@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlfleet.coordinator.journal.component import Stored
 from rlfleet.coordinator.state.lifecycle import Lifecycle
 from rlfleet.shared.config.run_config import BudgetConfig
 from tests.support.components import JournalFor
@@ -56,6 +57,56 @@ def test_only_a_stopped_run_reopens_and_its_stop_does_not_count() -> None:
     solved.end("solved", "confirmed", clock())
     assert not solved.resumed(reopen=True) and solved.state == "solved" and solved.resumes == 1
     assert not Lifecycle(BUDGET, clock).reopen(clock())  # a running run has nothing to reopen
+
+
+def test_a_larger_budget_frees_an_exhausted_run_without_counting_its_time_ended() -> None:
+    """The Pong run on the lent GPU ran out of its 430 s climbing (validation +5.1); resumed with more time it
+    trains on from where it ended, its time ended not counted. A budget that leaves no room frees nothing."""
+    clock = FakeClock()
+    life = Lifecycle(BUDGET, clock)
+    clock.advance(600)
+    reason = life.budget_used(400, clock())
+    assert reason == "wall-clock budget of 600s used up"
+    life.end("budget_exhausted", reason, clock())
+    clock.advance(3_000)  # ended meanwhile
+    same = journal_round_trip(life, BUDGET, clock)
+    assert not same.extend(400, clock()) and same.state == "budget_exhausted"  # the same budget: nothing to train
+    more = journal_round_trip(life, BudgetConfig(max_env_steps=1_000, max_wall_seconds=1_200), clock)
+    assert more.extend(400, clock()) and more.running and more.training and more.ended is None
+    assert more.message == "training (resumed with a larger budget)" and more.wall_seconds(clock()) == 600
+    clock.advance(599)
+    assert more.budget_used(400, clock()) is None
+    clock.advance(1)
+    assert more.budget_used(400, clock()) == "wall-clock budget of 1200s used up"
+    steps_spent = journal_round_trip(life, BudgetConfig(max_env_steps=400, max_wall_seconds=1_200), clock)
+    assert not steps_spent.extend(400, clock())  # more time, but its env steps are used up
+
+
+def test_a_larger_budget_lets_a_run_waiting_for_its_end_of_budget_test_train_again() -> None:
+    clock = FakeClock()
+    life = Lifecycle(BUDGET, clock)
+    life.finish(life.budget_used(1_000, clock()) or "", "testing the best policy before the run ends")
+    assert life.running and not life.training
+    more = journal_round_trip(life, BudgetConfig(max_env_steps=5_000, max_wall_seconds=600), clock)
+    assert more.extend(1_000, clock()) and more.training and more.final is None
+
+
+def test_a_larger_budget_leaves_solved_stopped_and_running_runs_as_they_are() -> None:
+    clock = FakeClock()
+    larger = BudgetConfig(max_env_steps=10_000, max_wall_seconds=6_000)
+    for state in ("solved", "stopped", "failed"):
+        life = Lifecycle(BUDGET, clock)
+        life.end(state, "ended", clock())
+        again = journal_round_trip(life, larger, clock)
+        assert not again.extend(0, clock()) and again.state == state
+    assert not Lifecycle(larger, clock).extend(0, clock())  # running and training: nothing to free
+
+
+def journal_round_trip(life: Lifecycle, budget: BudgetConfig, clock: FakeClock) -> Lifecycle:
+    """`life` as a restarted coordinator reads it back, built with `budget`."""
+    restored = Lifecycle(budget, clock)
+    restored.load_state_dict(Stored(meta=life.state_dict(), rows={}), clock())
+    return restored
 
 
 def test_every_change_and_every_budget_check_marks_the_state() -> None:
