@@ -3,7 +3,7 @@ stepped in-process, and against Stable-Baselines3 PPO on the same game with the 
 
   python bench/pixels.py [--config configs/pong_ppo.yaml] [--window 150] [--warmup 30] [--repeats 3]
                          [--collectors 2] [--arms raw_random,raw,collect,stack,sb3_dummy,sb3_subproc]
-                         [--set collector.env_backend=async ...] [--json F]
+                         [--set collector.env_backend=async ...] [--learner-threads N] [--json F]
 
 Every arm runs alone, one after the other, in the order given, `--repeats` times (alternating, so load from
 elsewhere falls on all alike); each figure is the median of its repeats, in env steps per second:
@@ -17,14 +17,22 @@ elsewhere falls on all alike); each figure is the median of its repeats, in env 
   learner that only consumes: it publishes its initial policy, then takes and decodes every chunk as the learner
   does and trains on none (so nothing waits for training: sampling.force_sync is off in this arm). Env steps
   acknowledged by the coordinator. Bytes per env step: the coordinator's payload bytes per env step (status).
-- stack: the whole stack training, as configured: env steps the learner trained on per second.
+- stack: the whole stack training, as configured: env steps the learner trained on per second. The learner
+  computes with the torch threads `rlfleet up` would give it (launcher/up.py `learner_threads`).
+- stack_lag1: the same with collection overlapping training: `sampling.force_sync` off and `max_policy_lag: 1`,
+  so the collectors fill the next batch (up to `replay.tolerance_transitions` waiting) with the policy the learner
+  is training from while it trains, and each batch is at most one version old (PPO's importance ratio divides by
+  the behaviour policy's recorded log-probabilities; Sample Factory's APPO runs the same way). The hyperparameters
+  stay the config's. Both stack arms also print the share of the env steps collected that were trained on by the
+  window's end (the rest: the batch in flight, chunks still queued, any dropped as stale).
 - sb3_dummy / sb3_subproc: Stable-Baselines3 PPO (CnnPolicy: the Nature CNN) with DummyVecEnv / SubprocVecEnv and
   its AtariWrapper + VecFrameStack(4) on the config's game, with the config's PPO hyperparameters and as many envs
   as the collectors step in all: timesteps trained on per second.
 - Sample Factory's APPO: not run. Its newest release pins gymnasium<1.0 and numpy<2, so it does not install
   beside this project's gymnasium 1.4.0; the script says so.
 
-Its last line: `pixels: collect/raw=R1 stack/sb3=R2 bytes_per_step=B` (stack/sb3: against SB3's better vec env).
+Its last line: `pixels: collect/raw=R1 stack/sb3=R2 bytes_per_step=B stack_lag1/sb3=R3` (against SB3's better vec
+env).
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +55,9 @@ sys.path.insert(0, str(REPO))
 
 DEFAULT_CONFIG = REPO / "configs/pong_ppo.yaml"
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # as services run
-ARMS = ("raw_random", "raw", "raw_write", "collect", "stack", "sb3_dummy", "sb3_subproc")
-DEFAULT_ARMS = ("raw_random", "raw", "collect", "stack", "sb3_dummy", "sb3_subproc")
+ARMS = ("raw_random", "raw", "raw_write", "collect", "stack", "stack_lag1", "sb3_dummy", "sb3_subproc")
+DEFAULT_ARMS = ("raw_random", "raw", "collect", "stack", "stack_lag1", "sb3_dummy", "sb3_subproc")
+LAG1 = {"sampling.force_sync": False, "sampling.max_policy_lag": 1}
 # Checked 2026-11-27 with `pip install --dry-run sample-factory` in a venv beside this project's packages.
 SF_SKIPPED = ("sample-factory 2.1.1, the newest, pins gymnasium<1.0 and numpy<2 (pip would install gymnasium "
               "0.29.1 and numpy 1.26.4), so it cannot run beside this project's gymnasium 1.4.0 and numpy 2")
@@ -174,30 +184,40 @@ def consume_only_learner() -> int:
     return run_learner(WorkerSettings())
 
 
-def run_fleet(args: argparse.Namespace, train: bool) -> tuple[float, float | None]:
-    """(env steps/s, bytes per env step): trained on with `train`, else acknowledged with a consume-only
-    learner (whose payload bytes per env step come too)."""
+@dataclass
+class FleetRate:
+    rate: float  # env steps/s trained on (train) or acknowledged
+    bytes_per_step: float | None = None  # payload bytes per env step (consume-only arm)
+    trained_share: float | None = None  # of the env steps collected by the window's end, the share trained on
+
+
+def run_fleet(args: argparse.Namespace, train: bool, extra: dict[str, Any] | None = None) -> FleetRate:
+    """Env steps/s trained on with `train` (and the share of those collected meanwhile), else acknowledged with a
+    consume-only learner (whose payload bytes per env step come too). `extra`: config overrides of the arm."""
+    from rlfleet.launcher.up import learner_threads
     from rlfleet.shared.config.run_config import dump_run_config
     from rlfleet.shared.tokens import generate_tokens_file
     from tests.support.fleet import Fleet
 
     # Every update reported: the learner's count in the status moves only with a report (default: every 10-100).
-    overrides: dict[str, Any] = {"name": "pixels", "algo.report_every": 1}
+    overrides: dict[str, Any] = {"name": "pixels", "algo.report_every": 1, **(extra or {})}
     if not train:
         overrides.update({"sampling.force_sync": False})
+    cfg = load(args.config, args.set, overrides)
     with tempfile.TemporaryDirectory() as tmp_str:
         tmp = Path(tmp_str)
         data = tmp / "data"
         tokens = generate_tokens_file(data / "tokens.json")
         config_file = tmp / "pixels.yaml"
-        config_file.write_text(dump_run_config(load(args.config, args.set, overrides)))
+        config_file.write_text(dump_run_config(cfg))
         fleet = Fleet(tmp, data, config_file, tokens)
         try:
             fleet.start_coordinator()
             for i in range(args.collectors):
                 fleet.start_worker(f"collector-{i}", "collector")
-            if train:
-                fleet.start_worker("learner", "learner")
+            if train:  # the torch threads `rlfleet up` would give it beside these collectors, or --learner-threads
+                threads = args.learner_threads or learner_threads(args.collectors, 1, cfg.sampling.policy_lag)
+                fleet.start("learner", "learner", {**fleet.worker_env, "RLFLEET_TORCH_THREADS": str(threads)})
             else:
                 worker_env = {k: v for k, v in os.environ.items() if not k.startswith("RLFLEET_")}
                 log = open(tmp / "learner.log", "wb")  # noqa: SIM115 - owned by the child process
@@ -212,7 +232,12 @@ def run_fleet(args: argparse.Namespace, train: bool) -> tuple[float, float | Non
             fleet.wait_for(lambda: count() > 0, 600, "the first chunk " + ("trained on" if train else "collected"))
             time.sleep(args.warmup)
             rate = counted_rate(count, args.window)
-            return rate, None if train else fleet.status().payload_bytes_per_env_step
+            status = fleet.status()
+            if not train:
+                return FleetRate(rate, bytes_per_step=status.payload_bytes_per_env_step)
+            # since the start (a window's ends cut updates in two): what was not trained on is the batch in
+            # flight, chunks still queued, and any dropped as stale
+            return FleetRate(rate, trained_share=status.learner.transitions_trained / max(1, status.env_steps))
         finally:
             fleet.close()
 
@@ -310,12 +335,12 @@ def run_sb3(args: argparse.Namespace, vec: str, envs: int) -> float:
 # --- the side-by-side ----------------------------------------------------------------------------------------
 
 
-def measure(args: argparse.Namespace, arm: str, envs: int) -> tuple[float, float | None]:
+def measure(args: argparse.Namespace, arm: str, envs: int) -> FleetRate:
     if arm in ("raw_random", "raw", "raw_write"):
-        return run_raw(args, random=arm == "raw_random", write=arm == "raw_write"), None
-    if arm in ("collect", "stack"):
-        return run_fleet(args, train=arm == "stack")
-    return run_sb3(args, arm.removeprefix("sb3_"), envs), None
+        return FleetRate(run_raw(args, random=arm == "raw_random", write=arm == "raw_write"))
+    if arm in ("collect", "stack", "stack_lag1"):
+        return run_fleet(args, train=arm != "collect", extra=LAG1 if arm == "stack_lag1" else None)
+    return FleetRate(run_sb3(args, arm.removeprefix("sb3_"), envs))
 
 
 def ratio(results: dict[str, list[float]], top: str, *bottoms: str) -> str:
@@ -337,6 +362,8 @@ def main() -> None:
     parser.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, from {', '.join(ARMS)}")
     parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
                         help="override a config field, as `rlfleet up --set` does (collector.env_backend=async)")
+    parser.add_argument("--learner-threads", type=int, help="the stack arms' learner's torch threads (default: what "
+                                                               "`rlfleet up` gives it beside the collectors)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--raw-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--random", action="store_true", help=argparse.SUPPRESS)
@@ -368,14 +395,18 @@ def main() -> None:
           f"repeats, arms alternating", flush=True)
     results: dict[str, list[float]] = {arm: [] for arm in arms}
     per_step: list[float] = []
+    shares: dict[str, list[float]] = {}
     for i in range(args.repeats):
         for arm in arms:
-            rate, bytes_per_step = measure(args, arm, envs)
-            results[arm].append(rate)
-            if bytes_per_step is not None:
-                per_step.append(bytes_per_step)
-            print(f"repeat {i + 1}: {arm:12s} {rate:8,.0f} env steps/s"
-                  + ("" if bytes_per_step is None else f"  ({bytes_per_step:,.0f} payload bytes per env step)"),
+            got = measure(args, arm, envs)
+            results[arm].append(got.rate)
+            if got.bytes_per_step is not None:
+                per_step.append(got.bytes_per_step)
+            if got.trained_share is not None:
+                shares.setdefault(arm, []).append(got.trained_share)
+            print(f"repeat {i + 1}: {arm:12s} {got.rate:8,.0f} env steps/s"
+                  + ("" if got.bytes_per_step is None else f"  ({got.bytes_per_step:,.0f} payload bytes per env step)")
+                  + ("" if got.trained_share is None else f"  ({got.trained_share:.0%} of all collected trained on)"),
                   flush=True)
     print("\nmedians (env steps/s):")
     for arm in arms:
@@ -383,11 +414,13 @@ def main() -> None:
     print(f"Sample Factory APPO: skipped: {SF_SKIPPED}")
     b = f"{statistics.median(per_step):.0f}" if per_step else "n/a"
     collect_raw, stack_sb3 = ratio(results, "collect", "raw"), ratio(results, "stack", "sb3_dummy", "sb3_subproc")
+    lag1_sb3 = ratio(results, "stack_lag1", "sb3_dummy", "sb3_subproc")
     if args.json:
         args.json.write_text(json.dumps({"config": str(args.config), "results": results, "bytes_per_step": per_step,
-                                         "collect_raw": collect_raw, "stack_sb3": stack_sb3,
-                                         "sample_factory": f"skipped: {SF_SKIPPED}"}, indent=2))
-    print(f"pixels: collect/raw={collect_raw} stack/sb3={stack_sb3} bytes_per_step={b}")
+                                         "trained_share": shares, "collect_raw": collect_raw, "stack_sb3": stack_sb3,
+                                         "stack_lag1_sb3": lag1_sb3, "sample_factory": f"skipped: {SF_SKIPPED}"},
+                                        indent=2))
+    print(f"pixels: collect/raw={collect_raw} stack/sb3={stack_sb3} bytes_per_step={b} stack_lag1/sb3={lag1_sb3}")
 
 
 if __name__ == "__main__":

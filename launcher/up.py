@@ -45,13 +45,16 @@ EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
 WATCH_SECONDS = 0.5  # how often the launcher supervises its children and redraws progress while the run runs
 
 
-def learner_threads(collectors: int, ranks: int, force_sync: bool = False) -> int:
+def learner_threads(collectors: int, ranks: int, policy_lag: int | None = None) -> int:
     """Torch threads for each learner rank `rlfleet up` starts beside `collectors` collectors: the cores this host
     gives it minus one per collector, which keep theirs busy stepping envs, shared by the ranks; at least one
-    (oversubscribed threads cost more than they bring: learner_worker/threads.py). Under force_sync the collectors
-    wait while the learner updates, so it takes every core (configs/pong_ppo.yaml, 2 cores, 2 collectors, 30,720
-    env steps: 245 env steps/s at two threads against 199 at one; idle OpenMP threads sleep, launcher/__init__.py)."""
-    free = available_cores() if force_sync else available_cores() - collectors
+    (oversubscribed threads cost more than they bring: learner_worker/threads.py). Where the run's lag bound
+    (`sampling.policy_lag`) is 0 or 1 it takes every core: under force_sync the collectors wait while the learner
+    updates (configs/pong_ppo.yaml, 2 cores, 2 collectors, 30,720 env steps: 245 env steps/s at two threads against
+    199 at one; idle OpenMP threads sleep, launcher/__init__.py), and under lag 1 they collect one batch ahead and
+    then wait for the update too (bench/pixels.py's stack_lag1 arm, the same config: 181 env steps/s at two threads
+    against 118 at one)."""
+    free = available_cores() if policy_lag in (0, 1) else available_cores() - collectors
     return max(1, free // ranks)
 
 
@@ -189,7 +192,7 @@ class Up:
         if not os.environ.get("RLFLEET_TORCH_THREADS"):  # the user's value is the table's setting already
             learner = self.services["learner"]
             learner.env["RLFLEET_TORCH_THREADS"] = str(learner_threads(
-                self.services["collector"].replicas, learner.replicas, config.sampling.force_sync))
+                self.services["collector"].replicas, learner.replicas, config.sampling.policy_lag))
         self.launched = time.monotonic()
         self.children: list[Child] = []
         self.completed: set[str] = set()  # one-shot jobs run in this process (_run_inline)

@@ -9,7 +9,7 @@ barrier for its slowest thread, and a thread the scheduler preempted for another
 Measured on this project's 2-core machine while other processes kept about 2.5 cores' worth busy: an update of
 1,024 4x84x84 rows took 32-34 s at one thread and 75-88 s at two. So `auto` means the cores this process may use,
 and `rlfleet up`, which knows what else it starts on the same host, gives the learner those cores minus one per
-collector, or all of them under force_sync, where the collectors wait while it trains (launcher/up.py
+collector, or all of them under force_sync or lag 1, where the collectors wait while it trains (launcher/up.py
 `learner_threads`); alone in its container or pod, a learner takes its quota. Idle threads sleep rather than spin
 (OMP_WAIT_POLICY, launcher/__init__.py), or they would take the cores back from the collectors between updates.
 

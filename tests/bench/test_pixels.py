@@ -33,7 +33,7 @@ def test_raw_and_collection_arms_measure_and_the_last_line_reads_their_ratio(tmp
     assert 0 < result["bytes_per_step"][0] < 9 * FRAME
     last = done.stdout.strip().splitlines()[-1]
     assert last == (f"pixels: collect/raw={result['collect_raw']} stack/sb3=n/a "
-                    f"bytes_per_step={result['bytes_per_step'][0]:.0f}")
+                    f"bytes_per_step={result['bytes_per_step'][0]:.0f} stack_lag1/sb3=n/a")
     assert "Sample Factory APPO: skipped: " in done.stdout
 
 

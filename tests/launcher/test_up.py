@@ -167,7 +167,9 @@ def test_the_learner_takes_the_cores_the_collectors_leave_unless_the_user_says(
     assert child_environment(up.services["learner"])["RLFLEET_TORCH_THREADS"] == "12"
     assert learner_threads(collectors=4, ranks=2) == 6  # the ranks of a group share them
     assert learner_threads(collectors=20, ranks=1) == 1
-    assert learner_threads(collectors=4, ranks=2, force_sync=True) == 8  # collectors wait while it trains
+    assert learner_threads(collectors=4, ranks=2, policy_lag=0) == 8  # force_sync: collectors wait while it trains
+    assert learner_threads(collectors=4, ranks=2, policy_lag=1) == 8  # one batch ahead, then they wait too
+    assert learner_threads(collectors=4, ranks=2, policy_lag=2) == 6
     containers = {s.name: s for s in fleet(InContainers())}
     assert containers["learner"].env["RLFLEET_TORCH_THREADS"] == "${RLFLEET_TORCH_THREADS:-auto}"  # its quota
 

@@ -46,11 +46,14 @@ class Fleet:
         self.start("coordinator", "coordinator", self.coordinator_env)
         self.wait_for(lambda: self._ready(), 60, "coordinator ready")
 
+    @property
+    def worker_env(self) -> dict[str, str]:
+        """What every worker is started with: where the coordinator, the data and the tokens are."""
+        return {"RLFLEET_COORDINATOR_URL": self.url, "RLFLEET_DATA_DIR": str(self.data_dir),
+                "RLFLEET_TOKENS_FILE": str(self.data_dir / "tokens.json"), "RLFLEET_MAX_UNAVAILABLE_SECONDS": "20"}
+
     def start_worker(self, name: str, service: str) -> subprocess.Popen:
-        return self.start(name, service, {
-            "RLFLEET_COORDINATOR_URL": self.url, "RLFLEET_DATA_DIR": str(self.data_dir),
-            "RLFLEET_TOKENS_FILE": str(self.data_dir / "tokens.json"), "RLFLEET_MAX_UNAVAILABLE_SECONDS": "20",
-        })
+        return self.start(name, service, self.worker_env)
 
     def _ready(self) -> bool:
         try:
