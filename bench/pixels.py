@@ -2,7 +2,7 @@
 stepped in-process, and against Stable-Baselines3 PPO on the same game with the same hyperparameters.
 
   python bench/pixels.py [--config configs/pong_ppo.yaml] [--window 150] [--warmup 30] [--repeats 3]
-                         [--collectors 2] [--arms raw_random,raw,collect,stack,sb3_dummy,sb3_subproc]
+                         [--collectors 2] [--arms raw_random,raw,collect,stack,stack_lag1,sb3_dummy,sb3_subproc]
                          [--set collector.env_backend=async ...] [--learner-threads N] [--json F]
 
 Every arm runs alone, one after the other, in the order given, `--repeats` times (alternating, so load from
