@@ -11,8 +11,16 @@ from rlfleet.shared.config.run_config import RunConfig
 from tests.support.configs import small_run_config
 from tests.support.fleet import Fleet
 
-BATCHED = small_run_config().model_copy(update={"collector": small_run_config().collector.model_copy(
-    update={"report_batch": 4, "report_delay_seconds": 1.0})})
+
+def unsolvable(config: RunConfig) -> RunConfig:
+    """`config` with a threshold above CartPole's best return: the run must still be running for the stop this
+    test sends (DQN once solved and confirmed it 7 s in, before the buffer had filled twice over, in CI)."""
+    return config.model_copy(update={"env": config.env.model_copy(update={"solve_threshold": 1000.0})})
+
+
+EACH = unsolvable(small_run_config())
+BATCHED = unsolvable(small_run_config().model_copy(update={"collector": small_run_config().collector.model_copy(
+    update={"report_batch": 4, "report_delay_seconds": 1.0})}))
 
 
 @pytest.fixture
@@ -26,7 +34,7 @@ def fleet(tmp_path: Path, data_dir: Path, config_file: Path, tokens: dict[str, s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("run_config", [small_run_config(), BATCHED], ids=["report-each", "report-batches"])
+@pytest.mark.parametrize("run_config", [EACH, BATCHED], ids=["report-each", "report-batches"])
 def test_fleet_trains_publishes_evaluates_and_stops_cleanly(fleet: Fleet, run_config: RunConfig,
                                                             data_dir: Path) -> None:
     fleet.start_coordinator()
