@@ -219,14 +219,12 @@ def run_fleet(args: argparse.Namespace, train: bool, extra: dict[str, Any] | Non
                 threads = args.learner_threads or learner_threads(args.collectors, 1, cfg.sampling.policy_lag)
                 fleet.start("learner", "learner", {**fleet.worker_env, "RLFLEET_TORCH_THREADS": str(threads)})
             else:
-                worker_env = {k: v for k, v in os.environ.items() if not k.startswith("RLFLEET_")}
+                shell = {k: v for k, v in os.environ.items() if not k.startswith("RLFLEET_")}
                 log = open(tmp / "learner.log", "wb")  # noqa: SIM115 - owned by the child process
                 fleet.procs["learner"] = subprocess.Popen(
                     [sys.executable, __file__, "--consume-only-learner"], stdout=log,
                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO, env={
-                        **worker_env, "PYTHONUNBUFFERED": "1", "RLFLEET_WORKER_NAME": "learner",
-                        "RLFLEET_COORDINATOR_URL": fleet.url, "RLFLEET_DATA_DIR": str(data),
-                        "RLFLEET_TOKENS_FILE": str(data / "tokens.json")})
+                        **shell, **fleet.worker_env, "PYTHONUNBUFFERED": "1", "RLFLEET_WORKER_NAME": "learner"})
             count = ((lambda: fleet.status().learner.transitions_trained) if train
                      else (lambda: fleet.status().env_steps))
             fleet.wait_for(lambda: count() > 0, 600, "the first chunk " + ("trained on" if train else "collected"))
