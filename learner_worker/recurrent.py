@@ -8,14 +8,21 @@ state with its current weights, with truncated backprop through time over the ch
 state" strategy of Kapturowski et al., 2019; the state is the behaviour policy's, one or more versions old under
 policy lag).
 
-Actor and critic share the core (the stored state is the only state a collector has: the critic is never
-published, so a critic core of its own could not be carried through the episode). With trunk `separate` (the
-default for MLP encoders) the critic is an MLP of its own on the core's output, detached, as sb3-contrib's
-`shared_lstm=True` ("only the actor gradient is used"): the policy loss alone trains the core. Letting the value
-loss train it too stalled CartPole without velocities (measured: explained variance 0 and returns ~20 after 60k
-env steps, against returns ~200 with the detached core), since its larger gradients, clipped together with the
-policy's, drowned what the policy needed the core to remember. With trunk `shared` the critic is a value head on
-the actor's last hidden layer and both losses train everything, as CleanRL's LSTM agent does.
+The critic takes one of three forms (`algo.net.trunk`):
+
+* separate (the default for MLP encoders): an MLP of its own on the actor core's output, detached, as
+  sb3-contrib's `shared_lstm=True` ("only the actor gradient is used"): the policy loss alone trains the core.
+  Letting the value loss train it too stalled CartPole without velocities (measured: explained variance 0 and
+  returns ~20 after 60k env steps, against returns ~200 with the detached core), since its larger gradients,
+  clipped together with the policy's, drowned what the policy needed the core to remember.
+* shared: a value head on the actor's last hidden layer, both losses training everything, as CleanRL's LSTM
+  agent does.
+* separate_core: a network of its own with a core of its own (encoder, core, MLP), trained by the value loss
+  alone: sb3-contrib RecurrentPPO's default (`enable_critic_lstm`). A critic that must estimate what the
+  observation leaves out (Pendulum's angular velocity) then learns its own memory instead of reading what the
+  policy gradient taught the actor's. Collectors never run the critic, so no chunk stores its state: the critic
+  core starts every chunk column from zero, as at an episode start, and is warm again after a few rows (the
+  first rows of an episode that began in an earlier chunk are valued from a shorter memory than they had).
 
 `Sequences` packs the env columns of several chunks side by side, [T, S, ...], padded at the end to the longest
 chunk; padding rows are masked out and, coming after a column's real rows, never change the states of those.
@@ -33,11 +40,11 @@ from rlfleet.learner_worker.actor_critic import CPU, ActorCritic, Steps, clean
 from rlfleet.learner_worker.device import to_device
 from rlfleet.learner_worker.distributions import log_prob_entropy
 from rlfleet.learner_worker.gae import gae
-from rlfleet.shared.config.base import CoreConfig, NetConfig
+from rlfleet.shared.config.base import CoreConfig, NetConfig, Trunk
 from rlfleet.shared.config.values import CriticValue
 from rlfleet.shared.payloads.spaces import Spaces
 from rlfleet.shared.policy.manifest import Behaviour
-from rlfleet.shared.policy.nets import PolicyNet, mlp
+from rlfleet.shared.policy.nets import Core, Network, PolicyNet, mlp
 
 
 def episode_starts(chunk: dict[str, np.ndarray]) -> np.ndarray:
@@ -53,43 +60,72 @@ def episode_starts(chunk: dict[str, np.ndarray]) -> np.ndarray:
 
 class RecurrentActorCriticNet(nn.Module):
     """The actor (with its core) and the critic as one module: `forward(obs [T, B, *obs], state [B, *S], starts
-    [T, B])` -> (actor outputs [T, B, out], critic outputs [T, B, k], the state after the last row)."""
+    [T, B], critic_state [B, *S] or None)` -> (actor outputs [T, B, out], critic outputs [T, B, k], the actor's
+    state after the last row). `critic_state` is the critic core's state at the first row (trunk separate_core;
+    None: zeros, as at an episode start)."""
 
-    def __init__(self, actor: PolicyNet, critic: nn.Module, shared: bool) -> None:
+    def __init__(self, actor: PolicyNet, critic: nn.Module, trunk: Trunk) -> None:
         super().__init__()
         assert actor.core is not None, "a recurrent actor-critic needs an actor with a core"
-        self.actor, self.critic, self.shared = actor, critic, shared
+        self.actor, self.critic, self.trunk = actor, critic, trunk
         self.core = actor.core
 
-    def _heads(self, core_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        hidden = self.actor.body[:-1](core_out)
-        return self.actor.head(hidden), self.critic(hidden if self.shared else core_out.detach())
+    @property
+    def critic_core(self) -> Core | None:
+        """The critic's own core (trunk separate_core), else None."""
+        return self.critic.core if isinstance(self.critic, Network) else None
 
-    def forward(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _critic_state(self, critic_state: torch.Tensor | None, batch: int, device: torch.device) -> torch.Tensor:
+        core = self.critic_core
+        assert core is not None
+        return core.initial(batch, device) if critic_state is None else critic_state
+
+    def _heads(self, core_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actor outputs and, unless the critic has a core of its own, critic outputs on the actor core's rows."""
+        hidden = self.actor.body[:-1](core_out)
+        if self.trunk == "separate_core":
+            return self.actor.head(hidden), hidden.new_zeros(0)
+        return self.actor.head(hidden), self.critic(hidden if self.trunk == "shared" else core_out.detach())
+
+    def forward(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor,
+                critic_state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         core_out, final = self.core(self.actor.core_input(obs), state, starts)
         actor_out, critic_out = self._heads(core_out)
+        if isinstance(self.critic, Network):
+            hidden, _ = self.critic.sequence_hidden(obs, self._critic_state(critic_state, obs.shape[1], obs.device),
+                                                    starts)
+            critic_out = self.critic.head(hidden)
         return actor_out, critic_out, final
 
     def values_and_next(self, obs: torch.Tensor, next_obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
-                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Critic outputs for every row's `obs` and `next_obs`, [T, B, k] each, and the state after every row,
-        [T, B, *S] (no gradient). `next_obs` of row t is read from the state after row t, the state its env
-        carried into it, so a truncated episode and a chunk's last row bootstrap from the memory they had."""
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Critic outputs for every row's `obs` and `next_obs`, [T, B, k] each, and the actor's and the critic
+        core's states after every row, [T, B, *S] (the critic's: None unless it has a core of its own), without
+        gradient. `next_obs` of row t is read from the state after row t, the state its env carried into it, so a
+        truncated episode and a chunk's last row bootstrap from the memory they had."""
         steps, batch = obs.shape[:2]
         with torch.no_grad():
             core_out, after = self.core.states(self.actor.core_input(obs), state, starts)
-            values = self._heads(core_out)[1]
-            next_in = self.actor.core_input(next_obs).reshape(1, steps * batch, -1)
-            next_out, _ = self.core(next_in, after.reshape(steps * batch, *after.shape[2:]))
-            next_values = self._heads(next_out)[1].reshape(steps, batch, -1)
-        return values, next_values, after
+            if not isinstance(self.critic, Network):
+                values = self._heads(core_out)[1]
+                next_out, _ = self.core(self.actor.core_input(next_obs).reshape(1, steps * batch, -1),
+                                        after.reshape(steps * batch, *after.shape[2:]))
+                next_values = self._heads(next_out)[1].reshape(steps, batch, -1)
+                return values, next_values, after, None
+            critic, core = self.critic, self.critic_core
+            assert core is not None
+            critic_rows, critic_after = core.states(critic.core_input(obs), core.initial(batch, obs.device), starts)
+            values = critic.head(critic.body[:-1](critic_rows))
+            next_rows, _ = core(critic.core_input(next_obs).reshape(1, steps * batch, -1),
+                                critic_after.reshape(steps * batch, *critic_after.shape[2:]))
+            next_values = critic.head(critic.body[:-1](next_rows)).reshape(steps, batch, -1)
+        return values, next_values, after, critic_after
 
 
 @dataclass(frozen=True)
 class Sequences:
-    """Env columns of chunks as sequences, [T, S, ...] (state [S, *state_shape]); `mask` [T, S]: rows trained on
-    (valid, and not padding)."""
+    """Env columns of chunks as sequences, [T, S, ...] (state: the actor core's, [S, *state_shape]); `mask` [T, S]:
+    rows trained on (valid, and not padding)."""
 
     obs: torch.Tensor
     actions: torch.Tensor
@@ -100,6 +136,8 @@ class Sequences:
     advantages: torch.Tensor
     targets: torch.Tensor
     values: torch.Tensor
+    critic_state: torch.Tensor | None = None
+    """The critic core's state at each sequence's first row (trunk separate_core), [S, *state_shape]."""
 
     @property
     def count(self) -> int:
@@ -132,10 +170,12 @@ class RecurrentActorCritic(ActorCritic):
     def _critic(self, net: NetConfig) -> nn.Module:
         if self.trunk == "shared":
             return nn.Linear(self.actor.hidden_width, self.codec.outputs)
+        if self.trunk == "separate_core":
+            return Network(self.spaces.obs, self._manifest.encoder, net, self.codec.outputs, core=self.core_config)
         return mlp(self.core_config.hidden, self.codec.outputs, net)
 
     def _model(self) -> nn.Module:
-        return RecurrentActorCriticNet(self.actor, self.critic, shared=self.trunk == "shared")
+        return RecurrentActorCriticNet(self.actor, self.critic, self.trunk)
 
     @property
     def recurrent_model(self) -> RecurrentActorCriticNet:
@@ -143,13 +183,14 @@ class RecurrentActorCritic(ActorCritic):
         return self.model
 
     def chunk_gae(self, chunk: dict[str, np.ndarray], gamma: float, lam: float
-                  ) -> tuple[Steps, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(the cleaned chunk, its episode starts, advantages, value targets, values), [T, N] each, and the core
-        state after every row, [T, N, *S], from the chunk's stored core state with the current weights."""
+                  ) -> tuple[Steps, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """(the cleaned chunk, its episode starts, advantages, value targets, values), [T, N] each, and the actor
+        core's and the critic core's (None without one) states after every row, [T, N, *S], from the chunk's stored
+        core state with the current weights."""
         steps = clean(chunk, self.spaces)
         starts = episode_starts(chunk)
         dev = self.device
-        out, next_out, after = self.recurrent_model.values_and_next(
+        out, next_out, after, critic_after = self.recurrent_model.values_and_next(
             to_device(steps.obs, dev), to_device(steps.next_obs, dev), to_device(chunk["core_state"], dev),
             to_device(starts, dev))
         shape = steps.rewards.shape
@@ -160,7 +201,8 @@ class RecurrentActorCritic(ActorCritic):
 
         values = raw(out)
         advantages, targets = gae(steps.rewards, values, raw(next_out), steps.terminated, steps.ends, gamma, lam)
-        return steps, starts, advantages, targets, values.astype(np.float32), after.cpu().numpy()
+        return (steps, starts, advantages, targets, values.astype(np.float32), after.cpu().numpy(),
+                None if critic_after is None else critic_after.cpu().numpy())
 
     def sequences(self, chunks: list[dict[str, np.ndarray]], gamma: float, lam: float,
                   window: int | None = None) -> Sequences:
@@ -171,14 +213,17 @@ class RecurrentActorCritic(ActorCritic):
         for the first window): truncated BPTT over windows, so a long chunk still makes many minibatches."""
         columns: list[dict[str, np.ndarray]] = []
         states: list[np.ndarray] = []
+        critic_states: list[np.ndarray] = []
         for chunk in chunks:
-            steps, starts, advantages, targets, values, after = self.chunk_gae(chunk, gamma, lam)
+            steps, starts, advantages, targets, values, after, critic_after = self.chunk_gae(chunk, gamma, lam)
             parts = {"obs": steps.obs, "actions": steps.actions, "logp": steps.logp, "starts": starts,
                      "mask": steps.valid, "advantages": advantages, "targets": targets, "values": values}
             size = len(starts) if window is None else window
             for begin in range(0, len(starts), size):
                 columns.append({name: arr[begin:begin + size] for name, arr in parts.items()})
                 states.append(chunk["core_state"] if begin == 0 else after[begin - 1])
+                if critic_after is not None:  # the critic core starts each column from zero (module doc)
+                    critic_states.append(np.zeros_like(critic_after[0]) if begin == 0 else critic_after[begin - 1])
         if sum(int(c["mask"].sum()) for c in columns) == 0:
             raise ValueError("update on an empty batch: no valid rows")
         length = max(len(c["starts"]) for c in columns)
@@ -188,7 +233,8 @@ class RecurrentActorCritic(ActorCritic):
 
         return Sequences(obs=joined("obs"), actions=joined("actions"), logp=joined("logp"), starts=joined("starts"),
                          mask=joined("mask"), state=to_device(np.concatenate(states), self.device),
-                         advantages=joined("advantages"), targets=joined("targets"), values=joined("values"))
+                         advantages=joined("advantages"), targets=joined("targets"), values=joined("values"),
+                         critic_state=to_device(np.concatenate(critic_states), self.device) if critic_states else None)
 
     def evaluate_sequences(self, seqs: Sequences, idx: torch.Tensor
                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -196,7 +242,8 @@ class RecurrentActorCritic(ActorCritic):
         time over the chunk): (log pi(a|s), entropy, critic outputs, the rows' mask), the first three over the
         masked rows only, flattened in (t, sequence) order."""
         obs = seqs.obs[:, idx]
-        actor_out, critic_out, _ = self.train_model(obs, seqs.state[idx], seqs.starts[:, idx])
+        critic_state = None if seqs.critic_state is None else seqs.critic_state[idx]
+        actor_out, critic_out, _ = self.train_model(obs, seqs.state[idx], seqs.starts[:, idx], critic_state)
         mask = seqs.mask[:, idx].reshape(-1)
 
         def rows(x: torch.Tensor) -> torch.Tensor:

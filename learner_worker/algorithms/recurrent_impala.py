@@ -98,7 +98,7 @@ class RecurrentImpala(RecurrentActorCritic):
 
         sums: dict[str, float] = {}
         for _ in range(cfg.epochs):
-            values, next_values, _ = self.recurrent_model.values_and_next(obs, next_obs, state, starts)
+            values, next_values, *_ = self.recurrent_model.values_and_next(obs, next_obs, state, starts)
             actor_out, critic_out, _ = self.train_model(obs, state, starts)
             logp, entropy = log_prob_entropy(self._manifest.head, self.spaces, flat(actor_out),
                                              getattr(self.actor, "log_std", None), flat(actions), flat(obs))

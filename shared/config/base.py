@@ -57,7 +57,7 @@ class ImpalaEncoder(Strict):
 
 
 Encoder = Annotated[MlpEncoder | CnnEncoder | NatureEncoder | ImpalaEncoder, Field(discriminator="kind")]
-Trunk = Literal["shared", "separate"]
+Trunk = Literal["shared", "separate", "separate_core"]
 
 
 class CoreConfig(Strict):
@@ -93,7 +93,10 @@ class NetConfig(MlpConfig):
     trunk: Trunk | None = None
     """Algorithms with an actor and a critic: `shared` trains one encoder and hidden layers under a policy head
     and a value head (as Stable-Baselines3 and CleanRL do for Atari: half the compute), `separate` gives the critic
-    its own copy of the network. Null: shared for image encoders, separate for the MLP."""
+    its own copy of the network (with a `core`: an MLP of its own reading the actor's core, detached),
+    `separate_core` (with a `core` only) gives the critic a core of its own as well, trained by the value loss alone
+    (sb3-contrib RecurrentPPO's default, `enable_critic_lstm`). Null: shared for image encoders, separate for the
+    MLP."""
     core: CoreConfig | None = None
     """A recurrent core between the encoder and the MLP: `{kind: gru, hidden: 128}` or `{kind: lstm, hidden: 128}`.
     Null: no core, a memoryless policy. Only algorithms that train from sequences take one."""

@@ -44,14 +44,14 @@ def test_an_episode_starts_after_every_row_that_ended_or_was_not_valid() -> None
 
 
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
-@pytest.mark.parametrize("trunk", ["separate", "shared"])
+@pytest.mark.parametrize("trunk", ["separate", "shared", "separate_core"])
 def test_a_sequence_with_an_episode_start_inside_gives_what_its_two_parts_give(kind: str, trunk: str) -> None:
     ppo = learner(kind, trunk)
     whole = recurrent_chunk(1, kind)
     whole["terminated"][3] = True  # every env's episode ends at row 3: rows 4.. start from a zero state
     first = {k: (v if k == "core_state" else v[:4]) for k, v in whole.items()}
     second = {k: (np.zeros_like(v) if k == "core_state" else v[4:]) for k, v in whole.items()}
-    _, _, adv, targets, values, _ = ppo.chunk_gae(whole, 0.9, 0.8)
+    _, _, adv, targets, values, *_ = ppo.chunk_gae(whole, 0.9, 0.8)
     parts = [ppo.chunk_gae(part, 0.9, 0.8) for part in (first, second)]
     np.testing.assert_allclose(values, np.concatenate([p[4] for p in parts]), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(adv, np.concatenate([p[2] for p in parts]), rtol=1e-5, atol=1e-5)
@@ -101,11 +101,36 @@ def test_with_a_separate_trunk_only_the_policy_loss_trains_the_core() -> None:
     assert any(p.grad is not None and p.grad.any() for p in ppo.critic.parameters())
 
 
+def test_a_critic_with_a_core_of_its_own_is_trained_by_the_value_loss_alone_and_starts_each_column_from_zero(
+        ) -> None:
+    """trunk separate_core: the critic's own core, not the actor's, carries what the value needs, only the value
+    loss trains it, and a chunk's stored state (the actor's) does not change its values."""
+    ppo = learner("lstm", "separate_core")
+    chunk = recurrent_chunk(4, "lstm")
+    zeroed = {**chunk, "core_state": np.zeros_like(chunk["core_state"])}
+    np.testing.assert_array_equal(ppo.chunk_gae(chunk, 0.9, 0.8)[4], ppo.chunk_gae(zeroed, 0.9, 0.8)[4])
+    b = {**chunk, "obs": chunk["obs"].copy()}
+    b["obs"][:2] += 3.0  # what the critic saw earlier in the column changes its later values
+    assert not np.allclose(ppo.chunk_gae(chunk, 0.9, 0.8)[4][-1], ppo.chunk_gae(b, 0.9, 0.8)[4][-1])
+    seqs = ppo.sequences([chunk], 0.9, 0.8)
+    logp, _, critic, _ = ppo.evaluate_sequences(seqs, torch.arange(3))
+    critic.sum().backward()
+    assert ppo.actor.core is not None
+    assert all(p.grad is None or not p.grad.any() for p in ppo.actor.parameters())
+    critic_core = ppo.recurrent_model.critic_core
+    assert critic_core is not None and all(p.grad is not None and p.grad.any() for p in critic_core.parameters())
+    ppo.optimizer.zero_grad()
+    logp.sum().backward()
+    assert all(p.grad is None or not p.grad.any() for p in ppo.critic.parameters())
+
+
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
-def test_windows_of_a_long_column_unroll_as_the_whole_column_does(kind: str) -> None:
-    """Cut into windows of 3 rows, each started from the state reached before it, the columns give the same
-    outputs as unrolled whole (and the padded rows of the last, shorter window are masked)."""
-    ppo = learner(kind)
+@pytest.mark.parametrize("trunk", ["separate", "separate_core"])
+def test_windows_of_a_long_column_unroll_as_the_whole_column_does(kind: str, trunk: str) -> None:
+    """Cut into windows of 3 rows, each started from the states (the actor's, and the critic's own) reached
+    before it, the columns give the same outputs as unrolled whole (and the padded rows of the last, shorter
+    window are masked)."""
+    ppo = learner(kind, trunk)
     chunk = recurrent_chunk(5, kind)
     chunk["terminated"][4, 1] = True  # an episode start inside the second window
     whole = ppo.sequences([chunk], 0.9, 0.8)

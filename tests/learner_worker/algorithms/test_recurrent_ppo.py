@@ -63,15 +63,18 @@ def test_invalid_rows_never_reach_the_loss() -> None:
     assert params_equal(a.actor, b.actor) and params_equal(a.critic, b.critic)
 
 
-def test_state_round_trips_and_resumes_the_same_stream() -> None:
-    a = RecurrentPPO(flat_spaces(OBS_DIM, N_ACTIONS), small(), SAMPLING, seed=0)
+@pytest.mark.parametrize("trunk", [None, "separate_core"])
+def test_state_round_trips_and_resumes_the_same_stream(trunk: str | None) -> None:
+    cfg = small()
+    cfg = cfg.model_copy(update={"net": cfg.net.model_copy(update={"trunk": trunk})})
+    a = RecurrentPPO(flat_spaces(OBS_DIM, N_ACTIONS), cfg, SAMPLING, seed=0)
     a.update([with_state(make_chunk(5))])
-    b = RecurrentPPO(flat_spaces(OBS_DIM, N_ACTIONS), small(), SAMPLING, seed=1)
+    b = RecurrentPPO(flat_spaces(OBS_DIM, N_ACTIONS), cfg, SAMPLING, seed=1)
     b.load(roundtrip(a.state()))
     chunk = with_state(make_chunk(6))
     a.update([chunk])
     b.update([chunk])
-    assert params_equal(a.actor, b.actor)
+    assert params_equal(a.actor, b.actor) and params_equal(a.critic, b.critic)
 
 
 def test_it_learns_to_act_on_what_it_saw_steps_before() -> None:

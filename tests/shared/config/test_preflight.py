@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from rlfleet.shared.algorithms.recurrent_ppo import RecurrentPPOParams
+from rlfleet.shared.config.base import CoreConfig, NetConfig
 from rlfleet.shared.config.preflight import preflight
 from rlfleet.shared.config.run_config import RunConfig
 
@@ -50,3 +52,11 @@ def test_a_trunk_choice_for_an_algorithm_without_a_critic_is_refused_at_validati
     ppo = RunConfig.model_validate({"algo": {"name": "ppo", "net": {"trunk": "separate"}},
                                     "sampling": {"unit": "chunk"}, "replay": {"sampler": "fifo", "max_use": 1}})
     assert ppo.algo.net.trunk == "separate"
+
+
+def test_a_critic_core_of_its_own_without_a_core_is_refused_at_validation() -> None:
+    with pytest.raises(ValidationError, match="separate_core .* needs algo.net.core"):
+        RunConfig.model_validate({"algo": {"name": "ppo", "net": {"trunk": "separate_core"}},
+                                  "sampling": {"unit": "chunk"}, "replay": {"sampler": "fifo", "max_use": 1}})
+    params = RecurrentPPOParams(net=NetConfig(trunk="separate_core", core=CoreConfig(kind="lstm", hidden=8)))
+    assert params.net.trunk == "separate_core"
