@@ -46,6 +46,17 @@ def test_update_returns_finite_metrics_and_trains_the_core(kind: str) -> None:
     assert not torch.equal(before, impala.actor.state_dict()["core.rnn.weight_hh_l0"])
 
 
+def test_a_critic_with_a_core_of_its_own_trains_with_the_actor() -> None:
+    cfg = small("lstm")
+    impala = learner(cfg.model_copy(update={"net": cfg.net.model_copy(update={"trunk": "separate_core"})}))
+    critic_core = impala.recurrent_model.critic_core
+    assert critic_core is not None
+    before = critic_core.state_dict()["rnn.weight_hh_l0"].clone()
+    info = impala.update([with_state(make_chunk(1), "lstm")])
+    assert all(np.isfinite(v) for v in info.values()), info
+    assert not torch.equal(before, critic_core.state_dict()["rnn.weight_hh_l0"])
+
+
 def test_clip_ratio_reports_the_clipped_fraction() -> None:
     info = learner(small(clip_ratio=0.2)).update([with_state(make_chunk(1))])
     assert set(info) == KEYS | {"clip_fraction"} and 0.0 <= info["clip_fraction"] <= 1.0
