@@ -75,27 +75,21 @@ class RecurrentActorCriticNet(nn.Module):
         """The critic's own core (trunk separate_core), else None."""
         return self.critic.core if isinstance(self.critic, Network) else None
 
-    def _critic_state(self, critic_state: torch.Tensor | None, batch: int, device: torch.device) -> torch.Tensor:
-        core = self.critic_core
-        assert core is not None
-        return core.initial(batch, device) if critic_state is None else critic_state
-
     def _heads(self, core_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Actor outputs and, unless the critic has a core of its own, critic outputs on the actor core's rows."""
+        """Actor and critic outputs on the actor core's rows (trunks shared and separate)."""
         hidden = self.actor.body[:-1](core_out)
-        if self.trunk == "separate_core":
-            return self.actor.head(hidden), hidden.new_zeros(0)
         return self.actor.head(hidden), self.critic(hidden if self.trunk == "shared" else core_out.detach())
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor,
                 critic_state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         core_out, final = self.core(self.actor.core_input(obs), state, starts)
-        actor_out, critic_out = self._heads(core_out)
-        if isinstance(self.critic, Network):
-            hidden, _ = self.critic.sequence_hidden(obs, self._critic_state(critic_state, obs.shape[1], obs.device),
-                                                    starts)
-            critic_out = self.critic.head(hidden)
-        return actor_out, critic_out, final
+        if not isinstance(self.critic, Network):
+            return (*self._heads(core_out), final)
+        assert self.critic.core is not None
+        if critic_state is None:
+            critic_state = self.critic.core.initial(obs.shape[1], obs.device)
+        critic_hidden, _ = self.critic.sequence_hidden(obs, critic_state, starts)
+        return self.actor.head(self.actor.body[:-1](core_out)), self.critic.head(critic_hidden), final
 
     def values_and_next(self, obs: torch.Tensor, next_obs: torch.Tensor, state: torch.Tensor, starts: torch.Tensor
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
