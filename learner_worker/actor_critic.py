@@ -22,6 +22,7 @@ return is then bootstrapped from its own (real) next observation instead of read
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -108,6 +109,23 @@ def clean(chunk: dict[str, np.ndarray], spaces: Spaces) -> Steps:
                  terminated=terminated & valid, ends=ends, valid=valid)
 
 
+def orthogonal_init(actor: PolicyNet, critic: nn.Module) -> None:
+    """`algo.net.init: orthogonal` (shared/config/base.py NetConfig.init): every linear and convolutional layer
+    orthogonal with gain sqrt(2) and zero bias, then the policy head at gain 0.01 and the value head (the critic's
+    last linear layer) at 1. Recurrent cores are left as torch made them."""
+    def reset(layer: nn.Module, gain: float) -> None:
+        if isinstance(layer, (nn.Linear, nn.Conv2d)):
+            nn.init.orthogonal_(layer.weight, gain)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+
+    with torch.no_grad():
+        for module in (*actor.modules(), *critic.modules()):
+            reset(module, math.sqrt(2))
+        reset(actor.body[-1], 0.01)
+        reset([m for m in critic.modules() if isinstance(m, nn.Linear)][-1], 1.0)
+
+
 def trunk_of(net: NetConfig, encoder: Encoder) -> Trunk:
     """`algo.net.trunk`, or its default: shared for image encoders, separate for the MLP."""
     if net.trunk is not None:
@@ -153,6 +171,8 @@ class ActorCritic:
         self.codec = ValueCodec(value)
         self.trunk = trunk_of(net, self._manifest.encoder)
         self.critic: nn.Module = self._critic(net).to(device)
+        if net.init == "orthogonal":
+            orthogonal_init(self.actor, self.critic)
         self.model: nn.Module = self._model()
         self.params = [*self.actor.parameters(), *self.critic.parameters()]
         # What the trained forward passes call: the model itself, or its DistributedDataParallel wrapper once the

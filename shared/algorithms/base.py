@@ -69,6 +69,9 @@ class AlgoParams(Strict):
         if self.net.trunk is not None and not self.actor_critic:
             raise ValueError(f"algo.net.trunk is for algorithms with an actor and a critic that may share their "
                              f"encoder; {self.name} has no such pair: leave algo.net.trunk out")
+        if self.net.init != "torch" and not self.actor_critic:
+            raise ValueError(f"algo.net.init is for algorithms with an actor and a critic; {self.name} has no such "
+                             f"pair: leave algo.net.init out")
         if self.net.trunk == "separate_core" and self.net.core is None:
             raise ValueError("algo.net.trunk: separate_core gives the critic a recurrent core of its own beside the "
                              "actor's, so it needs algo.net.core (e.g. {kind: lstm, hidden: 64}); without a core "

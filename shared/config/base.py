@@ -100,6 +100,12 @@ class NetConfig(MlpConfig):
     core: CoreConfig | None = None
     """A recurrent core between the encoder and the MLP: `{kind: gru, hidden: 128}` or `{kind: lstm, hidden: 128}`.
     Null: no core, a memoryless policy. Only algorithms that train from sequences take one."""
+    init: Literal["torch", "orthogonal"] = "torch"
+    """Algorithms with an actor and a critic: how their linear and convolutional layers start. `torch`: torch's
+    defaults. `orthogonal`: orthogonal weights and zero biases, gain sqrt(2) for hidden layers, 0.01 for the policy
+    head (initial actions near the middle of their range, at almost equal probabilities) and 1 for the value head,
+    as Stable-Baselines3 (`ortho_init`) and CleanRL start PPO. Cores keep torch's initialisation, as sb3-contrib's.
+    The learner's choice alone: a policy file does not record it."""
 
     @property
     def mlp(self) -> MlpConfig:

@@ -52,6 +52,26 @@ def test_image_encoders_share_their_trunk_and_mlps_keep_a_separate_critic() -> N
     assert sum(p.numel() for p in shared.params) < sum(p.numel() for p in separate.params)
 
 
+@pytest.mark.parametrize("trunk", ["separate", "shared"])
+def test_orthogonal_init_starts_the_policy_head_small_and_the_value_head_at_gain_one(trunk: str) -> None:
+    spaces = flat_spaces(4, N_ACTIONS)
+    learner = ppo(NetConfig(hidden=(64, 64), trunk=trunk, init="orthogonal"), spaces=spaces)
+    default = ppo(NetConfig(hidden=(64, 64), trunk=trunk), spaces=spaces)
+    hidden, head = learner.actor.body[2], learner.actor.body[-1]
+    assert isinstance(hidden, nn.Linear) and isinstance(head, nn.Linear)
+    torch.testing.assert_close(hidden.weight @ hidden.weight.T, 2.0 * torch.eye(64), atol=1e-4, rtol=0)
+    assert not hidden.bias.any() and not head.bias.any()
+    torch.testing.assert_close(head.weight @ head.weight.T, 1e-4 * torch.eye(N_ACTIONS), atol=1e-7, rtol=0)
+    value = [m for m in learner.critic.modules() if isinstance(m, nn.Linear)][-1]
+    torch.testing.assert_close(value.weight @ value.weight.T, torch.eye(1), atol=1e-5, rtol=0)
+    # the policy starts near uniform; torch's default does not
+    obs = torch.randn(256, 4)
+    assert learner.actor(obs).abs().max() < 0.1 < default.actor(obs).abs().max()
+    # the choice is the learner's: same manifest, same policy-file keys
+    assert learner.manifest() == default.manifest()
+    assert sorted(learner.policy_state()) == sorted(default.policy_state())
+
+
 def test_the_shared_form_publishes_the_actor_alone_and_collectors_act_with_it() -> None:
     learner = ppo()
     state = learner.policy_state()

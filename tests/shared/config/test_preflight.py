@@ -54,6 +54,11 @@ def test_a_trunk_choice_for_an_algorithm_without_a_critic_is_refused_at_validati
     assert ppo.algo.net.trunk == "separate"
 
 
+def test_an_initialisation_choice_for_an_algorithm_without_a_critic_is_refused_at_validation() -> None:
+    with pytest.raises(ValidationError, match="dqn has no such pair: leave algo.net.init out"):
+        RunConfig.model_validate({"algo": {"name": "dqn", "net": {"init": "orthogonal"}}})
+
+
 def test_a_critic_core_of_its_own_without_a_core_is_refused_at_validation() -> None:
     with pytest.raises(ValidationError, match="separate_core .* needs algo.net.core"):
         RunConfig.model_validate({"algo": {"name": "ppo", "net": {"trunk": "separate_core"}},
