@@ -65,7 +65,7 @@ class AlgoParams(Strict):
         return self
 
     @model_validator(mode="after")
-    def _trunk_needs_a_critic(self) -> AlgoParams:
+    def _net_fits_the_algorithm(self) -> AlgoParams:
         if self.net.trunk is not None and not self.actor_critic:
             raise ValueError(f"algo.net.trunk is for algorithms with an actor and a critic that may share their "
                              f"encoder; {self.name} has no such pair: leave algo.net.trunk out")
