@@ -104,8 +104,8 @@ class NetConfig(MlpConfig):
     """Algorithms with an actor and a critic: how their linear and convolutional layers start. `torch`: torch's
     defaults. `orthogonal`: orthogonal weights and zero biases, gain sqrt(2) for hidden layers, 0.01 for the policy
     head (initial actions near the middle of their range, at almost equal probabilities) and 1 for the value head,
-    as Stable-Baselines3 (`ortho_init`) and CleanRL start PPO. Cores keep torch's initialisation, as sb3-contrib's.
-    The learner's choice alone: a policy file does not record it."""
+    as Stable-Baselines3 (`ortho_init`) and CleanRL start their actor-critics. Cores keep torch's initialisation,
+    as sb3-contrib's. The learner's choice alone: a policy file does not record it."""
 
     @property
     def mlp(self) -> MlpConfig:

@@ -56,15 +56,17 @@ def test_epochs_of_batches_then_the_run_ends(tmp_path: Path) -> None:
             served[batch["epoch"]] += len(batch["rows"])
             assert len(batch["rows"]) == len(batch["file_index"]) <= 25
         assert served == {1: total, 2: total}
-        # the learner's epoch scores reach status; the run waits for the evaluator's verdict on the last policy
+        # the learner's epoch scores reach status; the run waits for the evaluator's verdict on the last policy,
+        # which the learner publishes before it reports the epoch (a run with no policy before the last epoch's
+        # report learns models, and ends at that report)
+        policy = write_policy(open_store(RunLayout(settings.data_dir, BC_RUN.name), "store"), 1)
+        assert client.post("/v1/policies", json={"worker_id": learner, "policy": policy, "iteration": 20},
+                           headers=auth(tokens["learner"])).status_code == 200
         for epoch in (1, 2):
             assert client.post("/v1/learn-info", json={
                 "worker_id": learner, "iteration": 10 * epoch, "transitions_trained": epoch * total,
                 "losses": {"nll": 0.1, "valid_nll": 0.5 / epoch, "valid_accuracy": 0.8 + 0.1 * epoch,
                            "epoch": float(epoch)}}, headers=auth(tokens["learner"])).status_code == 200
-        policy = write_policy(open_store(RunLayout(settings.data_dir, BC_RUN.name), "store"), 1)
-        assert client.post("/v1/policies", json={"worker_id": learner, "policy": policy, "iteration": 20},
-                           headers=auth(tokens["learner"])).status_code == 200
         time.sleep(0.5)  # a few ticks
         status = get_status(client, tokens["read"])
         assert status["run_state"] == "running"
@@ -148,12 +150,13 @@ def test_a_dataset_run_with_no_threshold_tests_its_best_policy_before_it_ends(tm
         claim(client, tokens["learner"], learner)
         while _sample(client, tokens["learner"], learner, 100).json()["files"]:
             pass
-        assert client.post("/v1/learn-info", json={
-            "worker_id": learner, "iteration": 10, "transitions_trained": 10, "losses": {"epoch": 1.0}},
-            headers=auth(tokens["learner"])).status_code == 200
+        # published before the last epoch's report, as the learner does (else the run ends as a learner of models)
         policy = write_policy(open_store(RunLayout(settings.data_dir, BC_RUN.name), "store"), 1)
         assert client.post("/v1/policies", json={"worker_id": learner, "policy": policy, "iteration": 10},
                            headers=auth(tokens["learner"])).status_code == 200
+        assert client.post("/v1/learn-info", json={
+            "worker_id": learner, "iteration": 10, "transitions_trained": 10, "losses": {"epoch": 1.0}},
+            headers=auth(tokens["learner"])).status_code == 200
         evaluator = register(client, tokens["evaluator"], "evaluator")
         claim(client, tokens["evaluator"], evaluator)
         assert not client.post("/v1/evaluations", json={"worker_id": evaluator, "policy_version": 1,
