@@ -45,6 +45,9 @@ def test_bc_from_a_recorded_expert_solves_cartpole(tmp_path: Path) -> None:
     assert summary["dataset"]["name"] == "cartpole-expert" and summary["dataset"]["train_episodes"] == 16
     scores = [e["scores"] for e in summary["dataset"]["epoch_scores"]]
     assert summary["learner"]["losses"]["epoch"] == len(scores) >= 1  # status carries the latest epoch's scores
+    # one policy per epoch (publish_every is beyond any epoch's updates), each judged by the evaluator; the run
+    # may end between an epoch's publish and its report
+    assert len(scores) <= summary["policy_version"] <= len(scores) + 1
     assert scores[-1]["valid_nll"] < scores[0]["valid_nll"]
     # the recording hugs the expert's decision boundary, so the greedy action there flips from epoch to epoch
     # (accuracy 0.78-0.95 after epoch 10 in one run): its best epoch, not its last, is the robust figure. The run
