@@ -51,9 +51,8 @@ class DatasetTrainer(Trainer):
         if not isinstance(task.algo, DatasetParams):
             raise TypeError(f"{task.algo.name} parameters are not a dataset loop's")
         self.params = task.algo
-        # No collector loads this loop's policies: the evaluator judges each one it publishes (every epoch's), so a
-        # due version is written at once, not held back until collectors have stepped since the last one (no env
-        # step is ever acknowledged here: every epoch after the first would keep the first epoch's policy).
+        # Every due version is read (Trainer.waited_on): the evaluator judges each epoch's policy. Held back until
+        # collectors had stepped, as the trainer does otherwise, none after the first would ever be written here.
         self.waited_on = True
         self.datasets = open_datasets(layout.data_dir, layout.store)
         manifest = load_manifest(self.datasets, self.params.dataset)

@@ -111,7 +111,9 @@ class Trainer:
         self.evaluations_asked = session.directive.evaluations
         self.settings_seen = session.directive.settings  # the task just claimed has every change before it
         self.loaded: str | None = None  # the last checkpoint load from another run this learner's state includes
-        self.waited_on = task.sampling.force_sync or task.deterministic  # collectors wait for every version
+        # Every due version is read, so none is held back: collectors wait for each one (force_sync, deterministic);
+        # a dataset loop, which has no collectors, sets it too (its evaluator judges each epoch's policy).
+        self.waited_on = task.sampling.force_sync or task.deterministic
         self.pending = False  # a version is due but not written: no collector would have loaded it yet
         self.published_at = -1  # the coordinator's acknowledged env steps when the last version was written
         self.resume()
