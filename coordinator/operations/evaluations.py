@@ -22,22 +22,21 @@ class Evaluations:
         former = ctx.judge.best
         result = ctx.judge.judge(report, ctx.policies.latest_version, ctx.data.env_steps,
                                  ctx.lifecycle.wall_seconds(ctx.clock()), ctx.learner.iteration, ctx.fleet.alive)
-        outlived = self._outlived(former)
+        outlived = [] if former is None or ctx.judge.best is former else self._unkept(former.policy_version)
         ctx.commit(after=lambda: ctx.payloads.delete(outlived))  # the validation and any test request, at once
         return result
 
-    def _outlived(self, former: EvaluationResult | None) -> list[str]:
-        """The policy file of the former best validated version, once a better one replaced it and neither the
-        book, the opponent pool nor a pending end-of-budget test needs it any more (a validation under way when
-        training stopped may replace the best whose test the run asked for; the evaluator, whose best/ then holds
-        the new best, reads the asked version from the store). The book's retention spares the best's file
-        (publishing.py), so `rlfleet test --version` and a run's end-of-budget test find it however many versions
-        came since."""
+    def _unkept(self, version: int) -> list[str]:
+        """The policy file of `version`, a former best validated version or a former end-of-budget candidate, once
+        neither the book, the opponent pool, the best nor a pending end-of-budget test needs it any more (a
+        validation under way when training stopped may replace the best whose test the run asked for; the
+        evaluator, whose best/ then holds the new best, reads the asked version from the store). The book's
+        retention spares the best's and the asked version's files (publishing.py), so `rlfleet test --version`
+        and a run's end-of-budget test find them however many versions came since."""
         ctx = self.ctx
-        if former is None or ctx.judge.best is former:
-            return []
-        version = former.policy_version
         if any(p.version == version for p in ctx.policies.versions) or ctx.opponents.holds(version):
+            return []
+        if ctx.judge.best is not None and version == ctx.judge.best.policy_version:
             return []
         if version == ctx.judge.final:  # its end-of-budget test is asked for: the evaluator reads it from the store
             return []
@@ -53,8 +52,12 @@ class Evaluations:
                                 ctx.learner.iteration)
         if result.confirmed:
             ctx.lifecycle.end("solved", ctx.judge.verdict(result), ctx.clock())
+        asked = ctx.judge.final
         tested(ctx, result)  # a run with no threshold ends once its end-of-budget test reports
-        ctx.commit()  # the test and the run's end in one transaction; workers hear of the end once it is durable
+        # or asks for the test of a better best found meanwhile, which frees the file of the version just tested
+        outlived = [] if asked is None or ctx.judge.final == asked else self._unkept(asked)
+        # the test and the run's end in one transaction; workers hear of the end once it is durable
+        ctx.commit(after=lambda: ctx.payloads.delete(outlived))
         return result
 
     def history(self) -> list[EvaluationResult]:

@@ -52,7 +52,10 @@ class Publishing:
             return
         book = {p.version for p in ctx.policies.versions}
         best = ctx.judge.best.policy_version if ctx.judge.best else None
-        dropped = [p for p in dropped if p.version != best]  # the best validated outlives the book (evaluations.py)
+        # The best validated outlives the book, and so does the version whose end-of-budget test is asked for: a
+        # validation under way when training stopped may have replaced it as the best, while the learner's last
+        # publications still push it out of the book (evaluations.py).
+        dropped = [p for p in dropped if p.version not in (best, ctx.judge.final)]
         unpinned = ctx.opponents.unpinned(dropped, ctx.opponents.published(policy), book)
         ctx.telemetry.published(policy.version, ctx.clock())
         ctx.learner.published(publish.iteration)

@@ -12,7 +12,7 @@ from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.storage.layout import policy_path
 from rlfleet.shared.storage.local import LocalStore
 from tests.support.configs import make_config
-from tests.support.run import FakeClock, chunk, collector, evaluate, holdout, learner, publish, register
+from tests.support.run import FakeClock, chunk, collector, evaluate, holdout, learner, publish, register, settle_files
 
 BUDGET = 96  # three chunks of small_run_config (2 envs x 16 steps)
 
@@ -123,6 +123,30 @@ def test_a_validation_under_way_when_training_stopped_that_finds_a_better_best_g
     assert status.run_state == "budget_exhausted" and "best policy v4 (validation 70.0; held-out test 69.0" in \
         status.run_message
     assert status.best_evaluation.policy_version == status.latest_test.policy_version == 4
+
+
+def test_the_asked_versions_file_outlives_the_book_after_a_better_best_until_its_test_reports(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    """Seen in a POPGym run: the end-of-budget test was asked of v9, v11's validation (under way when training
+    stopped) replaced it as the best, and the learner's last publications pushed v9 out of the book, which
+    deleted its file: the evaluator could not read the version it was asked to test and exited, again and again."""
+    config = make_config(run_config, env={"solve_threshold": None}, budget={"max_env_steps": BUDGET})
+    run = make_run(config, keep_policies=3)
+    lrn, ev = validated(run, store)  # v2 the best, still in the book (v1..v3)
+    use_up_the_budget(run)
+    assert run.workers.heartbeat(ev).directive.final_test == 2
+    publish(run, store, lrn, 4)
+    evaluate(run, ev, 4, [70.0] * 4)  # the validation under way: v4 is the best now
+    for version in range(5, 9):  # the learner's last publications: v2 and v4 leave the book
+        publish(run, store, lrn, version)
+    settle_files(run)
+    assert [p.version for p in run.ctx.policies.versions] == [6, 7, 8]
+    assert store.size(policy_path(2)) is not None and store.size(policy_path(4)) is not None
+    holdout(run, ev, 2, [48.0] * 100)  # v2's test reported: the run asks for v4's, and v2's file has no keeper
+    settle_files(run)
+    assert run.workers.heartbeat(ev).directive.final_test == 4 and store.size(policy_path(2)) is None
+    holdout(run, ev, 4, [69.0] * 100)
+    assert run.status().run_state == "budget_exhausted" and store.size(policy_path(4)) is not None
 
 
 def candidate_under_test(make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore
