@@ -44,16 +44,15 @@ def _learner_logs(data_dir: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("config", "extra"), [
-    ("configs/cartpole_dqn.yaml", ()),
-    # The config's batch is both collectors' chunks (max_batch_size 256): one rank could take both, leaving the
-    # other none until force_sync's 10-s wait made the collectors send again (598 s to solve, against ~45 s).
-    # A rank's batch of one chunk gives each rank one per round; splitting a batch among ranks is still to do.
-    ("configs/cartpole_ppo.yaml", ("--set", "sampling.max_batch_size=128")),
-])
-def test_two_learners_train_cartpole_to_solved(tmp_path: Path, config: str, extra: tuple[str, ...]) -> None:
-    """Measured on 2 cores: DQN solves in ~60 s, PPO in ~45 s, as a single learner does."""
-    summary = up_until_solved(tmp_path, config, 475.0, "--seed", "0", "--set", "learner.replicas=2", *extra)
+def test_two_learners_train_ppo_on_cartpole_to_solved(tmp_path: Path) -> None:
+    """Measured on 2 cores: PPO solves in ~45 s, as a single learner does. A DQN group's solve is the killed-rank
+    test's below (2-3 minutes here, which CI pays once, not twice).
+
+    The config's batch is both collectors' chunks (max_batch_size 256): one rank could take both, leaving the
+    other none until force_sync's 10-s wait made the collectors send again (598 s to solve, against ~45 s). A
+    rank's batch of one chunk gives each rank one per round; splitting a batch among ranks is still to do."""
+    summary = up_until_solved(tmp_path, "configs/cartpole_ppo.yaml", 475.0, "--seed", "0", "--set",
+                              "learner.replicas=2", "--set", "sampling.max_batch_size=128")
     assert summary["learner"]["world_size"] == 2
     assert [r["task_id"] for r in summary["learner"]["ranks"]] == ["learner-0", "learner-1"]
     logs = _learner_logs(tmp_path)
@@ -170,5 +169,8 @@ def test_a_killed_rank_re_forms_the_group_which_resumes_and_solves(tmp_path: Pat
     assert all(log.count("joined the learner group") == 2 for log in logs), logs  # both ranks, both rounds
     resumed = [line for log in logs for line in log.splitlines() if "resumed from iteration" in line]
     assert len(resumed) == 2 and len({line.split("resumed from")[1] for line in resumed}) == 1  # one checkpoint
+    assert sorted("publishing policy" in log for log in logs) == [False, True]  # rank 0 alone publishes
+    assert not any("GroupMismatch" in log for log in logs)  # weights agreed after every update
     (run_dir,) = (tmp_path / "runs").iterdir()
-    assert json.loads((run_dir / "summary.json").read_text())["run_state"] == "solved"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["run_state"], summary["learner"]["world_size"]) == ("solved", 2)

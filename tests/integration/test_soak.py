@@ -4,7 +4,8 @@ each run's journalled counters must equal the sum over its acknowledged chunks.
 
 CartPole sometimes solves within seconds by a lucky greedy evaluation, so one run cannot be relied on to
 last the whole soak: when a run ends before the soak does, the next run (next seed) starts and the killing
-goes on. `RLFLEET_SOAK_SECONDS` sets the killing phase: CI runs 120 s; `scripts/soak.sh` runs 300 s and more.
+goes on. `RLFLEET_SOAK_SECONDS` sets the killing phase: CI runs 60 s (and on until every kind of service was
+killed); `scripts/soak.sh` runs 300 s and more.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def _soak_one_run(data_dir: Path, seed: int, rng: random.Random, order: list[str
 
 @pytest.mark.slow
 def test_runs_solve_while_a_random_service_is_killed_every_12_seconds(tmp_path: Path) -> None:
-    soak = float(os.environ.get("RLFLEET_SOAK_SECONDS", "120"))
+    soak = float(os.environ.get("RLFLEET_SOAK_SECONDS", "60"))
     rng = random.Random(0)
     started = time.monotonic()
     all_kills: list[str] = []
