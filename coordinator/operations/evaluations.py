@@ -36,11 +36,7 @@ class Evaluations:
         ctx = self.ctx
         if any(p.version == version for p in ctx.policies.versions) or ctx.opponents.holds(version):
             return []
-        if ctx.judge.best is not None and version == ctx.judge.best.policy_version:
-            return []
-        if version == ctx.judge.final:  # its end-of-budget test is asked for: the evaluator reads it from the store
-            return []
-        return [policy_path(version)]
+        return [] if ctx.judge.keeps(version) else [policy_path(version)]
 
     def test(self, report: HoldoutReport) -> HoldoutResult:
         ctx = self.ctx

@@ -51,11 +51,7 @@ class Publishing:
         if not fresh:
             return
         book = {p.version for p in ctx.policies.versions}
-        best = ctx.judge.best.policy_version if ctx.judge.best else None
-        # The best validated outlives the book, and so does the version whose end-of-budget test is asked for: a
-        # validation under way when training stopped may have replaced it as the best, while the learner's last
-        # publications still push it out of the book (evaluations.py).
-        dropped = [p for p in dropped if p.version not in (best, ctx.judge.final)]
+        dropped = [p for p in dropped if not ctx.judge.keeps(p.version)]  # their files outlive the book
         unpinned = ctx.opponents.unpinned(dropped, ctx.opponents.published(policy), book)
         ctx.telemetry.published(policy.version, ctx.clock())
         ctx.learner.published(publish.iteration)

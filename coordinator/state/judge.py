@@ -118,6 +118,12 @@ class Judge:
             return self.final
         return None
 
+    def keeps(self, version: int) -> bool:
+        """Whether the judge still needs `version`'s policy file whatever the book holds: the best validated version
+        (`rlfleet test --version`, a later end-of-budget test) or the one whose end-of-budget test is asked for (a
+        validation under way when training stopped may have replaced it as the best since)."""
+        return version == self.final or (self.best is not None and version == self.best.policy_version)
+
     def elo_range(self) -> tuple[float | None, float | None]:
         """(the newest validated version's Elo rating, the highest of any)."""
         rated = [r.elo for r in self.results if r.elo is not None]
