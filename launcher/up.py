@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -123,10 +124,17 @@ def check_rendezvous(config: RunConfig, open_rendezvous: bool) -> None:
             f"or pass --open-rendezvous if that network is trusted")
 
 
+_interrupted = threading.Event()  # set by the first SIGTERM or SIGINT; `watch` checks it every turn
+
+
 def _interrupt_once(signum: int, frame: object) -> None:
     """The first SIGTERM or SIGINT stops the run in order; later ones are ignored. A second one used to cut the
     shutdown short and leave the coordinator running without its parent (seen with `timeout`, which passes its
-    own SIGTERM on to a process that may already have had one)."""
+    own SIGTERM on to a process that may already have had one). The flag outlives the exception: Python drops
+    an exception raised while a finalizer runs ("Exception ignored in ..."), and with later signals ignored a
+    dropped one stopped nothing (seen in CI: three SIGTERMs right after start, and the run trained on to a
+    solve and exited 0)."""
+    _interrupted.set()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
@@ -319,6 +327,8 @@ class Up:
             last: Status | None = None
             try:
                 while True:
+                    if _interrupted.is_set():  # a signal whose KeyboardInterrupt a finalizer swallowed
+                        raise KeyboardInterrupt
                     self._supervise()
                     asked = time.monotonic()
                     st = self._status(http, wait=WATCH_SECONDS)  # answered at once when the run ends
@@ -358,6 +368,7 @@ class Up:
 
     def run(self) -> int:
         # SIGTERM (e.g. from `timeout` or a CI runner) gets the same orderly stop as Ctrl-C, once.
+        _interrupted.clear()
         signal.signal(signal.SIGTERM, _interrupt_once)
         signal.signal(signal.SIGINT, _interrupt_once)
         print(f"rlfleet run {self.run_name}: {self.layout.run_dir}", flush=True)
