@@ -3,7 +3,9 @@ the tokens job in its own process."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from pathlib import Path
 from urllib.parse import quote
 
@@ -16,7 +18,16 @@ from rlfleet.launcher.configs import CONFIGS
 from rlfleet.launcher.places import InContainers
 from rlfleet.launcher.processes import child_environment, import_path
 from rlfleet.launcher.services import fleet
-from rlfleet.launcher.up import OpenRendezvous, ServiceFailed, Up, UpOptions, check_rendezvous, learner_threads
+from rlfleet.launcher.up import (
+    OpenRendezvous,
+    ServiceFailed,
+    Up,
+    UpOptions,
+    _interrupt_once,
+    _interrupted,
+    check_rendezvous,
+    learner_threads,
+)
 from rlfleet.shared.config.run_config import RunConfig
 from rlfleet.shared.storage.layout import RunLayout
 from rlfleet.shared.tokens import load_tokens_file
@@ -100,6 +111,27 @@ def test_the_dashboard_link_carries_the_read_token_in_its_fragment(tmp_path: Pat
     read = load_tokens_file(tmp_path / "tokens.json")["read"]
     assert up.dashboard_url() == f"http://127.0.0.1:{up.port}/#token={quote(read, safe='')}"
     assert "takeTokenFromFragment" in (REPO / "coordinator/webui/dashboard.js").read_text()
+
+
+@pytest.mark.timeout(30)  # without the flag the watch would poll the absent coordinator for ever
+def test_an_interrupt_whose_exception_a_finalizer_dropped_still_ends_the_watch(tmp_path: Path) -> None:
+    """Python drops an exception raised while a finalizer runs, and the first signal ignores the later ones: the
+    flag it set still makes the watch stop the run (seen in CI: three SIGTERMs, and the run trained on)."""
+    up = Up(UpOptions(config=CONFIG, data_dir=tmp_path, port=0))
+    services, up.services = up.services, {"secrets": up.services["secrets"]}
+    up.start_all()  # the tokens job alone: no coordinator listens
+    up.services = services
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # as a finalizer would drop it
+            _interrupt_once(signal.SIGTERM, None)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+        with pytest.raises(KeyboardInterrupt):  # no status ever came: run() stops the services and exits 130
+            up.watch()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _interrupted.clear()
 
 
 def test_a_failing_inline_tokens_job_fails_the_start_naming_it(tmp_path: Path) -> None:
