@@ -20,7 +20,9 @@ from tests.support.repo import REPO
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_compose_in_containers_solves_scales_survives_a_learner_crash_and_starts_fresh_runs() -> None:
-    env = {**os.environ, "PYTHON": sys.executable}  # the wheelhouse's Python (3.11) and `rlfleet up`'s
+    # The wheelhouse's Python (3.11). No `rlfleet up` run for comparison: in CI this runs beside the other tests
+    # (scripts/test.sh), so its time would mean nothing; tests/integration/test_up.py trains the same run.
+    env = {**os.environ, "PYTHON": sys.executable, "RLFLEET_E2E_COMPARE": "0"}
     done = subprocess.run(["bash", str(REPO / "docker/e2e.sh")], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=880, stdin=subprocess.DEVNULL)
     out = done.stdout + done.stderr
@@ -47,8 +49,8 @@ def test_compose_in_containers_solves_scales_survives_a_learner_crash_and_starts
     assert formed, out[-3000:]
     trained = re.search(r"== learner group trained: (\d+) updates, policy v(\d+)", out)
     assert trained and int(trained.group(1)) >= 300 and int(trained.group(2)) >= 3
-    for figure in ("base image", "project image", "solve in containers", "solve with rlfleet up",
-                   "learner group of 2 in containers"):
+    for figure in ("base image", "project image", "solve in containers", "learner group of 2 in containers"):
         assert re.search(rf"^{figure}: [\d.]+s", out, re.MULTILINE), f"no figure for {figure}"
+    assert re.search(r"^solve with rlfleet up: not measured \(RLFLEET_E2E_COMPARE=0\)", out, re.MULTILINE)
     # stdout's last line: stderr comes after it in `out`, and apt's needrestart may warn there on a fresh machine
     assert done.stdout.rstrip().endswith("e2e passed")
