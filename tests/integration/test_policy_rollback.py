@@ -9,9 +9,11 @@ it must act with v1 again and have its chunks acknowledged, instead of having ev
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import torch
 
@@ -43,7 +45,9 @@ def fleet(tmp_path: Path, data_dir: Path, config_file: Path, tokens: dict[str, s
 
 
 class Publisher:
-    """The learner's side of publishing, over HTTP: a registered learner holding the learner task."""
+    """The learner's side of publishing, over HTTP: a registered learner holding the learner task. Inside its
+    `with` it renews its lease every second, as a learner does: the lease is 6 s here, and on a loaded machine the
+    collector's start (the wait between the two publishes) took longer than that, which lost the registration."""
 
     def __init__(self, fleet: Fleet, tokens: dict[str, str], store: LocalStore) -> None:
         self.fleet, self.store = fleet, store
@@ -54,11 +58,32 @@ class Publisher:
         assert ClaimResponse.model_validate_json(resp.content).task is not None, resp.text
         plan = RunPlan.of(RUN)
         self.manifest = manifest(plan.spaces, plan.behaviour.head, RUN.algo.net.hidden)
+        self._done = threading.Event()
+        self._renewals = threading.Thread(target=self._renew, name="lease", daemon=True)
+        self._lost: httpx.HTTPError | None = None
+
+    def __enter__(self) -> Publisher:
+        self._renewals.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._renewals.join()
+        if self._lost is not None:
+            raise AssertionError(f"the publisher's lease was not renewed: {self._lost}")
+
+    def _renew(self) -> None:
+        with httpx.Client(base_url=self.fleet.url, timeout=5, headers=self.headers) as http:
+            while not self._done.wait(1.0):
+                try:
+                    http.post(f"/v1/workers/{self.worker_id}/heartbeat").raise_for_status()
+                except httpx.HTTPError as exc:
+                    self._lost = exc
+                    return
 
     def publish(self, version: int) -> PolicyRef:
         state = {k: torch.from_numpy(v) for k, v in policy_state(self.manifest, version).items()}
         ref = save_policy(self.store, version, state, self.manifest)
-        self.fleet.http.post(f"/v1/workers/{self.worker_id}/heartbeat", headers=self.headers).raise_for_status()
         resp = self.fleet.http.post("/v1/policies", headers=self.headers, json={
             "worker_id": self.worker_id, "policy": ref.model_dump(mode="json"), "iteration": version})
         assert resp.status_code == 200, resp.text
@@ -86,14 +111,13 @@ def test_a_collector_ahead_of_a_rolled_back_coordinator_re_syncs_to_its_latest(
         fleet: Fleet, tokens: dict[str, str], data_dir: Path, tmp_path: Path) -> None:
     layout = RunLayout(data_dir, RUN.name)
     fleet.start_coordinator()
-    publisher = Publisher(fleet, tokens, LocalStore(layout.run_dir / "store"))
-    publisher.publish(1)
-    fleet.start_worker("collector", "collector")
     log = tmp_path / "collector.log"
-    fleet.wait_for(lambda: fleet.status().chunks >= 2, 60, "the collector's first chunks with v1")
-    snapshot(layout.journal, tmp_path / "at-v1.sqlite")  # the collector's registration and task are in it
-
-    publisher.publish(2)
+    with Publisher(fleet, tokens, LocalStore(layout.run_dir / "store")) as publisher:
+        publisher.publish(1)
+        fleet.start_worker("collector", "collector")
+        fleet.wait_for(lambda: fleet.status().chunks >= 2, 60, "the collector's first chunks with v1")
+        snapshot(layout.journal, tmp_path / "at-v1.sqlite")  # the collector's registration and task are in it
+        publisher.publish(2)
     fleet.wait_for(lambda: "acting with policy v2" in log.read_text(), 30, "the collector acting with v2")
     fleet.kill("coordinator")  # its node crashed: the publish of v2 is lost with the journal's last commits
     restore(layout.journal, tmp_path / "at-v1.sqlite")
