@@ -37,7 +37,6 @@ def test_a2c_solves_cartpole_in_lockstep(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.alone  # how stale its data gets depends on how much of the cores it has
 def test_impala_solves_cartpole_on_stale_data(tmp_path: Path) -> None:
     """Collectors never wait for the learner: the data it consumed was up to max_policy_lag (4) versions old,
     and some of it was old (lag >= 1), which V-trace corrected."""

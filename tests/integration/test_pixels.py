@@ -40,7 +40,6 @@ def test_a_minatar_run_starts_and_its_collectors_chunks_arrive(tmp_path: Path, d
 
 
 @pytest.mark.slow
-@pytest.mark.alone  # its wall-clock budget (420 s) is sized for the cores to itself: beside another run it took 342 s
 def test_minatar_breakout_dqn_trains_through_rlfleet_up_to_a_threshold(tmp_path: Path) -> None:
     """The CI-sized pixel end-to-end run (issue 24, item 9): the shipped config with a lower threshold, so it is
     solved (a confirmed held-out test) in a few minutes on 2 cores."""
