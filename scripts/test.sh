@@ -50,10 +50,9 @@ fi
 # and run one at a time after them, so none of them races another for the cores. (Two at a time, 61 of them took
 # 1,974 s against ~2,575 s, but in two such runs three failed whose learning or waits depend on the cores they get:
 # an IMPALA group collapsed, a PPO run's budget ended before its test confirmed, a force_sync wait ran out.)
-# All but one: the containers'
-# end-to-end run (tests/docker) spends most of a fresh machine's time on apt, debootstrap, pip downloads and
-# `docker build`, so it runs beside the first pass: measured on the 2-core machine, both together took 796 s
-# against 527 s + 478 s one after the other (the latter with the base image already cached).
+# All but one: the containers' end-to-end run (tests/docker) spends most of a fresh machine's time on apt,
+# debootstrap, pip downloads and `docker build`, so it runs beside the first pass: measured on the 2-core machine,
+# both together took 796 s against 527 s + 478 s one after the other (the latter with the base image cached).
 status=0
 if [ "${#marker[@]}" -eq 0 ]; then
   containers_log="$(mktemp)"
