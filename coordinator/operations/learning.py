@@ -38,12 +38,23 @@ class Learning:
 
     async def sample_waiting(self, request: SampleRequest) -> str:
         """Wait (without a thread) until the draw can be served, up to the configured wait, then draw; the
-        reply's JSON, ready to send."""
+        reply's JSON, ready to send.
+
+        Where a full batch is more than the least a draw may take (a queue between min_batch_size and
+        max_batch_size), the wait for the rest starts when that least is there, not when the request came: a
+        learner asks again as soon as a wait ends empty, so a wait timed from the request could end between two
+        collectors' chunks of one round, a few milliseconds apart, and draw one; with force_sync the other was then
+        made stale by the policy trained without it, and dropped."""
         ctx = self.ctx
-        hoped = ctx.data.sample_size(request)[3]
-        waited = await ctx.wait_until(lambda: ctx.data.retried(request.worker_id, request.request_id) is not None
-                                      or ctx.data.servable(hoped), ctx.data_signal,
-                                      min(ctx.config.sampling.max_wait_seconds, ctx.sample_wait_seconds))
+        _, _, needed, hoped = ctx.data.sample_size(request)
+        limit = min(ctx.config.sampling.max_wait_seconds, ctx.sample_wait_seconds)
+
+        def full() -> bool:
+            return ctx.data.retried(request.worker_id, request.request_id) is not None or ctx.data.servable(hoped)
+
+        waited = await ctx.wait_until(lambda: full() or ctx.data.servable(needed), ctx.data_signal, limit)
+        if not full() and ctx.data.servable(needed):
+            waited += await ctx.wait_until(full, ctx.data_signal, limit)
         ctx.telemetry.sample_wait.observe(waited)
         return await ctx.settled(self._draw(request))
 

@@ -447,6 +447,29 @@ def test_queue_sample_waits_for_max_batch_size_and_settles_for_min(run_config: R
     asyncio.run(scenario())
 
 
+def test_a_queue_sample_waits_for_the_full_batch_from_when_its_least_arrived(run_config: RunConfig,
+                                                                           store: LocalStore) -> None:
+    """Timed from the request, this wait ended between two collectors' chunks of one round (the learner asks again
+    as soon as a wait ends empty), and with force_sync the chunk left behind went stale."""
+    config = queue_config(run_config, max_batch_size=128, max_wait_seconds=5)
+    run = Run(config, store, clock=time.monotonic, sample_wait_seconds=0.6)
+    w, t = collector(run)
+    lrn = learner(run)
+
+    async def scenario() -> None:
+        waiting = asyncio.create_task(run.learning.sample_waiting(SampleRequest(worker_id=lrn, batch_size=8)))
+        await asyncio.sleep(0.45)
+        run.chunks.ingest(chunk(run, w, t, "c0"))  # 32: the least a draw takes
+        await asyncio.sleep(0.3)  # 0.75 s after the request, 0.3 s after c0
+        assert not waiting.done()
+        for i in range(1, 4):
+            run.chunks.ingest(chunk(run, w, t, f"c{i}"))
+        resp = SampleResponse.model_validate_json(await asyncio.wait_for(waiting, 5))
+        assert served_chunk_ids(resp) == ["c0", "c1", "c2", "c3"]
+
+    asyncio.run(scenario())
+
+
 # ----- chunk layout validation ------------------------------------------------------------------------------
 
 FOUR_BY_EIGHT = {"num_envs": 4, "chunk_steps": 8}  # the run's chunks: 4 envs x 8 steps = 32 rows
