@@ -20,8 +20,9 @@ from tests.support.repo import REPO
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_compose_in_containers_solves_scales_survives_a_learner_crash_and_starts_fresh_runs() -> None:
-    # The wheelhouse's Python (3.11). No `rlfleet up` run for comparison: in CI this runs beside the other tests
-    # (scripts/test.sh), so its time would mean nothing; tests/integration/test_up.py trains the same run.
+    # The wheelhouse's Python (3.11). No `rlfleet up` run for comparison: a CI machine's figure would mean little,
+    # and tests/integration/test_up.py trains the same run. In CI the image was built beside the fast tests
+    # (scripts/test.sh: docker/e2e.sh --build-only), so this finds it cached.
     env = {**os.environ, "PYTHON": sys.executable, "RLFLEET_E2E_COMPARE": "0"}
     done = subprocess.run(["bash", str(REPO / "docker/e2e.sh")], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=880, stdin=subprocess.DEVNULL)
