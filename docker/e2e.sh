@@ -206,6 +206,12 @@ learner_group() {
   compose down -v --remove-orphans >/dev/null 2>&1
 }
 
+# docker build of docker/Dockerfile, offline, with the given options (the target and tag).
+build_image() {
+  docker build --network none -f docker/Dockerfile --build-arg BASE_IMAGE="$BASE_IMAGE" "$@" . \
+    >>"$WORK/build.log" 2>&1 || { tail -n 30 "$WORK/build.log" >&2; fail "docker build failed"; }
+}
+
 main() {
   local build_only=0
   case "${1:-}" in
@@ -233,12 +239,8 @@ main() {
   # The build stage is tagged too: the legacy builder's layer cache is its images, and an untagged build stage is
   # dangling, so the prune below deleted it and every later build ran the stage's pip install again (186 s here,
   # though nothing had changed). The second build finds every step of the first in that cache.
-  local stage
-  for stage in "--target build -t rlfleet-build:latest" "-t rlfleet:latest"; do
-    # shellcheck disable=SC2086  # two words each: the stage's options
-    docker build --network none -f docker/Dockerfile --build-arg BASE_IMAGE="$BASE_IMAGE" $stage . \
-      >>"$WORK/build.log" 2>&1 || { tail -n 30 "$WORK/build.log" >&2; fail "docker build failed"; }
-  done
+  build_image --target build -t rlfleet-build:latest
+  build_image -t rlfleet:latest
   build_s="$(since "$t")"
   # The images this build replaced are left untagged in the cached data root: without this, every run on one
   # machine kept its ~1 GB of layers (44 GB here after a few dozen runs, until the disk filled).
