@@ -4,6 +4,7 @@ its updates, and reports both with its losses (losses.csv, TensorBoard), where t
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,13 @@ def test_ppo_anneals_its_learning_rate_by_env_steps_and_clip_range_by_updates(tm
     done = subprocess.run([sys.executable, "-m", "rlfleet.launcher", "up", "--config", str(path), "--data-dir",
                            str(tmp_path / "data"), "--port", "0"],
                           cwd=REPO, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # The schedules are the point, not the solve: within the 12k-step budget the run solves or ends on its budget
+    # (CI: a validation of 475.3 whose held-out test was rejected, and the budget ran out at 12,032 env steps).
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = (tmp_path / "data" / "runs").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    ended = {0: "solved", 1: "budget_exhausted"}[done.returncode]
+    assert summary["run_state"] == ended, done.stdout[-3000:] + done.stderr[-3000:]
     with (run_dir / "losses.csv").open() as f:
         rows = list(csv.DictReader(f))
     lr = [(int(r["env_steps"]), float(r["value"])) for r in rows if r["loss"] == "learning_rate"]
