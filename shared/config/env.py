@@ -30,11 +30,13 @@ class EnvConfig(Strict):
                                                                      "(gymnasium's TimeLimit)")] = None
     wrappers: tuple[WrapperConfig, ...] = Field((), description="applied in order on top of the env: "
                                                                 "clip_actions, frame_stack, obs_filter, "
-                                                                "scale_reward, normalize_obs, atari, and any "
-                                                                "gymnasium-style wrapper as {name: gymnasium, "
-                                                                "call: 'pkg.mod:Wrapper', kwargs: {...}}")
+                                                                "scale_reward, normalize_reward, normalize_obs, "
+                                                                "atari, and any gymnasium-style wrapper as "
+                                                                "{name: gymnasium, call: 'pkg.mod:Wrapper', "
+                                                                "kwargs: {...}}")
     solve_threshold: float | Literal["registered"] | None = Field(REGISTERED, description=(
-        "mean evaluation return that marks the run solved (the env's own return: scale_reward does not apply); "
+        "mean evaluation return that marks the run solved (the env's own return: reward wrappers such as "
+        "scale_reward do not apply); "
         "null: no threshold, the run trains to its budget, keeps the best and the last policy and tests the best "
         "at the end; 'registered' (the default): the env's gymnasium registration's reward_threshold "
         "(CartPole-v1: 475), or no threshold where it registers none (shared/config/threshold.py resolves it "

@@ -20,7 +20,7 @@ from rlfleet.shared.payloads.spaces import Spaces
 from rlfleet.shared.policy.manifest import Behaviour
 
 # Wrappers that leave observations as they are: a frame stack followed only by these still makes the observation.
-_OBS_UNCHANGED = frozenset({"scale_reward", "clip_actions"})
+_OBS_UNCHANGED = frozenset({"scale_reward", "normalize_reward", "clip_actions"})
 
 
 def stacked_frames(env: EnvConfig, spaces: Spaces) -> int | None:

@@ -174,6 +174,26 @@ class ScaleReward(_Wrapper):
         return TransformReward(env, lambda reward: self.scale * float(reward))
 
 
+class NormalizeReward(_Wrapper):
+    """Divide every training reward by a running estimate of the standard deviation of the discounted return, as
+    SB3's VecNormalize and rl-baselines3-zoo's `normalize: true` do (gymnasium's NormalizeReward, per env).
+
+    Why: with returns in the tens or hundreds, the critic's loss dwarfs the actor's, and under a global gradient
+    norm clip it shrinks the actor's step too. Unlike the observation statistics, these never reach a policy: no
+    actor needs them to act, so each collector's env keeps its own, and the evaluator plays without them."""
+
+    name: Literal["normalize_reward"] = "normalize_reward"
+    """The wrapper's name in the env's wrappers list."""
+    gamma: Annotated[float, Field(gt=0, le=1, description=(
+        "discount of the return whose spread rewards are divided by: the algorithm's gamma, as rl-zoo does"))] = 0.99
+    TRAINING_ONLY: ClassVar[bool] = True
+
+    def wrap(self, env: gym.Env, training: bool) -> gym.Env:
+        from gymnasium.wrappers import NormalizeReward as Normalize
+
+        return Normalize(env, gamma=self.gamma)
+
+
 class NormalizeObs(_Wrapper):
     """Normalise observations (their Box parts: one-hot and binary parts are left as they are) with running
     statistics owned by the learner, applied by every actor alike.
@@ -303,8 +323,8 @@ class Gymnasium(_Wrapper):
         return wrapped
 
 
-WrapperConfig = Annotated[ClipActions | FrameStack | ObsFilter | ScaleReward | NormalizeObs | Atari | Gymnasium,
-                          Field(discriminator="name")]
+WrapperConfig = Annotated[ClipActions | FrameStack | ObsFilter | ScaleReward | NormalizeReward | NormalizeObs | Atari
+                          | Gymnasium, Field(discriminator="name")]
 
 
 def apply_wrappers(env: gym.Env, wrappers: Sequence[WrapperConfig], training: bool) -> gym.Env:

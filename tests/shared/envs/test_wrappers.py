@@ -1,5 +1,5 @@
-"""The env section's wrappers: frame stacking keeps image dtypes, actions get clipped, and reward scaling
-reaches the learner's chunks but never a reported return."""
+"""The env section's wrappers: frame stacking keeps image dtypes, actions get clipped, and reward scaling and
+normalisation reach the learner's chunks but never a reported return."""
 
 from __future__ import annotations
 
@@ -81,6 +81,27 @@ def test_training_only_wrappers_are_left_out_of_non_training_envs(training: bool
     try:
         vec.reset(seed=0)
         assert vec.step(np.zeros(1, np.int64))[1].tolist() == [pytest.approx(reward)]
+    finally:
+        vec.close()
+
+
+def test_normalized_rewards_settle_at_one_over_the_discounted_returns_spread_and_reports_stay_raw() -> None:
+    """Four-step episodes paying 1 have discounted returns 1, 1.9, 2.71, 3.439 (gamma 0.9): once the running
+    statistics have seen enough episodes, each training reward is 1 over their standard deviation."""
+    env = EnvConfig(id=COUNT, kwargs={"length": 4, "reward": 1.0},
+                    wrappers=[{"name": "normalize_reward", "gamma": 0.9}])
+    rollout = Rollout(env, 2, flat_spaces(2, 2), EPSILON_GREEDY, seed=0)
+    try:
+        chunk = rollout.collect(400, epsilon=1.0)
+    finally:
+        rollout.close()
+    spread = np.std([1.0, 1.9, 2.71, 3.439])
+    assert np.allclose(chunk.arrays["rewards"][-40:], 1.0 / spread, rtol=0.02)
+    assert chunk.episodes == [(4.0, 4, None)] * 200
+    vec = make_vector_env(env, 1, training=False)  # the evaluator's
+    try:
+        vec.reset(seed=0)
+        assert vec.step(np.zeros(1, np.int64))[1].tolist() == [1.0]
     finally:
         vec.close()
 
