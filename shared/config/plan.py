@@ -19,9 +19,6 @@ from rlfleet.shared.payloads.schema import ChunkSchema
 from rlfleet.shared.payloads.spaces import Spaces
 from rlfleet.shared.policy.manifest import Behaviour
 
-# Wrappers that leave observations as they are: a frame stack followed only by these still makes the observation.
-_OBS_UNCHANGED = frozenset({"scale_reward", "normalize_reward", "clip_actions"})
-
 
 def stacked_frames(env: EnvConfig, spaces: Spaces) -> int | None:
     """k when the run's observations are stacks of k uint8 image frames made by gymnasium's FrameStackObservation,
@@ -29,7 +26,7 @@ def stacked_frames(env: EnvConfig, spaces: Spaces) -> int | None:
 
     Only then does each frame of an observation recur in its neighbours, so a chunk can store it once (the
     compact layout); the collector checks that the stacks it sees do continue one another."""
-    obs_wrappers = [w for w in env.wrappers if w.name not in _OBS_UNCHANGED]
+    obs_wrappers = [w for w in env.wrappers if not w.KEEPS_OBS]
     last = obs_wrappers[-1] if obs_wrappers else None
     if not isinstance(last, FrameStack):
         return None

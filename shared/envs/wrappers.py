@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 class _Wrapper(Strict):
     TRAINING_ONLY: ClassVar[bool] = False  # a reward transform: what users see stays the env's own
+    # Observations leave the wrapper as they came in, so a frame stack before it still makes the run's observations
+    # (shared/config/plan.py: the compact chunk layout).
+    KEEPS_OBS: ClassVar[bool] = False
 
     @property
     def training_only(self) -> bool:
@@ -51,6 +54,7 @@ class ClipActions(_Wrapper):
 
     name: Literal["clip_actions"] = "clip_actions"
     """The wrapper's name in the env's wrappers list."""
+    KEEPS_OBS: ClassVar[bool] = True
 
     def wrap(self, env: gym.Env, training: bool) -> gym.Env:
         import numpy as np
@@ -167,6 +171,7 @@ class ScaleReward(_Wrapper):
     """The wrapper's name in the env's wrappers list."""
     scale: Annotated[float, Field(gt=0, description="factor applied to each training reward")]
     TRAINING_ONLY: ClassVar[bool] = True
+    KEEPS_OBS: ClassVar[bool] = True
 
     def wrap(self, env: gym.Env, training: bool) -> gym.Env:
         from gymnasium.wrappers import TransformReward
@@ -187,6 +192,7 @@ class NormalizeReward(_Wrapper):
     gamma: Annotated[float, Field(gt=0, le=1, description=(
         "discount of the return whose spread rewards are divided by: the algorithm's gamma, as rl-zoo does"))] = 0.99
     TRAINING_ONLY: ClassVar[bool] = True
+    KEEPS_OBS: ClassVar[bool] = True
 
     def wrap(self, env: gym.Env, training: bool) -> gym.Env:
         from gymnasium.wrappers import NormalizeReward as Normalize

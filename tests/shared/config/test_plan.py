@@ -72,6 +72,10 @@ def test_dict_observations_with_images_plan_a_cnn_for_the_image_beside_the_other
 @pytest.mark.parametrize(("wrappers", "obs", "stack"), [
     ([{"name": "frame_stack", "frames": 4}], ("uint8", (4, 84, 84)), 4),
     ([{"name": "frame_stack", "frames": 2}, {"name": "scale_reward", "scale": 0.1}], ("uint8", (2, 6, 7, 3)), 2),
+    ([{"name": "frame_stack", "frames": 2}, {"name": "normalize_reward"}, {"name": "clip_actions"}],
+     ("uint8", (2, 6, 7, 3)), 2),  # wrappers that keep observations may follow the stack
+    ([{"name": "frame_stack", "frames": 2}, {"name": "gymnasium", "call": "gymnasium.wrappers:TimeAwareObservation"}],
+     ("uint8", (2, 6, 7, 3)), None),  # one that may change them hides the stack
     ([], ("uint8", (84, 84, 3)), None),  # one image, no stack: nothing recurs between rows
     ([{"name": "frame_stack", "frames": 4}], ("float32", (4, 3)), None),  # stacked vectors stay flat
     ([{"name": "frame_stack", "frames": 4}], ("uint8", (4, 10)), None),  # stacks of 1-D frames stay flat
