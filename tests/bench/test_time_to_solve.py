@@ -1,5 +1,6 @@
 """bench/time_to_solve.py's recurrent cases: SB3's side steps the env the rlfleet config describes, with the same
-observations, and on POPGym trains with the config's own hyperparameters."""
+observations, and trains with the config's own hyperparameters on POPGym, with rl-zoo's entry on both sides on
+CartPole without velocities."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from rlfleet.shared.algorithms.recurrent_ppo import RecurrentPPOParams
 from rlfleet.shared.config.run_config import load_run_config
 from rlfleet.shared.envs.build import make_env
 from rlfleet.shared.envs.gymspaces import RawObservation
+from rlfleet.shared.envs.wrappers import NormalizeObs, NormalizeReward
 
 REPO = Path(__file__).resolve().parents[2]
 COLLECTORS = 2  # `rlfleet up`'s default collector processes (launcher/services.py)
@@ -99,3 +101,35 @@ def test_popgym_trains_with_the_same_hyperparameters_on_both_sides(algo: str) ->
     assert policy["activation_fn"].__name__.lower() == net.activation
     # rlfleet's critic reads the core's output without training the core: sb3-contrib's shared_lstm
     assert policy["shared_lstm"] and not policy["enable_critic_lstm"]
+
+
+def test_cartpole_without_velocities_takes_rl_zoos_entry_on_both_sides() -> None:
+    """configs/cartpole_novel_rppo.yaml is rl-zoo's CartPoleNoVel-v1 entry, as the SB3 side runs it: the same
+    rollout, optimisation, schedules, normalisation and network, with a critic LSTM of its own on both."""
+    case = BENCH.CASES["recurrent_ppo"]
+    config = load_run_config(REPO / case.config)
+    algo_config, sb3 = config.algo, case.recurrent.kwargs
+    assert isinstance(algo_config, RecurrentPPOParams)
+    assert case.recurrent.envs == config.collector.num_envs * COLLECTORS
+    assert sb3["n_steps"] == config.collector.chunk_steps
+    assert case.sb3_timesteps == config.budget.max_env_steps
+    assert (sb3["gamma"], sb3["gae_lambda"], sb3["n_epochs"], sb3["batch_size"], sb3["ent_coef"]) == (
+        algo_config.gamma, algo_config.gae_lambda, algo_config.epochs, algo_config.minibatch_size,
+        algo_config.entropy_coef)
+    # rl-zoo's lin_0.001 and lin_0.2: SB3 calls them with the progress left (1 at the start, 0 at the end)
+    assert (sb3["learning_rate"](1.0), sb3["clip_range"](1.0)) == (algo_config.learning_rate, algo_config.clip_range)
+    assert (sb3["learning_rate"](0.0), sb3["clip_range"](0.0)) == (0.0, 0.0)
+    for name in ("learning_rate", "clip_range"):
+        schedule = algo_config.schedules[name]
+        assert (schedule.kind, schedule.end, schedule.over, schedule.unit) == (
+            "linear", 0.0, config.budget.max_env_steps, "env_steps")
+    # rl-zoo's normalize: true is VecNormalize on observations and rewards, its discount the algorithm's
+    wrappers = {type(w): w for w in config.env.wrappers}
+    assert case.recurrent.normalize and NormalizeObs in wrappers
+    reward = wrappers[NormalizeReward]
+    assert isinstance(reward, NormalizeReward) and reward.gamma == algo_config.gamma
+    policy, net = sb3["policy_kwargs"], algo_config.net
+    assert net.core is not None and net.core.kind == "lstm" and policy["lstm_hidden_size"] == net.core.hidden
+    assert policy["net_arch"] == {"pi": list(net.hidden), "vf": list(net.hidden)}
+    assert policy["activation_fn"].__name__.lower() == net.activation
+    assert policy["enable_critic_lstm"] and net.trunk == "separate_core"
