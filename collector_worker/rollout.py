@@ -169,7 +169,8 @@ class Rollout:
             if self.behaviour.sample:
                 raise RuntimeError("a sampling behaviour records log-probs and cannot act before the first policy")
             return random_actions(self.spaces, self.behaviour.head, len(obs), self.rng, obs)
-        return self.actor.act(obs, explore=not self.greedy, rng=self.rng, epsilon=epsilon)
+        return self.actor.act(obs, explore=not self.greedy, rng=self.rng, epsilon=epsilon,
+                              noise_every=self.behaviour.sde_sample_freq or 1)
 
     def collect(self, steps: int, epsilon: float = 0.0, episodes_target: int | None = None,
                 refresh: Callable[[], None] | None = None, random: bool = False) -> Chunk:

@@ -165,7 +165,7 @@ class ActorCritic:
         self.spaces, self.device = spaces, device
         self._manifest = PolicyManifest.of(spaces, net, behaviour.head)
         self.actor = PolicyNet(self._manifest).to(device)
-        if behaviour.head == "gaussian":
+        if hasattr(self.actor, "log_std"):
             with torch.no_grad():
                 self.actor.log_std.fill_(log_std_init)
         self.codec = ValueCodec(value)

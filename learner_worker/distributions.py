@@ -10,8 +10,8 @@ import math
 
 import torch
 
-from rlfleet.shared.payloads.spaces import MultiDiscreteActions, Spaces
-from rlfleet.shared.policy.actors import LOG_STD_MAX, LOG_STD_MIN, TANH_EPS
+from rlfleet.shared.payloads.spaces import BoxActions, MultiDiscreteActions, Spaces
+from rlfleet.shared.policy.actors import LOG_STD_MAX, LOG_STD_MIN, SDE_EPS, TANH_EPS
 from rlfleet.shared.policy.manifest import Head
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -56,6 +56,14 @@ def log_prob_entropy(head: Head, spaces: Spaces, out: torch.Tensor, log_std: tor
         z = (actions - out) / log_std.exp()
         logp = (-0.5 * z.pow(2) - log_std - HALF_LOG_2PI).sum(1)
         return logp, (0.5 + HALF_LOG_2PI + log_std).sum(1)
+    if head == "gaussian_sde":
+        assert log_std is not None and isinstance(spaces.action, BoxActions)
+        dim = spaces.action.dim
+        # the latent's gradient reaches the network through the mean only, as in SB3 (learn_features=False)
+        mean, latent = out[:, :dim], out[:, dim:].detach()
+        std = (latent.pow(2) @ (2.0 * log_std).exp() + SDE_EPS).sqrt()
+        z = (actions - mean) / std
+        return (-0.5 * z.pow(2) - std.log() - HALF_LOG_2PI).sum(1), (0.5 + HALF_LOG_2PI + std.log()).sum(1)
     raise ValueError(f"no log-prob/entropy for head {head!r} (tanh_gaussian: use tanh_gaussian_sample)")
 
 

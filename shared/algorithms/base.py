@@ -142,6 +142,11 @@ class ClippedSurrogateParams(ChunkParams):
     normalize_advantages: bool = True
     """Normalise advantages per minibatch."""
     log_std_init: Annotated[float, Field(ge=-5, le=2, description="gaussian head: initial log-std")] = 0.0
+    sde_sample_freq: Annotated[int | None, Field(ge=1, le=2**20)] = None
+    """Box actions: generalized state-dependent exploration (gSDE, Raffin et al. 2022; SB3's `use_sde` with this
+    `sde_sample_freq`): the policy's noise is its last hidden layer's features times weights that each env keeps
+    for this many steps, a smooth function of the state instead of fresh noise every step; the published head is
+    `gaussian_sde` (shared/policy/manifest.py). Null: independent gaussian noise every step."""
     value: CriticValue = CriticValue()
     """The critic's value representation: Pohlen's transform, a scalar or categorical head."""
 
@@ -225,10 +230,27 @@ def sampled_head(spaces: Spaces) -> Head:
     return "categorical"
 
 
+def sde_sample_freq(config: RunConfig, spaces: Spaces) -> int | None:
+    """`algo.sde_sample_freq` where the algorithm has it (the clipped-surrogate learners) and the actions are a Box."""
+    freq = config.algo.sde_sample_freq if isinstance(config.algo, ClippedSurrogateParams) else None
+    return freq if isinstance(spaces.action, BoxActions) else None
+
+
+def sde_fits(config: RunConfig, spaces: Spaces) -> None:
+    """gSDE perturbs continuous actions: refuse `algo.sde_sample_freq` for any other action space."""
+    if isinstance(config.algo, ClippedSurrogateParams) and config.algo.sde_sample_freq is not None \
+            and not isinstance(spaces.action, BoxActions):
+        raise ValueError(f"algo.sde_sample_freq explores Box actions; env {config.env.id!r} has {spaces.action.kind} "
+                         f"actions: remove it (exploration there is the categorical's own)")
+
+
 def sampling_behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
     """Collectors of policy-gradient learners draw from the policy and record each action's log-prob (and, for a
-    policy with a recurrent core, each env's core state at a chunk's first row)."""
-    return Behaviour(head=sampled_head(spaces), sample=True, core=config.algo.net.core)
+    policy with a recurrent core, each env's core state at a chunk's first row); with gSDE, from a gaussian_sde
+    head whose weights each env keeps `sde_sample_freq` steps."""
+    freq = sde_sample_freq(config, spaces)
+    return Behaviour(head="gaussian_sde" if freq else sampled_head(spaces), sample=True, core=config.algo.net.core,
+                     sde_sample_freq=freq)
 
 
 @dataclass(frozen=True)

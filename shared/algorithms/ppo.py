@@ -9,6 +9,7 @@ from rlfleet.shared.algorithms.base import (
     ClippedSurrogateParams,
     sampled_head,
     sampling_behaviour,
+    sde_fits,
 )
 from rlfleet.shared.config.base import NetConfig
 
@@ -25,4 +26,4 @@ class PPOParams(ClippedSurrogateParams):
 
 SPEC = AlgorithmSpec(name="ppo", summary="PPO, clipped surrogate, GAE; synchronous or bounded-lag",
                      params=PPOParams, loop="chunks", learner="rlfleet.learner_worker.algorithms.ppo:PPO",
-                     head=sampled_head, behaviour=sampling_behaviour, shares=("minibatch_size",))
+                     head=sampled_head, behaviour=sampling_behaviour, fits=sde_fits, shares=("minibatch_size",))

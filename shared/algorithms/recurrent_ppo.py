@@ -7,7 +7,13 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from rlfleet.shared.algorithms.base import AlgorithmSpec, ClippedSurrogateParams, sampled_head, sampling_behaviour
+from rlfleet.shared.algorithms.base import (
+    AlgorithmSpec,
+    ClippedSurrogateParams,
+    sampled_head,
+    sampling_behaviour,
+    sde_fits,
+)
 from rlfleet.shared.config.base import CoreConfig, NetConfig
 
 
@@ -33,4 +39,4 @@ SPEC = AlgorithmSpec(name="recurrent_ppo", summary="sb3-contrib's RecurrentPPO: 
                      "each env's sequence in a chunk from its stored core state, GAE per env",
                      params=RecurrentPPOParams, loop="chunks",
                      learner="rlfleet.learner_worker.algorithms.recurrent_ppo:RecurrentPPO", head=sampled_head,
-                     behaviour=sampling_behaviour, recurrent=True, shares=("minibatch_size",))
+                     behaviour=sampling_behaviour, fits=sde_fits, recurrent=True, shares=("minibatch_size",))

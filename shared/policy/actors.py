@@ -35,6 +35,7 @@ from rlfleet.shared.policy.recurrent import NumpyCore, core_keys
 ACTIVATIONS = {"relu": lambda x: np.maximum(x, 0.0, out=x), "tanh": lambda x: np.tanh(x, out=x)}
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0  # tanh_gaussian's clamp, the same in the learner (shared/policy/nets.py)
 TANH_EPS = 1e-6
+SDE_EPS = 1e-6  # added to gaussian_sde's variance (as SB3 does), so a row whose latent features are all 0 has a density
 
 
 class PolicyError(ValueError):
@@ -57,6 +58,21 @@ def head_outputs(spaces: Spaces, head: Head) -> int:
     if isinstance(action, MultiDiscreteActions):
         return sum(action.nvec)
     return action.n
+
+
+def log_std_shape(spaces: Spaces, head: Head, width: int) -> tuple[int, ...] | None:
+    """The shape of the head's `log_std` tensor for a network whose last hidden layer has `width` units: one per
+    action dimension (gaussian), one per latent feature and action dimension (gaussian_sde); None: no such tensor."""
+    action = spaces.action
+    if not isinstance(action, BoxActions) or head not in ("gaussian", "gaussian_sde"):
+        return None
+    return (action.dim,) if head == "gaussian" else (width, action.dim)
+
+
+def sde_std(latent: np.ndarray, log_std: np.ndarray) -> np.ndarray:
+    """gaussian_sde's standard deviation per row and action dimension: sqrt(latent^2 @ exp(log_std)^2 + eps), the
+    spread of latent @ (exp(log_std) * W) over unit normal weights W [width, dim]."""
+    return np.sqrt((latent ** 2) @ np.exp(2.0 * log_std) + SDE_EPS)
 
 
 def to_env(spaces: Spaces, head: Head, actions: np.ndarray) -> np.ndarray:
@@ -120,9 +136,11 @@ def _categorical(logits: np.ndarray, explore: bool, rng: np.random.Generator) ->
 
 
 def decide(manifest: PolicyManifest, out: np.ndarray, log_std: np.ndarray | None, explore: bool,
-           rng: np.random.Generator, epsilon: float = 0.0, mask: np.ndarray | None = None) -> Decision:
+           rng: np.random.Generator, epsilon: float = 0.0, mask: np.ndarray | None = None,
+           weights: np.ndarray | None = None) -> Decision:
     """Turn the network's outputs into actions for `manifest.head` (explore=False: the greedy action); under a
-    mask (`legal`), illegal actions' Q-values and logits are -inf, so they are never taken."""
+    mask (`legal`), illegal actions' Q-values and logits are -inf, so they are never taken. `weights` [N, width,
+    dim]: gaussian_sde's unit normal exploration weights per env (explore=True needs them)."""
     head, spaces = manifest.head, manifest.spaces
     n = len(out)
     if mask is not None:
@@ -152,6 +170,20 @@ def decide(manifest: PolicyManifest, out: np.ndarray, log_std: np.ndarray | None
         logp = (-0.5 * noise ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi)).sum(axis=1)
         acts32 = acts.astype(np.float32)
         return Decision(acts32, to_env(spaces, head, acts32), logp.astype(np.float32))
+    if head == "gaussian_sde":
+        assert log_std is not None and isinstance(spaces.action, BoxActions)
+        dim = spaces.action.dim
+        mean, latent = out[:, :dim].astype(np.float64), out[:, dim:].astype(np.float64)
+        std = sde_std(latent, log_std.astype(np.float64))
+        if explore:
+            assert weights is not None, "gaussian_sde explores with per-env weights (_Actor.act draws them)"
+            noise = np.einsum("nl,nld->nd", latent, np.exp(log_std.astype(np.float64)) * weights)
+        else:
+            noise = np.zeros(mean.shape)
+        acts = mean + noise
+        logp = (-0.5 * (noise / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi)).sum(axis=1)
+        acts32 = acts.astype(np.float32)
+        return Decision(acts32, to_env(spaces, head, acts32), logp.astype(np.float32))
     # tanh_gaussian: first half means, second half log-stds
     dim = out.shape[1] // 2
     mean, log_std_out = out[:, :dim].astype(np.float64), np.clip(out[:, dim:], LOG_STD_MIN, LOG_STD_MAX)
@@ -167,6 +199,8 @@ class _Actor:
     manifest: PolicyManifest
     log_std: np.ndarray | None
     _state: np.ndarray | None = None  # [N, *state_shape] for a core; None: zeros for whatever N comes next
+    _weights: np.ndarray | None = None  # gaussian_sde's exploration weights, [N, width, dim]
+    _weights_age = 0  # explored steps since they were drawn
 
     def _step(self, obs: np.ndarray, state: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
         """The network's outputs for `obs` [N, *obs] from core state `state` (None without a core), and the state
@@ -223,11 +257,29 @@ class _Actor:
         self._state = after
         return out, broken if broken.any() else None
 
-    def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator, epsilon: float = 0.0) -> Decision:
+    def act(self, obs: np.ndarray, explore: bool, rng: np.random.Generator, epsilon: float = 0.0,
+            noise_every: int = 1) -> Decision:
+        """The decision for a batch of observations; `noise_every`: the explored steps a gaussian_sde head keeps
+        its exploration weights before drawing new ones (the behaviour's sde_sample_freq)."""
         out, broken = self._forward(obs)
-        decision = decide(self.manifest, out, self.log_std, explore, rng, epsilon, legal(self.manifest.spaces, obs))
+        weights = self._exploration_weights(len(obs), rng, noise_every) if explore else None
+        decision = decide(self.manifest, out, self.log_std, explore, rng, epsilon, legal(self.manifest.spaces, obs),
+                          weights)
         decision.broken = broken
         return decision
+
+    def _exploration_weights(self, n: int, rng: np.random.Generator, every: int) -> np.ndarray | None:
+        """gaussian_sde's unit normal weights for n envs (None for other heads), drawn afresh every `every`
+        explored steps, for another number of envs, and with each new actor (a new policy version), as SB3 redraws
+        them every sde_sample_freq steps and at every rollout's start."""
+        if self.manifest.head != "gaussian_sde":
+            return None
+        if self._weights is None or len(self._weights) != n or self._weights_age >= every:
+            assert self.log_std is not None
+            self._weights = rng.standard_normal((n, *self.log_std.shape))
+            self._weights_age = 0
+        self._weights_age += 1
+        return self._weights
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """The env actions of the deterministic policy (argmax, or the mean), for evaluation."""
@@ -251,7 +303,8 @@ class NumpyActor(_Actor):
                  head_outputs(manifest.spaces, manifest.head)]
         self.activation = ACTIVATIONS[manifest.net.activation]
         expected = {f"body.{2 * i}.{kind}" for i in range(len(sizes) - 1) for kind in ("weight", "bias")}
-        if manifest.head == "gaussian":
+        std_shape = log_std_shape(manifest.spaces, manifest.head, sizes[-2])
+        if std_shape is not None:
             expected.add("log_std")
         if core is not None:
             expected |= set(core_keys(core, features))
@@ -265,8 +318,9 @@ class NumpyActor(_Actor):
                                   f"{(fan_out, fan_in)} / {(fan_out,)}")
             self.layers.append((np.ascontiguousarray(weight.T, np.float32), np.ascontiguousarray(bias, np.float32)))
         self.log_std = state.get("log_std")
-        if self.log_std is not None and self.log_std.shape != (sizes[-1],):
-            raise PolicyError(f"log_std has shape {self.log_std.shape}, expected {(sizes[-1],)}")
+        if self.log_std is not None and self.log_std.shape != std_shape:
+            raise PolicyError(f"log_std has shape {self.log_std.shape}, expected {std_shape}")
+        self.sde = manifest.head == "gaussian_sde"
         try:
             self.core = None if core is None else NumpyCore(core, features, state)
         except ValueError as exc:
@@ -277,12 +331,14 @@ class NumpyActor(_Actor):
         if self.core is not None:
             assert state is not None
             x, state = self.core.step(x, state)
-        for i, (weight, bias) in enumerate(self.layers):
-            x = x @ weight
-            x += bias
-            if i < len(self.layers) - 1:
-                x = self.activation(x)
-        return x, state
+        *hidden, (weight, bias) = self.layers
+        for hidden_weight, hidden_bias in hidden:
+            x = x @ hidden_weight
+            x += hidden_bias
+            x = self.activation(x)
+        out = x @ weight
+        out += bias
+        return (np.concatenate([out, x], axis=1) if self.sde else out), state  # gaussian_sde: its latent too
 
 
 TORCH_THREADS_VAR = "RLFLEET_TORCH_THREADS"

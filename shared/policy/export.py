@@ -30,7 +30,7 @@ from rlfleet.shared.storage.local import atomic_write
 
 Format = Literal["onnx", "torchscript"]
 FORMATS: tuple[Format, ...] = ("onnx", "torchscript")
-HEADS = ("q_values", "categorical", "multi_categorical", "gaussian", "tanh_gaussian")
+HEADS = ("q_values", "categorical", "multi_categorical", "gaussian", "gaussian_sde", "tanh_gaussian")
 ENCODERS = ("mlp", "cnn", "nature", "impala")
 # The manifest fields the exported model reproduces; any other one that is set changes how the policy acts.
 EXPORTED_FIELDS = {"format", "version", "spaces", "encoder", "net", "head", "obs_norm"}
@@ -77,6 +77,7 @@ class GreedyPolicy(nn.Module):
         high = action.high if isinstance(action, BoxActions) else ()
         self.register_buffer("low", torch.tensor(low, dtype=torch.float32))
         self.register_buffer("high", torch.tensor(high, dtype=torch.float32))
+        self.dim = len(high)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         out = self.net(obs)
@@ -88,8 +89,8 @@ class GreedyPolicy(nn.Module):
             return out.argmax(dim=1)
         if self.head == "multi_categorical":
             return torch.stack([part.argmax(dim=1) for part in torch.split(out, self.splits, dim=1)], dim=1)
-        if self.head == "gaussian":
-            return torch.maximum(torch.minimum(out, self.high), self.low)
+        if self.head in ("gaussian", "gaussian_sde"):  # gaussian_sde: the means, then its latent (not acted on)
+            return torch.maximum(torch.minimum(out[:, :self.dim], self.high), self.low)
         mean = out[:, :out.shape[1] // 2]  # tanh_gaussian: the mean's tanh, rescaled from [-1, 1] into the bounds
         return self.low + (torch.tanh(mean) + 1.0) * 0.5 * (self.high - self.low)
 

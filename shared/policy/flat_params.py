@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from rlfleet.shared.policy.actors import head_outputs
+from rlfleet.shared.policy.actors import head_outputs, log_std_shape
 from rlfleet.shared.policy.manifest import PolicyManifest
 
 
@@ -26,8 +26,9 @@ def policy_shapes(manifest: PolicyManifest) -> dict[str, tuple[int, ...]]:
     for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
         shapes[f"body.{2 * i}.weight"] = (fan_out, fan_in)
         shapes[f"body.{2 * i}.bias"] = (fan_out,)
-    if manifest.head == "gaussian":
-        shapes["log_std"] = (sizes[-1],)
+    std_shape = log_std_shape(manifest.spaces, manifest.head, sizes[-2])
+    if std_shape is not None:
+        shapes["log_std"] = std_shape
     return shapes
 
 

@@ -11,6 +11,11 @@ Action heads (outputs of the network's last layer):
 * categorical / multi_categorical: logits (per sub-action, concatenated); actions are drawn from softmax.
 * gaussian: the mean of a normal with a state-independent `log_std` parameter; actions are clipped into the
   Box bounds when applied to the env (the drawn action is what the learner scores).
+* gaussian_sde: generalized state-dependent exploration (Raffin et al. 2022, SB3's `use_sde`): the mean, and a
+  `log_std` [width, dim] parameter over the last hidden layer's `width` features (the latent); exploring draws
+  mean + latent @ (exp(log_std) * W) with unit normal weights W that an actor keeps for several steps, so its noise
+  is a smooth function of the state. Each action's density is that of N(mean, sqrt(latent^2 @ exp(log_std)^2)).
+  The network's output is the mean followed by the latent.
 * tanh_gaussian: mean and log-std; a = tanh(u), u ~ N(mean, std), rescaled from [-1, 1] into the bounds.
 
 An optional recurrent `core` (GRU or LSTM) sits between the encoder and `net`, where sb3-contrib's RecurrentPPO puts
@@ -43,7 +48,7 @@ from rlfleet.shared.payloads.spaces import image_dims as dims_of
 MANIFEST_KEY = "rlfleet.manifest"
 MANIFEST_FORMAT: Literal["rlfleet.policy"] = "rlfleet.policy"
 MANIFEST_VERSION = 1
-Head = Literal["q_values", "categorical", "multi_categorical", "gaussian", "tanh_gaussian"]
+Head = Literal["q_values", "categorical", "multi_categorical", "gaussian", "gaussian_sde", "tanh_gaussian"]
 
 
 class ManifestError(ValueError):
@@ -124,6 +129,9 @@ class Behaviour(Strict):
     core: CoreConfig | None = Field(None, description=(
         "the policy's recurrent core (algo.net.core): collectors carry one state per env and store each env's state "
         "at a chunk's first row in the chunk's `core_state` column"))
+    sde_sample_freq: Annotated[int | None, Field(ge=1, description=(
+        "gaussian_sde heads: the steps each env keeps its exploration weights before new ones are drawn "
+        "(algo.sde_sample_freq)"))] = None
 
 
 def default_encoder(obs: ObsSpace) -> MlpEncoder | CnnEncoder:

@@ -1,10 +1,11 @@
 """Torch networks built from the manifest's description, so a published state dict loads everywhere.
 
-`Network` is the one trunk every algorithm uses: observations (normalised with frozen statistics when the
-manifest has them; images scaled from uint8 to [0, 1] and read channels-first) -> the manifest's encoder -> an
-MLP. `PolicyNet` is the published actor: a Network whose last layer matches the manifest's action head, plus the
-state-independent `log_std` of a gaussian head. Critics and Q-networks are Networks that are never published, or
-(a shared trunk, learner_worker/actor_critic.py) a value head on the actor's last hidden layer.
+`Network` is the one trunk every algorithm uses: observations (normalised with frozen statistics when the manifest
+has them; images scaled from uint8 to [0, 1] and read channels-first) -> the manifest's encoder -> an MLP.
+`PolicyNet` is the published actor: a Network whose last layer matches the manifest's action head, plus the
+state-independent `log_std` of a gaussian head (gaussian_sde: one per latent feature and action dimension). Critics
+and Q-networks are Networks that are never published, or (a shared trunk, learner_worker/actor_critic.py) a value
+head on the actor's last hidden layer.
 
 A Dict or Tuple observation holding images (`ObsSpace.image_parts`) gets a multi-input encoder: a CNN of the
 encoder's kind per image (`convs.<i>`), its features followed by the other parts' encodings.
@@ -30,7 +31,7 @@ from torch import nn
 from rlfleet.shared.config.base import CnnEncoder, CoreConfig, ImpalaEncoder, MlpConfig, MlpEncoder, NatureEncoder
 from rlfleet.shared.payloads.spaces import ObsSpace
 from rlfleet.shared.payloads.spaces import image_dims as dims_of
-from rlfleet.shared.policy.actors import head_outputs
+from rlfleet.shared.policy.actors import head_outputs, log_std_shape
 from rlfleet.shared.policy.manifest import Encoder, ObsNorm, PolicyManifest, encoder_features, image_dims
 from rlfleet.shared.policy.obs_encoding import ObsLayout
 from rlfleet.shared.policy.obs_encoding_torch import TorchObsEncoder
@@ -268,5 +269,13 @@ class PolicyNet(Network):
     def __init__(self, manifest: PolicyManifest) -> None:
         super().__init__(manifest.spaces.obs, manifest.encoder, manifest.net,
                          head_outputs(manifest.spaces, manifest.head), obs_norm=manifest.obs_norm, core=manifest.core)
-        if manifest.head == "gaussian":
-            self.log_std = nn.Parameter(torch.zeros(head_outputs(manifest.spaces, manifest.head)))
+        std_shape = log_std_shape(manifest.spaces, manifest.head, self.hidden_width)
+        if std_shape is not None:
+            self.log_std = nn.Parameter(torch.zeros(std_shape))
+        self.sde = manifest.head == "gaussian_sde"
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The last layer on `hidden`'s activations; a gaussian_sde head's output adds those activations (its
+        latent) after the means."""
+        out = self.body[-1](hidden)
+        return torch.cat([out, hidden], dim=-1) if self.sde else out

@@ -124,8 +124,8 @@ def _header(data: bytes) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("spaces", "head"), [
-    (CARTPOLE, "q_values"), (CARTPOLE, "categorical"), (PENDULUM, "gaussian"), (PENDULUM, "tanh_gaussian"),
-    (Spaces(obs=CARTPOLE.obs, action=MultiDiscreteActions(nvec=(2, 3))), "multi_categorical"),
+    (CARTPOLE, "q_values"), (CARTPOLE, "categorical"), (PENDULUM, "gaussian"), (PENDULUM, "gaussian_sde"),
+    (PENDULUM, "tanh_gaussian"), (Spaces(obs=CARTPOLE.obs, action=MultiDiscreteActions(nvec=(2, 3))), "multi_categorical"),
 ])
 def test_real_policy_files_match_the_served_schema(client: TestClient, spaces: Spaces, head: Head) -> None:
     """The manifest validates, and the tensors are named and shaped as the schema's description says."""
@@ -136,12 +136,15 @@ def test_real_policy_files_match_the_served_schema(client: TestClient, spaces: S
     doc = json.loads(header["__metadata__"]["rlfleet.manifest"])
     assert list(validator.iter_errors(doc)) == []
     assert PolicyManifest.model_validate(doc) == m
-    width = {"q_values": 2, "categorical": 2, "multi_categorical": 5, "gaussian": 1, "tanh_gaussian": 2}[head]
+    width = {"q_values": 2, "categorical": 2, "multi_categorical": 5, "gaussian": 1, "gaussian_sde": 1,
+             "tanh_gaussian": 2}[head]
     sizes = [spaces.obs.flat_size, 8, 6, width]
     expected = {f"body.{2 * k}.weight": [b, a] for k, (a, b) in enumerate(itertools.pairwise(sizes))}
     expected |= {f"body.{2 * k}.bias": [b] for k, (_, b) in enumerate(itertools.pairwise(sizes))}
     if head == "gaussian":
         expected["log_std"] = [1]
+    if head == "gaussian_sde":  # one per latent feature (the last layer's fan_in) and action dimension
+        expected["log_std"] = [6, 1]
     assert {k: v["shape"] for k, v in header.items() if k != "__metadata__"} == expected
     assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {"F32"}
 

@@ -292,6 +292,60 @@ def test_gaussian_policy_learns_a_continuous_bandit():
         assert ppo.actor.log_std.item() < -0.5
 
 
+def test_gaussian_sde_policy_loss_is_scored_under_the_latents_spread():
+    """gSDE: the learner scores actions under N(mean, sqrt(latent^2 @ exp(log_std)^2 + eps)), the latent being the
+    actor's last hidden layer, as the collectors' actors draw them (tests/shared/policy/test_actors.py)."""
+    cfg = PPOParams(net=NetConfig(hidden=(8,), activation="tanh"), epochs=1, minibatch_size=10_000,
+                    normalize_advantages=False, log_std_init=-0.3, sde_sample_freq=4)
+    ppo = PPO(PENDULUM, cfg, Behaviour(head="gaussian_sde", sample=True, sde_sample_freq=4), seed=0)
+    assert ppo.manifest().head == "gaussian_sde" and tuple(ppo.actor.log_std.shape) == (8, 1)
+    chunk = gaussian_chunk(2)
+    rows = ppo.gae_rows(chunk, ppo.cfg.gamma, ppo.cfg.gae_lambda)
+    with torch.no_grad():
+        obs = torch.from_numpy(rows["obs"])
+        latent = ppo.actor.hidden(obs)
+        mean = ppo.actor.body[-1](latent)
+        std = (latent.pow(2) @ torch.full((8, 1), np.exp(-0.6)) + 1e-6).sqrt()
+        dist = torch.distributions.Normal(mean, std)
+        logp = dist.log_prob(torch.from_numpy(rows["actions"])).sum(1)
+        ratio = torch.exp(logp - torch.from_numpy(rows["logp"]))
+        adv = torch.from_numpy(rows["advantages"])
+        expected = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean().item()
+        entropy = dist.entropy().sum(1).mean().item()
+    info = ppo.update([chunk])
+    assert info["policy_loss"] == pytest.approx(expected, rel=1e-5)
+    assert info["entropy"] == pytest.approx(entropy, rel=1e-5)
+
+
+def test_gaussian_sde_policy_learns_a_state_dependent_bandit():
+    """Reward -(a - 0.5 * x)^2 for an observation x of N(0, 1) in every component: gSDE's actors explore with
+    weights kept for 4 steps, and the policy's mean follows 0.5 * x while its spread shrinks."""
+    cfg = PPOParams(net=NetConfig(hidden=(16,), activation="tanh"), epochs=4, minibatch_size=64, learning_rate=3e-3,
+                    sde_sample_freq=4, log_std_init=-1.0)
+    behaviour = Behaviour(head="gaussian_sde", sample=True, sde_sample_freq=4)
+    ppo = PPO(PENDULUM, cfg, behaviour, seed=0)
+    rng = np.random.default_rng(0)
+    spread_before = None
+    for _ in range(150):
+        actor = build_actor(ppo.manifest(), {k: v.numpy() for k, v in ppo.policy_state().items()})
+        obs = np.repeat(rng.standard_normal((32, 8, 1)), 3, axis=2).astype(np.float32)
+        actions = np.zeros((32, 8, 1), np.float32)
+        logp = np.zeros((32, 8), np.float32)
+        for t in range(32):  # the 8 envs step together, as a collector's do
+            decision = actor.act(obs[t], explore=True, rng=rng, noise_every=4)
+            actions[t], logp[t] = decision.actions, decision.logp
+        if spread_before is None:
+            spread_before = float(np.std(actions[..., 0] - 0.5 * obs[..., 0]))
+        ppo.update([{"obs": obs, "next_obs": obs, "actions": actions,
+                     "rewards": -((actions[..., 0] - 0.5 * obs[..., 0]) ** 2), "terminated": np.ones((32, 8), bool),
+                     "truncated": np.zeros((32, 8), bool), "valid": np.ones((32, 8), bool), "logp": logp}])
+    probe = np.repeat(np.array([[-1.0], [0.0], [1.0]], np.float32), 3, axis=1)
+    with torch.no_grad():
+        means = ppo.actor(torch.from_numpy(probe))[:, 0].numpy()
+    np.testing.assert_allclose(means, [-0.5, 0.0, 0.5], atol=0.12)
+    assert float(np.std(actions[..., 0] - 0.5 * obs[..., 0])) < 0.5 * spread_before
+
+
 CATEGORICAL = CriticValue(transform="pohlen", head="categorical", support=Support(min=-25, max=25, bins=51),
                           max_abs_return=500)
 

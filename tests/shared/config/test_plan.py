@@ -31,6 +31,14 @@ def test_continuous_actions_get_a_gaussian_head_and_log_probs() -> None:
     assert plan.behaviour.head == "gaussian" and plan.behaviour.sample and "logp" in plan.schema.columns
 
 
+def test_state_dependent_exploration_gets_a_gaussian_sde_head_and_its_sample_freq() -> None:
+    cfg = RunConfig.model_validate({"env": {"id": "Pendulum-v1"}, "algo": {"name": "ppo", "sde_sample_freq": 4},
+                                    **PPO_QUEUE})
+    plan = RunPlan.of(cfg)
+    assert plan.behaviour.head == "gaussian_sde" and plan.behaviour.sde_sample_freq == 4
+    assert plan.behaviour.sample and "logp" in plan.schema.columns
+
+
 def test_an_algorithm_paired_with_a_space_it_cannot_handle_is_refused_naming_both() -> None:
     with pytest.raises(ValueError, match="algo.name 'dqn' cannot train env.id 'Pendulum-v1'.*Discrete action space"
                                          ".*algorithms that can: .*ppo"):

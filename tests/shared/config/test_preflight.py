@@ -65,3 +65,11 @@ def test_a_critic_core_of_its_own_without_a_core_is_refused_at_validation() -> N
                                   "sampling": {"unit": "chunk"}, "replay": {"sampler": "fifo", "max_use": 1}})
     params = RecurrentPPOParams(net=NetConfig(trunk="separate_core", core=CoreConfig(kind="lstm", hidden=8)))
     assert params.net.trunk == "separate_core"
+
+
+def test_state_dependent_exploration_of_discrete_actions_is_refused_naming_the_field() -> None:
+    doc = {"env": {"id": "CartPole-v1"}, "algo": {"name": "ppo", "sde_sample_freq": 4}, "sampling": {"unit": "chunk"},
+           "replay": {"sampler": "fifo", "max_use": 1}}
+    with pytest.raises(ValidationError, match=r"algo.sde_sample_freq explores Box actions; env 'CartPole-v1' has "
+                                              r"discrete actions: remove it"):
+        preflight(RunConfig.model_validate(doc))

@@ -18,7 +18,7 @@ from tests.support.policies import CARTPOLE, PENDULUM, manifest, policy_state
 torch.set_num_threads(1)
 MULTI = Spaces(obs=ObsSpace(shape=(2, 3), dtype="float32"), action=MultiDiscreteActions(nvec=(3, 2)))
 IMAGE = Spaces(obs=ObsSpace(shape=(10, 10, 3), dtype="uint8"), action=DiscreteActions(n=4))
-CASES = [(CARTPOLE, "categorical"), (MULTI, "multi_categorical"), (PENDULUM, "gaussian")]
+CASES = [(CARTPOLE, "categorical"), (MULTI, "multi_categorical"), (PENDULUM, "gaussian"), (PENDULUM, "gaussian_sde")]
 
 
 def obs_for(spaces: Spaces, n: int = 64, seed: int = 0) -> np.ndarray:
@@ -46,7 +46,7 @@ def test_behaviour_logp_equals_the_learners(spaces, head):
     """The log-prob a collector records is the one the learner computes for the same action."""
     m = manifest(spaces, head, (8,))
     state = policy_state(m, seed=2)
-    if head == "gaussian":
+    if "log_std" in state:
         state["log_std"] = np.full_like(state["log_std"], -0.5)
     actor = build_actor(m, state)
     obs = obs_for(spaces, 256)
@@ -57,7 +57,40 @@ def test_behaviour_logp_equals_the_learners(spaces, head):
         logp, entropy = log_prob_entropy(head, spaces, net(torch.from_numpy(obs)), getattr(net, "log_std", None),
                                          torch.from_numpy(decision.actions))
     np.testing.assert_allclose(decision.logp, logp.numpy(), rtol=1e-4, atol=1e-4)
-    assert (entropy.numpy() > 0).all()
+    # gaussian_sde's spread is the latent's size times exp(log_std): rows of small latents have negative entropy
+    assert (entropy.numpy() > 0).all() if head != "gaussian_sde" else np.isfinite(entropy.numpy()).all()
+
+
+def test_sde_noise_has_the_spread_its_log_prob_describes():
+    """Over fresh exploration weights, gaussian_sde's actions spread as the N(mean, sde_std) the log-prob scores:
+    the per-dimension mean and standard deviation of 4,000 draws for one observation match the network's."""
+    m = manifest(PENDULUM, "gaussian_sde", (8,))
+    state = policy_state(m, seed=4)
+    state["log_std"] = np.random.default_rng(0).uniform(-1.0, 0.5, state["log_std"].shape).astype(np.float32)
+    actor = build_actor(m, state)
+    obs = np.repeat(obs_for(PENDULUM, 1, seed=5), 4000, axis=0)  # one observation, 4,000 envs: 4,000 weight draws
+    drawn = actor.act(obs, explore=True, rng=np.random.default_rng(6)).actions.astype(np.float64)
+    out = actor.forward(obs[:1]).astype(np.float64)
+    mean, std = out[0, :1], actors.sde_std(out[:, 1:], state["log_std"].astype(np.float64))[0]
+    assert abs(drawn.mean(0)[0] - mean[0]) < 4 * std[0] / np.sqrt(4000)
+    assert drawn.std(0)[0] == pytest.approx(std[0], rel=0.05)
+
+
+def test_sde_weights_are_kept_for_noise_every_steps_then_redrawn():
+    """An env's exploration weights last `noise_every` explored steps (SB3's sde_sample_freq): the same observation
+    gets the same action within a window and another one after it; a greedy step draws nothing."""
+    m = manifest(PENDULUM, "gaussian_sde", (8,))
+    actor = build_actor(m, policy_state(m, seed=7))
+    obs, rng = obs_for(PENDULUM, 3, seed=8), np.random.default_rng(9)
+    window = [actor.act(obs, explore=True, rng=rng, noise_every=3).actions for _ in range(3)]
+    greedy = actor.act(obs, explore=False, rng=rng, noise_every=3).actions
+    after = actor.act(obs, explore=True, rng=rng, noise_every=3).actions
+    np.testing.assert_array_equal(window[0], window[1])
+    np.testing.assert_array_equal(window[0], window[2])
+    assert not np.allclose(window[0], after)
+    assert not np.allclose(window[0], greedy)
+    np.testing.assert_allclose(greedy, actor.forward(obs)[:, :1], rtol=1e-6)
+    assert len({tuple(row) for row in window[0]}) == 3  # each env has weights of its own
 
 
 def test_sampled_categorical_actions_follow_softmax():

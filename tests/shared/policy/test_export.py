@@ -45,7 +45,7 @@ PARTS = Spaces(obs=ObsSpace(shape=(4,), dtype="int8", parts=(DiscretePart(n=4), 
 FLAT_CASES: list[tuple[Spaces, Head]] = [(CARTPOLE, "q_values"), (PARTS, "categorical"), (PARTS, "q_values"),
                                          (CARTPOLE, "categorical"), (MASKED, "q_values"),
                                          (MASKED, "categorical"), (MULTI, "multi_categorical"), (BOX, "gaussian"),
-                                         (BOX, "tanh_gaussian")]
+                                         (BOX, "gaussian_sde"), (BOX, "tanh_gaussian")]
 IMAGE_CASES: list[tuple[Spaces, Head, str]] = [(IMAGE_LAST, "categorical", "cnn"), (IMAGE_LAST, "q_values", "nature"),
                                                (IMAGE_FIRST, "tanh_gaussian", "impala")]
 

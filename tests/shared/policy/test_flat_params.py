@@ -20,7 +20,8 @@ def _manifest(spaces: Spaces, head: str) -> PolicyManifest:
                           head=head)
 
 
-@pytest.mark.parametrize(("spaces", "head"), [(CARTPOLE, "categorical"), (PENDULUM, "gaussian")])
+@pytest.mark.parametrize(("spaces", "head"), [(CARTPOLE, "categorical"), (PENDULUM, "gaussian"),
+                                               (PENDULUM, "gaussian_sde")])
 def test_shapes_name_every_torch_tensor_and_keep_the_bodys_order(spaces: Spaces, head: str) -> None:
     manifest = _manifest(spaces, head)
     torch_state = PolicyNet(manifest).state_dict()
@@ -32,7 +33,8 @@ def test_shapes_name_every_torch_tensor_and_keep_the_bodys_order(spaces: Spaces,
     assert parameter_count(shapes) == sum(p.numel() for p in PolicyNet(manifest).parameters())
 
 
-@pytest.mark.parametrize(("spaces", "head"), [(CARTPOLE, "categorical"), (PENDULUM, "gaussian")])
+@pytest.mark.parametrize(("spaces", "head"), [(CARTPOLE, "categorical"), (PENDULUM, "gaussian"),
+                                               (PENDULUM, "gaussian_sde")])
 def test_unflatten_inverts_flatten_and_the_numpy_actor_matches_torch(spaces: Spaces, head: str) -> None:
     torch.manual_seed(0)
     manifest = _manifest(spaces, head)
@@ -46,7 +48,7 @@ def test_unflatten_inverts_flatten_and_the_numpy_actor_matches_torch(spaces: Spa
     obs = np.random.default_rng(0).standard_normal((5, spaces.obs.flat_size)).astype(np.float32)
     with torch.no_grad():
         logits = net(torch.from_numpy(obs)).numpy()
-    expected = logits.argmax(1) if head == "categorical" else np.clip(logits, -2.0, 2.0)
+    expected = logits.argmax(1) if head == "categorical" else np.clip(logits[:, :1], -2.0, 2.0)  # sde: mean, latent
     np.testing.assert_allclose(np.asarray(NumpyActor(manifest, back).greedy(obs), np.float64).reshape(
         expected.shape), expected, atol=1e-5)
 
