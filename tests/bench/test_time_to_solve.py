@@ -133,3 +133,31 @@ def test_cartpole_without_velocities_takes_rl_zoos_entry_on_both_sides() -> None
     assert policy["net_arch"] == {"pi": list(net.hidden), "vf": list(net.hidden)}
     assert policy["activation_fn"].__name__.lower() == net.activation
     assert policy["enable_critic_lstm"] and net.trunk == "separate_core"
+
+
+def test_pendulum_without_velocity_takes_rl_zoos_entry_with_gsde_on_both_sides() -> None:
+    """configs/pendulum_novel_rppo.yaml is rl-zoo's PendulumNoVel-v1 entry as the SB3 side runs it: the same
+    rollout, optimisation, budget, network, critic LSTM, reward normalisation and gSDE resampled every 4 steps
+    (the observations, cos and sin of the angle, are left as they are on rlfleet's side)."""
+    case = BENCH.CASES["recurrent_ppo_pendulum"]
+    config = load_run_config(REPO / case.config)
+    algo_config, sb3 = config.algo, case.recurrent.kwargs
+    assert isinstance(algo_config, RecurrentPPOParams)
+    assert case.recurrent.envs == config.collector.num_envs * COLLECTORS
+    assert sb3["n_steps"] == config.collector.chunk_steps
+    assert case.sb3_timesteps == config.budget.max_env_steps
+    assert (sb3["gamma"], sb3["gae_lambda"], sb3["n_epochs"], sb3["ent_coef"], sb3["learning_rate"],
+            sb3["clip_range"]) == (algo_config.gamma, algo_config.gae_lambda, algo_config.epochs,
+                                   algo_config.entropy_coef, algo_config.learning_rate, algo_config.clip_range)
+    assert "batch_size" not in sb3 and algo_config.minibatch_size == 128  # sb3-contrib's default batch
+    assert sb3["use_sde"] and sb3["sde_sample_freq"] == algo_config.sde_sample_freq
+    wrappers = {type(w): w for w in config.env.wrappers}
+    reward = wrappers[NormalizeReward]
+    assert case.recurrent.normalize and isinstance(reward, NormalizeReward) and reward.gamma == algo_config.gamma
+    policy, net = sb3["policy_kwargs"], algo_config.net
+    assert net.core is not None and net.core.kind == "lstm" and policy["lstm_hidden_size"] == net.core.hidden
+    assert policy["net_arch"] == {"pi": list(net.hidden), "vf": list(net.hidden)}
+    assert policy["activation_fn"].__name__.lower() == net.activation
+    assert policy["enable_critic_lstm"] and net.trunk == "separate_core"
+    assert not policy["ortho_init"] and net.init != "orthogonal"
+    assert algo_config.log_std_init == 0.0  # SB3's default

@@ -125,7 +125,8 @@ def _header(data: bytes) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("spaces", "head"), [
     (CARTPOLE, "q_values"), (CARTPOLE, "categorical"), (PENDULUM, "gaussian"), (PENDULUM, "gaussian_sde"),
-    (PENDULUM, "tanh_gaussian"), (Spaces(obs=CARTPOLE.obs, action=MultiDiscreteActions(nvec=(2, 3))), "multi_categorical"),
+    (PENDULUM, "tanh_gaussian"),
+    (Spaces(obs=CARTPOLE.obs, action=MultiDiscreteActions(nvec=(2, 3))), "multi_categorical"),
 ])
 def test_real_policy_files_match_the_served_schema(client: TestClient, spaces: Spaces, head: Head) -> None:
     """The manifest validates, and the tensors are named and shaped as the schema's description says."""
