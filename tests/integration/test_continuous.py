@@ -1,4 +1,4 @@
-"""Continuous control through the whole stack: PPO's gaussian head solves Pendulum-v1 under `rlfleet up`."""
+"""Continuous control through the whole stack: PPO's gSDE head (gaussian_sde) solves Pendulum-v1 under `rlfleet up`."""
 
 from __future__ import annotations
 
@@ -14,19 +14,21 @@ from tests.support.repo import REPO
 
 
 @pytest.mark.slow
-def test_gaussian_ppo_solves_pendulum(tmp_path: Path) -> None:
+def test_ppo_exploring_with_gsde_solves_pendulum(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/pendulum_ppo.yaml", "--data-dir",
-         str(tmp_path), "--port", "0"],
+         str(tmp_path), "--port", "0", "--set", "algo.report_every=1"],  # it solves in ~10 updates: report each
         cwd=REPO, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["run_state"] == "solved" and summary["best_evaluation"]["mean"] >= -200
-    # Within the config's budget of 200k env steps (rl-zoo trains Pendulum PPO for 100k with gSDE; plain gaussian
-    # exploration gets twice that). Solved means a held-out test cleared the re-test bound, and which versions
-    # get tested depends on the evaluator's pace: measured 98k-102k env steps (two runs side by side), 176k in CI.
-    assert summary["env_steps"] <= 200_000
+    # Within the config's budget, rl-zoo's 100k env steps. Solved means a held-out test cleared the re-test bound,
+    # and which versions get tested depends on the evaluator's pace: measured 28.7k-65.5k env steps over seeds 0-5
+    # (two runs side by side); with plain gaussian noise 98k-102k here, 176k in CI.
+    assert summary["env_steps"] <= 100_000
+    manifest = read_manifest((run_dir / "best" / "policy.safetensors").read_bytes())
+    assert manifest.head == "gaussian_sde"  # the collectors explored with gSDE
     assert summary["policy_lag"]["sampled_max"] == 0  # synchronous: every chunk from the newest policy
     assert summary["learner"]["losses"]["entropy"] < 2.0  # a gaussian head's entropy, not a softmax's
     print(f"solved: {summary['env_steps']} env steps, {summary['wall_seconds']:.1f}s")
@@ -35,11 +37,12 @@ def test_gaussian_ppo_solves_pendulum(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_learner_owned_observation_statistics_ship_with_every_policy(tmp_path: Path) -> None:
     """normalize_obs: the learner's running statistics are frozen into each published manifest, which every
-    actor normalises with. A short budget (measured: with it PPO solves Pendulum after ~150k steps)."""
+    actor normalises with. A short budget, with plain gaussian noise (measured: so PPO solves Pendulum after ~150k
+    steps; with gSDE it can solve within 30k)."""
     done = subprocess.run(
         [sys.executable, "-m", "rlfleet.launcher", "up", "--config", "configs/pendulum_ppo.yaml", "--data-dir",
          str(tmp_path), "--port", "0", "--set", "env.wrappers=[{name: normalize_obs, clip: 5}]",
-         "--set", "budget.max_env_steps=24576"],
+         "--set", "budget.max_env_steps=24576", "--set", "algo.sde_sample_freq=null"],
         cwd=REPO, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # the budget ran out
     (run_dir,) = (tmp_path / "runs").iterdir()
