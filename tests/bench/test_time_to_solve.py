@@ -8,6 +8,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 from stable_baselines3.common.preprocessing import get_flattened_obs_dim
 
 from rlfleet.shared.algorithms.recurrent_ppo import RecurrentPPOParams
-from rlfleet.shared.config.run_config import load_run_config
+from rlfleet.shared.config.run_config import RunConfig, load_run_config
 from rlfleet.shared.envs.build import make_env
 from rlfleet.shared.envs.gymspaces import RawObservation
 from rlfleet.shared.envs.wrappers import NormalizeObs, NormalizeReward
@@ -103,16 +104,33 @@ def test_popgym_trains_with_the_same_hyperparameters_on_both_sides(algo: str) ->
     assert policy["shared_lstm"] and not policy["enable_critic_lstm"]
 
 
-def test_cartpole_without_velocities_takes_rl_zoos_entry_on_both_sides() -> None:
-    """configs/cartpole_novel_rppo.yaml is rl-zoo's CartPoleNoVel-v1 entry, as the SB3 side runs it: the same
-    rollout, optimisation, schedules, normalisation and network, with a critic LSTM of its own on both."""
-    case = BENCH.CASES["recurrent_ppo"]
+def rl_zoo_entry(algo: str) -> tuple[Any, RunConfig, RecurrentPPOParams, dict[str, Any]]:
+    """A recurrent case that runs one rl-zoo entry on both sides: its SB3 side, the rlfleet config, the config's
+    algorithm section and SB3's keyword arguments, checked for the same envs, rollout length and budget."""
+    case = BENCH.CASES[algo]
     config = load_run_config(REPO / case.config)
     algo_config, sb3 = config.algo, case.recurrent.kwargs
     assert isinstance(algo_config, RecurrentPPOParams)
     assert case.recurrent.envs == config.collector.num_envs * COLLECTORS
     assert sb3["n_steps"] == config.collector.chunk_steps
     assert case.sb3_timesteps == config.budget.max_env_steps
+    return case, config, algo_config, sb3
+
+
+def assert_the_same_network(policy: dict[str, Any], algo_config: RecurrentPPOParams) -> None:
+    """sb3-contrib's MlpLstmPolicy kwargs describe the config's network: the LSTM, the layers after it, their
+    activation, and a critic with an LSTM of its own."""
+    net = algo_config.net
+    assert net.core is not None and net.core.kind == "lstm" and policy["lstm_hidden_size"] == net.core.hidden
+    assert policy["net_arch"] == {"pi": list(net.hidden), "vf": list(net.hidden)}
+    assert policy["activation_fn"].__name__.lower() == net.activation
+    assert policy["enable_critic_lstm"] and net.trunk == "separate_core"
+
+
+def test_cartpole_without_velocities_takes_rl_zoos_entry_on_both_sides() -> None:
+    """configs/cartpole_novel_rppo.yaml is rl-zoo's CartPoleNoVel-v1 entry, as the SB3 side runs it: the same
+    rollout, optimisation, schedules, normalisation and network, with a critic LSTM of its own on both."""
+    case, config, algo_config, sb3 = rl_zoo_entry("recurrent_ppo")
     assert (sb3["gamma"], sb3["gae_lambda"], sb3["n_epochs"], sb3["batch_size"], sb3["ent_coef"]) == (
         algo_config.gamma, algo_config.gae_lambda, algo_config.epochs, algo_config.minibatch_size,
         algo_config.entropy_coef)
@@ -128,24 +146,14 @@ def test_cartpole_without_velocities_takes_rl_zoos_entry_on_both_sides() -> None
     assert case.recurrent.normalize and NormalizeObs in wrappers
     reward = wrappers[NormalizeReward]
     assert isinstance(reward, NormalizeReward) and reward.gamma == algo_config.gamma
-    policy, net = sb3["policy_kwargs"], algo_config.net
-    assert net.core is not None and net.core.kind == "lstm" and policy["lstm_hidden_size"] == net.core.hidden
-    assert policy["net_arch"] == {"pi": list(net.hidden), "vf": list(net.hidden)}
-    assert policy["activation_fn"].__name__.lower() == net.activation
-    assert policy["enable_critic_lstm"] and net.trunk == "separate_core"
+    assert_the_same_network(sb3["policy_kwargs"], algo_config)
 
 
 def test_pendulum_without_velocity_takes_rl_zoos_entry_with_gsde_on_both_sides() -> None:
     """configs/pendulum_novel_rppo.yaml is rl-zoo's PendulumNoVel-v1 entry as the SB3 side runs it: the same
     rollout, optimisation, budget, network, critic LSTM, reward normalisation and gSDE resampled every 4 steps
     (the observations, cos and sin of the angle, are left as they are on rlfleet's side)."""
-    case = BENCH.CASES["recurrent_ppo_pendulum"]
-    config = load_run_config(REPO / case.config)
-    algo_config, sb3 = config.algo, case.recurrent.kwargs
-    assert isinstance(algo_config, RecurrentPPOParams)
-    assert case.recurrent.envs == config.collector.num_envs * COLLECTORS
-    assert sb3["n_steps"] == config.collector.chunk_steps
-    assert case.sb3_timesteps == config.budget.max_env_steps
+    case, config, algo_config, sb3 = rl_zoo_entry("recurrent_ppo_pendulum")
     assert (sb3["gamma"], sb3["gae_lambda"], sb3["n_epochs"], sb3["ent_coef"], sb3["learning_rate"],
             sb3["clip_range"]) == (algo_config.gamma, algo_config.gae_lambda, algo_config.epochs,
                                    algo_config.entropy_coef, algo_config.learning_rate, algo_config.clip_range)
@@ -154,10 +162,6 @@ def test_pendulum_without_velocity_takes_rl_zoos_entry_with_gsde_on_both_sides()
     wrappers = {type(w): w for w in config.env.wrappers}
     reward = wrappers[NormalizeReward]
     assert case.recurrent.normalize and isinstance(reward, NormalizeReward) and reward.gamma == algo_config.gamma
-    policy, net = sb3["policy_kwargs"], algo_config.net
-    assert net.core is not None and net.core.kind == "lstm" and policy["lstm_hidden_size"] == net.core.hidden
-    assert policy["net_arch"] == {"pi": list(net.hidden), "vf": list(net.hidden)}
-    assert policy["activation_fn"].__name__.lower() == net.activation
-    assert policy["enable_critic_lstm"] and net.trunk == "separate_core"
-    assert not policy["ortho_init"] and net.init != "orthogonal"
+    assert_the_same_network(sb3["policy_kwargs"], algo_config)
+    assert not sb3["policy_kwargs"]["ortho_init"] and algo_config.net.init != "orthogonal"
     assert algo_config.log_std_init == 0.0  # SB3's default

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import gymnasium
 import numpy as np
@@ -252,17 +253,13 @@ def gaussian_chunk(seed: int, steps: int = 16, envs: int = 2) -> dict[str, np.nd
             "logp": rng.uniform(-2.0, -0.5, shape).astype(np.float32)}
 
 
-def test_gaussian_policy_loss_matches_a_hand_computation():
-    """Continuous PPO: one epoch, one minibatch, so the reported policy loss is that of the initial weights."""
-    cfg = PPOParams(net=NetConfig(hidden=(8,), activation="tanh"), epochs=1, minibatch_size=10_000,
-                    normalize_advantages=False, log_std_init=-0.3)
-    ppo = PPO(PENDULUM, cfg, Behaviour(head="gaussian", sample=True), seed=0)
-    assert ppo.manifest().head == "gaussian"
-    chunk = gaussian_chunk(1)
+def assert_first_update_scores_under(ppo: PPO, chunk: dict[str, np.ndarray],
+                                     distribution: Callable[[torch.Tensor], torch.distributions.Normal]) -> None:
+    """The policy loss and entropy an update reports (one epoch, one minibatch: those of the initial weights) are
+    the clipped surrogate and the entropy of `distribution(obs)`, the action distribution computed by hand."""
     rows = ppo.gae_rows(chunk, ppo.cfg.gamma, ppo.cfg.gae_lambda)
     with torch.no_grad():
-        mean = ppo.actor(torch.from_numpy(rows["obs"]))
-        dist = torch.distributions.Normal(mean, torch.full_like(mean, np.exp(-0.3)))
+        dist = distribution(torch.from_numpy(rows["obs"]))
         logp = dist.log_prob(torch.from_numpy(rows["actions"])).sum(1)
         ratio = torch.exp(logp - torch.from_numpy(rows["logp"]))
         adv = torch.from_numpy(rows["advantages"])
@@ -271,6 +268,20 @@ def test_gaussian_policy_loss_matches_a_hand_computation():
     info = ppo.update([chunk])
     assert info["policy_loss"] == pytest.approx(expected, rel=1e-5)
     assert info["entropy"] == pytest.approx(entropy, rel=1e-5)
+
+
+def test_gaussian_policy_loss_matches_a_hand_computation():
+    """Continuous PPO: one epoch, one minibatch, so the reported policy loss is that of the initial weights."""
+    cfg = PPOParams(net=NetConfig(hidden=(8,), activation="tanh"), epochs=1, minibatch_size=10_000,
+                    normalize_advantages=False, log_std_init=-0.3)
+    ppo = PPO(PENDULUM, cfg, Behaviour(head="gaussian", sample=True), seed=0)
+    assert ppo.manifest().head == "gaussian"
+
+    def normal(obs: torch.Tensor) -> torch.distributions.Normal:
+        mean = ppo.actor(obs)
+        return torch.distributions.Normal(mean, torch.full_like(mean, np.exp(-0.3)))
+
+    assert_first_update_scores_under(ppo, gaussian_chunk(1), normal)
 
 
 def test_gaussian_policy_learns_a_continuous_bandit():
@@ -299,22 +310,13 @@ def test_gaussian_sde_policy_loss_is_scored_under_the_latents_spread():
                     normalize_advantages=False, log_std_init=-0.3, sde_sample_freq=4)
     ppo = PPO(PENDULUM, cfg, Behaviour(head="gaussian_sde", sample=True, sde_sample_freq=4), seed=0)
     assert ppo.manifest().head == "gaussian_sde" and tuple(ppo.actor.log_std.shape) == (8, 1)
-    chunk = gaussian_chunk(2)
-    rows = ppo.gae_rows(chunk, ppo.cfg.gamma, ppo.cfg.gae_lambda)
-    with torch.no_grad():
-        obs = torch.from_numpy(rows["obs"])
+
+    def state_dependent(obs: torch.Tensor) -> torch.distributions.Normal:
         latent = ppo.actor.hidden(obs)
-        mean = ppo.actor.body[-1](latent)
         std = (latent.pow(2) @ torch.full((8, 1), np.exp(-0.6)) + 1e-6).sqrt()
-        dist = torch.distributions.Normal(mean, std)
-        logp = dist.log_prob(torch.from_numpy(rows["actions"])).sum(1)
-        ratio = torch.exp(logp - torch.from_numpy(rows["logp"]))
-        adv = torch.from_numpy(rows["advantages"])
-        expected = -torch.min(ratio * adv, ratio.clamp(0.8, 1.2) * adv).mean().item()
-        entropy = dist.entropy().sum(1).mean().item()
-    info = ppo.update([chunk])
-    assert info["policy_loss"] == pytest.approx(expected, rel=1e-5)
-    assert info["entropy"] == pytest.approx(entropy, rel=1e-5)
+        return torch.distributions.Normal(ppo.actor.body[-1](latent), std)
+
+    assert_first_update_scores_under(ppo, gaussian_chunk(2), state_dependent)
 
 
 def test_gaussian_sde_policy_learns_a_state_dependent_bandit():
