@@ -230,12 +230,6 @@ def sampled_head(spaces: Spaces) -> Head:
     return "categorical"
 
 
-def sde_sample_freq(config: RunConfig, spaces: Spaces) -> int | None:
-    """`algo.sde_sample_freq` where the algorithm has it (the clipped-surrogate learners) and the actions are a Box."""
-    freq = config.algo.sde_sample_freq if isinstance(config.algo, ClippedSurrogateParams) else None
-    return freq if isinstance(spaces.action, BoxActions) else None
-
-
 def sde_fits(config: RunConfig, spaces: Spaces) -> None:
     """gSDE perturbs continuous actions: refuse `algo.sde_sample_freq` for any other action space."""
     if isinstance(config.algo, ClippedSurrogateParams) and config.algo.sde_sample_freq is not None \
@@ -248,7 +242,9 @@ def sampling_behaviour(config: RunConfig, spaces: Spaces) -> Behaviour:
     """Collectors of policy-gradient learners draw from the policy and record each action's log-prob (and, for a
     policy with a recurrent core, each env's core state at a chunk's first row); with gSDE, from a gaussian_sde
     head whose weights each env keeps `sde_sample_freq` steps."""
-    freq = sde_sample_freq(config, spaces)
+    freq = config.algo.sde_sample_freq if isinstance(config.algo, ClippedSurrogateParams) else None
+    if not isinstance(spaces.action, BoxActions):
+        freq = None  # the preflight refused the field for these actions (sde_fits)
     return Behaviour(head="gaussian_sde" if freq else sampled_head(spaces), sample=True, core=config.algo.net.core,
                      sde_sample_freq=freq)
 
