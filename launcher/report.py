@@ -31,6 +31,7 @@ at or before each point, from where every run has one to the last of any (a run 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -300,13 +301,14 @@ def markdown(report: Report) -> str:
              f"over {report.random_episodes} episodes). Intervals: 95% stratified bootstrap over runs "
              f"({report.reps:,} replications; rliable's metrics).", "",
              "| metric | normalised score | 95% interval | as a return |", "|---|---:|---:|---:|"]
+    places = _return_places(report)
     for name, found in report.metrics.items():
-        back = "-" if name == "optimality gap" else f"{_denormalise(report, found.point):.1f}"
+        back = "-" if name == "optimality gap" else f"{_denormalise(report, found.point):.{places}f}"
         lines.append(f"| {name} | {found.point:.3f} | [{found.low:.3f}, {found.high:.3f}] | {back} |")
     lines += ["", "| run | seed | state | env steps | held-out test | episodes | policy | score |",
               "|---|---:|---|---:|---|---:|---|---:|"]
     for run, score in zip(report.runs, report.scores, strict=True):
-        lines.append(f"| {run.name} | {run.seed} | {run.state} | {run.env_steps:,} | {run.test_mean:.1f} "
+        lines.append(f"| {run.name} | {run.seed} | {run.state} | {run.env_steps:,} | {run.test_mean:.{places}f} "
                      f"({run.test_source}) | {run.test_episodes} | {run.policy} | {score:.3f} |")
     if report.curve is None:
         lines += ["", "No sample-efficiency curve: the runs share no span of env steps with a validation in each."]
@@ -315,6 +317,12 @@ def markdown(report: Report) -> str:
                       f"{len(report.curve.env_steps)} env-step points from {report.curve.env_steps[0]:,.0f} to "
                       f"{report.curve.env_steps[-1]:,.0f}, bootstrap bands of {CURVE_REPS:,} replications."]
     return "\n".join(lines) + "\n"
+
+
+def _return_places(report: Report) -> int:
+    """Decimals that show a thousandth of the normalised range as a return: one for CartPole (random 22 to 475),
+    three for returns within [-1, 1] (POPGym's), where one decimal would print every run's test the same."""
+    return max(1, 3 - math.floor(math.log10(report.target - report.random_return)))
 
 
 def _denormalise(report: Report, score: float) -> float:

@@ -95,6 +95,20 @@ def test_a_run_without_a_threshold_needs_a_target(tmp_path: Path) -> None:
     assert "target 500 (--target)" in output and "(end of budget)" in output
 
 
+def test_returns_within_one_print_with_the_places_that_tell_runs_apart(tmp_path: Path) -> None:
+    """POPGym's returns lie in [-1, 1]: at one decimal every run's test and the IQM would read -0.4."""
+    env = {"id": "popgym.envs.repeat_previous:RepeatPreviousEasy", "solve_threshold": None}
+    runs = [journal_run(tmp_path / "data", config(seed, env=env), [(1_000, [-0.45, -0.45])], [mean] * 10)
+            for seed, mean in enumerate((-0.4142, -0.4189, -0.4318))]
+    code, output = report(*runs, "--out", tmp_path / "out", "--target", "1")
+    assert code == 0, output
+    tests = [next(line for line in output.splitlines() if line.startswith(f"| {run.name} |")).split("|")[5]
+             for run in runs]
+    assert [cell.split()[0] for cell in tests] == ["-0.414", "-0.419", "-0.432"]
+    iqm_row = next(line for line in output.splitlines() if line.startswith("| IQM |"))
+    assert iqm_row.split("|")[4].strip() == "-0.422"  # their mean: a quarter of three runs trims none
+
+
 def test_the_bootstrap_is_reproducible_and_resamples_runs() -> None:
     scores = np.array([[0.1], [0.5], [0.9], [1.0], [1.2]])
     mean = [lambda x: float(np.mean(x))]
