@@ -6,6 +6,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
+from rlfleet.shared.solve_rule import shown
+
 if TYPE_CHECKING:
     from rlfleet.shared.wire import Status
 
@@ -19,8 +21,8 @@ def describe(st: Status) -> str:
         f"steps {st.env_steps:,} ({st.env_steps_per_second:,.0f}/s)",
         f"policy v{st.policy_version}",
         f"iter {st.learner.iteration:,}",
-        f"train return {st.recent_return_mean:.1f}" if st.recent_return_mean is not None else "train return -",
-        f"eval {ev.mean:.1f} (best {best.mean:.1f})" if ev and best else "eval -",
+        f"train return {shown(st.recent_return_mean)}" if st.recent_return_mean is not None else "train return -",
+        f"eval {shown(ev.mean)} (best {shown(best.mean)})" if ev and best else "eval -",
         _tests(st),
         f"workers {kinds['collector']}c/{kinds['learner']}l/{kinds['evaluator']}e",
     ]
@@ -50,9 +52,9 @@ def _tests(st: Status) -> str:
     parts = [f"testing v{st.test_in_flight}"] if st.test_in_flight is not None else []
     if last is not None:
         low, high = last.ci95
-        bound = "" if last.bound is None else f", re-test bound {last.bound:.1f}"
+        bound = "" if last.bound is None else f", re-test bound {shown(last.bound)}"
         verdict = "(no threshold)" if st.no_threshold else "confirmed" if last.confirmed else "rejected"
-        parts.append(f"test v{last.policy_version} {last.mean:.1f} [{low:.1f}, {high:.1f}]{bound} {verdict}")
+        parts.append(f"test v{last.policy_version} {shown(last.mean)} [{shown(low)}, {shown(high)}]{bound} {verdict}")
     if st.tests_rejected:
         parts.append(f"{st.tests_rejected} rejected")
     return "tests: " + (", ".join(parts) if parts else "-")

@@ -19,6 +19,7 @@ evaluator running it is gone (its lease expired), the run ends budget_exhausted,
 from __future__ import annotations
 
 from rlfleet.coordinator.operations.context import RunContext
+from rlfleet.shared.solve_rule import shown
 from rlfleet.shared.wire import HoldoutResult
 
 
@@ -62,11 +63,11 @@ def tested(ctx: RunContext, result: HoldoutResult) -> None:
         return
     if not ctx.judge.no_threshold:  # the candidate's test under way at the end did not confirm it (else: solved)
         low, high = result.ci95
-        bound = "" if result.bound is None else f", re-test lower bound {result.bound:.1f}"
+        bound = "" if result.bound is None else f", re-test lower bound {shown(result.bound)}"
         ctx.end("budget_exhausted", (
             f"{ctx.lifecycle.final}; the held-out test of policy v{result.policy_version} under way when training "
-            f"stopped did not confirm it ({result.mean:.1f} ± {result.std:.1f} over {result.episodes} episodes, 95% "
-            f"CI {low:.1f} .. {high:.1f}{bound})"))
+            f"stopped did not confirm it ({shown(result.mean)} ± {shown(result.std)} over {result.episodes} episodes, "
+            f"95% CI {shown(low)} .. {shown(high)}{bound})"))
         return
     best = ctx.judge.best
     if best is None or result.policy_version != best.policy_version:
@@ -75,8 +76,8 @@ def tested(ctx: RunContext, result: HoldoutResult) -> None:
     low, high = result.ci95
     ctx.end("budget_exhausted", (
         f"{ctx.lifecycle.final}; no threshold: best policy v{result.policy_version} (validation "
-        f"{result.validation_mean:.1f}; held-out test {result.mean:.1f} ± {result.std:.1f} over {result.episodes} "
-        f"episodes, 95% CI {low:.1f} .. {high:.1f}) kept in best/; {_last(ctx)}"))
+        f"{shown(result.validation_mean)}; held-out test {shown(result.mean)} ± {shown(result.std)} over "
+        f"{result.episodes} episodes, 95% CI {shown(low)} .. {shown(high)}) kept in best/; {_last(ctx)}"))
 
 
 def _untested(ctx: RunContext, reason: str) -> str:

@@ -35,6 +35,17 @@ def test_a_test_reads_as_its_verdict_or_as_a_score_without_a_threshold() -> None
     assert re.search(r"tests: testing v3, test v3 498\.5 \[[^]]+\][^|]* \(no threshold\)", describe(scored))
 
 
+def test_returns_within_one_keep_three_significant_digits() -> None:
+    """POPGym's returns lie in [-1, 1]: at one decimal a run's every figure would read -0.4 or -0.5."""
+    small = TESTED.model_copy(update={"mean": -0.41416, "ci95": (-0.43473, -0.39360), "bound": -0.43850})
+    evaluated = STATUS.latest_evaluation.model_copy(update={"mean": -0.45139})
+    best = STATUS.best_evaluation.model_copy(update={"mean": -0.37083})
+    line = describe(STATUS.model_copy(update={"latest_test": small, "no_threshold": True, "recent_return_mean": -0.4389,
+                                              "latest_evaluation": evaluated, "best_evaluation": best}))
+    assert "train return -0.439 | eval -0.451 (best -0.371)" in line
+    assert "test v3 -0.414 [-0.435, -0.394], re-test bound -0.439 (no threshold)" in line
+
+
 def test_a_failed_or_lagging_tracker_shows_on_the_line_and_a_healthy_one_does_not() -> None:
     healthy = TrackerStatus(name="wandb", state="running", written=120, dropped=0)
     failed = TrackerStatus(name="mlflow", state="failed", error="OperationalError: disk full", written=3, dropped=9)

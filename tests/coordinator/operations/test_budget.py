@@ -65,6 +65,16 @@ def test_a_run_with_no_threshold_tests_its_best_policy_before_it_ends(
     assert run.workers.heartbeat(col).directive.run_state == "budget_exhausted"
 
 
+def test_a_small_returns_test_is_told_in_three_significant_digits(
+        make_run: Callable[..., Run], run_config: RunConfig, store: LocalStore) -> None:
+    """POPGym's returns lie in [-1, 1]: one decimal would end the run saying "-0.4 ± 0.1, 95% CI -0.4 .. -0.4"."""
+    run = no_threshold_run(make_run, run_config)
+    _, ev = validated(run, store)
+    use_up_the_budget(run)
+    holdout(run, ev, 2, [-0.3, -0.5] * 50)
+    assert "held-out test -0.4 ± 0.101 over 100 episodes, 95% CI -0.42 .. -0.38)" in run.status().run_message
+
+
 def test_with_nothing_validated_it_ends_at_once(make_run: Callable[..., Run], run_config: RunConfig,
                                                store: LocalStore) -> None:
     run = no_threshold_run(make_run, run_config)
