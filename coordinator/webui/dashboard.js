@@ -153,6 +153,12 @@ function fmt(value, digits = 1) {
     { maximumFractionDigits: digits });
 }
 
+function returnText(value) {  // a return as shared/solve_rule.py's shown(): POPGym's -0.414 must not read -0.4
+  if (value === null || value === undefined) return "–";
+  const v = Number(value);
+  return Math.abs(v) >= 10 ? v.toFixed(1) : String(Number(v.toPrecision(3)));
+}
+
 function renderNumbers(snap) {
   const buffer = snap.buffers[0] || {};
   const best = snap.best_evaluation;
@@ -161,10 +167,10 @@ function renderNumbers(snap) {
     number("env steps", fmt(snap.env_steps, 0)),
     number("env steps/s", fmt(snap.env_steps_per_second, 0)),
     number("episodes", fmt(snap.episodes, 0)),
-    number("training return (last 100)", fmt(snap.recent_return_mean)),
+    number("training return (last 100)", returnText(snap.recent_return_mean)),
     number("policy version", fmt(snap.policy_version, 0)),
     number("learner iteration", fmt(snap.learner.iteration, 0)),
-    number("best validation", best ? fmt(best.mean) + " (v" + best.policy_version + ")" : "–"),
+    number("best validation", best ? returnText(best.mean) + " (v" + best.policy_version + ")" : "–"),
     number("solve rule", ruleText(snap.solve_rule, state.threshold)),
     number("latest test", snap.latest_test ? testText(snap.latest_test) : "–"),
     number("confirmed by test", confirmed ? testText(confirmed) : "–"),
@@ -178,12 +184,12 @@ function renderNumbers(snap) {
 
 function ruleText(rule, threshold) {  // how a held-out test confirms a solve (shared/solve_rule.py)
   if (rule === "against") return "every bar of evaluation.against";
-  return "95% lower bound of a re-test's mean ≥ " + fmt(threshold);
+  return "95% lower bound of a re-test's mean ≥ " + returnText(threshold);
 }
 
 function testText(test) {  // mean [95% t interval], and the re-test bound the rule compared with the threshold
-  const bound = test.bound === null || test.bound === undefined ? "" : ", bound " + fmt(test.bound);
-  return fmt(test.mean) + " [" + fmt(test.ci95[0]) + ", " + fmt(test.ci95[1]) + "]" + bound
+  const bound = test.bound === null || test.bound === undefined ? "" : ", bound " + returnText(test.bound);
+  return returnText(test.mean) + " [" + returnText(test.ci95[0]) + ", " + returnText(test.ci95[1]) + "]" + bound
          + " (v" + test.policy_version + (test.confirmed ? "" : ", rejected") + ")";
 }
 

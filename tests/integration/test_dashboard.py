@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from rlfleet.launcher.up import free_port
+from rlfleet.shared.solve_rule import shown
 from tests.support.repo import REPO
 
 pytestmark = pytest.mark.slow
@@ -150,6 +151,9 @@ def _follow(browser: Any, url: str, tokens: dict[str, str], artifacts: Path) -> 
     workers = browser.execute_script("return document.querySelectorAll('#workers tbody tr').length")
     assert workers == 4  # 2 collectors, the learner, the evaluator
     assert _points(browser, "lag") >= 1 and _points(browser, "sps") >= 2
+    # Returns read as the CLI and the run's messages show them (POPGym's lie in [-1, 1]).
+    values = [-0.41416, 0.1036, -0.5, 9.4321, -183.66, 475.0, 0.0]
+    assert browser.execute_script("return arguments[0].map(returnText)", values) == [shown(v) for v in values]
     # The screenshot a reviewer looks at: half a minute of training, a few validations on the curves.
     _wait("30 s of training", lambda: browser.execute_script(
         "return Number(document.getElementById('run-state').dataset.wall || 0) >= 30"), 90)
