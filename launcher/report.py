@@ -300,10 +300,12 @@ def markdown(report: Report) -> str:
              f"({report.target_from}), random {report.random_return:.2f} (mean return of uniformly random actions "
              f"over {report.random_episodes} episodes). Intervals: 95% stratified bootstrap over runs "
              f"({report.reps:,} replications; rliable's metrics).", "",
-             "| metric | normalised score | 95% interval | as a return |", "|---|---:|---:|---:|"]
+             "| metric | normalised score | 95% interval | as a return, with its interval |", "|---|---:|---:|---:|"]
     places = _return_places(report)
     for name, found in report.metrics.items():
-        back = "-" if name == "optimality gap" else f"{_denormalise(report, found.point):.{places}f}"
+        back = "-" if name == "optimality gap" else " ".join(
+            (f"{_denormalise(report, found.point):.{places}f}",
+             f"[{_denormalise(report, found.low):.{places}f}, {_denormalise(report, found.high):.{places}f}]"))
         lines.append(f"| {name} | {found.point:.3f} | [{found.low:.3f}, {found.high:.3f}] | {back} |")
     lines += ["", "| run | seed | state | env steps | held-out test | episodes | policy | score |",
               "|---|---:|---|---:|---|---:|---|---:|"]
