@@ -303,9 +303,8 @@ def markdown(report: Report) -> str:
              "| metric | normalised score | 95% interval | as a return, with its interval |", "|---|---:|---:|---:|"]
     places = _return_places(report)
     for name, found in report.metrics.items():
-        back = "-" if name == "optimality gap" else " ".join(
-            (f"{_denormalise(report, found.point):.{places}f}",
-             f"[{_denormalise(report, found.low):.{places}f}, {_denormalise(report, found.high):.{places}f}]"))
+        point, low, high = (f"{_denormalise(report, v):.{places}f}" for v in (found.point, found.low, found.high))
+        back = "-" if name == "optimality gap" else f"{point} [{low}, {high}]"
         lines.append(f"| {name} | {found.point:.3f} | [{found.low:.3f}, {found.high:.3f}] | {back} |")
     lines += ["", "| run | seed | state | env steps | held-out test | episodes | policy | score |",
               "|---|---:|---|---:|---|---:|---|---:|"]
